@@ -1,0 +1,55 @@
+// `snip`: the headless command-line front of SNIP Workbench. Every subcommand runs on the
+// same engine and store as the GUI; errors from bad input are printed, never crashes.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "command.h"
+#include "snip/error.h"
+
+namespace snip::cli {
+
+std::vector<CommandRegistration>& command_registry() {
+  static std::vector<CommandRegistration> registry;
+  return registry;
+}
+
+std::string default_db_path() {
+  std::filesystem::path dir;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
+    dir = std::filesystem::path(xdg) / "snip-workbench";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dir = std::filesystem::path(home) / ".local" / "share" / "snip-workbench";
+  } else {
+    dir = std::filesystem::current_path() / ".snip-workbench";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return (dir / "workbench.db").string();
+}
+
+std::string default_corpus_path() { return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz"; }
+
+}  // namespace snip::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"snip: FP8/FP4 mixed-precision Llama training and the SNIP layer-precision planner (headless)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "snip 0.1.0");
+  auto& registry = snip::cli::command_registry();
+  std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (auto& reg : registry) reg.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const snip::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,20 @@
+// Crash-safe file writes: write a temp file beside the target, fsync, rename, fsync the
+// directory. A reader sees the old file or the new one, never a half-written one.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace snip {
+
+// Throws snip::Error naming the path and the OS error (disk full, read-only, ...). On
+// failure the previous file at `path` is untouched and no temp file is left behind.
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+inline void write_file_atomic(const std::string& path, std::string_view text) {
+  write_file_atomic(path, text.data(), text.size());
+}
+
+// Reads a whole file; throws snip::Error naming the path when it cannot.
+std::string read_file(const std::string& path);
+
+}  // namespace snip

@@ -1,0 +1,47 @@
+// Precision plans and their file format `snip-plan/1`:
+//   {"format": "snip-plan/1",
+//    "layers": {"model.layers.0.self_attn.q_proj": {"fprop": "fp4", "dgrad": "fp4", "wgrad": "fp8"}, ...},
+//    "method": "snip", "budget": 0.75, "achieved_fp4_fraction": 0.7512, "recipe": "snip",
+//    "provenance": {...free-form: run, step, statistics round, lambda, solver...}}
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "snip/layers.h"
+#include "snip/precision.h"
+
+namespace snip {
+
+struct Plan {
+  std::map<std::string, LinearPrecision> layers;  // HF module name -> precision per GEMM role
+  std::string method;                             // "snip", "min-err", "uniform-fp4", "manual", ...
+  double budget = 0.0;                            // requested FP4 FLOP fraction ρ
+  double achieved_fp4_fraction = 0.0;             // achieved ρ (exact, from FLOPs)
+  std::string recipe = "snip";                    // scaling recipe the plan was made for
+  nlohmann::json provenance = nlohmann::json::object();
+
+  bool operator==(const Plan&) const = default;
+};
+
+// The same precision on every GEMM of every layer of `dims`.
+Plan uniform_plan(const ModelDims& dims, Precision p);
+
+// JSON text <-> Plan. `source` names the file in error messages.
+Plan plan_from_json(const std::string& text, const std::string& source = "plan");
+std::string plan_to_json(const Plan& plan);
+Plan read_plan_file(const std::string& path);
+void write_plan_file(const std::string& path, const Plan& plan);  // atomic
+
+// Resolves a plan against a model: one LinearPrecision per layer in index order.
+// A layer the model lacks or a block out of range is an error (snip::Error naming it);
+// layers the plan leaves out run in `missing_default` and each is reported in *warnings.
+std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dims, std::vector<std::string>* warnings,
+                                          Precision missing_default = Precision::bf16);
+
+// Achieved FP4 FLOP fraction of per-layer precisions (every GEMM of a layer has the same FLOPs).
+double fp4_flop_fraction(const std::vector<LinearPrecision>& per_layer, const ModelDims& dims);
+
+}  // namespace snip

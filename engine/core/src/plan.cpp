@@ -1,0 +1,141 @@
+// snip-plan/1 reading, writing and resolution against a model.
+#include "snip/plan.h"
+
+#include "snip/atomic_file.h"
+#include "snip/error.h"
+
+namespace snip {
+
+using nlohmann::json;
+
+Plan uniform_plan(const ModelDims& dims, Precision p) {
+  Plan plan;
+  for (const auto& layer : linear_layers(dims)) plan.layers[layer.name] = LinearPrecision::uniform(p);
+  plan.method = std::string("uniform-") + precision_name(p);
+  plan.achieved_fp4_fraction = p == Precision::fp4 ? 1.0 : 0.0;
+  plan.budget = plan.achieved_fp4_fraction;
+  return plan;
+}
+
+Plan plan_from_json(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(source + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error(source + ": a plan must be a JSON object with \"format\": \"snip-plan/1\"");
+  if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "snip-plan/1")
+    throw Error(source + ": missing or unsupported \"format\" (expected \"snip-plan/1\")");
+  if (!j.contains("layers") || !j["layers"].is_object())
+    throw Error(source + ": missing \"layers\" object (HF module name -> {fprop, dgrad, wgrad})");
+  Plan plan;
+  for (auto it = j["layers"].begin(); it != j["layers"].end(); ++it) {
+    const std::string& name = it.key();
+    LinearPrecision lp;
+    if (it.value().is_string()) {  // shorthand: one precision for all three GEMMs
+      try {
+        lp = LinearPrecision::uniform(parse_precision(it.value().get<std::string>()));
+      } catch (const Error& e) {
+        throw Error(source + ": layer " + name + ": " + e.what());
+      }
+    } else if (it.value().is_object()) {
+      for (Gemm g : kAllGemms) {
+        const auto& v = it.value();
+        if (!v.contains(gemm_name(g)) || !v[gemm_name(g)].is_string())
+          throw Error(source + ": layer " + name + " has no precision for " + gemm_name(g) +
+                      " (give \"fprop\", \"dgrad\" and \"wgrad\")");
+        try {
+          lp[g] = parse_precision(v[gemm_name(g)].get<std::string>());
+        } catch (const Error& e) {
+          throw Error(source + ": layer " + name + " " + gemm_name(g) + ": " + e.what());
+        }
+      }
+    } else {
+      throw Error(source + ": layer " + name + ": expected {\"fprop\": ..., \"dgrad\": ..., \"wgrad\": ...}");
+    }
+    plan.layers[name] = lp;
+  }
+  auto get_num = [&](const char* key) -> double {
+    if (!j.contains(key) || j[key].is_null()) return 0.0;
+    if (!j[key].is_number()) throw Error(source + ": \"" + key + "\" must be a number");
+    return j[key].get<double>();
+  };
+  auto get_str = [&](const char* key, const char* def) -> std::string {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_string()) throw Error(source + ": \"" + key + "\" must be a string");
+    return j[key].get<std::string>();
+  };
+  plan.method = get_str("method", "");
+  plan.recipe = get_str("recipe", "snip");
+  plan.budget = get_num("budget");
+  plan.achieved_fp4_fraction = get_num("achieved_fp4_fraction");
+  if (j.contains("provenance")) plan.provenance = j["provenance"];
+  return plan;
+}
+
+std::string plan_to_json(const Plan& plan) {
+  json j;
+  j["format"] = "snip-plan/1";
+  j["method"] = plan.method;
+  j["budget"] = plan.budget;
+  j["achieved_fp4_fraction"] = plan.achieved_fp4_fraction;
+  j["recipe"] = plan.recipe;
+  j["provenance"] = plan.provenance;
+  json layers = json::object();
+  for (const auto& [name, lp] : plan.layers) {
+    json g = json::object();
+    for (Gemm gm : kAllGemms) g[gemm_name(gm)] = precision_name(lp[gm]);
+    layers[name] = g;
+  }
+  j["layers"] = layers;
+  return j.dump(2) + "\n";
+}
+
+Plan read_plan_file(const std::string& path) { return plan_from_json(read_file(path), path); }
+
+void write_plan_file(const std::string& path, const Plan& plan) { write_file_atomic(path, plan_to_json(plan)); }
+
+std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dims, std::vector<std::string>* warnings,
+                                          Precision missing_default) {
+  const auto layers = linear_layers(dims);
+  std::vector<LinearPrecision> out(layers.size(), LinearPrecision::uniform(missing_default));
+  std::vector<bool> seen(layers.size(), false);
+  for (const auto& [name, lp] : plan.layers) {
+    auto id = parse_layer_module_name(name);
+    if (!id)
+      throw Error("plan names '" + name +
+                  "', which is not a selectable linear layer (expected model.layers.N.self_attn.{q,k,v,o}_proj or "
+                  "model.layers.N.mlp.{gate,up,down}_proj)");
+    if (id->block >= dims.num_layers)
+      throw Error("plan names '" + name + "' but the model has only " + std::to_string(dims.num_layers) +
+                  " blocks (0.." + std::to_string(dims.num_layers - 1) + ") — was the plan made for another model?");
+    out[id->index()] = lp;
+    seen[id->index()] = true;
+  }
+  if (warnings) {
+    int missing = 0;
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (!seen[i]) {
+        ++missing;
+        warnings->push_back("plan leaves out " + layers[i].name + "; it runs in " + precision_name(missing_default));
+      }
+    (void)missing;
+  }
+  return out;
+}
+
+double fp4_flop_fraction(const std::vector<LinearPrecision>& per_layer, const ModelDims& dims) {
+  const auto layers = linear_layers(dims);
+  double fp4 = 0, all = 0;
+  for (size_t i = 0; i < layers.size() && i < per_layer.size(); ++i) {
+    const double f = layers[i].gemm_flops(1);
+    for (Gemm g : kAllGemms) {
+      all += f;
+      if (per_layer[i][g] == Precision::fp4) fp4 += f;
+    }
+  }
+  return all > 0 ? fp4 / all : 0.0;
+}
+
+}  // namespace snip

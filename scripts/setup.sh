@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package SNIP Workbench needs (build, run, test, bench).
+# Idempotent and non-interactive; run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  qt6-base-dev qt6-charts-dev libgl-dev
+  libglpk-dev libopenblas-dev libeigen3-dev libsqlite3-dev sqlite3
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev
+  libsentencepiece-dev
+  xvfb xauth fonts-dejavu-core
+  python3-numpy
+)
+if [ "${SNIP_WITH_TORCH:-0}" = "1" ]; then packages+=(python3-torch); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
