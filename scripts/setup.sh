@@ -11,7 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libsentencepiece-dev
   xvfb xauth fonts-dejavu-core
-  python3-numpy
+  zlib1g-dev python3-numpy
 )
 if [ "${SNIP_WITH_TORCH:-0}" = "1" ]; then packages+=(python3-torch); fi
 
