@@ -38,6 +38,7 @@ struct ModelDims {
   int num_heads = 0;          // num_attention_heads (NH)
   int num_kv_heads = 0;       // num_key_value_heads (KVH)
   int head_dim() const { return hidden / num_heads; }
+  bool operator==(const ModelDims&) const = default;
 };
 
 // One selectable linear layer: Y = X·Wᵀ with W of shape (out_features N, in_features K).
