@@ -1,0 +1,274 @@
+// safetensors reader and writer. The file is: u64 little-endian header length N, N bytes of
+// JSON (padded with spaces to a multiple of 8 by writers), then the data section. Every tensor's
+// [begin, end) is relative to the data section. Outside input is validated field by field with
+// the rules of Hugging Face's reference implementation (safetensors/src/tensor.rs): header
+// bounded by the file, known dtypes, byte size = numel · dtype size, offsets inside the data
+// section, tensors neither overlapping nor leaving holes.
+#include "snip/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "snip/atomic_file.h"
+#include "snip/error.h"
+
+namespace snip {
+
+static_assert(std::endian::native == std::endian::little, "safetensors bytes are little-endian; so must the host be");
+
+namespace {
+
+// Hugging Face refuses headers above 100 MB; a larger "length" means a corrupt or foreign file.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+int dtype_size(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;
+}
+
+// IEEE binary16 -> binary32, exact (every half is a float): handles subnormals, Inf and NaN.
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t man = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);  // Inf / NaN (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;  // ±0
+  } else {
+    // Subnormal half: value = man · 2^-24; renormalise so the leading 1 is implicit.
+    int e = -1;
+    do {
+      man <<= 1;
+      ++e;
+    } while ((man & 0x400u) == 0);
+    bits = sign | uint32_t(127 - 15 - e) << 23 | ((man & 0x3FFu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+// bfloat16 is the top half of a binary32.
+float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__")
+      throw Error(path + ": cannot write a tensor named '" + t.name + "' (reserved or empty name)");
+    if (!seen.insert(t.name).second) throw Error(path + ": tensor " + t.name + " is listed twice");
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) throw Error(path + ": tensor " + t.name + " has negative dimension in shape " + shape_str(t.shape));
+      if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 4 / uint64_t(d))
+        throw Error(path + ": tensor " + t.name + " shape " + shape_str(t.shape) + " is too large");
+      numel *= uint64_t(d);
+    }
+    if (numel > 0 && t.data == nullptr) throw Error(path + ": tensor " + t.name + " has no data");
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + numel * 4}}};
+    offset += numel * 4;
+  }
+  std::string json = header.dump();
+  // Pad with spaces so the data section starts 8-byte aligned, as Hugging Face's writer does.
+  json.append((8 - json.size() % 8) % 8, ' ');
+
+  std::string bytes;
+  bytes.resize(8 + json.size() + offset);
+  const uint64_t n = json.size();
+  std::memcpy(bytes.data(), &n, 8);
+  std::memcpy(bytes.data() + 8, json.data(), json.size());
+  char* out = bytes.data() + 8 + json.size();
+  for (const auto& t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) numel *= uint64_t(d);
+    if (numel) std::memcpy(out, t.data, numel * 4);
+    out += numel * 4;
+  }
+  write_file_atomic(path, bytes.data(), bytes.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  return parse(read_file(path), path);
+}
+
+SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& source) {
+  const std::string& src = source;
+  const std::string hint = " — is it a complete safetensors file? (re-save or re-download it)";
+  if (bytes.size() < 8)
+    throw Error(src + ": file is " + std::to_string(bytes.size()) +
+                " bytes, too short for the 8-byte safetensors header length" + hint);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > kMaxHeaderBytes)
+    throw Error(src + ": header length " + std::to_string(n) + " exceeds the 100 MB limit" + hint);
+  if (n > bytes.size() - 8)
+    throw Error(src + ": truncated header: header length says " + std::to_string(n) + " bytes but only " +
+                std::to_string(bytes.size() - 8) + " follow" + hint);
+  if (n < 2 || bytes[8] != '{') throw Error(src + ": header does not start with a JSON object '{'" + hint);
+
+  // Duplicate top-level keys would silently shadow a tensor; nlohmann keeps the last, so detect them.
+  std::set<std::string> top_keys;
+  std::string duplicate;
+  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && !top_keys.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n), on_event);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(src + ": header is not valid JSON (" + e.what() + ")" + hint);
+  }
+  if (!header.is_object()) throw Error(src + ": header is not a JSON object" + hint);
+  if (!duplicate.empty()) throw Error(src + ": header lists '" + duplicate + "' twice" + hint);
+
+  SafetensorsFile f;
+  f.path_ = source;
+  f.data_start_ = 8 + n;
+  const uint64_t data_size = bytes.size() - f.data_start_;
+
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) throw Error(src + ": __metadata__ is not a JSON object of strings" + hint);
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) throw Error(src + ": __metadata__ value for '" + k + "' is not a string" + hint);
+        f.metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = src + ": tensor " + name;
+    if (!value.is_object()) throw Error(where + ": entry is not a JSON object" + hint);
+    if (!value.contains("dtype") || !value["dtype"].is_string()) throw Error(where + ": missing string 'dtype'" + hint);
+    if (!value.contains("shape") || !value["shape"].is_array()) throw Error(where + ": missing array 'shape'" + hint);
+    if (!value.contains("data_offsets") || !value["data_offsets"].is_array() || value["data_offsets"].size() != 2)
+      throw Error(where + ": 'data_offsets' must be an array [begin, end]" + hint);
+    Entry e;
+    e.dtype = value["dtype"].get<std::string>();
+    const int esize = dtype_size(e.dtype);
+    if (esize == 0)
+      throw Error(where + " has dtype " + e.dtype + "; only F32, F16 and BF16 are supported (convert the file to one of them)");
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const auto& d : value["shape"]) {
+      if (!d.is_number_integer()) throw Error(where + ": shape " + value["shape"].dump() + " has a non-integer dimension" + hint);
+      if (d.is_number_unsigned() ? d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()) : d.get<int64_t>() < 0)
+        throw Error(where + ": shape " + value["shape"].dump() + " has a negative or out-of-range dimension" + hint);
+      const uint64_t dim = d.get<uint64_t>();
+      e.shape.push_back(int64_t(dim));
+      if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / dim) overflow = true;
+      numel = overflow ? 0 : numel * dim;
+    }
+    if (overflow) throw Error(where + ": shape " + shape_str(e.shape) + " overflows 64-bit sizes" + hint);
+    for (int i = 0; i < 2; ++i) {
+      const auto& o = value["data_offsets"][i];
+      if (!o.is_number_integer() || (!o.is_number_unsigned() && o.get<int64_t>() < 0))
+        throw Error(where + ": data_offsets " + value["data_offsets"].dump() + " are not non-negative integers" + hint);
+    }
+    e.begin = value["data_offsets"][0].get<uint64_t>();
+    e.end = value["data_offsets"][1].get<uint64_t>();
+    if (e.end < e.begin)
+      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin" + hint);
+    if (e.end > data_size)
+      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                  "] run past the data section (" + std::to_string(data_size) + " bytes) — the file is truncated or corrupt");
+    if (e.end - e.begin != numel * uint64_t(esize))
+      throw Error(where + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs " + std::to_string(numel * esize) +
+                  " bytes but data_offsets span " + std::to_string(e.end - e.begin) + hint);
+    f.entries_.emplace(name, std::move(e));
+  }
+
+  // Tensors must tile the data section exactly: no overlaps (two tensors sharing bytes) and no
+  // holes (bytes nobody owns), as in Hugging Face's validation.
+  std::vector<std::pair<const std::string*, const Entry*>> order;
+  for (const auto& [name, e] : f.entries_) order.push_back({&name, &e});
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->begin != b.second->begin ? a.second->begin < b.second->begin : a.second->end < b.second->end;
+  });
+  uint64_t covered = 0;
+  const std::string* prev = nullptr;
+  for (const auto& [name, e] : order) {
+    if (e->begin < covered)
+      throw Error(src + ": tensors " + *prev + " and " + *name + " overlap in the data section" + hint);
+    if (e->begin > covered)
+      throw Error(src + ": data section bytes [" + std::to_string(covered) + ", " + std::to_string(e->begin) +
+                  ") belong to no tensor (before " + *name + ")" + hint);
+    covered = e->end;
+    prev = name;
+  }
+  if (covered != data_size)
+    throw Error(src + ": data section has " + std::to_string(data_size) + " bytes but the tensors cover only " +
+                std::to_string(covered) + hint);
+
+  f.bytes_ = std::move(bytes);
+  return f;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+bool SafetensorsFile::has(const std::string& name) const { return entries_.count(name) != 0; }
+
+std::vector<int64_t> SafetensorsFile::shape(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw Error(path_ + ": has no tensor " + name + " (" + std::to_string(entries_.size()) +
+                " tensors present) — was it saved by another model or config?");
+  return it->second.shape;
+}
+
+void SafetensorsFile::read_f32(const std::string& name, float* out, const std::vector<int64_t>& expected_shape) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw Error(path_ + ": has no tensor " + name + " (" + std::to_string(entries_.size()) +
+                " tensors present) — was it saved by another model or config?");
+  const Entry& e = it->second;
+  if (e.shape != expected_shape)
+    throw Error(path_ + ": tensor " + name + " has shape " + shape_str(e.shape) + ", expected " +
+                shape_str(expected_shape) + " — was it saved with another config?");
+  const char* src = bytes_.data() + data_start_ + e.begin;
+  const uint64_t bytes = e.end - e.begin;
+  // memcpy, not casts: the data section need not be aligned for float in memory.
+  if (e.dtype == "F32") {
+    if (bytes) std::memcpy(out, src, bytes);
+    return;
+  }
+  const uint64_t numel = bytes / 2;
+  const bool is_bf16 = e.dtype == "BF16";
+  for (uint64_t i = 0; i < numel; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    out[i] = is_bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+  }
+}
+
+}  // namespace snip
