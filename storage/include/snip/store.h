@@ -1,0 +1,134 @@
+// The experiment store: one SQLite database file holding runs, per-step metrics, raw
+// statistics rounds, plans with their timeline, and validation results (storage/README.md
+// documents the schema). Plain sqlite3 underneath, value types on top.
+//
+// Guarantees: WAL mode, foreign keys on, a 5 s busy timeout instead of "database is locked"
+// failures; every write method is one transaction, so a reader in another process never
+// sees a half-written step and a kill -9 loses at most the uncommitted batch. A run left
+// `running` by a process that no longer exists is marked `interrupted` when a store opens.
+//
+// Threads: one Store is one connection; use it from one thread at a time. A GUI that reads
+// while its worker thread trains opens one Store per thread on the same file.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "snip/plan.h"
+#include "snip/stats.h"
+#include "snip/store_types.h"
+
+namespace snip {
+
+// $XDG_DATA_HOME/snip-workbench/workbench.db, else ~/.local/share/snip-workbench/workbench.db
+// (the directory is created when missing). No Qt: the GUI and the CLI use the same file.
+std::string default_database_path();
+
+struct StoreOptions {
+  bool create = true;               // create the file when missing (else: error)
+  int busy_timeout_ms = 5000;       // wait this long for another process's write lock
+  bool mark_dead_runs_interrupted = true;  // on open: running runs whose process is gone -> interrupted
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 2;  // PRAGMA user_version of a current database
+
+  // Opens (or creates) the database and migrates an older schema forward. Throws snip::Error,
+  // without modifying the file, for: a file that is not a SQLite database, a truncated
+  // database, a database of a newer schema version, a SQLite database of another program,
+  // and a location that cannot be written.
+  explicit Store(const std::string& path, const StoreOptions& options = {});
+  ~Store();
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const;
+  int schema_version() const;
+
+  // ---- runs --------------------------------------------------------------------------
+  // A new run, `running`, owned by this process (pid, host and heartbeat are recorded).
+  int64_t create_run(const RunSpec& spec);
+  RunInfo run(int64_t run_id) const;                    // throws snip::Error when missing
+  std::optional<RunInfo> find_run(int64_t run_id) const;
+  std::vector<RunInfo> runs() const;                    // newest first, without checkpoints
+  // Terminal statuses set the end time; `message` says why a run failed or stopped.
+  void set_run_status(int64_t run_id, RunStatus status, const std::string& message = "");
+  void set_run_notes(int64_t run_id, const std::string& notes);
+  void set_run_name(int64_t run_id, const std::string& name);
+  // Resuming an interrupted run: `running` again, owned by this process.
+  void claim_run(int64_t run_id);
+  // Records that this process is alive and still writing run_id.
+  void touch_run(int64_t run_id);
+  void add_checkpoint(int64_t run_id, int64_t step, const std::string& path);
+  std::vector<Checkpoint> checkpoints(int64_t run_id) const;
+  // Deletes a run with its metrics, checkpoints, timeline and validation results; its plans
+  // and statistics rounds stay (run_id becomes NULL) because other runs may use them.
+  void delete_run(int64_t run_id);
+  // Marks `running` runs whose owning process is gone as `interrupted`; returns how many.
+  int mark_dead_runs_interrupted();
+
+  // ---- metrics (narrow table keyed by (run, step)) ------------------------------------
+  // One transaction for all rows; a step written again replaces the earlier row (a run
+  // resumed from a checkpoint re-records the steps after it).
+  void append_metrics(int64_t run_id, std::span<const MetricRow> rows);
+  std::vector<MetricRow> metrics(int64_t run_id, int64_t first_step = 0,
+                                 int64_t last_step = std::numeric_limits<int64_t>::max()) const;
+  // A curve for drawing: at most max_points points. When the range holds more, it is cut
+  // into max_points/2 equal step buckets and each bucket contributes its minimum and its
+  // maximum (in step order), so spikes survive. NULL values (val_loss, bf16_gap) are skipped.
+  std::vector<CurvePoint> curve(int64_t run_id, Metric metric, int max_points, int64_t first_step = 0,
+                                int64_t last_step = std::numeric_limits<int64_t>::max()) const;
+
+  // ---- statistics rounds (snip-stats/1, stored losslessly: every value, every vector) --
+  int64_t add_stats_round(const StatsRound& round, std::optional<int64_t> run_id = std::nullopt);
+  StatsRound stats_round(int64_t round_id) const;  // throws snip::Error when missing
+  std::vector<StatsRoundInfo> stats_rounds(std::optional<int64_t> run_id = std::nullopt) const;
+
+  // ---- plans -------------------------------------------------------------------------
+  int64_t add_plan(const Plan& plan, const PlanSolveInfo& solve = {});
+  PlanRecord plan(int64_t plan_id) const;  // throws snip::Error when missing
+  std::vector<PlanRecord> plans(std::optional<int64_t> run_id = std::nullopt) const;  // newest first
+  // The plan resolved against the run's model (snip::resolve_plan): throws snip::Error naming
+  // a layer the model does not have.
+  std::vector<LinearPrecision> resolve_plan_for_run(int64_t plan_id, int64_t run_id,
+                                                    std::vector<std::string>* warnings = nullptr) const;
+  // Plan timeline: plan_id takes effect at first_step; the entry in effect before it is
+  // closed at first_step - 1.
+  void set_plan_in_effect(int64_t run_id, int64_t plan_id, int64_t first_step);
+  void end_plan_timeline(int64_t run_id, int64_t last_step);  // closes the open entry, if any
+  std::vector<PlanTimelineEntry> plan_timeline(int64_t run_id) const;  // ascending first_step
+
+  // ---- validation results (METHOD.md section 6) ----------------------------------------
+  int64_t add_validation(const ValidationResult& result);
+  ValidationResult validation(int64_t validation_id) const;  // throws snip::Error when missing
+  std::vector<ValidationResult> validations(std::optional<int64_t> run_id = std::nullopt) const;  // without entries
+
+  // Groups several write calls into one transaction (nested calls join it). Commits when
+  // commit() is called; rolls back when destroyed uncommitted (e.g. by an exception).
+  class Transaction {
+   public:
+    explicit Transaction(Store& store);
+    ~Transaction();
+    void commit();
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+
+   private:
+    Store* store_;
+    bool done_ = false;
+  };
+
+  struct Impl;  // the connection and prepared statements (storage/src)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace snip
