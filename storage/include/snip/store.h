@@ -62,8 +62,10 @@ class Store {
   void set_run_status(int64_t run_id, RunStatus status, const std::string& message = "");
   void set_run_notes(int64_t run_id, const std::string& notes);
   void set_run_name(int64_t run_id, const std::string& name);
-  // Resuming an interrupted run: `running` again, owned by this process.
-  void claim_run(int64_t run_id);
+  // Resuming a run: `running` again, owned by this process. With resume_from_step (the
+  // checkpoint's step), the metrics and timeline entries after that step are dropped, since
+  // those steps are trained again. Throws snip::Error when a live process still owns the run.
+  void claim_run(int64_t run_id, std::optional<int64_t> resume_from_step = std::nullopt);
   // Records that this process is alive and still writing run_id.
   void touch_run(int64_t run_id);
   void add_checkpoint(int64_t run_id, int64_t step, const std::string& path);

@@ -1,0 +1,190 @@
+// The store's DDL: version 1 and the forward migrations after it (see schema.h).
+#include "schema.h"
+
+namespace snip::store_detail {
+
+namespace {
+
+// Version 1. Never edit this text: databases in the field were created from it. Change the
+// schema by appending a migration below.
+const char* kSchemaV1 = R"sql(
+CREATE TABLE runs (
+  id              INTEGER PRIMARY KEY,
+  name            TEXT    NOT NULL,
+  hidden          INTEGER NOT NULL,
+  intermediate    INTEGER NOT NULL,
+  num_layers      INTEGER NOT NULL,
+  num_heads       INTEGER NOT NULL,
+  num_kv_heads    INTEGER NOT NULL,
+  model_config    TEXT    NOT NULL,
+  train_config    TEXT    NOT NULL,
+  data_source     TEXT    NOT NULL,
+  recipe          TEXT    NOT NULL,
+  seed            INTEGER NOT NULL,
+  method          TEXT    NOT NULL,
+  plan_id         INTEGER REFERENCES plans(id) ON DELETE SET NULL,
+  parent_run_id   INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  parent_step     INTEGER,
+  notes           TEXT    NOT NULL DEFAULT '',
+  status          TEXT    NOT NULL CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+  status_message  TEXT    NOT NULL DEFAULT '',
+  started_ms      INTEGER NOT NULL,
+  ended_ms        INTEGER,
+  last_step       INTEGER NOT NULL DEFAULT -1,
+  metric_rows     INTEGER NOT NULL DEFAULT 0,
+  owner_pid       INTEGER NOT NULL,
+  owner_host      TEXT    NOT NULL,
+  owner_start     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE checkpoints (
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  path        TEXT    NOT NULL,
+  created_ms  INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step, path)
+) WITHOUT ROWID;
+
+CREATE TABLE metrics (
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step          INTEGER NOT NULL,
+  train_loss    REAL,
+  val_loss      REAL,
+  lr            REAL,
+  grad_norm     REAL,
+  tokens_per_s  REAL,
+  fp4_fraction  REAL,
+  bf16_gap      REAL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+
+CREATE TABLE stats_rounds (
+  id            INTEGER PRIMARY KEY,
+  run_id        INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  step          INTEGER NOT NULL,
+  batch_id      TEXT    NOT NULL,
+  recipe        TEXT    NOT NULL,
+  tokens        INTEGER NOT NULL,
+  hidden        INTEGER NOT NULL,
+  intermediate  INTEGER NOT NULL,
+  num_layers    INTEGER NOT NULL,
+  num_heads     INTEGER NOT NULL,
+  num_kv_heads  INTEGER NOT NULL,
+  options       TEXT    NOT NULL,
+  created_ms    INTEGER NOT NULL
+);
+
+CREATE TABLE stats_globals (
+  round_id  INTEGER NOT NULL REFERENCES stats_rounds(id) ON DELETE CASCADE,
+  key       TEXT    NOT NULL,
+  value     REAL,
+  PRIMARY KEY (round_id, key)
+) WITHOUT ROWID;
+
+CREATE TABLE stats_layers (
+  round_id  INTEGER NOT NULL REFERENCES stats_rounds(id) ON DELETE CASCADE,
+  position  INTEGER NOT NULL,
+  name      TEXT    NOT NULL,
+  PRIMARY KEY (round_id, position)
+) WITHOUT ROWID;
+
+CREATE TABLE stats_values (
+  round_id   INTEGER NOT NULL,
+  position   INTEGER NOT NULL,
+  precision  TEXT    NOT NULL,
+  key        TEXT    NOT NULL,
+  value      REAL,
+  PRIMARY KEY (round_id, position, precision, key),
+  FOREIGN KEY (round_id, position) REFERENCES stats_layers(round_id, position) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE stats_vectors (
+  round_id  INTEGER NOT NULL,
+  position  INTEGER NOT NULL,
+  key       TEXT    NOT NULL,
+  data      BLOB    NOT NULL,
+  PRIMARY KEY (round_id, position, key),
+  FOREIGN KEY (round_id, position) REFERENCES stats_layers(round_id, position) ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE plans (
+  id                      INTEGER PRIMARY KEY,
+  run_id                  INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  stats_round_id          INTEGER REFERENCES stats_rounds(id) ON DELETE SET NULL,
+  method                  TEXT    NOT NULL,
+  budget                  REAL    NOT NULL,
+  achieved_fp4_fraction   REAL    NOT NULL,
+  recipe                  TEXT    NOT NULL,
+  provenance              TEXT    NOT NULL,
+  options                 TEXT    NOT NULL,
+  objective               REAL,
+  predicted_delta_loss    REAL,
+  predicted_delta_weight  REAL,
+  solver_status           TEXT    NOT NULL,
+  solve_time_s            REAL,
+  mip_gap                 REAL,
+  created_ms              INTEGER NOT NULL
+);
+
+CREATE TABLE plan_assignments (
+  plan_id    INTEGER NOT NULL REFERENCES plans(id) ON DELETE CASCADE,
+  layer      TEXT    NOT NULL,
+  role       TEXT    NOT NULL CHECK (role IN ('fprop', 'dgrad', 'wgrad')),
+  precision  TEXT    NOT NULL CHECK (precision IN ('fp32', 'bf16', 'fp8', 'fp4')),
+  PRIMARY KEY (plan_id, layer, role)
+) WITHOUT ROWID;
+
+CREATE TABLE plan_timeline (
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  first_step  INTEGER NOT NULL,
+  plan_id     INTEGER NOT NULL REFERENCES plans(id),
+  last_step   INTEGER,
+  PRIMARY KEY (run_id, first_step)
+) WITHOUT ROWID;
+
+CREATE TABLE validations (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  stats_round_id  INTEGER REFERENCES stats_rounds(id) ON DELETE SET NULL,
+  step            INTEGER NOT NULL,
+  options         TEXT    NOT NULL,
+  created_ms      INTEGER NOT NULL
+);
+
+CREATE TABLE validation_entries (
+  validation_id  INTEGER NOT NULL REFERENCES validations(id) ON DELETE CASCADE,
+  position       INTEGER NOT NULL,
+  layer          TEXT    NOT NULL,
+  precision      TEXT    NOT NULL,
+  PRIMARY KEY (validation_id, position)
+) WITHOUT ROWID;
+
+CREATE TABLE validation_values (
+  validation_id  INTEGER NOT NULL REFERENCES validations(id) ON DELETE CASCADE,
+  position       INTEGER NOT NULL,
+  key            TEXT    NOT NULL,
+  value          REAL,
+  PRIMARY KEY (validation_id, position, key)
+) WITHOUT ROWID;
+)sql";
+
+// Version 2: a heartbeat per run (a running run on another host is judged dead when its
+// heartbeat is stale, since its pid cannot be checked from here), and indexes for the
+// "everything of run R" queries of the GUI's run browser.
+const char* kMigrationV2 = R"sql(
+ALTER TABLE runs ADD COLUMN heartbeat_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET heartbeat_ms = COALESCE(ended_ms, started_ms);
+CREATE INDEX stats_rounds_by_run ON stats_rounds(run_id, step);
+CREATE INDEX plans_by_run ON plans(run_id);
+CREATE INDEX validations_by_run ON validations(run_id);
+CREATE INDEX runs_by_parent ON runs(parent_run_id);
+)sql";
+
+}  // namespace
+
+const std::vector<std::string>& schema_steps() {
+  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2};
+  return steps;
+}
+
+}  // namespace snip::store_detail

@@ -1,0 +1,203 @@
+// Opening a store: file checks before SQLite touches anything, connection settings (WAL,
+// foreign keys, busy timeout), schema version checks and forward migrations.
+#include "snip/store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "schema.h"
+#include "snip/error.h"
+#include "store_impl.h"
+
+namespace snip {
+
+using store_detail::Db;
+using store_detail::Stmt;
+using store_detail::WriteTxn;
+
+std::string default_database_path() {
+  std::filesystem::path dir;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
+    dir = std::filesystem::path(xdg) / "snip-workbench";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dir = std::filesystem::path(home) / ".local" / "share" / "snip-workbench";
+  } else {
+    dir = std::filesystem::current_path() / ".snip-workbench";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return (dir / "workbench.db").string();
+}
+
+namespace store_detail {
+
+nlohmann::json parse_json_column(const std::string& text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + " holds invalid JSON (" + e.what() + "); the database was edited or damaged");
+  }
+}
+
+void require_run(Db& db, int64_t run_id) {
+  Stmt st(db, "SELECT 1 FROM runs WHERE id = ?");
+  st.bind(1, run_id);
+  if (!st.step())
+    throw Error(db.path() + ": run " + std::to_string(run_id) + " does not exist (list runs with `snip runs --db " +
+                db.path() + "`)");
+}
+
+}  // namespace store_detail
+
+namespace {
+
+uint32_t be32(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+// Checks an existing file before SQLite opens it, so a file that is not a database or is
+// truncated is reported without SQLite writing anything (no WAL switch, no journal).
+// The 100-byte SQLite header: magic at 0, page size at 16 (big-endian, 1 = 65536), change
+// counter at 24, page count at 28, "version-valid-for" at 92 (page count is valid when it
+// equals the change counter).
+void check_existing_file(const std::string& path, uintmax_t size) {
+  if (size == 0) return;  // an empty file is a new database
+  unsigned char h[100] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot be read (" + std::strerror(errno) + "); check its permissions");
+  in.read(reinterpret_cast<char*>(h), sizeof h);
+  const auto got = in.gcount();
+  static const char kMagic[16] = "SQLite format 3";  // with its terminating NUL: 16 bytes
+  if (got < 16 || std::memcmp(h, kMagic, 16) != 0)
+    throw Error(path + ": not a SQLite database (it does not start with the SQLite header); was another file "
+                       "passed with --db? The file was not modified.");
+  if (got < 100)
+    throw Error(path + ": truncated SQLite database (" + std::to_string(size) +
+                " bytes, shorter than its header); restore it from a copy. The file was not modified.");
+  uint32_t page_size = uint32_t(h[16]) << 8 | h[17];
+  if (page_size == 1) page_size = 65536;
+  if (page_size < 512 || (page_size & (page_size - 1)) != 0)
+    throw Error(path + ": damaged SQLite header (page size " + std::to_string(page_size) +
+                "); restore it from a copy. The file was not modified.");
+  const uint32_t change_counter = be32(h + 24), page_count = be32(h + 28), valid_for = be32(h + 92);
+  const bool truncated = size % page_size != 0 || (page_count != 0 && change_counter == valid_for &&
+                                                   size < uintmax_t(page_count) * page_size);
+  if (truncated)
+    throw Error(path + ": truncated SQLite database (" + std::to_string(size) + " bytes, its header says " +
+                std::to_string(uintmax_t(page_count) * page_size) +
+                "); it was cut short by a copy or a full disk — restore it from a copy. The file was not modified.");
+}
+
+void check_location(const std::string& path, const StoreOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const auto st = fs::status(p, ec);
+  fs::path dir = p.parent_path();
+  if (dir.empty()) dir = ".";
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) throw Error(path + ": is a directory; --db needs a database file path");
+    check_existing_file(path, fs::file_size(p, ec));
+    if (::access(path.c_str(), R_OK | W_OK) != 0)
+      throw Error(path + ": the database file is read-only (" + std::strerror(errno) +
+                  "); the store writes to it (runs, metrics, WAL): make it writable or copy it elsewhere");
+  } else {
+    if (!options.create) throw Error(path + ": no such database (pass an existing --db file)");
+    if (!fs::is_directory(dir, ec))
+      throw Error(path + ": directory " + dir.string() + " does not exist; create it or pass another --db");
+  }
+  // WAL mode creates <db>-wal and <db>-shm beside the database, so the directory must be writable.
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(path + ": directory " + dir.string() + " is read-only (" + std::strerror(errno) +
+                "); the store needs to create the database and its -wal/-shm files there: pass --db with a "
+                "writable location");
+}
+
+}  // namespace
+
+Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  check_location(path, options);
+  Db& db = impl_->db;
+  db.open(path, SQLITE_OPEN_READWRITE | (options.create ? SQLITE_OPEN_CREATE : 0));
+  sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
+  sqlite3_extended_result_codes(db.handle(), 1);
+  db.exec("PRAGMA foreign_keys = ON");
+
+  // Reading the header and the schema catches "not a database" and damage before any write.
+  const int64_t version = db.query_int64("PRAGMA user_version");
+  const int64_t app_id = db.query_int64("PRAGMA application_id");
+  const int64_t tables = db.query_int64("SELECT count(*) FROM sqlite_schema");
+  const int latest = int(store_detail::schema_steps().size());
+  static_assert(kSchemaVersion == 2, "update schema.cpp together with kSchemaVersion");
+  SNIP_ASSERT(latest == kSchemaVersion);
+  if (version > latest)
+    throw Error(path + ": written by a newer SNIP Workbench (schema version " + std::to_string(version) +
+                ", this build reads up to " + std::to_string(latest) +
+                "); it was not opened or modified — use a newer snip, or pass another --db");
+  const bool empty = tables == 0 && version == 0;
+  if (!empty && app_id != store_detail::kApplicationId)
+    throw Error(path + ": a SQLite database of another program (not a SNIP Workbench store); it was not modified — "
+                       "pass another --db");
+
+  // WAL: readers never block the writer and see only committed transactions. synchronous =
+  // NORMAL in WAL mode is safe against process crashes (kill -9); a power loss may drop the
+  // last transactions but never corrupts the file.
+  {
+    Stmt st(db, "PRAGMA journal_mode = WAL");
+    if (!st.step() || st.column_text(0) != "wal")
+      throw Error(path + ": cannot switch the database to WAL mode (is it on a network file system?)");
+  }
+  db.exec("PRAGMA synchronous = NORMAL");
+
+  if (version < latest) {
+    WriteTxn txn(db);
+    // Another process may have migrated between our check and the write lock.
+    const int64_t now_version = db.query_int64("PRAGMA user_version");
+    if (now_version > latest)
+      throw Error(path + ": migrated to a newer schema by another process while opening");
+    for (int64_t v = now_version; v < latest; ++v) {
+      db.exec(store_detail::schema_steps()[size_t(v)]);
+    }
+    db.exec("PRAGMA application_id = " + std::to_string(store_detail::kApplicationId));
+    db.exec("PRAGMA user_version = " + std::to_string(latest));
+    txn.commit();
+  }
+  impl_->version = latest;
+  if (options.mark_dead_runs_interrupted) mark_dead_runs_interrupted();
+}
+
+Store::~Store() = default;
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+
+const std::string& Store::path() const { return impl_->path; }
+int Store::schema_version() const { return impl_->version; }
+
+Store::Transaction::Transaction(Store& store) : store_(&store) {
+  store_->impl_->db.exec(store_->impl_->db.txn_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT snip_user");
+  ++store_->impl_->db.txn_depth;
+}
+
+void Store::Transaction::commit() {
+  SNIP_ASSERT(!done_);
+  auto& db = store_->impl_->db;
+  db.exec(db.txn_depth == 1 ? "COMMIT" : "RELEASE snip_user");
+  --db.txn_depth;
+  done_ = true;
+}
+
+Store::Transaction::~Transaction() {
+  if (done_) return;
+  auto& db = store_->impl_->db;
+  const bool outer = db.txn_depth == 1;
+  --db.txn_depth;
+  sqlite3_exec(db.handle(), outer ? "ROLLBACK" : "ROLLBACK TO snip_user; RELEASE snip_user", nullptr, nullptr,
+               nullptr);
+}
+
+}  // namespace snip

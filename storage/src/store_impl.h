@@ -1,0 +1,28 @@
+// Internal: Store::Impl, shared by the .cpp files that implement the Store's entities
+// (run_store, metric_store, stats_store, plan_store, validation_store), and JSON helpers.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "snip/store.h"
+#include "sqlite_db.h"
+
+namespace snip {
+
+struct Store::Impl {
+  store_detail::Db db;
+  std::string path;
+  int version = 0;
+};
+
+namespace store_detail {
+
+// Parses a JSON column; a damaged value is reported with the table, column and row.
+nlohmann::json parse_json_column(const std::string& text, const std::string& where);
+
+// Throws snip::Error "<path>: run N does not exist (see `snip runs`)" unless it exists.
+void require_run(Db& db, int64_t run_id);
+
+}  // namespace store_detail
+}  // namespace snip
