@@ -55,4 +55,16 @@ struct QuantStats {
 void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
                    const char* tensor_name, QuantStats* stats = nullptr, uint8_t* codes = nullptr);
 
+// Scalar reference twin of fake_quantize: block by block, element by element, rounding in
+// double (elem_format.h). Bit-identical to fake_quantize (stats up to summation order);
+// the test oracle. Slow.
+void fake_quantize_ref(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
+                       const RngKey& key, const char* tensor_name, QuantStats* stats = nullptr,
+                       uint8_t* codes = nullptr);
+
+// Threads used by the quantization kernels (default: hardware concurrency). Results never
+// depend on it; tests set it to check exactly that. n <= 0 restores the default.
+void set_quant_threads(int n);
+int quant_threads();
+
 }  // namespace snip

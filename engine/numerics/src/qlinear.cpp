@@ -1,0 +1,198 @@
+// Quantized linear-layer GEMMs (METHOD.md sections 1-2): recipes choose each operand's
+// QuantSpec along the GEMM's reduction dimension; operands are fake-quantized from the FP32
+// tensors into a thread-local workspace, multiplied with cblas_sgemm (transposes are passed
+// to BLAS, never materialized), and the output is optionally rounded to BF16.
+#include "snip/qlinear.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "snip/error.h"
+#include "snip/hadamard.h"
+
+namespace snip {
+
+// ---------------------------------------------------------------------------------------------
+// Recipes (METHOD.md section 2 table).
+
+Recipe::Recipe(RecipeOptions options) : options_(std::move(options)) {
+  const std::string& n = options_.name;
+  if (n != "snip" && n != "mx" && n != "nvfp4" && n != "tensor")
+    throw Error("unknown scaling recipe '" + n + "': use one of snip, mx, nvfp4, tensor");
+  if (options_.hadamard_wgrad && n != "nvfp4")
+    throw Error("the random Hadamard transform on wgrad operands is an nvfp4 option; recipe '" + n +
+                "' does not support it (use --recipe nvfp4 or turn the Hadamard option off)");
+}
+
+QuantSpec Recipe::spec(Precision p, Gemm g, Operand op) const {
+  QuantSpec s;
+  s.e8m0_mode = options_.scale_mode;
+  if (p == Precision::fp32) return s;  // identity
+  if (p == Precision::bf16) {          // BF16 is never scaled
+    s.format = ElemFormat::bf16;
+    return s;
+  }
+  const bool fp4 = p == Precision::fp4;
+  s.format = fp4 ? ElemFormat::e2m1
+                 : (op == Operand::gradient && options_.fp8_gradients_e5m2 ? ElemFormat::e5m2 : ElemFormat::e4m3);
+
+  // Does the reduction dimension run down the rows of the operand as stored? fprop Y = X·Wᵀ
+  // reduces over K (columns of X and W); dgrad dX = dY·W over N (columns of dY, rows of W);
+  // wgrad dW = dYᵀ·X over T (rows of dY and X).
+  const bool down_rows = g == Gemm::wgrad || (g == Gemm::dgrad && op == Operand::weight);
+  auto tile = [&](int b) {  // 1×b along the reduction dimension
+    s.block_rows = down_rows ? b : 1;
+    s.block_cols = down_rows ? 1 : b;
+  };
+  const std::string& n = options_.name;
+  const bool nvfp4_fp4 = n == "nvfp4" && fp4;
+  if (n == "snip") {
+    s.scale = ScaleKind::fp32;
+    if (op == Operand::weight) {
+      s.block_rows = s.block_cols = 128;  // 2D: the row- and column-wise copies of W agree
+    } else {
+      tile(128);
+    }
+    if (fp4 && op == Operand::gradient) s.rounding = Rounding::stochastic;
+  } else if (n == "mx" || (n == "nvfp4" && !fp4)) {
+    s.scale = ScaleKind::e8m0;
+    tile(32);
+  } else if (nvfp4_fp4) {
+    s.scale = ScaleKind::nvfp4;
+    if (op == Operand::weight) {
+      s.block_rows = s.block_cols = 16;
+    } else {
+      tile(16);
+    }
+    if (op == Operand::gradient) s.rounding = Rounding::stochastic;
+  } else {  // tensor
+    s.scale = ScaleKind::fp32;
+    s.block_rows = s.block_cols = 0;
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+struct Workspace {
+  std::vector<float> a, b, c;
+};
+Workspace& workspace() {
+  thread_local Workspace w;
+  return w;
+}
+float* reserve(std::vector<float>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+  return v.data();
+}
+
+std::string operand_label(const QLinearContext& ctx, Gemm g, const char* symbol, Operand op) {
+  return std::string(ctx.layer_name ? ctx.layer_name : "linear") + ": " + gemm_name(g) + " operand " + symbol + " (" +
+         operand_name(op) + ", step " + std::to_string(ctx.step) + ")";
+}
+
+void check_finite(const float* x, int64_t n, const std::string& label) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      throw Error(label + ": non-finite value " + std::to_string(x[i]) + " at flat index " + std::to_string(i) +
+                  "; it cannot be quantized (training diverged? lower the learning rate or check the input data)");
+}
+
+// The operand as the GEMM consumes it: `src` itself for fp32, else its fake-quantized copy in buf.
+const float* quantized_operand(std::vector<float>& buf, const float* src, int64_t rows, int64_t cols, Precision p,
+                               Gemm g, Operand op, const char* symbol, const QLinearContext& ctx) {
+  const QuantSpec spec = ctx.recipe->spec(p, g, op);
+  const std::string label = operand_label(ctx, g, symbol, op);
+  if (spec.format == ElemFormat::fp32) {
+    check_finite(src, rows * cols, label);
+    return src;
+  }
+  float* dst = reserve(buf, rows * cols);
+  const RngKey key{ctx.seed, ctx.step, ctx.layer, uint32_t(int(g) * 4 + int(op))};
+  fake_quantize(dst, src, rows, cols, spec, key, label.c_str());
+  return dst;
+}
+
+bool rounds_output(Precision p, const QLinearContext& ctx) {
+  return ctx.recipe->options().bf16_output && p != Precision::fp32;
+}
+
+void round_output_bf16(float* y, int64_t rows, int64_t cols, Gemm g, const QLinearContext& ctx) {
+  QuantSpec bf;
+  bf.format = ElemFormat::bf16;
+  const std::string label = std::string(ctx.layer_name ? ctx.layer_name : "linear") + ": " + gemm_name(g) +
+                            " output (step " + std::to_string(ctx.step) + ")";
+  fake_quantize(y, y, rows, cols, bf, RngKey{}, label.c_str());
+}
+
+void check_context(const QLinearContext& ctx, int64_t T, int64_t K, int64_t N) {
+  SNIP_ASSERT_MSG(ctx.recipe != nullptr, "QLinearContext.recipe must be set");
+  SNIP_ASSERT(T >= 0 && K >= 0 && N >= 0);
+  SNIP_ASSERT_MSG(T <= INT32_MAX && K <= INT32_MAX && N <= INT32_MAX, "GEMM dimension exceeds BLAS int");
+}
+
+}  // namespace
+
+// Y(T,N) = Q(X)(T,K) · Q(W)(N,K)ᵀ
+void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
+                   const QLinearContext& ctx) {
+  check_context(ctx, T, K, N);
+  Workspace& ws = workspace();
+  const float* Xq = quantized_operand(ws.a, X, T, K, p, Gemm::fprop, Operand::activation, "X", ctx);
+  const float* Wq = quantized_operand(ws.b, W, N, K, p, Gemm::fprop, Operand::weight, "W", ctx);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, Xq, int(K), Wq, int(K), 0.0f, Y,
+              int(N));
+  if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
+}
+
+// dX(T,K) = Q(dY)(T,N) · Q(W)(N,K)
+void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
+                   const QLinearContext& ctx) {
+  check_context(ctx, T, K, N);
+  Workspace& ws = workspace();
+  const float* dYq = quantized_operand(ws.a, dY, T, N, p, Gemm::dgrad, Operand::gradient, "dY", ctx);
+  const float* Wq = quantized_operand(ws.b, W, N, K, p, Gemm::dgrad, Operand::weight, "W", ctx);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, dYq, int(N), Wq, int(K), 0.0f,
+              dX, int(K));
+  if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
+}
+
+// dW(N,K) (+)= Q(dY)(T,N)ᵀ · Q(X)(T,K). With nvfp4's Hadamard option both operands are first
+// rotated along T by the orthogonal block-diagonal M = H16·D/4, which cancels: (M·dY)ᵀ(M·X) = dYᵀX.
+void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_t K, int64_t N, Precision p,
+                   const QLinearContext& ctx, bool accumulate) {
+  check_context(ctx, T, K, N);
+  Workspace& ws = workspace();
+  const float* dYsrc = dY;
+  const float* Xsrc = X;
+  std::vector<float> rot_dy, rot_x;
+  if (ctx.recipe->options().hadamard_wgrad && p == Precision::fp4) {
+    rot_dy.assign(dY, dY + T * N);
+    rot_x.assign(X, X + T * K);
+    hadamard16_rows(rot_dy.data(), T, N);
+    hadamard16_rows(rot_x.data(), T, K);
+    dYsrc = rot_dy.data();
+    Xsrc = rot_x.data();
+  }
+  const float* dYq = quantized_operand(ws.a, dYsrc, T, N, p, Gemm::wgrad, Operand::gradient, "dY", ctx);
+  const float* Xq = quantized_operand(ws.b, Xsrc, T, K, p, Gemm::wgrad, Operand::activation, "X", ctx);
+  const bool round = rounds_output(p, ctx);
+  if (!round || !accumulate) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K),
+                accumulate ? 1.0f : 0.0f, dW, int(K));
+    if (round) round_output_bf16(dW, N, K, Gemm::wgrad, ctx);
+    return;
+  }
+  // Accumulating with BF16 outputs: the GEMM's own output is rounded, the running sum stays FP32.
+  float* tmp = reserve(ws.c, N * K);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K), 0.0f, tmp,
+              int(K));
+  round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
+  for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
+}
+
+}  // namespace snip

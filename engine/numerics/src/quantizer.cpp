@@ -1,0 +1,565 @@
+// Block-scaled fake quantization (FORMATS.md "Scales", METHOD.md section 2): the fast,
+// vectorized and multi-threaded fake_quantize, and its scalar twin fake_quantize_ref.
+//
+// A QuantSpec tiles a (rows, cols) row-major matrix into (br, bc) blocks. Each block gets
+// one scale from its max magnitude amax; each element becomes
+//     x̂ = R(clamp(x ⊘ in, ±max)) · out
+// where ⊘ is FP32 division for FP32 scales (in = out = amax/max, FORMATS.md insists on the
+// division) and multiplication otherwise (E8M0: in = 2^-e, out = 2^e, which is exactly the
+// division by 2^e; NVFP4: in = enc, out = dec), and R rounds to the element grid.
+//
+// The fast element rounding uses FP32 arithmetic only, so it vectorizes:
+//   e = max(exponent(a), emin), grid spacing q = 2^(e - m) built from exponent bits;
+//   RNE:  R(a) = (a + 2^(e+23-m)) - 2^(e+23-m)   (the FP32 add rounds to nearest even at q)
+//   SR / ties-away: t = a·(1/q) (exact), fl = trunc(t), R(a) = (fl + up)·q.
+// The scalar twin rounds in double with nearbyint / round / floor (elem_format.cpp); tests
+// check the two bit for bit.
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parallel.h"
+#include "snip/elem_format.h"
+#include "snip/error.h"
+#include "snip/quant.h"
+
+namespace snip {
+
+namespace {
+
+std::atomic<int> g_quant_threads{0};
+
+inline uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float ffrom(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+constexpr uint32_t kAbsMask = 0x7FFFFFFFu;
+constexpr uint32_t kInfBits = 0x7F800000u;  // |x| bits >= this: Inf or NaN
+
+}  // namespace
+
+void set_quant_threads(int n) { g_quant_threads.store(n > 0 ? n : 0); }
+int quant_threads() {
+  const int n = g_quant_threads.load();
+  if (n > 0) return n;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : int(std::min(hw, 64u));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast kernels. Each has external linkage and GCC target_clones, so one binary runs the AVX2
+// version where available and the SSE2 baseline elsewhere (the default build has no -march).
+namespace detail {
+
+struct RowParams {
+  int mbits = 0;
+  uint32_t emin_biased = 0;  // emin + 127: FP32 biased exponent of the smallest normal
+  float max = 0;
+  uint32_t k0 = 0, k1 = 0;  // stochastic-rounding key (see sr_bits)
+};
+
+inline uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
+}
+
+// y[c] = sign(v)·R(min(|v|, max))·out with v = x[c]/in (kDivide) or x[c]·in. kVecScale: in and
+// out are per-column arrays, else scalars in_s[0], out_s[0]. i0: tensor index of x[0] (SR key).
+template <bool kDivide, bool kVecScale, Rounding kRound>
+inline __attribute__((always_inline)) void row_body(float* __restrict y, const float* __restrict x,
+                                                     const float* __restrict in_s, const float* __restrict out_s,
+                                                     int64_t n, const RowParams& p, uint64_t i0) {
+  const int m = p.mbits;
+  const uint32_t emin_b = p.emin_biased;
+  const float maxv = p.max;
+  const uint32_t k0 = p.k0, k1 = p.k1;
+  const uint32_t lo0 = uint32_t(i0), hi0 = uint32_t(i0 >> 32);
+  const float in0 = in_s[0], out0 = out_s[0];
+  for (int64_t c = 0; c < n; ++c) {
+    const float in = kVecScale ? in_s[c] : in0;
+    const float out = kVecScale ? out_s[c] : out0;
+    const float v = kDivide ? x[c] / in : x[c] * in;
+    const uint32_t vb = fbits(v);
+    float a = ffrom(vb & kAbsMask);
+    a = a < maxv ? a : maxv;  // saturate before rounding
+    uint32_t eb = fbits(a) >> 23;
+    eb = eb > emin_b ? eb : emin_b;
+    float r;
+    if constexpr (kRound == Rounding::rne) {
+      const float big = ffrom((eb + 23 - uint32_t(m)) << 23);  // 2^(e+23-m): its FP32 ulp is q
+      r = (a + big) - big;
+    } else {
+      const float q = ffrom((eb - uint32_t(m)) << 23);            // 2^(e-m)
+      const float inv_q = ffrom((254u - eb + uint32_t(m)) << 23);  // 2^(m-e), exact
+      const float t = a * inv_q;
+      const float fl = float(int32_t(t));
+      const float frac = t - fl;
+      float up;
+      if constexpr (kRound == Rounding::stochastic) {
+        const uint32_t lo = lo0 + uint32_t(c);
+        const uint32_t hi = hi0 + (lo < lo0 ? 1u : 0u);
+        const uint32_t h = fmix32(fmix32(lo ^ k0) ^ (hi * 0x9E3779B1u + k1));
+        const float u = float(int32_t(h >> 8)) * 0x1p-24f;
+        up = u < frac ? 1.0f : 0.0f;
+      } else {
+        up = frac >= 0.5f ? 1.0f : 0.0f;
+      }
+      r = (fl + up) * q;
+    }
+    y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
+  }
+}
+
+using RowKernel = void (*)(float*, const float*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+
+#define SNIP_ROW_KERNEL(NAME, DIV, VEC, ROUND)                                                           \
+  __attribute__((target_clones("avx2", "default"))) void NAME(float* __restrict y, const float* __restrict x, \
+                                                              const float* in_s, const float* out_s, int64_t n, \
+                                                              const RowParams& p, uint64_t i0) {             \
+    row_body<DIV, VEC, ROUND>(y, x, in_s, out_s, n, p, i0);                                              \
+  }
+SNIP_ROW_KERNEL(row_div_s_rne, true, false, Rounding::rne)
+SNIP_ROW_KERNEL(row_div_s_sr, true, false, Rounding::stochastic)
+SNIP_ROW_KERNEL(row_div_s_away, true, false, Rounding::away)
+SNIP_ROW_KERNEL(row_div_v_rne, true, true, Rounding::rne)
+SNIP_ROW_KERNEL(row_div_v_sr, true, true, Rounding::stochastic)
+SNIP_ROW_KERNEL(row_div_v_away, true, true, Rounding::away)
+SNIP_ROW_KERNEL(row_mul_s_rne, false, false, Rounding::rne)
+SNIP_ROW_KERNEL(row_mul_s_sr, false, false, Rounding::stochastic)
+SNIP_ROW_KERNEL(row_mul_s_away, false, false, Rounding::away)
+SNIP_ROW_KERNEL(row_mul_v_rne, false, true, Rounding::rne)
+SNIP_ROW_KERNEL(row_mul_v_sr, false, true, Rounding::stochastic)
+SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
+#undef SNIP_ROW_KERNEL
+
+RowKernel pick_row_kernel(bool divide, bool vec, Rounding r) {
+  static const RowKernel table[2][2][3] = {
+      {{row_mul_s_rne, row_mul_s_sr, row_mul_s_away}, {row_mul_v_rne, row_mul_v_sr, row_mul_v_away}},
+      {{row_div_s_rne, row_div_s_sr, row_div_s_away}, {row_div_v_rne, row_div_v_sr, row_div_v_away}}};
+  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+}
+
+// Max of |x| as FP32 bits (order-preserving for non-negative floats; >= kInfBits: non-finite).
+__attribute__((target_clones("avx2", "default"))) uint32_t amax_bits(const float* __restrict x, int64_t n) {
+  uint32_t mx = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const uint32_t a = fbits(x[c]) & kAbsMask;
+    mx = a > mx ? a : mx;
+  }
+  return mx;
+}
+
+// colmax[c] = max(colmax[c], |x[c]| bits).
+__attribute__((target_clones("avx2", "default"))) void colmax_update(uint32_t* __restrict colmax,
+                                                                     const float* __restrict x, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    const uint32_t a = fbits(x[c]) & kAbsMask;
+    colmax[c] = a > colmax[c] ? a : colmax[c];
+  }
+}
+
+// BF16 RNE on the 16 dropped bits, saturating to ±0x7F7F0000; returns |x| bits max (finiteness).
+__attribute__((target_clones("avx2", "default"))) uint32_t bf16_row(float* __restrict y, const float* __restrict x,
+                                                                    int64_t n) {
+  uint32_t mx = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const uint32_t u = fbits(x[c]);
+    const uint32_t a = u & kAbsMask;
+    mx = a > mx ? a : mx;
+    uint32_t r = (a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u;
+    r = r < 0x7F7F0000u ? r : 0x7F7F0000u;
+    y[c] = ffrom(r | (u & ~kAbsMask));
+  }
+  return mx;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+using detail::RowParams;
+
+struct BlockGeometry {
+  int64_t br, bc, nbr, nbc;
+};
+BlockGeometry geometry(const QuantSpec& spec, int64_t rows, int64_t cols) {
+  BlockGeometry g;
+  g.br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
+  g.bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
+  g.nbr = (rows + g.br - 1) / g.br;
+  g.nbc = (cols + g.bc - 1) / g.bc;
+  return g;
+}
+
+void check_spec(const QuantSpec& spec) {
+  if (spec.scale == ScaleKind::nvfp4 && spec.format != ElemFormat::e2m1)
+    throw Error(std::string("NVFP4 two-level scaling is defined for e2m1 elements only, not ") +
+                elem_format_name(spec.format) + ": use scale fp32 or e8m0 for other formats");
+  if (spec.block_rows < 0 || spec.block_cols < 0) throw Error("quantization block shape must be >= 0 (0 = whole dimension)");
+}
+
+// (in, out) of a block with max magnitude amax (see the file comment).
+struct Scale {
+  float in = 1, out = 1;
+};
+Scale block_scale(const QuantSpec& spec, const ElemInfo& info, float amax, float nvfp4_g) {
+  Scale s;
+  switch (spec.scale) {
+    case ScaleKind::none: break;
+    case ScaleKind::fp32: {
+      float v = amax / info.max;  // FP32 division; amax = 0 (or an underflowing amax) -> 1
+      if (!(v > 0)) v = 1.0f;
+      s.in = s.out = v;
+      break;
+    }
+    case ScaleKind::e8m0: {
+      const int e = e8m0_exponent(amax, spec.format, spec.e8m0_mode);
+      s.in = std::ldexp(1.0f, -e);
+      s.out = std::ldexp(1.0f, e);
+      break;
+    }
+    case ScaleKind::nvfp4: {
+      const Nvfp4BlockScale b = nvfp4_block_scale(amax, nvfp4_g);
+      s.in = b.enc;
+      s.out = b.dec;
+      break;
+    }
+  }
+  return s;
+}
+
+[[noreturn]] void throw_nonfinite(const float* x, int64_t rows, int64_t cols, const char* name) {
+  const int64_t n = rows * cols;
+  int64_t i = 0;
+  while (i < n && std::isfinite(x[i])) ++i;
+  SNIP_ASSERT(i < n);
+  throw Error(std::string(name ? name : "tensor") + ": non-finite value " + std::to_string(x[i]) + " at element (" +
+              std::to_string(i / cols) + ", " + std::to_string(i % cols) + ") of the " + std::to_string(rows) + "x" +
+              std::to_string(cols) + " operand; it cannot be quantized (training diverged? lower the learning rate "
+              "or check the input data)");
+}
+
+struct StatsAcc {
+  double err_sq = 0, ref_sq = 0, max_abs = 0;
+  int64_t sat = 0, zeros = 0;
+  void add(const StatsAcc& o) {
+    err_sq += o.err_sq;
+    ref_sq += o.ref_sq;
+    max_abs = std::max(max_abs, o.max_abs);
+    sat += o.sat;
+    zeros += o.zeros;
+  }
+};
+
+// Slow-path finish of one segment for stats/codes: r holds the signed rounded values (scaled
+// domain), so y = r·out is the same FP32 product the fast kernel computes.
+void finish_segment(float* y, const float* r, const float* x, const float* in_s, const float* out_s, bool vec,
+                    bool divide, int64_t n, const ElemInfo& info, ElemFormat fmt, StatsAcc* acc, uint8_t* codes) {
+  for (int64_t c = 0; c < n; ++c) {
+    const float in = vec ? in_s[c] : in_s[0];
+    const float out = vec ? out_s[c] : out_s[0];
+    const float v = divide ? x[c] / in : x[c] * in;
+    const float xc = x[c];
+    const float yv = r[c] * out;
+    if (codes) codes[c] = encode_elem(r[c], fmt);
+    if (acc) {
+      const double d = double(yv) - double(xc);
+      acc->err_sq += d * d;
+      acc->ref_sq += double(xc) * double(xc);
+      acc->max_abs = std::max(acc->max_abs, std::fabs(d));
+      acc->sat += std::fabs(v) > info.max ? 1 : 0;
+      acc->zeros += r[c] == 0 ? 1 : 0;
+    }
+    y[c] = yv;
+  }
+}
+
+void fill_stats(QuantStats* stats, const StatsAcc& acc, int64_t n) {
+  if (!stats) return;
+  stats->err_sq = acc.err_sq;
+  stats->ref_sq = acc.ref_sq;
+  stats->max_abs_err = acc.max_abs;
+  stats->saturated = acc.sat;
+  stats->zeros = acc.zeros;
+  stats->count = n;
+}
+
+void reject_codes_for(const QuantSpec& spec, const uint8_t* codes) {
+  if (codes && (spec.format == ElemFormat::fp32 || spec.format == ElemFormat::bf16))
+    throw Error(std::string("element codes are one byte per element; format ") + elem_format_name(spec.format) +
+                " has none (use e4m3, e5m2, e3m2, e2m3 or e2m1)");
+}
+
+uint64_t rng_key64(const RngKey& key) {
+  // k0/k1 of sr_bits: recovered from sr_bits itself would be circular, so repeat the mix.
+  auto mix64 = [](uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  return mix64(key.seed ^ mix64(key.step ^ mix64((uint64_t(key.layer) << 32) | key.role)));
+}
+
+constexpr int64_t kGrainElems = 1 << 15;  // below ~32K elements per thread, threads cost more than they save
+
+}  // namespace
+
+void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                   const char* tensor_name, QuantStats* stats, uint8_t* codes) {
+  SNIP_ASSERT(rows >= 0 && cols >= 0);
+  check_spec(spec);
+  reject_codes_for(spec, codes);
+  const int64_t n = rows * cols;
+  if (stats) *stats = QuantStats{};
+  if (stats) stats->count = n;
+  if (n == 0) return;
+  const bool slow = stats != nullptr || codes != nullptr;
+  const int nthreads = quant_threads();
+  std::vector<StatsAcc> accs(size_t(nthreads) + 1);
+  std::atomic<bool> bad{false};
+
+  if (spec.format == ElemFormat::fp32) {
+    detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) {
+      if (detail::amax_bits(x + b, e - b) >= kInfBits) bad = true;
+      if (stats)
+        for (int64_t i = b; i < e; ++i) accs[t].ref_sq += double(x[i]) * double(x[i]);
+      if (y != x) std::memcpy(y + b, x + b, size_t(e - b) * sizeof(float));
+    });
+    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
+    StatsAcc all;
+    for (auto& a : accs) all.add(a);
+    fill_stats(stats, all, n);
+    return;
+  }
+
+  const ElemInfo& info = elem_info(spec.format);
+  if (spec.format == ElemFormat::bf16) {
+    if (!slow) {
+      detail::parallel_chunks(n, kGrainElems, [&](int, int64_t b, int64_t e) {
+        if (detail::bf16_row(y + b, x + b, e - b) >= kInfBits) bad = true;
+      });
+    } else {
+      detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) {
+        std::vector<float> r(size_t(e - b));
+        if (detail::bf16_row(r.data(), x + b, e - b) >= kInfBits) {
+          bad = true;
+          return;
+        }
+        const float one = 1.0f;
+        finish_segment(y + b, r.data(), x + b, &one, &one, false, false, e - b, info, spec.format, &accs[t], nullptr);
+      });
+    }
+    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
+    StatsAcc all;
+    for (auto& a : accs) all.add(a);
+    fill_stats(stats, all, n);
+    return;
+  }
+
+  const BlockGeometry geo = geometry(spec, rows, cols);
+  const uint64_t k = rng_key64(key);
+  const RowParams params{info.mbits, uint32_t(info.emin + 127), info.max, uint32_t(k), uint32_t(k >> 32)};
+  const bool divide = spec.scale == ScaleKind::fp32;
+  const bool vec = geo.bc == 1 && geo.nbc > 1;  // column tiles: one scale per column within a band
+  const detail::RowKernel kernel = detail::pick_row_kernel(divide, vec, spec.rounding);
+  const int64_t row_grain = std::max<int64_t>(1, kGrainElems / cols);
+
+  float nvfp4_g = 1.0f;
+  if (spec.scale == ScaleKind::nvfp4) {
+    std::vector<uint32_t> part(size_t(nthreads), 0);
+    detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
+    const uint32_t m = *std::max_element(part.begin(), part.end());
+    if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
+    nvfp4_g = nvfp4_tensor_factor(ffrom(m));
+  }
+
+  // Runs the kernel on one segment of one row (fast path) or through the slow finish.
+  auto run_segment = [&](int t, float* yseg, const float* xseg, const float* in_s, const float* out_s, bool vseg,
+                         int64_t len, uint64_t i0, std::vector<float>& rbuf, std::vector<float>& ones) {
+    if (!slow) {
+      kernel(yseg, xseg, in_s, out_s, len, params, i0);
+      return;
+    }
+    if (int64_t(rbuf.size()) < len) rbuf.resize(size_t(len));
+    if (int64_t(ones.size()) < len) ones.assign(size_t(len), 1.0f);
+    kernel(rbuf.data(), xseg, in_s, ones.data(), len, params, i0);
+    finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide, len, info, spec.format, stats ? &accs[t] : nullptr,
+                   codes ? codes + i0 : nullptr);
+  };
+
+  if (geo.br == 1 && geo.bc > 1) {
+    // 1×bc tiles along rows: amax, scale and rounding fused per tile while it is in L1.
+    detail::parallel_chunks(rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+      std::vector<float> rbuf, ones;
+      for (int64_t r = rb; r < re; ++r) {
+        for (int64_t g = 0; g < geo.nbc; ++g) {
+          const int64_t c0 = g * geo.bc, len = std::min(geo.bc, cols - c0);
+          const float* xs = x + r * cols + c0;
+          const uint32_t am = detail::amax_bits(xs, len);
+          if (am >= kInfBits) {
+            bad = true;
+            return;
+          }
+          const Scale s = block_scale(spec, info, ffrom(am), nvfp4_g);
+          run_segment(t, y + r * cols + c0, xs, &s.in, &s.out, false, len, uint64_t(r * cols + c0), rbuf, ones);
+        }
+      }
+    });
+    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
+  } else {
+    // General blocks: (A) per-block amax from per-thread partial column maxima, (B) one scale
+    // per block, (C) quantize row by row with the band's scales.
+    const int64_t nblocks = geo.nbr * geo.nbc;
+    std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(nthreads));
+    detail::parallel_chunks(rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+      std::vector<uint32_t>& part = parts[t];
+      part.assign(size_t(nblocks), 0);
+      std::vector<uint32_t> colmax(size_t(cols), 0);
+      int64_t band = rb / geo.br;
+      auto flush = [&] {
+        for (int64_t g = 0; g < geo.nbc; ++g) {
+          const int64_t c0 = g * geo.bc, c1 = std::min(cols, c0 + geo.bc);
+          uint32_t m = part[band * geo.nbc + g];
+          for (int64_t c = c0; c < c1; ++c) m = std::max(m, colmax[c]);
+          part[band * geo.nbc + g] = m;
+        }
+        std::fill(colmax.begin(), colmax.end(), 0u);
+      };
+      for (int64_t r = rb; r < re; ++r) {
+        if (r / geo.br != band) {
+          flush();
+          band = r / geo.br;
+        }
+        detail::colmax_update(colmax.data(), x + r * cols, cols);
+      }
+      flush();
+    });
+    std::vector<uint32_t> block_amax(static_cast<size_t>(nblocks), 0u);
+    for (auto& part : parts)
+      for (size_t i = 0; i < part.size(); ++i) block_amax[i] = std::max(block_amax[i], part[i]);
+    for (uint32_t m : block_amax)
+      if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
+    std::vector<float> s_in(static_cast<size_t>(nblocks)), s_out(static_cast<size_t>(nblocks));
+    for (int64_t i = 0; i < nblocks; ++i) {
+      const Scale s = block_scale(spec, info, ffrom(block_amax[size_t(i)]), nvfp4_g);
+      s_in[size_t(i)] = s.in;
+      s_out[size_t(i)] = s.out;
+    }
+    detail::parallel_chunks(rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+      std::vector<float> rbuf, ones;
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t band = r / geo.br;
+        const float* in_b = s_in.data() + band * geo.nbc;
+        const float* out_b = s_out.data() + band * geo.nbc;
+        if (vec) {
+          run_segment(t, y + r * cols, x + r * cols, in_b, out_b, true, cols, uint64_t(r * cols), rbuf, ones);
+        } else {
+          for (int64_t g = 0; g < geo.nbc; ++g) {
+            const int64_t c0 = g * geo.bc, len = std::min(geo.bc, cols - c0);
+            run_segment(t, y + r * cols + c0, x + r * cols + c0, in_b + g, out_b + g, false, len,
+                        uint64_t(r * cols + c0), rbuf, ones);
+          }
+        }
+      }
+    });
+  }
+  StatsAcc all;
+  for (auto& a : accs) all.add(a);
+  fill_stats(stats, all, n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scalar twin: block by block, element by element, no shortcuts.
+void fake_quantize_ref(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                       const char* tensor_name, QuantStats* stats, uint8_t* codes) {
+  SNIP_ASSERT(rows >= 0 && cols >= 0);
+  check_spec(spec);
+  reject_codes_for(spec, codes);
+  const int64_t n = rows * cols;
+  if (stats) *stats = QuantStats{};
+  if (stats) stats->count = n;
+  if (n == 0) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) throw_nonfinite(x, rows, cols, tensor_name);
+  StatsAcc acc;
+  auto record = [&](float xv, float yv, bool sat, bool zero) {
+    const double d = double(yv) - double(xv);
+    acc.err_sq += d * d;
+    acc.ref_sq += double(xv) * double(xv);
+    acc.max_abs = std::max(acc.max_abs, std::fabs(d));
+    acc.sat += sat;
+    acc.zeros += zero;
+  };
+  if (spec.format == ElemFormat::fp32) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float xv = x[i];
+      y[i] = xv;
+      record(xv, xv, false, false);
+    }
+    fill_stats(stats, acc, n);
+    return;
+  }
+  const ElemInfo& info = elem_info(spec.format);
+  if (spec.format == ElemFormat::bf16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float xv = x[i];
+      const float yv = bf16_round(xv);
+      y[i] = yv;
+      record(xv, yv, std::fabs(xv) > info.max, yv == 0);
+    }
+    fill_stats(stats, acc, n);
+    return;
+  }
+  const BlockGeometry geo = geometry(spec, rows, cols);
+  float g = 1.0f;
+  if (spec.scale == ScaleKind::nvfp4) {
+    float amax_t = 0;
+    for (int64_t i = 0; i < n; ++i) amax_t = std::max(amax_t, std::fabs(x[i]));
+    g = nvfp4_tensor_factor(amax_t);
+  }
+  const bool divide = spec.scale == ScaleKind::fp32;
+  for (int64_t bi = 0; bi < geo.nbr; ++bi) {
+    for (int64_t bj = 0; bj < geo.nbc; ++bj) {
+      const int64_t r0 = bi * geo.br, r1 = std::min(rows, r0 + geo.br);
+      const int64_t c0 = bj * geo.bc, c1 = std::min(cols, c0 + geo.bc);
+      float amax = 0;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+      const Scale s = block_scale(spec, info, amax, g);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t i = r * cols + c;
+          const float xv = x[i];
+          const float v = divide ? xv / s.in : xv * s.in;
+          const uint32_t rb = spec.rounding == Rounding::stochastic ? sr_bits(key, uint64_t(i)) : 0u;
+          const float q = round_elem_ref(v, spec.format, spec.rounding, rb);
+          const float yv = q * s.out;
+          if (codes) codes[i] = encode_elem(q, spec.format);
+          record(xv, yv, std::fabs(v) > info.max, q == 0);
+          y[i] = yv;
+        }
+      }
+    }
+  }
+  fill_stats(stats, acc, n);
+}
+
+}  // namespace snip
