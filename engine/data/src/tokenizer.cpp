@@ -44,12 +44,36 @@ class SentencePieceTokenizer final : public Tokenizer {
     const auto status = sp_.Load(path);
     if (!status.ok())
       throw Error("tokenizer model " + path + " cannot be loaded as a SentencePiece model: " + status.ToString());
+    newline_ids_ = encode_whole("\n");
+    const std::string probe = "In the  beginning\n\nGod, 1611:\n said";
+    std::vector<int32_t> joined;
+    for (const char* part : {"In the  beginning", "\n", "\n", "God, 1611:", "\n", " said"}) {
+      const auto ids = encode_whole(part);
+      joined.insert(joined.end(), ids.begin(), ids.end());
+    }
+    per_line_ = joined == encode_whole(probe) && decode(joined) == probe;
   }
+  // Encoding a multi-megabyte text as one SentencePiece "sentence" is ~4x slower than line by
+  // line. For models trained by train_sentencepiece (identity normaliser, no dummy prefix, no
+  // piece containing a newline) both give the same ids; other models (e.g. NFKC, dummy prefix)
+  // may not, so the constructor probes and falls back to whole-text encoding.
   std::vector<int32_t> encode(const std::string& text) const override {
-    std::vector<int> ids;
-    const auto status = sp_.Encode(text, &ids);
-    if (!status.ok()) throw Error("tokenizer " + path_ + ": encoding failed: " + status.ToString());
-    return std::vector<int32_t>(ids.begin(), ids.end());
+    if (!per_line_) return encode_whole(text);
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 2);
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      const bool has_newline = end != std::string::npos;
+      if (!has_newline) end = text.size();
+      if (end > pos) {
+        const auto ids = encode_whole(text.substr(pos, end - pos));
+        out.insert(out.end(), ids.begin(), ids.end());
+      }
+      if (has_newline) out.insert(out.end(), newline_ids_.begin(), newline_ids_.end());
+      pos = end + 1;
+    }
+    return out;
   }
   std::string decode(const std::vector<int32_t>& tokens) const override {
     const int vocab = vocab_size();
@@ -66,8 +90,17 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string name() const override { return "sentencepiece:" + path_; }
 
  private:
+  std::vector<int32_t> encode_whole(const std::string& text) const {
+    std::vector<int> ids;
+    const auto status = sp_.Encode(text, &ids);
+    if (!status.ok()) throw Error("tokenizer " + path_ + ": encoding failed: " + status.ToString());
+    return std::vector<int32_t>(ids.begin(), ids.end());
+  }
+
   std::string path_;
   sentencepiece::SentencePieceProcessor sp_;
+  bool per_line_ = false;            // encode() may split at newlines (see encode)
+  std::vector<int32_t> newline_ids_;  // ids of "\n" alone
 };
 
 // Feeds the corpus to the trainer one line at a time (SentencePiece trains on "sentences").
@@ -134,7 +167,7 @@ void train_sentencepiece(const std::string& text_path, int vocab_size, const std
       {"max_sentence_length", "16384"},
       {"num_threads", "2"},
       {"minloglevel", "1"},
-      {"model_prefix", out_prefix},
+      // No model_prefix: the model comes back in memory and is written atomically below.
   };
   LineIterator lines(text);
   std::string model;
