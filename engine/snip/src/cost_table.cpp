@@ -1,0 +1,214 @@
+// Cost tables: built from a round's estimates, or imported from / exported to CSV.
+#include "snip/cost_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "snip/atomic_file.h"
+#include "snip/error.h"
+
+namespace snip {
+
+const char* cost_kind_name(CostKind k) {
+  switch (k) {
+    case CostKind::snip: return "snip";
+    case CostKind::min_err: return "min-err";
+    case CostKind::min_rel_err: return "min-rel-err";
+  }
+  return "?";
+}
+
+CostTable cost_table_from_estimates(const Estimates& est, CostKind kind) {
+  CostTable t;
+  t.kind = cost_kind_name(kind);
+  t.source = "statistics";
+  t.has_roles = true;
+  t.has_divergences = true;
+  for (const auto& e : est.layers) {
+    CostLayer c;
+    c.name = e.name;
+    c.block = e.block;
+    c.type = e.type;
+    c.flops = 3.0 * e.gemm_flops;
+    const auto& src = kind == CostKind::snip ? e.q_role : kind == CostKind::min_err ? e.min_err_role : e.min_rel_err_role;
+    for (int r = 0; r < kNumRoles; ++r) c.cost[r] = src[r];
+    c.pred_dl = e.dl;
+    c.pred_dw = e.dw;
+    c.pred_q = e.q_role;
+    // BF16 is the reference: zero cost and divergence when the round did not measure it.
+    const int b = int(Precision::bf16);
+    for (int r = 0; r < kNumRoles; ++r) {
+      if (std::isnan(c.cost[r][b])) c.cost[r][b] = 0;
+      if (std::isnan(c.pred_q[r][b])) c.pred_q[r][b] = 0;
+    }
+    if (std::isnan(c.pred_dl[b])) c.pred_dl[b] = 0;
+    if (std::isnan(c.pred_dw[b])) c.pred_dw[b] = 0;
+    t.layers.push_back(c);
+  }
+  std::sort(t.layers.begin(), t.layers.end(), [](const CostLayer& a, const CostLayer& b) {
+    return std::pair(a.block, int(a.type)) < std::pair(b.block, int(b.type));
+  });
+  return t;
+}
+
+namespace {
+
+std::string trim(std::string s) {
+  const auto* ws = " \t\r\n";
+  s.erase(0, s.find_first_not_of(ws));
+  const auto end = s.find_last_not_of(ws);
+  s.erase(end == std::string::npos ? 0 : end + 1);
+  return s;
+}
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream ss(line);
+  while (std::getline(ss, cur, ',')) out.push_back(trim(cur));
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
+}
+
+double parse_number(const std::string& s, const std::string& where, const char* what) {
+  if (s.empty()) throw Error(where + ": " + what + " is empty");
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) throw Error(where + ": " + what + " '" + s + "' is not a number");
+  if (!std::isfinite(v)) throw Error(where + ": " + what + " is " + s + "; it must be finite");
+  if (v < 0) throw Error(where + ": " + what + " " + s + " is negative; it must be ≥ 0");
+  return v;
+}
+
+}  // namespace
+
+CostTable cost_table_from_csv(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  std::map<std::string, int> col;
+  // name -> layer, plus the line on which each (layer, precision, role) was first given.
+  std::map<std::string, CostLayer> layers;
+  std::map<std::string, int> flops_line;
+  std::map<std::tuple<std::string, int, int>, int> seen;
+  bool header = false, roles = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto cells = split_csv_line(t);
+    const std::string where = source + ":" + std::to_string(line_no);
+    if (!header) {
+      for (size_t i = 0; i < cells.size(); ++i) {
+        std::string name = cells[i];
+        std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+        if (col.count(name)) throw Error(where + ": column '" + name + "' appears twice in the header");
+        col[name] = int(i);
+      }
+      for (const char* need : {"layer", "precision", "cost", "flops"})
+        if (!col.count(need))
+          throw Error(where + ": the header has no '" + need +
+                      "' column (expected layer,precision,cost,flops[,role])");
+      roles = col.count("role") > 0;
+      header = true;
+      continue;
+    }
+    if (cells.size() != col.size())
+      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " + std::to_string(col.size()));
+    const std::string& name = cells[col["layer"]];
+    auto id = parse_layer_module_name(name);
+    if (!id)
+      throw Error(where + ": unknown layer '" + name +
+                  "' (expected an HF module name such as model.layers.0.self_attn.q_proj or model.layers.3.mlp.down_proj)");
+    Precision p;
+    try {
+      p = parse_precision(cells[col["precision"]]);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+    if (p == Precision::fp32)
+      throw Error(where + ": precision fp32 is not a planning choice (use fp8, fp4 or bf16)");
+    int role = 0;
+    if (roles) {
+      const std::string& r = cells[col["role"]];
+      if (r == "fprop") role = 0;
+      else if (r == "backward") role = 1;
+      else throw Error(where + ": unknown role '" + r + "' (expected fprop or backward)");
+    }
+    const double cost = parse_number(cells[col["cost"]], where, "cost");
+    const double flops = parse_number(cells[col["flops"]], where, "flops");
+    if (!(flops > 0)) throw Error(where + ": flops is 0; every layer has positive FLOPs");
+    auto key = std::make_tuple(name, int(p), role);
+    if (auto it = seen.find(key); it != seen.end())
+      throw Error(where + ": duplicate row for " + name + " " + precision_name(p) +
+                  (roles ? std::string(" ") + role_name(Role(role)) : std::string()) + " (first given on line " +
+                  std::to_string(it->second) + ")");
+    seen[key] = line_no;
+    auto [it, inserted] = layers.try_emplace(name);
+    CostLayer& c = it->second;
+    if (inserted) {
+      c.name = name;
+      c.block = id->block;
+      c.type = id->type;
+      c.flops = flops;
+      flops_line[name] = line_no;
+      for (int r = 0; r < kNumRoles; ++r) c.cost[r].fill(kNaN);
+      for (int r = 0; r < kNumRoles; ++r) c.pred_q[r].fill(kNaN);
+    } else if (c.flops != flops) {
+      throw Error(where + ": flops " + cells[col["flops"]] + " for " + name + " differs from line " +
+                  std::to_string(flops_line[name]) + "; a layer has one FLOP count");
+    }
+    c.cost[role][int(p)] = cost;
+    if (!roles) c.cost[1][int(p)] = 0;
+  }
+  if (!header) throw Error(source + ": empty cost file (expected a header layer,precision,cost,flops[,role])");
+  if (layers.empty()) throw Error(source + ": no cost rows after the header");
+  CostTable t;
+  t.kind = "imported";
+  t.source = source;
+  t.has_roles = roles;
+  t.has_divergences = false;
+  for (auto& [name, c] : layers) {
+    for (Precision p : {Precision::fp8, Precision::fp4})
+      for (int r = 0; r < (roles ? kNumRoles : 1); ++r)
+        if (std::isnan(c.cost[r][int(p)]))
+          throw Error(source + ": " + name + " has no " + precision_name(p) +
+                      (roles ? std::string(" ") + role_name(Role(r)) : std::string()) +
+                      " row (every layer needs fp8 and fp4 costs)");
+    const int b = int(Precision::bf16);
+    if (roles && std::isnan(c.cost[0][b]) != std::isnan(c.cost[1][b]))
+      throw Error(source + ": " + name + " has a bf16 row for only one role");
+    c.pred_q = c.cost;  // imported costs are the quality measure
+    t.layers.push_back(c);
+  }
+  std::sort(t.layers.begin(), t.layers.end(), [](const CostLayer& a, const CostLayer& b) {
+    return std::pair(a.block, int(a.type)) < std::pair(b.block, int(b.type));
+  });
+  return t;
+}
+
+CostTable read_cost_csv(const std::string& path) { return cost_table_from_csv(read_file(path), path); }
+
+std::string cost_table_to_csv(const CostTable& table) {
+  std::ostringstream os;
+  os.precision(17);
+  os << (table.has_roles ? "layer,precision,role,cost,flops\n" : "layer,precision,cost,flops\n");
+  for (const auto& c : table.layers)
+    for (Precision p : {Precision::bf16, Precision::fp8, Precision::fp4}) {
+      if (!c.has(p)) continue;
+      if (table.has_roles) {
+        for (int r = 0; r < kNumRoles; ++r)
+          os << c.name << ',' << precision_name(p) << ',' << role_name(Role(r)) << ',' << c.cost[r][int(p)] << ','
+             << c.flops << '\n';
+      } else {
+        os << c.name << ',' << precision_name(p) << ',' << c.total_cost(p) << ',' << c.flops << '\n';
+      }
+    }
+  return os.str();
+}
+
+}  // namespace snip

@@ -1,0 +1,300 @@
+// SNIP's divergence estimators (METHOD.md 5.1–5.3) and the local-error costs (section 8),
+// computed from the raw statistics of one round.
+#include "snip/estimator.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "snip/error.h"
+#include "snip/hutchinson.h"
+#include "snip/stats_keys.h"
+
+namespace snip {
+
+namespace k = keys;
+
+const char* role_name(Role r) { return r == Role::fprop ? "fprop" : "backward"; }
+
+bool is_upstream(LayerId l, LayerId m) {
+  if (l.block != m.block) return l.block < m.block;
+  // Backward order inside a block: down → gate,up → o → q,k,v. Stage numbers along the
+  // forward path; a layer is upstream of m when it sits at an earlier stage (siblings share one).
+  auto stage = [](LayerType t) {
+    switch (t) {
+      case LayerType::q:
+      case LayerType::k:
+      case LayerType::v: return 0;
+      case LayerType::o: return 1;
+      case LayerType::gate:
+      case LayerType::up: return 2;
+      case LayerType::down: return 3;
+    }
+    return 0;
+  };
+  return stage(l.type) < stage(m.type);
+}
+
+namespace {
+
+// The gradient error at the outputs of l is known exactly (not via gain ratios) when m's local
+// backward passes through l's output: o → q/k/v (attention backward), down → gate/up (SwiGLU).
+bool sibling_exact(LayerId l, LayerId m) {
+  if (l.block != m.block) return false;
+  if (m.type == LayerType::o)
+    return l.type == LayerType::q || l.type == LayerType::k || l.type == LayerType::v;
+  if (m.type == LayerType::down) return l.type == LayerType::gate || l.type == LayerType::up;
+  return false;
+}
+
+// Read access to a round with errors that name the layer and the key.
+struct RoundView {
+  const StatsRound& round;
+  std::vector<LayerId> ids;
+  std::vector<LinearLayerInfo> info;  // shape of each round layer
+  double c = 0, sigma_eps = 0, k_t = 0;
+
+  explicit RoundView(const StatsRound& r) : round(r) {
+    if (r.tokens <= 0) throw Error("statistics: \"tokens\" must be positive (tokens in the statistics batch)");
+    auto global = [&](const char* key) {
+      auto it = r.globals.find(key);
+      if (it == r.globals.end())
+        throw Error(std::string("statistics (step ") + std::to_string(r.step) + "): globals has no \"" + key +
+                    "\"; the statistics round did not record it");
+      return it->second;
+    };
+    c = global(k::kGlobalCurvature);
+    sigma_eps = global(k::kGlobalSigmaEps);
+    k_t = global(k::kGlobalKt);
+    if (!(sigma_eps > 0)) throw Error("statistics: globals.sigma_eps must be positive (it is σ_ε of the backward-noise passes)");
+    const auto all = linear_layers(r.dims);
+    for (const auto& ls : r.layers) {
+      auto id = parse_layer_module_name(ls.name);
+      if (!id || id->block >= r.dims.num_layers)
+        throw Error("statistics: '" + ls.name + "' is not a linear layer of a " + std::to_string(r.dims.num_layers) +
+                    "-block model");
+      ids.push_back(*id);
+      info.push_back(all[id->index()]);
+    }
+  }
+
+  double scalar(size_t i, const char* key) const {
+    const auto& ls = round.layers[i];
+    auto it = ls.scalars.find(key);
+    if (it == ls.scalars.end())
+      throw Error("statistics: " + ls.name + " has no scalar \"" + key + "\"; the statistics round did not record it");
+    if (it->second < 0) throw Error("statistics: " + ls.name + " scalar \"" + key + "\" is negative");
+    return it->second;
+  }
+  double positive_scalar(size_t i, const char* key) const {
+    double v = scalar(i, key);
+    if (!(v > 0))
+      throw Error("statistics: " + round.layers[i].name + " scalar \"" + key +
+                  "\" is 0; the estimators divide by it (was the round taken before the first optimizer step?)");
+    return v;
+  }
+  const std::map<std::string, double>* prec_map(size_t i, Precision p) const {
+    const auto& pp = round.layers[i].per_precision;
+    auto it = pp.find(precision_name(p));
+    return it == pp.end() ? nullptr : &it->second;
+  }
+  double prec(size_t i, Precision p, const std::string& key) const {
+    const auto* m = prec_map(i, p);
+    if (!m) {
+      if (p == Precision::bf16) return 0.0;  // BF16 is the reference: zero error unless measured
+      throw Error("statistics: " + round.layers[i].name + " has no " + precision_name(p) + " statistics");
+    }
+    auto it = m->find(key);
+    if (it == m->end()) {
+      if (p == Precision::bf16) return 0.0;
+      throw Error("statistics: " + round.layers[i].name + ": " + precision_name(p) + " has no \"" + key +
+                  "\"; the statistics round did not record it");
+    }
+    if (it->second < 0 && key != k::kPrecGDotDy)
+      throw Error("statistics: " + round.layers[i].name + ": " + precision_name(p) + " \"" + key + "\" is negative");
+    return it->second;
+  }
+
+  // k_t²·a^w_l·‖X_l‖²/(T·‖u_l‖²): converts ‖δG_l‖² into l's relative update change (5.2 step 3).
+  double upstream_factor(size_t l) const {
+    const double x = scalar(l, k::kLayerXNorm);
+    const double u = positive_scalar(l, k::kLayerUpdateNorm);
+    return k_t * k_t * scalar(l, k::kLayerAdamAGain) * x * x / (double(round.tokens) * u * u);
+  }
+};
+
+std::vector<Precision> precisions_of(const StatsRound& r) {
+  // Every precision any layer measured, plus bf16 (always available as the zero-error reference).
+  std::vector<Precision> out{Precision::bf16};
+  for (const auto& ls : r.layers)
+    for (const auto& [name, _] : ls.per_precision) {
+      Precision p;
+      try {
+        p = parse_precision(name);
+      } catch (const Error& e) {
+        throw Error("statistics: " + ls.name + " per_precision: " + e.what());
+      }
+      bool seen = false;
+      for (Precision q : out) seen = seen || q == p;
+      if (!seen) out.push_back(p);
+    }
+  return out;
+}
+
+// ‖δG_l‖² of upstream layer l caused by m's dgrad error in precision p (5.2 steps 1–2).
+double upstream_dg_sq(const RoundView& v, size_t l, size_t m, Precision p) {
+  if (sibling_exact(v.ids[l], v.ids[m]))
+    return v.prec(m, p, k::sibling_dg_sq_key(layer_type_short_name(v.ids[l].type)));
+  const double gain_ratio = v.scalar(l, k::kLayerJtEpsSqY) / v.positive_scalar(m, k::kLayerJtEpsSqResid);
+  return v.prec(m, p, k::kPrecResidErrSq) * gain_ratio;
+}
+
+}  // namespace
+
+double weight_divergence_ref(const StatsRound& round, int m_index, Precision p) {
+  RoundView v(round);
+  std::optional<size_t> m;
+  for (size_t i = 0; i < v.ids.size(); ++i)
+    if (v.ids[i].index() == m_index) m = i;
+  SNIP_ASSERT_MSG(m.has_value(), "weight_divergence_ref: layer not in the round");
+  const double u = v.positive_scalar(*m, k::kLayerUpdateNorm);
+  double total = v.k_t * v.k_t * v.prec(*m, p, k::kPrecOwnUpdateSq) / (u * u);
+  for (size_t l = 0; l < v.ids.size(); ++l) {
+    if (!is_upstream(v.ids[l], v.ids[*m])) continue;
+    const double dg_sq = upstream_dg_sq(v, l, *m, p);
+    const double x = v.scalar(l, k::kLayerXNorm);
+    const double ul = v.positive_scalar(l, k::kLayerUpdateNorm);
+    // ‖δu_l‖² ≈ k_t²·a^w_l·‖δG_l‖²·‖X_l‖²/T, relative to ‖u_l‖².
+    total += v.k_t * v.k_t * v.scalar(l, k::kLayerAdamAGain) * dg_sq * x * x / double(round.tokens) / (ul * ul);
+  }
+  return total;
+}
+
+Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& options) {
+  if (!std::isfinite(options.lambda) || options.lambda < 0)
+    throw Error("lambda must be a finite number ≥ 0 (the weight of ΔW in Q = ΔL̂ + λ·ΔŴ)");
+  RoundView v(round);
+  const size_t n = v.ids.size();
+  Estimates est;
+  est.options = options;
+  est.dims = round.dims;
+  est.tokens = round.tokens;
+  est.layers.resize(n);
+  const auto precisions = precisions_of(round);
+  const double T = double(round.tokens);
+
+  // Gain-ratio upstream sums in O(L) per layer: for m, the layers reached through the gain ratio
+  // are every layer of earlier blocks plus the non-sibling-exact upstream layers of m's own block.
+  // S_l = upstream_factor(l)·jt_eps_sq_y(l);  Σ over earlier blocks by a prefix sum per block.
+  std::vector<double> factor(n), s(n);
+  std::map<int, double> block_sum;
+  for (size_t l = 0; l < n; ++l) {
+    factor[l] = v.upstream_factor(l);
+    s[l] = factor[l] * v.scalar(l, k::kLayerJtEpsSqY);
+    block_sum[v.ids[l].block] += s[l];
+  }
+  std::map<int, double> before_block;  // Σ S_l over blocks < b
+  double running = 0;
+  for (const auto& [b, sum] : block_sum) {
+    before_block[b] = running;
+    running += sum;
+  }
+
+  for (size_t m = 0; m < n; ++m) {
+    LayerEstimate& e = est.layers[m];
+    const auto& info = v.info[m];
+    e.name = round.layers[m].name;
+    e.block = v.ids[m].block;
+    e.type = v.ids[m].type;
+    e.in_features = info.in_features;
+    e.out_features = info.out_features;
+    e.gemm_flops = info.gemm_flops(round.tokens);
+    const double j_fro_sq = hutchinson_from_raw(v.scalar(m, k::kLayerJtEpsSqY), v.sigma_eps);
+    const double u = v.positive_scalar(m, k::kLayerUpdateNorm);
+    const double x = v.scalar(m, k::kLayerXNorm), w = v.scalar(m, k::kLayerWNorm), g = v.scalar(m, k::kLayerGNorm);
+
+    // Gain-ratio part of m's upstream set, without ‖δr‖²/‖J_Rᵀε‖² (which depend on p).
+    double gain_sum = before_block[e.block];
+    std::vector<size_t> exact;  // upstream layers in m's block whose δG is known exactly
+    for (size_t l = 0; l < n; ++l) {
+      if (v.ids[l].block != e.block || !is_upstream(v.ids[l], v.ids[m])) continue;
+      if (sibling_exact(v.ids[l], v.ids[m]))
+        exact.push_back(l);
+      else
+        gain_sum += s[l];
+    }
+
+    for (Precision p : precisions) {
+      const int pi = int(p);
+      if (p != Precision::bf16 && !v.prec_map(m, p))
+        throw Error("statistics: " + e.name + " has no " + precision_name(p) + " statistics, but other layers do");
+      const double dy = v.prec(m, p, k::kPrecDyErr);
+      e.dy_err_sq[pi] = dy * dy;
+      e.g_dot_dy[pi] = v.prec_map(m, p) && v.prec_map(m, p)->count(k::kPrecGDotDy) ? v.prec(m, p, k::kPrecGDotDy) : 0.0;
+      // 5.1: ΔL_l(p) = c·‖J_l‖_F²·‖δY_l(p)‖²/(T·N_l)
+      e.dl[pi] = v.c * j_fro_sq * dy * dy / (T * double(info.out_features));
+      // 5.2 own term: k_t²·Σ δg²/(√v̂+ε)² / ‖u_m‖²
+      e.dw_own[pi] = v.k_t * v.k_t * v.prec(m, p, k::kPrecOwnUpdateSq) / (u * u);
+      // 5.2 upstream: Σ_l k_t²·a^w_l·‖δG_l‖²·‖X_l‖²/(T·‖u_l‖²)
+      double up = 0;
+      if (gain_sum > 0) up += v.prec(m, p, k::kPrecResidErrSq) / v.positive_scalar(m, k::kLayerJtEpsSqResid) * gain_sum;
+      for (size_t l : exact) up += factor[l] * v.prec(m, p, k::sibling_dg_sq_key(layer_type_short_name(v.ids[l].type)));
+      e.dw_upstream[pi] = up;
+      e.dw[pi] = e.dw_own[pi] + up;
+      // Section 8: local quantization errors of the six GEMM operands.
+      const double ef = v.prec(m, p, k::kPrecErrFpropX) + v.prec(m, p, k::kPrecErrFpropW);
+      const double eb = v.prec(m, p, k::kPrecErrDgradG) + v.prec(m, p, k::kPrecErrDgradW) +
+                        v.prec(m, p, k::kPrecErrWgradG) + v.prec(m, p, k::kPrecErrWgradX);
+      auto rel = [](double err, double norm) { return norm > 0 ? err / norm : 0.0; };
+      const double rf = rel(v.prec(m, p, k::kPrecErrFpropX), x) + rel(v.prec(m, p, k::kPrecErrFpropW), w);
+      const double rb = rel(v.prec(m, p, k::kPrecErrDgradG), g) + rel(v.prec(m, p, k::kPrecErrDgradW), w) +
+                        rel(v.prec(m, p, k::kPrecErrWgradG), g) + rel(v.prec(m, p, k::kPrecErrWgradX), x);
+      e.min_err_role[0][pi] = ef;
+      e.min_err_role[1][pi] = eb;
+      e.min_err[pi] = ef + eb;
+      e.min_rel_err_role[0][pi] = rf;
+      e.min_rel_err_role[1][pi] = rb;
+      e.min_rel_err[pi] = rf + rb;
+    }
+    for (int r = 0; r < kNumRoles; ++r)
+      for (int pi = 0; pi < kNumPrecisions; ++pi) {
+        if (std::isnan(e.dl[pi])) {
+          e.min_err_role[r][pi] = e.min_rel_err_role[r][pi] = kNaN;
+        }
+      }
+  }
+
+  // 5.3: scale-free terms, Q = ΔL̂ + λ·ΔŴ.
+  const int p4 = int(Precision::fp4);
+  double sdl = 0, sdw = 0;
+  bool have_fp4 = true;
+  for (const auto& e : est.layers) {
+    if (std::isnan(e.dl[p4])) have_fp4 = false;
+    else {
+      sdl += e.dl[p4];
+      sdw += e.dw[p4];
+    }
+  }
+  est.dl_fp4_sum = sdl;
+  est.dw_fp4_sum = sdw;
+  double ndl = 1, ndw = 1;
+  if (options.normalize) {
+    if (!have_fp4)
+      est.warnings.push_back("the round has no fp4 statistics for every layer: ΔL and ΔW are not normalised");
+    else {
+      if (sdl > 0) ndl = sdl; else est.warnings.push_back("Σ ΔL(fp4) is 0: ΔL is not normalised");
+      if (sdw > 0) ndw = sdw; else est.warnings.push_back("Σ ΔW(fp4) is 0: ΔW is not normalised");
+    }
+  }
+  for (auto& e : est.layers)
+    for (int pi = 0; pi < kNumPrecisions; ++pi) {
+      e.dl_hat[pi] = e.dl[pi] / ndl;
+      e.dw_hat[pi] = e.dw[pi] / ndw;
+      e.q_role[0][pi] = e.dl_hat[pi];
+      e.q_role[1][pi] = options.lambda * e.dw_hat[pi];
+      e.q[pi] = e.q_role[0][pi] + e.q_role[1][pi];
+    }
+  return est;
+}
+
+}  // namespace snip

@@ -1,0 +1,579 @@
+// The SNIP planner: the section-7 ILP on GLPK, its brute-force reference twin, feasibility
+// diagnosis with causes, and the method dispatch (make_plan).
+#include "snip/planner.h"
+
+#include <glpk.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "snip/baselines.h"
+#include "snip/error.h"
+#include "detail.h"
+
+namespace snip {
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::snip: return "snip";
+    case Method::min_err: return "min-err";
+    case Method::min_rel_err: return "min-rel-err";
+    case Method::e_layer_type: return "e-layer-type";
+    case Method::e_layer_id: return "e-layer-id";
+    case Method::random: return "random";
+    case Method::uniform_bf16: return "uniform-bf16";
+    case Method::uniform_fp8: return "uniform-fp8";
+    case Method::uniform_fp4: return "uniform-fp4";
+  }
+  return "?";
+}
+
+Method parse_method(std::string_view s) {
+  for (Method m : kAllMethods)
+    if (s == method_name(m)) return m;
+  std::string names;
+  for (Method m : kAllMethods) names += std::string(names.empty() ? "" : ", ") + method_name(m);
+  throw Error("unknown method '" + std::string(s) + "' (expected one of: " + names + ")");
+}
+
+bool method_uses_ilp(Method m) { return m == Method::snip || m == Method::min_err || m == Method::min_rel_err; }
+
+namespace {
+
+std::string fmt(double v, int digits = 4) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+using detail::budget_holds;
+using detail::role_flops;
+
+// One decision of the ILP: a tie group (or a single layer) in one role (or all roles).
+struct Slot {
+  std::vector<int> layers;  // indices into CostTable::layers
+  int role = -1;            // -1: all roles (per-layer plan), 0: fprop, 1: backward
+  int stage = 0;
+  double flops = 0;
+  PerPrecision cost{};
+  std::vector<Precision> candidates;
+};
+
+struct Model {
+  std::vector<Slot> slots;
+  std::vector<int> stage_of;           // per table layer
+  int stages = 1;
+  std::vector<std::string> notes;
+};
+
+std::string pinned_summary(const std::vector<std::string>& names, size_t max_names = 3) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < max_names; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > max_names) s += ", ...";
+  return s;
+}
+
+// Builds the decision slots and checks the request; throws snip::Error naming the cause.
+Model build_model(const CostTable& costs, const PlanRequest& req) {
+  if (costs.layers.empty()) throw Error("the cost table has no layers");
+  if (!std::isfinite(req.budget) || req.budget < 0 || req.budget > 1)
+    throw Error("budget " + fmt(req.budget, 4) +
+                " is outside [0, 1]: it is the fraction of linear-layer FLOPs that must run in FP4");
+  if (req.allow_bf16 && (!std::isfinite(req.bf16_max_fraction) || req.bf16_max_fraction < 0 || req.bf16_max_fraction > 1))
+    throw Error("the BF16 limit " + fmt(req.bf16_max_fraction) + " is outside [0, 1]");
+  if (req.per_role && !costs.has_roles)
+    throw Error(costs.source + ": per-role planning needs costs per GEMM role (a 'role' column with fprop and backward "
+                               "rows, or statistics); this table has one cost per layer");
+  for (const auto& c : costs.layers)
+    for (Precision p : {Precision::fp8, Precision::fp4})
+      if (!c.has(p)) throw Error(costs.source + ": " + c.name + " has no " + precision_name(p) + " cost");
+  if (req.allow_bf16)
+    for (const auto& c : costs.layers)
+      if (!c.has(Precision::bf16))
+        throw Error(costs.source + ": BF16 as a third choice needs a bf16 cost for every layer; " + c.name +
+                    " has none (add bf16 rows, or plan without --allow-bf16)");
+
+  Model m;
+  m.stages = req.stages;
+  m.stage_of = stage_of_layers(costs, req.stages);
+  std::map<std::string, int> index_of;
+  for (size_t i = 0; i < costs.layers.size(); ++i) index_of[costs.layers[i].name] = int(i);
+
+  // Pins: per table layer.
+  std::vector<std::optional<Precision>> pin(costs.layers.size());
+  for (const auto& [name, p] : req.pins) {
+    auto it = index_of.find(name);
+    if (it == index_of.end())
+      throw Error("pin " + name + "=" + precision_name(p) + " names a layer that is not in the cost table (" +
+                  std::to_string(costs.layers.size()) + " layers, e.g. " + costs.layers.front().name + ")");
+    if (p == Precision::fp32) throw Error("pin " + name + "=fp32: fp32 is not a planning choice (use bf16, fp8 or fp4)");
+    if (p == Precision::bf16 && !costs.layers[it->second].has(Precision::bf16) && !req.allow_bf16)
+      m.notes.push_back("pin " + name + "=bf16 has no bf16 cost; counted as 0");
+    pin[it->second] = p;
+  }
+
+  // Tie groups: q/k/v and gate/up of a block move together.
+  const auto groups = detail::tie_groups(costs, req.ties);
+
+  for (const auto& g : groups) {
+    std::optional<Precision> gp;
+    int pinned_member = -1;
+    for (int i : g)
+      if (pin[i]) {
+        if (gp && *gp != *pin[i])
+          throw Error("pins conflict with ties: " + costs.layers[pinned_member].name + " is pinned " +
+                      precision_name(*gp) + " but " + costs.layers[i].name + " " + precision_name(*pin[i]) +
+                      ", and ties keep q/k/v (and gate/up) of a block in one precision");
+        gp = pin[i];
+        pinned_member = i;
+      }
+    std::vector<Precision> cand;
+    if (gp) cand = {*gp};
+    else if (req.allow_bf16) cand = {Precision::bf16, Precision::fp8, Precision::fp4};
+    else cand = {Precision::fp8, Precision::fp4};
+    for (int role = (req.per_role ? 0 : -1); role < (req.per_role ? kNumRoles : 0); ++role) {
+      Slot s;
+      s.layers = g;
+      s.role = role;
+      s.stage = m.stage_of[g.front()];
+      s.candidates = cand;
+      for (int i : g) {
+        const auto& c = costs.layers[i];
+        s.flops += role < 0 ? c.flops : role_flops(c.flops, role);
+        for (int pi = 0; pi < kNumPrecisions; ++pi) {
+          double v = role < 0 ? c.cost[0][pi] + c.cost[1][pi] : c.cost[role][pi];
+          if (std::isnan(v) && gp && int(*gp) == pi) v = 0;  // pinned to a precision without a cost
+          s.cost[pi] += v;
+        }
+      }
+      m.slots.push_back(std::move(s));
+    }
+  }
+
+  // Reachability of the FP4 target, globally and per stage: FP4 can go everywhere except pins.
+  std::vector<double> stage_total(m.stages, 0.0), stage_max(m.stages, 0.0);
+  double bf16_pinned = 0, total = 0;
+  for (const auto& s : m.slots) {
+    stage_total[s.stage] += s.flops;
+    total += s.flops;
+    if (std::find(s.candidates.begin(), s.candidates.end(), Precision::fp4) != s.candidates.end())
+      stage_max[s.stage] += s.flops;
+    if (s.candidates.size() == 1 && s.candidates[0] == Precision::bf16) bf16_pinned += s.flops;
+  }
+  auto pinned_non_fp4_in = [&](int stage) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < pin.size(); ++i)
+      if (pin[i] && *pin[i] != Precision::fp4 && (stage < 0 || m.stage_of[i] == stage)) names.push_back(costs.layers[i].name);
+    return names;
+  };
+  for (int s = 0; s < m.stages; ++s) {
+    if (stage_max[s] >= req.budget * stage_total[s]) continue;
+    const auto names = pinned_non_fp4_in(m.stages > 1 ? s : -1);
+    std::string where = m.stages > 1 ? " in pipeline stage " + std::to_string(s) : "";
+    throw Error("budget " + fmt(req.budget) + " is unreachable" + where + ": with the " + std::to_string(names.size()) +
+                " pinned non-FP4 layer" + (names.size() == 1 ? "" : "s") + " (" + pinned_summary(names) +
+                ") the largest possible FP4 fraction" + (m.stages > 1 ? " there" : "") + " is " +
+                fmt(stage_max[s] / stage_total[s]) + "; remove pins or lower the budget");
+  }
+  if (bf16_pinned > 0 && bf16_pinned > req.bf16_max_fraction * total && req.allow_bf16)
+    throw Error("the BF16 pins take " + fmt(bf16_pinned / total) + " of the FLOPs, above the BF16 limit " +
+                fmt(req.bf16_max_fraction) + "; raise the limit or remove BF16 pins");
+  return m;
+}
+
+std::vector<RoleChoice> choice_from_slots(const Model& m, size_t n_layers, const std::vector<Precision>& slot_prec) {
+  std::vector<RoleChoice> choice(n_layers, RoleChoice{Precision::fp8, Precision::fp8});
+  for (size_t s = 0; s < m.slots.size(); ++s)
+    for (int i : m.slots[s].layers) {
+      if (m.slots[s].role < 0) choice[i] = {slot_prec[s], slot_prec[s]};
+      else choice[i][m.slots[s].role] = slot_prec[s];
+    }
+  return choice;
+}
+
+bool bf16_holds(const CostTable& costs, const std::vector<RoleChoice>& choice, const PlanRequest& req) {
+  if (!req.allow_bf16) return true;
+  double bf = 0, all = 0;
+  for (size_t i = 0; i < costs.layers.size(); ++i)
+    for (int r = 0; r < kNumRoles; ++r) {
+      const double f = role_flops(costs.layers[i].flops, r);
+      all += f;
+      if (choice[i][r] == Precision::bf16) bf += f;
+    }
+  return bf / all <= req.bf16_max_fraction;
+}
+
+double objective_of(const Model& m, const std::vector<Precision>& slot_prec) {
+  double obj = 0;
+  for (size_t s = 0; s < m.slots.size(); ++s) obj += m.slots[s].cost[int(slot_prec[s])];
+  return obj;
+}
+
+struct GapTracker {
+  double gap = kNaN;
+};
+
+void glpk_callback(glp_tree* tree, void* info) {
+  auto* t = static_cast<GapTracker*>(info);
+  const int reason = glp_ios_reason(tree);
+  if (reason == GLP_IBINGO || reason == GLP_ISELECT) t->gap = glp_ios_mip_gap(tree);
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> detail::tie_groups(const CostTable& costs, bool ties) {
+  std::vector<std::vector<int>> groups;
+  std::map<std::pair<int, int>, int> group_of;  // (block, tie class) -> group
+  for (size_t i = 0; i < costs.layers.size(); ++i) {
+    const auto t = costs.layers[i].type;
+    int cls = -1;
+    if (ties && (t == LayerType::q || t == LayerType::k || t == LayerType::v)) cls = 0;
+    if (ties && (t == LayerType::gate || t == LayerType::up)) cls = 1;
+    if (cls < 0) {
+      groups.push_back({int(i)});
+      continue;
+    }
+    auto key = std::pair(costs.layers[i].block, cls);
+    auto it = group_of.find(key);
+    if (it == group_of.end()) {
+      group_of[key] = int(groups.size());
+      groups.push_back({int(i)});
+    } else {
+      groups[it->second].push_back(int(i));
+    }
+  }
+  return groups;
+}
+
+// The budget check as the user sees it: the exact FP4 fraction of every stage and of the whole
+// plan is ≥ ρ, recomputed from the per-layer choice (not from the solver's row activity).
+bool detail::budget_holds(const CostTable& costs, const std::vector<RoleChoice>& choice, const std::vector<int>& stage_of,
+                  int stages, double budget) {
+  if (achieved_fp4_fraction(costs, choice) < budget) return false;
+  if (stages <= 1) return true;
+  std::vector<double> fp4(stages, 0.0), all(stages, 0.0);
+  for (size_t i = 0; i < costs.layers.size(); ++i)
+    for (int r = 0; r < kNumRoles; ++r) {
+      const double f = role_flops(costs.layers[i].flops, r);
+      all[stage_of[i]] += f;
+      if (choice[i][r] == Precision::fp4) fp4[stage_of[i]] += f;
+    }
+  for (int s = 0; s < stages; ++s)
+    if (fp4[s] / all[s] < budget) return false;
+  return true;
+}
+
+std::vector<int> stage_of_layers(const CostTable& costs, int stages) {
+  std::set<int> blocks;
+  for (const auto& c : costs.layers) blocks.insert(c.block);
+  if (stages < 1 || stages > int(blocks.size()))
+    throw Error("stages " + std::to_string(stages) + " must be between 1 and the number of blocks (" +
+                std::to_string(blocks.size()) + "); each pipeline stage is a run of contiguous blocks");
+  // Blocks in order, split as evenly as possible; earlier stages take the extra block.
+  std::vector<int> sorted(blocks.begin(), blocks.end());
+  std::map<int, int> stage_of_block;
+  const int nb = int(sorted.size()), base = nb / stages, extra = nb % stages;
+  int pos = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int len = base + (s < extra ? 1 : 0);
+    for (int k = 0; k < len; ++k) stage_of_block[sorted[pos++]] = s;
+  }
+  std::vector<int> out;
+  for (const auto& c : costs.layers) out.push_back(stage_of_block[c.block]);
+  return out;
+}
+
+double achieved_fp4_fraction(const CostTable& costs, const std::vector<RoleChoice>& choice) {
+  SNIP_ASSERT(choice.size() == costs.layers.size());
+  double fp4 = 0, all = 0;
+  for (size_t i = 0; i < costs.layers.size(); ++i)
+    for (int r = 0; r < kNumRoles; ++r) {
+      const double f = role_flops(costs.layers[i].flops, r);
+      all += f;
+      if (choice[i][r] == Precision::fp4) fp4 += f;
+    }
+  return all > 0 ? fp4 / all : 0.0;
+}
+
+void check_feasible(const CostTable& costs, const PlanRequest& request) { (void)build_model(costs, request); }
+
+void finish_result(PlanResult& r, const CostTable& pred, const PlanRequest& req) {
+  SNIP_ASSERT(r.choice.size() == pred.layers.size());
+  r.budget = req.budget;
+  r.achieved_fraction = achieved_fp4_fraction(pred, r.choice);
+  double q = 0, dl = 0, dw = 0;
+  for (size_t i = 0; i < pred.layers.size(); ++i) {
+    const auto& c = pred.layers[i];
+    q += c.pred_q[0][int(r.choice[i][0])] + c.pred_q[1][int(r.choice[i][1])];
+    dl += c.pred_dl[int(r.choice[i][0])];
+    dw += c.pred_dw[int(r.choice[i][1])];
+  }
+  r.predicted_q = q;
+  r.predicted_dl = pred.has_divergences ? dl : kNaN;
+  r.predicted_dw = pred.has_divergences ? dw : kNaN;
+  Plan& p = r.plan;
+  p.layers.clear();
+  for (size_t i = 0; i < pred.layers.size(); ++i)
+    p.layers[pred.layers[i].name] = LinearPrecision{r.choice[i][0], r.choice[i][1], r.choice[i][1]};
+  p.method = r.method;
+  p.budget = req.budget;
+  p.achieved_fp4_fraction = r.achieved_fraction;
+  nlohmann::json prov = nlohmann::json::object();
+  prov["costs"] = pred.source;
+  prov["status"] = r.status;
+  if (!std::isnan(r.objective)) prov["objective"] = r.objective;
+  if (!std::isnan(r.mip_gap)) prov["mip_gap"] = r.mip_gap;
+  if (std::isfinite(r.predicted_q)) prov["predicted_q"] = r.predicted_q;
+  if (std::isfinite(r.predicted_dl)) prov["predicted_dl"] = r.predicted_dl;
+  if (std::isfinite(r.predicted_dw)) prov["predicted_dw"] = r.predicted_dw;
+  prov["per_role"] = req.per_role;
+  prov["ties"] = req.ties;
+  prov["stages"] = req.stages;
+  prov["allow_bf16"] = req.allow_bf16;
+  if (req.allow_bf16) prov["bf16_max_fraction"] = req.bf16_max_fraction;
+  if (!req.pins.empty()) {
+    nlohmann::json pins = nlohmann::json::object();
+    for (const auto& [n, pr] : req.pins) pins[n] = precision_name(pr);
+    prov["pins"] = pins;
+  }
+  if (r.method == "random") prov["seed"] = req.seed;
+  if (!r.notes.empty()) prov["notes"] = r.notes;
+  prov["solver"] = method_uses_ilp(parse_method(r.method)) ? "glpk " + std::string(glp_version()) : "rule";
+  p.provenance = prov;
+}
+
+PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostTable* prediction) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Model m = build_model(costs, req);
+  PlanResult result;
+  result.method = costs.kind == "min-err" || costs.kind == "min-rel-err" ? costs.kind : "snip";
+  result.notes = m.notes;
+
+  // Variables: x_{s,p} for every slot s and candidate p (columns numbered from 1).
+  std::vector<std::vector<int>> col(m.slots.size());
+  double rhs_shift = 0;  // extra FP4 FLOPs demanded after a tolerance slip (see the guard below)
+  std::vector<Precision> best;
+  double gap = kNaN;
+  int glpk_status = 0;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    glp_prob* lp = glp_create_prob();
+    glp_set_obj_dir(lp, GLP_MIN);
+    int ncols = 0;
+    for (size_t s = 0; s < m.slots.size(); ++s) ncols += int(m.slots[s].candidates.size());
+    glp_add_cols(lp, ncols);
+    int j = 0;
+    for (size_t s = 0; s < m.slots.size(); ++s) {
+      col[s].clear();
+      for (Precision p : m.slots[s].candidates) {
+        ++j;
+        glp_set_col_kind(lp, j, GLP_BV);
+        glp_set_obj_coef(lp, j, m.slots[s].cost[int(p)]);
+        col[s].push_back(j);
+      }
+    }
+    std::vector<int> ia{0}, ja{0};
+    std::vector<double> ar{0.0};
+    int row = 0;
+    // Σ_p x_{s,p} = 1
+    glp_add_rows(lp, int(m.slots.size()));
+    for (size_t s = 0; s < m.slots.size(); ++s) {
+      ++row;
+      glp_set_row_bnds(lp, row, GLP_FX, 1.0, 1.0);
+      for (int c : col[s]) {
+        ia.push_back(row);
+        ja.push_back(c);
+        ar.push_back(1.0);
+      }
+    }
+    // Σ_{s in stage} F_s·x_{s,fp4} ≥ ρ·Σ_{s in stage} F_s
+    std::vector<double> stage_total(m.stages, 0.0);
+    for (const auto& s : m.slots) stage_total[s.stage] += s.flops;
+    glp_add_rows(lp, m.stages);
+    const int first_budget_row = row + 1;
+    for (int st = 0; st < m.stages; ++st) {
+      ++row;
+      glp_set_row_bnds(lp, row, GLP_LO, req.budget * stage_total[st] + rhs_shift * stage_total[st], 0.0);
+    }
+    for (size_t s = 0; s < m.slots.size(); ++s)
+      for (size_t k = 0; k < m.slots[s].candidates.size(); ++k)
+        if (m.slots[s].candidates[k] == Precision::fp4) {
+          ia.push_back(first_budget_row + m.slots[s].stage);
+          ja.push_back(col[s][k]);
+          ar.push_back(m.slots[s].flops);
+        }
+    // Σ F_s·x_{s,bf16} ≤ β·Σ F_s
+    if (req.allow_bf16) {
+      glp_add_rows(lp, 1);
+      ++row;
+      double total = 0;
+      for (const auto& s : m.slots) total += s.flops;
+      glp_set_row_bnds(lp, row, GLP_UP, 0.0, req.bf16_max_fraction * total);
+      for (size_t s = 0; s < m.slots.size(); ++s)
+        for (size_t k = 0; k < m.slots[s].candidates.size(); ++k)
+          if (m.slots[s].candidates[k] == Precision::bf16) {
+            ia.push_back(row);
+            ja.push_back(col[s][k]);
+            ar.push_back(m.slots[s].flops);
+          }
+    }
+    glp_load_matrix(lp, int(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.presolve = GLP_ON;
+    parm.mip_gap = req.mip_gap;
+    parm.tm_lim = req.time_limit_ms;
+    parm.cov_cuts = GLP_ON;
+    parm.br_tech = GLP_BR_PCH;
+    GapTracker tracker;
+    parm.cb_func = glpk_callback;
+    parm.cb_info = &tracker;
+    const int rc = glp_intopt(lp, &parm);
+    glpk_status = glp_mip_status(lp);
+    if (glpk_status != GLP_OPT && glpk_status != GLP_FEAS) {
+      glp_delete_prob(lp);
+      if (rc == GLP_ETMLIM)
+        throw Error("the ILP found no plan within the time limit of " + std::to_string(req.time_limit_ms) +
+                    " ms; raise the limit or allow a MIP gap");
+      throw Error("the ILP has no solution for budget " + fmt(req.budget) +
+                  " (GLPK status " + std::to_string(glpk_status) + ", code " + std::to_string(rc) + ")");
+    }
+    std::vector<Precision> prec(m.slots.size(), Precision::fp8);
+    for (size_t s = 0; s < m.slots.size(); ++s) {
+      double bestv = -1;
+      for (size_t k = 0; k < col[s].size(); ++k) {
+        const double v = glp_mip_col_val(lp, col[s][k]);
+        if (v > bestv) {
+          bestv = v;
+          prec[s] = m.slots[s].candidates[k];
+        }
+      }
+    }
+    gap = (glpk_status == GLP_OPT && rc == 0) ? (req.mip_gap > 0 ? std::min(tracker.gap, req.mip_gap) : 0.0)
+                                               : tracker.gap;
+    if (std::isnan(gap)) gap = 0.0;
+    glp_delete_prob(lp);
+    const auto choice = choice_from_slots(m, costs.layers.size(), prec);
+    if (budget_holds(costs, choice, m.stage_of, m.stages, req.budget) && bf16_holds(costs, choice, req)) {
+      best = prec;
+      if (attempt > 0)
+        result.notes.push_back("GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " +
+                               std::to_string(rhs_shift) + " (relative)");
+      break;
+    }
+    // Floating-point guard: GLPK accepts row activities within its tolerance (1e-7 relative),
+    // so a plan may miss ρ by a hair. Demand a little more and solve again.
+    rhs_shift = rhs_shift == 0 ? 1e-9 : rhs_shift * 100;
+  }
+  if (best.empty()) throw Error("the ILP solution misses budget " + fmt(req.budget) + " after re-solving; please report this");
+
+  result.choice = choice_from_slots(m, costs.layers.size(), best);
+  result.objective = objective_of(m, best);
+  result.status = gap == 0.0 ? "optimal" : "feasible";
+  result.mip_gap = gap;
+  result.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (glpk_status != GLP_OPT) result.notes.push_back("time limit reached; MIP gap " + fmt(gap, 6));
+  finish_result(result, prediction ? *prediction : costs, req);
+  return result;
+}
+
+PlanResult solve_exhaustive_ref(const CostTable& costs, const PlanRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Model m = build_model(costs, req);
+  SNIP_ASSERT_MSG(m.slots.size() <= 20, "solve_exhaustive_ref: too many decisions to enumerate");
+  const size_t n = m.slots.size();
+  std::vector<size_t> digit(n, 0);
+  std::vector<Precision> prec(n), best;
+  double best_obj = INFINITY;
+  while (true) {
+    for (size_t s = 0; s < n; ++s) prec[s] = m.slots[s].candidates[digit[s]];
+    const auto choice = choice_from_slots(m, costs.layers.size(), prec);
+    if (budget_holds(costs, choice, m.stage_of, m.stages, req.budget) && bf16_holds(costs, choice, req)) {
+      const double obj = objective_of(m, prec);
+      if (obj < best_obj) {
+        best_obj = obj;
+        best = prec;
+      }
+    }
+    size_t s = 0;
+    while (s < n && ++digit[s] == m.slots[s].candidates.size()) digit[s++] = 0;
+    if (s == n) break;
+  }
+  if (best.empty()) throw Error("no assignment meets budget " + fmt(req.budget));
+  PlanResult r;
+  r.method = costs.kind == "min-err" || costs.kind == "min-rel-err" ? costs.kind : "snip";
+  r.choice = choice_from_slots(m, costs.layers.size(), best);
+  r.objective = best_obj;
+  r.status = "optimal";
+  r.mip_gap = 0;
+  r.notes = m.notes;
+  r.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  finish_result(r, costs, req);
+  return r;
+}
+
+PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOptions& options) {
+  const Estimates est = estimate_divergences(round, options);
+  PlannerInput in;
+  in.snip = cost_table_from_estimates(est, CostKind::snip);
+  in.min_err = cost_table_from_estimates(est, CostKind::min_err);
+  in.min_rel_err = cost_table_from_estimates(est, CostKind::min_rel_err);
+  const std::string src = "statistics step " + std::to_string(round.step);
+  in.snip.source = in.min_err->source = in.min_rel_err->source = src;
+  return in;
+}
+
+PlannerInput planner_input_from_costs(CostTable imported) {
+  PlannerInput in;
+  in.snip = std::move(imported);
+  return in;
+}
+
+PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PlanResult r;
+  switch (method) {
+    case Method::snip: return solve_ilp(input.snip, req, &input.snip);
+    case Method::min_err:
+    case Method::min_rel_err: {
+      const auto& t = method == Method::min_err ? input.min_err : input.min_rel_err;
+      if (!t)
+        throw Error(std::string(method_name(method)) +
+                    " needs the operand quantization errors of a statistics round; imported cost files carry only "
+                    "one cost per layer (use --stats, or --method snip on the imported costs)");
+      SNIP_ASSERT(t->layers.size() == input.snip.layers.size());
+      return solve_ilp(*t, req, &input.snip);
+    }
+    case Method::e_layer_type: r = plan_e_layer_type(input.snip, req); break;
+    case Method::e_layer_id: r = plan_e_layer_id(input.snip, req); break;
+    case Method::random: r = plan_random(input.snip, req, req.seed); break;
+    case Method::uniform_bf16: r = plan_uniform(input.snip, req, Precision::bf16); break;
+    case Method::uniform_fp8: r = plan_uniform(input.snip, req, Precision::fp8); break;
+    case Method::uniform_fp4: r = plan_uniform(input.snip, req, Precision::fp4); break;
+  }
+  r.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<std::vector<size_t>> group_identical_plans(const std::vector<PlanResult>& results) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < results.size(); ++i) {
+    bool placed = false;
+    for (auto& g : groups)
+      if (results[g.front()].plan.layers == results[i].plan.layers) {
+        g.push_back(i);
+        placed = true;
+        break;
+      }
+    if (!placed) groups.push_back({i});
+  }
+  return groups;
+}
+
+}  // namespace snip
