@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -112,9 +113,12 @@ const float* quantized_operand(std::vector<float>& buf, const float* src, int64_
     return src;
   }
   float* dst = reserve(buf, rows * cols);
-  const RngKey key{ctx.seed, ctx.step, ctx.layer, uint32_t(int(g) * 4 + int(op))};
-  fake_quantize(dst, src, rows, cols, spec, key, label.c_str());
+  fake_quantize(dst, src, rows, cols, spec, qlinear_rng_key(ctx, g, op), label.c_str());
   return dst;
+}
+
+bool uses_hadamard(Precision p, Gemm g, const QLinearContext& ctx) {
+  return g == Gemm::wgrad && p == Precision::fp4 && ctx.recipe->options().hadamard_wgrad;
 }
 
 bool rounds_output(Precision p, const QLinearContext& ctx) {
@@ -136,6 +140,25 @@ void check_context(const QLinearContext& ctx, int64_t T, int64_t K, int64_t N) {
 }
 
 }  // namespace
+
+RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op) {
+  return RngKey{ctx.seed, ctx.step, ctx.layer, uint32_t(int(g) * 4 + int(op))};
+}
+
+void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g,
+                              Operand op, const QLinearContext& ctx, QuantStats* stats) {
+  SNIP_ASSERT_MSG(ctx.recipe != nullptr, "QLinearContext.recipe must be set");
+  const char* symbol = op == Operand::weight ? "W" : op == Operand::gradient ? "dY" : "X";
+  const std::string label = operand_label(ctx, g, symbol, op);
+  const float* x = src;
+  if (uses_hadamard(p, g, ctx)) {
+    SNIP_ASSERT_MSG(out != src, "qlinear_quantize_operand: out must not alias src with the Hadamard option");
+    std::copy(src, src + rows * cols, out);
+    hadamard16_rows(out, rows, cols);
+    x = out;
+  }
+  fake_quantize(out, x, rows, cols, ctx.recipe->spec(p, g, op), qlinear_rng_key(ctx, g, op), label.c_str(), stats);
+}
 
 // Y(T,N) = Q(X)(T,K) · Q(W)(N,K)ᵀ
 void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
@@ -170,7 +193,7 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
   const float* dYsrc = dY;
   const float* Xsrc = X;
   std::vector<float> rot_dy, rot_x;
-  if (ctx.recipe->options().hadamard_wgrad && p == Precision::fp4) {
+  if (uses_hadamard(p, Gemm::wgrad, ctx)) {
     rot_dy.assign(dY, dY + T * N);
     rot_x.assign(X, X + T * K);
     hadamard16_rows(rot_dy.data(), T, N);

@@ -56,4 +56,15 @@ void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_
 void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx, bool accumulate = false);
 
+// The stochastic-rounding key the GEMMs use for operand `op` of GEMM `g` (role = 4·g + op).
+RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op);
+
+// Exactly the operand the quantized GEMM `g` multiplies: `src` (rows, cols) as stored,
+// fake-quantized with ctx.recipe->spec(p, g, op) and qlinear_rng_key, after the nvfp4
+// Hadamard rotation along T when that option is on for an fp4 wgrad (the rotation is
+// orthogonal, so error norms are the same in either coordinates). For the statistics
+// rounds' ‖e_p(·)‖ (pass `stats`). `out` must not alias `src` when the rotation applies.
+void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g,
+                              Operand op, const QLinearContext& ctx, QuantStats* stats = nullptr);
+
 }  // namespace snip
