@@ -1,0 +1,255 @@
+// The GLPK ILP against exhaustive enumeration on small random instances (per layer, per role,
+// ties, pins, stages, BF16 as a third choice), the exact budget guard, and infeasible requests
+// reported with their cause.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "snip/error.h"
+#include "snip/planner.h"
+#include "snip_test_util.h"
+
+namespace snip {
+namespace {
+
+using test::random_table;
+
+// Asserts the ILP reaches the brute-force optimum and both plans meet the request.
+void expect_matches_brute_force(const CostTable& t, const PlanRequest& req, const std::string& what) {
+  const PlanResult ilp = solve_ilp(t, req);
+  const PlanResult ref = solve_exhaustive_ref(t, req);
+  EXPECT_NEAR(ilp.objective, ref.objective, 1e-9 * std::max(1.0, std::abs(ref.objective))) << what;
+  EXPECT_EQ(ilp.status, "optimal") << what;
+  EXPECT_EQ(ilp.mip_gap, 0.0) << what;
+  EXPECT_GE(ilp.achieved_fraction, req.budget) << what;
+  EXPECT_GE(ref.achieved_fraction, req.budget) << what;
+  // The objective is the sum of the chosen costs, and the plan file says the same.
+  double obj = 0;
+  for (size_t i = 0; i < t.layers.size(); ++i) {
+    const auto& c = ilp.choice[i];
+    obj += req.per_role ? t.layers[i].cost[0][int(c[0])] + t.layers[i].cost[1][int(c[1])]
+                        : t.layers[i].total_cost(c[0]);
+    if (!req.per_role) EXPECT_EQ(c[0], c[1]) << what;
+    const auto& lp = ilp.plan.layers.at(t.layers[i].name);
+    EXPECT_EQ(lp.fprop, c[0]);
+    EXPECT_EQ(lp.dgrad, c[1]);
+    EXPECT_EQ(lp.wgrad, c[1]);
+  }
+  EXPECT_NEAR(obj, ilp.objective, 1e-9 * std::max(1.0, obj)) << what;
+  EXPECT_DOUBLE_EQ(ilp.plan.achieved_fp4_fraction, ilp.achieved_fraction);
+}
+
+TEST(Ilp, EqualsBruteForcePerLayer) {
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const CostTable t = random_table(2, seed, seed % 2 == 0);  // 14 layers
+    for (double rho : {0.0, 0.17, 0.5, 0.63, 0.9, 1.0}) {
+      PlanRequest req;
+      req.budget = rho;
+      expect_matches_brute_force(t, req, "seed " + std::to_string(seed) + " rho " + std::to_string(rho));
+    }
+  }
+}
+
+TEST(Ilp, EqualsBruteForcePerRole) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const CostTable t = random_table(1, seed, seed % 2 == 1);  // 7 layers × 2 roles
+    for (double rho : {0.2, 0.5, 0.8}) {
+      PlanRequest req;
+      req.budget = rho;
+      req.per_role = true;
+      expect_matches_brute_force(t, req, "per-role seed " + std::to_string(seed));
+    }
+  }
+}
+
+TEST(Ilp, EqualsBruteForceWithTiesPinsStagesAndBf16) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const CostTable t2 = random_table(2, seed, true);
+    PlanRequest ties;
+    ties.budget = 0.55;
+    ties.ties = true;
+    expect_matches_brute_force(t2, ties, "ties");
+    const PlanResult r = solve_ilp(t2, ties);
+    for (int b = 0; b < 2; ++b) {
+      const auto& L = r.plan.layers;
+      EXPECT_EQ(L.at(layer_module_name(b, LayerType::q)), L.at(layer_module_name(b, LayerType::k)));
+      EXPECT_EQ(L.at(layer_module_name(b, LayerType::q)), L.at(layer_module_name(b, LayerType::v)));
+      EXPECT_EQ(L.at(layer_module_name(b, LayerType::gate)), L.at(layer_module_name(b, LayerType::up)));
+    }
+
+    PlanRequest pins;
+    pins.budget = 0.4;
+    pins.pins[layer_module_name(0, LayerType::down)] = Precision::fp8;
+    pins.pins[layer_module_name(1, LayerType::q)] = Precision::fp4;
+    expect_matches_brute_force(t2, pins, "pins");
+    const PlanResult rp = solve_ilp(t2, pins);
+    EXPECT_EQ(rp.plan.layers.at(layer_module_name(0, LayerType::down)), LinearPrecision::uniform(Precision::fp8));
+    EXPECT_EQ(rp.plan.layers.at(layer_module_name(1, LayerType::q)), LinearPrecision::uniform(Precision::fp4));
+
+    PlanRequest stages;
+    stages.budget = 0.45;
+    stages.stages = 2;
+    expect_matches_brute_force(t2, stages, "stages");
+    const PlanResult rs = solve_ilp(t2, stages);
+    const auto stage_of = stage_of_layers(t2, 2);
+    for (int s = 0; s < 2; ++s) {  // each stage meets ρ on its own FLOPs
+      double fp4 = 0, all = 0;
+      for (size_t i = 0; i < t2.layers.size(); ++i)
+        if (stage_of[i] == s) {
+          all += t2.layers[i].flops;
+          if (rs.choice[i][0] == Precision::fp4) fp4 += t2.layers[i].flops;
+        }
+      EXPECT_GE(fp4 / all, 0.45 - 1e-12) << "stage " << s;
+    }
+
+    const CostTable t1 = random_table(1, seed, false);
+    PlanRequest bf;
+    bf.budget = 0.3;
+    bf.allow_bf16 = true;
+    bf.bf16_max_fraction = 0.25;
+    expect_matches_brute_force(t1, bf, "bf16");
+    PlanRequest bfr = bf;
+    bfr.per_role = true;
+    bfr.ties = true;  // 5 units × 2 roles × 3 choices = 59049 assignments
+    expect_matches_brute_force(t1, bfr, "bf16 per-role ties");
+  }
+}
+
+TEST(Ilp, BudgetHoldsExactlyWhenRecomputed) {
+  // Regression guard: budgets equal to an achievable fraction up to rounding (ρ = subset/total)
+  // must hold exactly on the returned plan, not just within GLPK's tolerance.
+  std::mt19937_64 rng(77);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const CostTable t = random_table(2, seed, true);
+    double total = 0, subset = 0;
+    for (const auto& c : t.layers) total += c.flops;
+    for (const auto& c : t.layers)
+      if (rng() % 2) subset += c.flops;
+    for (double rho : {subset / total, std::nextafter(subset / total, 1.0), std::nextafter(subset / total, 0.0)}) {
+      PlanRequest req;
+      req.budget = rho;
+      const PlanResult r = solve_ilp(t, req);
+      EXPECT_GE(r.achieved_fraction, rho) << "seed " << seed;
+      EXPECT_GE(achieved_fp4_fraction(t, r.choice), rho);
+    }
+  }
+}
+
+TEST(Ilp, EdgesAllFp4AndCheapest) {
+  const CostTable t = random_table(2, 3);
+  PlanRequest req;
+  req.budget = 1.0;
+  const PlanResult all = solve_ilp(t, req);
+  for (const auto& c : all.choice) EXPECT_EQ(c[0], Precision::fp4);
+  EXPECT_EQ(all.achieved_fraction, 1.0);
+  req.budget = 0.0;
+  const PlanResult none = solve_ilp(t, req);  // fp4 always costs more here
+  for (const auto& c : none.choice) EXPECT_EQ(c[0], Precision::fp8);
+  EXPECT_EQ(none.plan.method, "snip");
+  EXPECT_EQ(none.plan.provenance["status"], "optimal");
+}
+
+// Expects make_plan/solve to throw an Error containing every fragment.
+void expect_infeasible(const CostTable& t, const PlanRequest& req, std::initializer_list<const char*> fragments) {
+  try {
+    solve_ilp(t, req);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    for (const char* f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << "missing '" << f << "' in: " << e.what();
+  }
+}
+
+TEST(Ilp, InfeasibleRequestsNameTheCause) {
+  const CostTable t = random_table(2, 5);
+  PlanRequest req;
+  req.budget = 1.2;
+  expect_infeasible(t, req, {"1.2000", "outside [0, 1]"});
+  req.budget = -0.1;
+  expect_infeasible(t, req, {"outside [0, 1]"});
+  req.budget = NAN;
+  expect_infeasible(t, req, {"outside [0, 1]"});
+
+  // Three FP8 pins: the largest reachable fraction is 1 − their FLOP share.
+  req.budget = 0.95;
+  double total = 0, pinned = 0;
+  for (const auto& c : t.layers) total += c.flops;
+  for (LayerType ty : {LayerType::q, LayerType::k, LayerType::o}) {
+    req.pins[layer_module_name(1, ty)] = Precision::fp8;
+    for (const auto& c : t.layers)
+      if (c.name == layer_module_name(1, ty)) pinned += c.flops;
+  }
+  char max_frac[32];
+  std::snprintf(max_frac, sizeof max_frac, "%.4f", 1.0 - pinned / total);
+  expect_infeasible(t, req, {"budget 0.9500 is unreachable", "3 pinned", max_frac});
+
+  // A stage that cannot reach its budget: pin most of block 1 (stage 1) to FP8.
+  PlanRequest st;
+  st.budget = 0.5;
+  st.stages = 2;
+  for (LayerType ty : {LayerType::gate, LayerType::up, LayerType::down}) st.pins[layer_module_name(1, ty)] = Precision::fp8;
+  expect_infeasible(t, st, {"pipeline stage 1", "unreachable"});
+  st.pins.clear();
+  EXPECT_NO_THROW(solve_ilp(t, st));
+  st.stages = 3;
+  expect_infeasible(t, st, {"stages 3", "number of blocks (2)"});
+
+  PlanRequest tie;
+  tie.ties = true;
+  tie.pins[layer_module_name(0, LayerType::q)] = Precision::fp8;
+  tie.pins[layer_module_name(0, LayerType::k)] = Precision::fp4;
+  expect_infeasible(t, tie, {"conflict", "ties"});
+
+  PlanRequest unknown;
+  unknown.pins["model.layers.9.mlp.up_proj"] = Precision::fp4;
+  expect_infeasible(t, unknown, {"model.layers.9.mlp.up_proj", "not in the cost table"});
+
+  CostTable no_roles = t;
+  no_roles.has_roles = false;
+  PlanRequest role;
+  role.per_role = true;
+  expect_infeasible(no_roles, role, {"per-role"});
+
+  PlanRequest bf;
+  bf.allow_bf16 = true;
+  bf.bf16_max_fraction = 0.01;
+  bf.pins[layer_module_name(0, LayerType::down)] = Precision::bf16;
+  expect_infeasible(t, bf, {"BF16 pins", "limit"});
+}
+
+TEST(Ilp, StagesAreContiguousAndBalanced) {
+  const CostTable t = random_table(5, 1);
+  const auto s = stage_of_layers(t, 2);  // blocks 0-2 | 3-4
+  for (size_t i = 0; i < t.layers.size(); ++i) EXPECT_EQ(s[i], t.layers[i].block <= 2 ? 0 : 1);
+}
+
+TEST(MakePlan, MinErrNeedsStatistics) {
+  const PlannerInput in = planner_input_from_costs(random_table(1, 1));
+  PlanRequest req;
+  EXPECT_THROW(make_plan(in, Method::min_err, req), Error);
+  EXPECT_NO_THROW(make_plan(in, Method::snip, req));
+  EXPECT_EQ(parse_method("e-layer-id"), Method::e_layer_id);
+  EXPECT_THROW(parse_method("greedy"), Error);
+}
+
+TEST(MakePlan, MinErrUsesItsOwnCostsButIsRatedUnderSnip) {
+  const StatsRound r = test::random_round(2, 21);
+  const PlannerInput in = planner_input_from_stats(r);
+  PlanRequest req;
+  req.budget = 0.5;
+  const PlanResult snip = make_plan(in, Method::snip, req);
+  const PlanResult me = make_plan(in, Method::min_err, req);
+  EXPECT_EQ(me.method, "min-err");
+  // SNIP minimises Q, so any other plan meeting ρ has Q at least as large.
+  EXPECT_LE(snip.predicted_q, me.predicted_q + 1e-12);
+  EXPECT_NEAR(snip.objective, snip.predicted_q, 1e-12);
+  double err = 0;
+  for (size_t i = 0; i < me.choice.size(); ++i) err += in.min_err->layers[i].total_cost(me.choice[i][0]);
+  EXPECT_NEAR(me.objective, err, 1e-9 * err);
+  EXPECT_TRUE(std::isfinite(snip.predicted_dl));
+  EXPECT_TRUE(std::isfinite(snip.predicted_dw));
+}
+
+}  // namespace
+}  // namespace snip
