@@ -66,16 +66,19 @@ bool read_proc_stat(int64_t pid, char* state, int64_t* start) {
   return true;
 }
 
-const ProcessId& this_process() {
-  static const ProcessId id = [] {
+// Recomputed after fork(): a child must not record its parent's identity.
+ProcessId this_process() {
+  static thread_local ProcessId cached;
+  const int64_t pid = getpid();
+  if (cached.pid != pid) {
     ProcessId p;
-    p.pid = getpid();
+    p.pid = pid;
     p.host = host_name();
     char state = 0;
     read_proc_stat(p.pid, &state, &p.start);
-    return p;
-  }();
-  return id;
+    cached = p;
+  }
+  return cached;
 }
 
 // A run's writer on another host cannot be checked from here: it is judged dead when it has
@@ -83,7 +86,7 @@ const ProcessId& this_process() {
 constexpr int64_t kForeignHeartbeatTimeoutMs = 60 * 60 * 1000;
 
 bool process_alive(const ProcessId& owner, int64_t heartbeat_ms) {
-  const ProcessId& me = this_process();
+  const ProcessId me = this_process();
   if (owner.host != me.host) return now_ms() - heartbeat_ms < kForeignHeartbeatTimeoutMs;
   if (owner.pid <= 0) return false;
   if (owner.pid == me.pid) return owner.start == me.start;
@@ -139,7 +142,7 @@ int64_t Store::create_run(const RunSpec& spec) {
   auto& db = impl_->db;
   if (spec.dims.num_layers < 0 || spec.dims.hidden < 0)
     throw Error("run '" + spec.name + "': model dimensions must not be negative");
-  const ProcessId& me = this_process();
+  const ProcessId me = this_process();
   const int64_t now = now_ms();
   WriteTxn txn(db);
   if (spec.parent_run_id) store_detail::require_run(db, *spec.parent_run_id);
@@ -238,7 +241,7 @@ void Store::set_run_name(int64_t run_id, const std::string& name) {
 
 void Store::claim_run(int64_t run_id, std::optional<int64_t> resume_from_step) {
   auto& db = impl_->db;
-  const ProcessId& me = this_process();
+  const ProcessId me = this_process();
   WriteTxn txn(db);
   Stmt cur(db, "SELECT status, owner_pid, owner_host, owner_start, heartbeat_ms FROM runs WHERE id = ?");
   cur.bind(1, run_id);
@@ -256,6 +259,10 @@ void Store::claim_run(int64_t run_id, std::optional<int64_t> resume_from_step) {
     // Steps after the checkpoint are trained again: drop their rows and the timeline after it.
     Stmt(db, "DELETE FROM metrics WHERE run_id = ? AND step > ?").bind(1, run_id).bind(2, *resume_from_step).run();
     Stmt(db, "DELETE FROM plan_timeline WHERE run_id = ? AND first_step > ?")
+        .bind(1, run_id)
+        .bind(2, *resume_from_step)
+        .run();
+    Stmt(db, "UPDATE plan_timeline SET last_step = NULL WHERE run_id = ? AND last_step > ?")
         .bind(1, run_id)
         .bind(2, *resume_from_step)
         .run();

@@ -1,0 +1,117 @@
+// `snip import`: stores plans (snip-plan/1) and statistics rounds (snip-stats/1) produced
+// elsewhere, e.g. by a PyTorch run on a cluster, in the experiment database.
+#include <cstdio>
+#include <iostream>
+
+#include "command.h"
+#include "snip/atomic_file.h"
+#include "snip/error.h"
+#include "snip/plan.h"
+#include "snip/stats.h"
+#include "snip/store.h"
+
+namespace {
+
+struct ImportOptions {
+  std::string db;
+  std::vector<std::string> files;
+  std::optional<int64_t> run;
+  bool json = false;
+};
+
+// The "format" member of a JSON file, or "" when there is none.
+std::string detect_format(const std::string& text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw snip::Error(path + ": not valid JSON (" + e.what() + "); expected a snip-plan/1 or snip-stats/1 file");
+  }
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string())
+    throw snip::Error(path + ": no \"format\" member; expected \"snip-plan/1\" (a plan) or \"snip-stats/1\" "
+                             "(a statistics round)");
+  return j["format"].get<std::string>();
+}
+
+void run_import(const ImportOptions& o) {
+  // Parse and check every file before writing anything: a bad file imports nothing.
+  struct Item {
+    std::string path;
+    std::optional<snip::Plan> plan;
+    std::optional<snip::StatsRound> stats;
+  };
+  std::vector<Item> items;
+  for (const auto& path : o.files) {
+    const std::string text = snip::read_file(path);
+    const std::string format = detect_format(text, path);
+    Item it{path, {}, {}};
+    if (format == "snip-plan/1") {
+      it.plan = snip::plan_from_json(text, path);
+    } else if (format == "snip-stats/1") {
+      it.stats = snip::stats_from_json(text, path);
+    } else {
+      throw snip::Error(path + ": format \"" + format + "\" cannot be imported (expected snip-plan/1 or snip-stats/1)");
+    }
+    items.push_back(std::move(it));
+  }
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  std::optional<snip::RunInfo> run;
+  if (o.run) run = store.run(*o.run);
+  for (const auto& it : items) {
+    if (!run) continue;
+    if (it.plan) {
+      try {
+        snip::resolve_plan(*it.plan, run->spec.dims, nullptr);
+      } catch (const snip::Error& e) {
+        throw snip::Error(it.path + ": does not fit run " + std::to_string(run->id) + " (" + run->spec.name +
+                          "): " + e.what() + "; nothing was imported");
+      }
+    }
+    if (it.stats && !(it.stats->dims.hidden == run->spec.dims.hidden &&
+                      it.stats->dims.intermediate == run->spec.dims.intermediate &&
+                      it.stats->dims.num_layers == run->spec.dims.num_layers &&
+                      it.stats->dims.num_heads == run->spec.dims.num_heads &&
+                      it.stats->dims.num_kv_heads == run->spec.dims.num_kv_heads))
+      throw snip::Error(it.path + ": statistics of another model than run " + std::to_string(run->id) + " (" +
+                        run->spec.name + "); nothing was imported");
+  }
+  nlohmann::json out = nlohmann::json::array();
+  snip::Store::Transaction txn(store);
+  for (const auto& it : items) {
+    if (it.plan) {
+      snip::PlanSolveInfo solve;
+      solve.run_id = o.run;
+      solve.solver_status = "imported";
+      const int64_t id = store.add_plan(*it.plan, solve);
+      out.push_back({{"file", it.path}, {"kind", "plan"}, {"id", id}});
+    } else {
+      const int64_t id = store.add_stats_round(*it.stats, o.run);
+      out.push_back({{"file", it.path}, {"kind", "stats_round"}, {"id", id}});
+    }
+  }
+  txn.commit();
+  if (o.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    for (const auto& e : out)
+      std::printf("imported %s %lld from %s\n", e["kind"] == "plan" ? "plan" : "statistics round",
+                  (long long)e["id"].get<int64_t>(), e["file"].get<std::string>().c_str());
+  }
+}
+
+void setup_import(CLI::App& app) {
+  auto opts = std::make_shared<ImportOptions>();
+  auto* cmd = app.add_subcommand(
+      "import", "Import plans (snip-plan/1) and statistics rounds (snip-stats/1) made elsewhere into the database");
+  cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
+  cmd->add_option("files", opts->files, "PLAN.json or STATS.json files (format detected from \"format\")")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--run", opts->run, "Attach to this run; plans are checked against its model first");
+  cmd->add_flag("--json", opts->json, "Print a JSON array of the imported ids");
+  cmd->callback([opts] { run_import(*opts); });
+}
+
+SNIP_REGISTER_COMMAND("import", setup_import);
+
+}  // namespace

@@ -1,0 +1,164 @@
+// `snip show`: summarizes one run: configuration, status, progress, metrics, checkpoints,
+// plan timeline, statistics rounds and validation results.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "command.h"
+#include "snip/error.h"
+#include "snip/store.h"
+#include "snip/store_export.h"
+
+namespace {
+
+struct ShowOptions {
+  std::string db;
+  int64_t run = 0;
+  bool json = false;
+};
+
+struct MetricsSummary {
+  int64_t rows = 0;
+  std::optional<double> last_train, min_train, last_val, min_val, mean_tokens_per_s, last_fp4, last_gap;
+};
+
+MetricsSummary summarize(const std::vector<snip::MetricRow>& rows) {
+  MetricsSummary s;
+  s.rows = int64_t(rows.size());
+  double tps = 0;
+  for (const auto& r : rows) {
+    if (std::isfinite(r.train_loss)) {
+      s.last_train = r.train_loss;
+      s.min_train = std::min(s.min_train.value_or(r.train_loss), r.train_loss);
+    }
+    if (r.val_loss) {
+      s.last_val = *r.val_loss;
+      s.min_val = std::min(s.min_val.value_or(*r.val_loss), *r.val_loss);
+    }
+    if (r.bf16_gap) s.last_gap = *r.bf16_gap;
+    s.last_fp4 = r.fp4_fraction;
+    tps += r.tokens_per_s;
+  }
+  if (!rows.empty()) s.mean_tokens_per_s = tps / double(rows.size());
+  return s;
+}
+
+nlohmann::json opt_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
+  if (!v) return "-";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, fmt, *v);
+  return buf;
+}
+
+void run_show(const ShowOptions& o) {
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  const snip::RunInfo r = store.run(o.run);
+  const auto rows = store.metrics(r.id);
+  const MetricsSummary m = summarize(rows);
+  const auto timeline = store.plan_timeline(r.id);
+  const auto rounds = store.stats_rounds(r.id);
+  const auto validations = store.validations(r.id);
+  const auto plans = store.plans(r.id);
+
+  if (o.json) {
+    nlohmann::json j = snip::run_to_json(r);
+    j["metrics_summary"] = {{"rows", m.rows},
+                            {"last_train_loss", opt_json(m.last_train)},
+                            {"min_train_loss", opt_json(m.min_train)},
+                            {"last_val_loss", opt_json(m.last_val)},
+                            {"min_val_loss", opt_json(m.min_val)},
+                            {"mean_tokens_per_s", opt_json(m.mean_tokens_per_s)},
+                            {"last_fp4_fraction", opt_json(m.last_fp4)},
+                            {"last_bf16_gap", opt_json(m.last_gap)}};
+    nlohmann::json tl = nlohmann::json::array();
+    for (const auto& e : timeline)
+      tl.push_back({{"plan_id", e.plan_id},
+                    {"first_step", e.first_step},
+                    {"last_step", e.last_step ? nlohmann::json(*e.last_step) : nlohmann::json(nullptr)}});
+    j["plan_timeline"] = tl;
+    nlohmann::json rj = nlohmann::json::array();
+    for (const auto& s : rounds)
+      rj.push_back({{"id", s.id}, {"step", s.step}, {"batch_id", s.batch_id}, {"layers", s.num_layers}});
+    j["stats_rounds"] = rj;
+    nlohmann::json pj = nlohmann::json::array();
+    for (const auto& p : plans)
+      pj.push_back({{"id", p.id},
+                    {"method", p.plan.method},
+                    {"budget", p.plan.budget},
+                    {"achieved_fp4_fraction", p.plan.achieved_fp4_fraction},
+                    {"solve", snip::plan_solve_to_json(p.solve)}});
+    j["plans"] = pj;
+    nlohmann::json vj = nlohmann::json::array();
+    for (const auto& v : validations) vj.push_back(snip::validation_to_json(store.validation(v.id)));
+    j["validations"] = vj;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+
+  const auto& d = r.spec.dims;
+  const int64_t end = r.ended_ms ? *r.ended_ms : r.heartbeat_ms;
+  std::printf("run %lld: %s\n", (long long)r.id, r.spec.name.c_str());
+  std::printf("  status      %s%s%s\n", snip::run_status_name(r.status), r.status_message.empty() ? "" : " — ",
+              r.status_message.c_str());
+  std::printf("  started     %s   ended %s   duration %s\n", snip::format_utc_ms(r.started_ms).c_str(),
+              r.ended_ms ? snip::format_utc_ms(*r.ended_ms).c_str() : "-",
+              snip::format_duration_ms(end - r.started_ms).c_str());
+  std::printf("  model       C=%d F=%d L=%d NH=%d KVH=%d (%zu selectable linear layers)\n", d.hidden, d.intermediate,
+              d.num_layers, d.num_heads, d.num_kv_heads, size_t(7) * size_t(std::max(0, d.num_layers)));
+  std::printf("  data        %s\n", r.spec.data_source.empty() ? "-" : r.spec.data_source.c_str());
+  std::printf("  method      %s   recipe %s   seed %lld\n", r.spec.method.empty() ? "-" : r.spec.method.c_str(),
+              r.spec.recipe.c_str(), (long long)r.spec.seed);
+  if (r.spec.parent_run_id)
+    std::printf("  branched    from run %lld at step %lld\n", (long long)*r.spec.parent_run_id,
+                (long long)r.spec.parent_step.value_or(0));
+  if (!r.spec.train_config.empty()) std::printf("  training    %s\n", r.spec.train_config.dump().c_str());
+  std::printf("  progress    %lld steps recorded, last step %lld\n", (long long)m.rows, (long long)r.last_step);
+  std::printf("  train loss  last %s   min %s\n", opt_text(m.last_train).c_str(), opt_text(m.min_train).c_str());
+  std::printf("  val loss    last %s   min %s\n", opt_text(m.last_val).c_str(), opt_text(m.min_val).c_str());
+  std::printf("  throughput  %s tokens/s (mean)   FP4 FLOP fraction %s   BF16 gap %s\n",
+              opt_text(m.mean_tokens_per_s, "%.0f").c_str(), opt_text(m.last_fp4).c_str(),
+              opt_text(m.last_gap, "%+.4f").c_str());
+  if (!r.spec.notes.empty()) std::printf("  notes       %s\n", r.spec.notes.c_str());
+  std::printf("  checkpoints %zu\n", r.checkpoints.size());
+  for (const auto& c : r.checkpoints) std::printf("    step %-8lld %s\n", (long long)c.step, c.path.c_str());
+  std::printf("  plan timeline %zu\n", timeline.size());
+  for (const auto& e : timeline) {
+    const auto p = store.plan(e.plan_id);
+    std::printf("    steps %lld..%s  plan %lld (%s, budget %.3f, achieved %.4f)\n", (long long)e.first_step,
+                e.last_step ? std::to_string(*e.last_step).c_str() : "", (long long)e.plan_id, p.plan.method.c_str(),
+                p.plan.budget, p.plan.achieved_fp4_fraction);
+  }
+  std::printf("  plans       %zu\n", plans.size());
+  for (const auto& p : plans)
+    std::printf("    plan %lld: %s budget %.3f achieved %.4f objective %s solver %s\n", (long long)p.id,
+                p.plan.method.c_str(), p.plan.budget, p.plan.achieved_fp4_fraction,
+                opt_text(p.solve.objective, "%.6g").c_str(),
+                p.solve.solver_status.empty() ? "-" : p.solve.solver_status.c_str());
+  std::printf("  statistics rounds %zu\n", rounds.size());
+  for (const auto& s : rounds)
+    std::printf("    round %lld at step %lld (batch %s, %d layers)\n", (long long)s.id, (long long)s.step,
+                s.batch_id.c_str(), s.num_layers);
+  std::printf("  validations %zu\n", validations.size());
+  for (const auto& v : validations) {
+    const auto full = store.validation(v.id);
+    std::printf("    validation %lld at step %lld: %zu entries", (long long)v.id, (long long)v.step,
+                full.entries.size());
+    for (const auto& [k, x] : full.summary) std::printf("  %s=%.3f", k.c_str(), x);
+    std::printf("\n");
+  }
+}
+
+void setup_show(CLI::App& app) {
+  auto opts = std::make_shared<ShowOptions>();
+  auto* cmd = app.add_subcommand("show", "Summarize one run: status, progress, losses, plans and statistics rounds");
+  cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
+  cmd->add_option("--run", opts->run, "Run id (see `snip runs`)")->required();
+  cmd->add_flag("--json", opts->json, "Print one JSON object");
+  cmd->callback([opts] { run_show(*opts); });
+}
+
+SNIP_REGISTER_COMMAND("show", setup_show);
+
+}  // namespace

@@ -1,0 +1,32 @@
+// Text forms of stored entities, shared by `snip export`/`snip show` and the GUI's export
+// actions: runs and validation results as JSON, metrics and plans as CSV, times as UTC text.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "snip/store_types.h"
+
+namespace snip {
+
+// "2026-11-22T04:51:02Z" (ISO 8601, UTC, seconds); "-" for 0.
+std::string format_utc_ms(int64_t unix_ms);
+// "3h 02m 11s", "4m 05s", "12.3s".
+std::string format_duration_ms(int64_t ms);
+
+// {"id", "name", "status", ..., "model": {...}, "checkpoints": [...]} (no metrics).
+nlohmann::json run_to_json(const RunInfo& run);
+nlohmann::json metric_row_to_json(const MetricRow& row);  // absent optionals are null
+nlohmann::json plan_solve_to_json(const PlanSolveInfo& solve);
+nlohmann::json validation_to_json(const ValidationResult& v);
+
+// Header "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,fp4_fraction,bf16_gap" and one
+// row per step; absent values are empty fields; numbers round-trip exactly (%.17g).
+std::string metrics_to_csv(std::span<const MetricRow> rows);
+// Header "layer,layer_index,role,precision" and one row per (layer, GEMM role), in layer
+// index order (names that are not block layers last, layer_index empty).
+std::string plan_to_csv(const Plan& plan);
+
+}  // namespace snip

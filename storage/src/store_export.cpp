@@ -1,0 +1,180 @@
+// Text forms of stored entities (see store_export.h).
+#include "snip/store_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace snip {
+
+using nlohmann::json;
+
+std::string format_utc_ms(int64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  const std::time_t t = std::time_t(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string format_duration_ms(int64_t ms) {
+  char buf[48];
+  if (ms < 0) ms = 0;
+  const int64_t s = ms / 1000;
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1fs", double(ms) / 1000.0);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%lldm %02llds", (long long)(s / 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lldh %02lldm %02llds", (long long)(s / 3600), (long long)(s / 60 % 60),
+                  (long long)(s % 60));
+  return buf;
+}
+
+namespace {
+json opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
+json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }  // JSON has no NaN/Inf
+
+std::string csv_number(double v) {
+  if (std::isnan(v)) return "nan";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+}  // namespace
+
+json run_to_json(const RunInfo& r) {
+  json j;
+  j["id"] = r.id;
+  j["name"] = r.spec.name;
+  j["status"] = run_status_name(r.status);
+  j["status_message"] = r.status_message;
+  j["model"] = {{"hidden_size", r.spec.dims.hidden},
+                {"intermediate_size", r.spec.dims.intermediate},
+                {"num_hidden_layers", r.spec.dims.num_layers},
+                {"num_attention_heads", r.spec.dims.num_heads},
+                {"num_key_value_heads", r.spec.dims.num_kv_heads}};
+  j["model_config"] = r.spec.model_config;
+  j["train_config"] = r.spec.train_config;
+  j["data_source"] = r.spec.data_source;
+  j["recipe"] = r.spec.recipe;
+  j["seed"] = r.spec.seed;
+  j["method"] = r.spec.method;
+  j["plan_id"] = opt(r.spec.plan_id);
+  j["parent_run_id"] = opt(r.spec.parent_run_id);
+  j["parent_step"] = opt(r.spec.parent_step);
+  j["notes"] = r.spec.notes;
+  j["started"] = format_utc_ms(r.started_ms);
+  j["started_ms"] = r.started_ms;
+  j["ended_ms"] = opt(r.ended_ms);
+  j["last_step"] = r.last_step;
+  j["metric_rows"] = r.metric_rows;
+  j["owner"] = {{"pid", r.owner_pid}, {"host", r.owner_host}, {"heartbeat_ms", r.heartbeat_ms}};
+  json cks = json::array();
+  for (const auto& c : r.checkpoints) cks.push_back({{"step", c.step}, {"path", c.path}, {"created_ms", c.created_ms}});
+  j["checkpoints"] = cks;
+  return j;
+}
+
+json metric_row_to_json(const MetricRow& m) {
+  return {{"step", m.step},           {"train_loss", num(m.train_loss)},     {"val_loss", opt(m.val_loss)},
+          {"lr", num(m.lr)},          {"grad_norm", num(m.grad_norm)},       {"tokens_per_s", num(m.tokens_per_s)},
+          {"fp4_fraction", num(m.fp4_fraction)}, {"bf16_gap", opt(m.bf16_gap)}};
+}
+
+json plan_solve_to_json(const PlanSolveInfo& s) {
+  return {{"run_id", opt(s.run_id)},
+          {"stats_round_id", opt(s.stats_round_id)},
+          {"options", s.options},
+          {"objective", opt(s.objective)},
+          {"predicted_delta_loss", opt(s.predicted_delta_loss)},
+          {"predicted_delta_weight", opt(s.predicted_delta_weight)},
+          {"solver_status", s.solver_status},
+          {"solve_time_s", opt(s.solve_time_s)},
+          {"mip_gap", opt(s.mip_gap)}};
+}
+
+json validation_to_json(const ValidationResult& v) {
+  json j;
+  j["id"] = v.id;
+  j["run_id"] = opt(v.run_id);
+  j["stats_round_id"] = opt(v.stats_round_id);
+  j["step"] = v.step;
+  j["options"] = v.options;
+  json summary = json::object();
+  for (const auto& [k, x] : v.summary) summary[k] = num(x);
+  j["summary"] = summary;
+  json entries = json::array();
+  for (const auto& e : v.entries) {
+    json vals = json::object();
+    for (const auto& [k, x] : e.values) vals[k] = num(x);
+    entries.push_back({{"layer", e.layer}, {"precision", e.precision}, {"values", vals}});
+  }
+  j["entries"] = entries;
+  return j;
+}
+
+std::string metrics_to_csv(std::span<const MetricRow> rows) {
+  std::string out = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,fp4_fraction,bf16_gap\n";
+  out.reserve(out.size() + rows.size() * 120);
+  auto field = [&out](const std::optional<double>& v) {
+    out += ',';
+    if (v) out += csv_number(*v);
+  };
+  for (const auto& r : rows) {
+    out += std::to_string(r.step);
+    field(r.train_loss);
+    field(r.val_loss);
+    field(r.lr);
+    field(r.grad_norm);
+    field(r.tokens_per_s);
+    field(r.fp4_fraction);
+    field(r.bf16_gap);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string plan_to_csv(const Plan& plan) {
+  struct Row {
+    int index;
+    std::string name;
+    LinearPrecision lp;
+  };
+  std::vector<Row> rows;
+  for (const auto& [name, lp] : plan.layers) {
+    const auto id = parse_layer_module_name(name);
+    rows.push_back({id ? id->index() : -1, name, lp});
+  }
+  // Block layers in index order, anything else after them by name.
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    const bool ab = a.index >= 0, bb = b.index >= 0;
+    if (ab != bb) return ab;
+    return ab ? a.index < b.index : a.name < b.name;
+  });
+  std::string out = "layer,layer_index,role,precision\n";
+  for (const auto& r : rows)
+    for (Gemm g : kAllGemms) {
+      out += csv_field(r.name);
+      out += ',';
+      if (r.index >= 0) out += std::to_string(r.index);
+      out += ',';
+      out += gemm_name(g);
+      out += ',';
+      out += precision_name(r.lp[g]);
+      out += '\n';
+    }
+  return out;
+}
+
+}  // namespace snip
