@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "snip/error.h"
+#include "snip/parallel.h"
 
 namespace snip::ops {
 
@@ -24,36 +25,38 @@ template <class R> void embedding_backward(R* dwte, const R* dout, const int32_t
 }
 
 template <class R> void rmsnorm_forward(R* y, R* rstd, const R* x, const R* w, int64_t BT, int C, double eps) {
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < BT; ++bt) {
-    const R* xr = x + bt * C;
-    R* yr = y + bt * C;
-    R ss = 0;
-    for (int c = 0; c < C; ++c) ss += xr[c] * xr[c];
-    const R r = R(1) / std::sqrt(ss / R(C) + R(eps));
-    rstd[bt] = r;
-    for (int c = 0; c < C; ++c) yr[c] = xr[c] * r * w[c];
-  }
+  parallel_for(BT, BT * C, [&](int64_t lo, int64_t hi) {
+    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
+      const R* xr = x + bt * C;
+      R* yr = y + bt * C;
+      R ss = 0;
+      for (int c = 0; c < C; ++c) ss += xr[c] * xr[c];
+      const R r = R(1) / std::sqrt(ss / R(C) + R(eps));
+      rstd[bt] = r;
+      for (int c = 0; c < C; ++c) yr[c] = xr[c] * r * w[c];
+    }
+  });
 }
 
 template <class R>
 void rmsnorm_backward(R* dx, R* dw, const R* dy, const R* x, const R* w, const R* rstd, int64_t BT, int C,
                       bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < BT; ++bt) {
-    const R* xr = x + bt * C;
-    const R* dyr = dy + bt * C;
-    R* dxr = dx + bt * C;
-    const R r = rstd[bt];
-    R dot = 0;  // Σ_i dy_i·w_i·x_i
-    for (int c = 0; c < C; ++c) dot += dyr[c] * w[c] * xr[c];
-    const R k = r * r * r * dot / R(C);
-    if (accumulate) {
-      for (int c = 0; c < C; ++c) dxr[c] += r * w[c] * dyr[c] - k * xr[c];
-    } else {
-      for (int c = 0; c < C; ++c) dxr[c] = r * w[c] * dyr[c] - k * xr[c];
+  parallel_for(BT, BT * C, [&](int64_t lo, int64_t hi) {
+    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
+      const R* xr = x + bt * C;
+      const R* dyr = dy + bt * C;
+      R* dxr = dx + bt * C;
+      const R r = rstd[bt];
+      R dot = 0;  // Σ_i dy_i·w_i·x_i
+      for (int c = 0; c < C; ++c) dot += dyr[c] * w[c] * xr[c];
+      const R k = r * r * r * dot / R(C);
+      if (accumulate) {
+        for (int c = 0; c < C; ++c) dxr[c] += r * w[c] * dyr[c] - k * xr[c];
+      } else {
+        for (int c = 0; c < C; ++c) dxr[c] = r * w[c] * dyr[c] - k * xr[c];
+      }
     }
-  }
+  });
   if (dw) {  // serial over rows: a fixed summation order
     for (int64_t bt = 0; bt < BT; ++bt) {
       const R* xr = x + bt * C;
@@ -77,41 +80,43 @@ template <class R> void rope_table(R* cos_t, R* sin_t, int T, int HD, double the
 
 template <class R> void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
   const int h = HD / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < int64_t(B) * T; ++bt) {
-    const int t = int(bt % T);
-    const R* cs = cos_t + int64_t(t) * h;
-    const R* sn = sin_t + int64_t(t) * h;
-    for (int head = 0; head < H; ++head) {
-      const R* xr = x + (bt * H + head) * HD;
-      R* yr = y + (bt * H + head) * HD;
-      for (int i = 0; i < h; ++i) {
-        const R a = xr[i], b = xr[i + h];
-        yr[i] = a * cs[i] - b * sn[i];
-        yr[i + h] = b * cs[i] + a * sn[i];
+  parallel_for(int64_t(B) * T, int64_t(B) * T * H * HD, [&](int64_t lo, int64_t hi) {
+    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
+      const int t = int(bt % T);
+      const R* cs = cos_t + int64_t(t) * h;
+      const R* sn = sin_t + int64_t(t) * h;
+      for (int head = 0; head < H; ++head) {
+        const R* xr = x + (bt * H + head) * HD;
+        R* yr = y + (bt * H + head) * HD;
+        for (int i = 0; i < h; ++i) {
+          const R a = xr[i], b = xr[i + h];
+          yr[i] = a * cs[i] - b * sn[i];
+          yr[i + h] = b * cs[i] + a * sn[i];
+        }
       }
     }
-  }
+  });
 }
 
 template <class R>
 void rope_backward(R* dx, const R* dy, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
   const int h = HD / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < int64_t(B) * T; ++bt) {
-    const int t = int(bt % T);
-    const R* cs = cos_t + int64_t(t) * h;
-    const R* sn = sin_t + int64_t(t) * h;
-    for (int head = 0; head < H; ++head) {
-      const R* dyr = dy + (bt * H + head) * HD;
-      R* dxr = dx + (bt * H + head) * HD;
-      for (int i = 0; i < h; ++i) {
-        const R a = dyr[i], b = dyr[i + h];
-        dxr[i] = a * cs[i] + b * sn[i];
-        dxr[i + h] = b * cs[i] - a * sn[i];
+  parallel_for(int64_t(B) * T, int64_t(B) * T * H * HD, [&](int64_t lo, int64_t hi) {
+    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
+      const int t = int(bt % T);
+      const R* cs = cos_t + int64_t(t) * h;
+      const R* sn = sin_t + int64_t(t) * h;
+      for (int head = 0; head < H; ++head) {
+        const R* dyr = dy + (bt * H + head) * HD;
+        R* dxr = dx + (bt * H + head) * HD;
+        for (int i = 0; i < h; ++i) {
+          const R a = dyr[i], b = dyr[i + h];
+          dxr[i] = a * cs[i] + b * sn[i];
+          dxr[i + h] = b * cs[i] - a * sn[i];
+        }
       }
     }
-  }
+  });
 }
 
 template <class R>
@@ -119,39 +124,40 @@ void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;  // row strides
-#pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * NH; ++bh) {
-    const int b = bh / NH, h = bh % NH, kh = h / rep;
-    R* P = probs + int64_t(bh) * T * T;  // (T, T) for this (b, h)
-    for (int t = 0; t < T; ++t) {
-      const R* qt = q + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-      R* pt = P + int64_t(t) * T;
-      R mx = -INFINITY;
-      for (int u = 0; u <= t; ++u) {
-        const R* ku = k + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-        R s = 0;
-        for (int d = 0; d < HD; ++d) s += qt[d] * ku[d];
-        s *= scale;
-        pt[u] = s;
-        mx = std::max(mx, s);
-      }
-      R sum = 0;
-      for (int u = 0; u <= t; ++u) {
-        pt[u] = std::exp(pt[u] - mx);
-        sum += pt[u];
-      }
-      const R inv = R(1) / sum;
-      for (int u = 0; u <= t; ++u) pt[u] *= inv;
-      for (int u = t + 1; u < T; ++u) pt[u] = 0;
-      R* ot = out + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-      for (int d = 0; d < HD; ++d) ot[d] = 0;
-      for (int u = 0; u <= t; ++u) {
-        const R* vu = v + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-        const R p = pt[u];
-        for (int d = 0; d < HD; ++d) ot[d] += p * vu[d];
+  parallel_for(B * NH, int64_t(B) * NH * T * T * HD, [&](int64_t lo, int64_t hi) {
+    for (int bh = int(lo); bh < int(hi); ++bh) {
+      const int b = bh / NH, h = bh % NH, kh = h / rep;
+      R* P = probs + int64_t(bh) * T * T;  // (T, T) for this (b, h)
+      for (int t = 0; t < T; ++t) {
+        const R* qt = q + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
+        R* pt = P + int64_t(t) * T;
+        R mx = -INFINITY;
+        for (int u = 0; u <= t; ++u) {
+          const R* ku = k + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
+          R s = 0;
+          for (int d = 0; d < HD; ++d) s += qt[d] * ku[d];
+          s *= scale;
+          pt[u] = s;
+          mx = std::max(mx, s);
+        }
+        R sum = 0;
+        for (int u = 0; u <= t; ++u) {
+          pt[u] = std::exp(pt[u] - mx);
+          sum += pt[u];
+        }
+        const R inv = R(1) / sum;
+        for (int u = 0; u <= t; ++u) pt[u] *= inv;
+        for (int u = t + 1; u < T; ++u) pt[u] = 0;
+        R* ot = out + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
+        for (int d = 0; d < HD; ++d) ot[d] = 0;
+        for (int u = 0; u <= t; ++u) {
+          const R* vu = v + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
+          const R p = pt[u];
+          for (int d = 0; d < HD; ++d) ot[d] += p * vu[d];
+        }
       }
     }
-  }
+  });
 }
 
 template <class R>
@@ -161,90 +167,95 @@ void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, cons
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;
   // One task per (b, kv head): the query heads sharing a kv head all add into the same dk, dv.
-#pragma omp parallel for schedule(static)
-  for (int bk = 0; bk < B * KVH; ++bk) {
-    const int b = bk / KVH, kh = bk % KVH;
-    std::vector<R> dS(T);
-    for (int t = 0; t < T; ++t) {
-      R* dkt = dk + (int64_t(b) * T + t) * ks + int64_t(kh) * HD;
-      R* dvt = dv + (int64_t(b) * T + t) * ks + int64_t(kh) * HD;
-      for (int d = 0; d < HD; ++d) dkt[d] = dvt[d] = 0;
-    }
-    for (int h = kh * rep; h < (kh + 1) * rep; ++h) {
-      const R* P = probs + (int64_t(b) * NH + h) * T * T;
+  parallel_for(B * KVH, int64_t(B) * NH * T * T * HD, [&](int64_t lo, int64_t hi) {
+    for (int bk = int(lo); bk < int(hi); ++bk) {
+      const int b = bk / KVH, kh = bk % KVH;
+      std::vector<R> dS(T);
       for (int t = 0; t < T; ++t) {
-        const R* pt = P + int64_t(t) * T;
-        const R* dot = dout + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-        const R* qt = q + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-        R* dqt = dq + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-        // dP[u] = dout_t·v_u ; dv_u += P[t,u]·dout_t
-        R rowsum = 0;
-        for (int u = 0; u <= t; ++u) {
-          const R* vu = v + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-          R* dvu = dv + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-          R dp = 0;
-          for (int d = 0; d < HD; ++d) dp += dot[d] * vu[d];
-          const R p = pt[u];
-          for (int d = 0; d < HD; ++d) dvu[d] += p * dot[d];
-          dS[u] = dp;
-          rowsum += p * dp;
-        }
-        for (int d = 0; d < HD; ++d) dqt[d] = 0;
-        for (int u = 0; u <= t; ++u) {
-          const R ds = pt[u] * (dS[u] - rowsum) * scale;
-          const R* ku = k + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-          R* dku = dk + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-          for (int d = 0; d < HD; ++d) {
-            dqt[d] += ds * ku[d];
-            dku[d] += ds * qt[d];
+        R* dkt = dk + (int64_t(b) * T + t) * ks + int64_t(kh) * HD;
+        R* dvt = dv + (int64_t(b) * T + t) * ks + int64_t(kh) * HD;
+        for (int d = 0; d < HD; ++d) dkt[d] = dvt[d] = 0;
+      }
+      for (int h = kh * rep; h < (kh + 1) * rep; ++h) {
+        const R* P = probs + (int64_t(b) * NH + h) * T * T;
+        for (int t = 0; t < T; ++t) {
+          const R* pt = P + int64_t(t) * T;
+          const R* dot = dout + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
+          const R* qt = q + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
+          R* dqt = dq + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
+          // dP[u] = dout_t·v_u ; dv_u += P[t,u]·dout_t
+          R rowsum = 0;
+          for (int u = 0; u <= t; ++u) {
+            const R* vu = v + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
+            R* dvu = dv + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
+            R dp = 0;
+            for (int d = 0; d < HD; ++d) dp += dot[d] * vu[d];
+            const R p = pt[u];
+            for (int d = 0; d < HD; ++d) dvu[d] += p * dot[d];
+            dS[u] = dp;
+            rowsum += p * dp;
+          }
+          for (int d = 0; d < HD; ++d) dqt[d] = 0;
+          for (int u = 0; u <= t; ++u) {
+            const R ds = pt[u] * (dS[u] - rowsum) * scale;
+            const R* ku = k + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
+            R* dku = dk + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
+            for (int d = 0; d < HD; ++d) {
+              dqt[d] += ds * ku[d];
+              dku[d] += ds * qt[d];
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 template <class R> void swiglu_forward(R* h, const R* g, const R* u, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const R s = R(1) / (R(1) + std::exp(-g[i]));
-    h[i] = g[i] * s * u[i];
-  }
+  parallel_for(n, n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = int64_t(lo); i < int64_t(hi); ++i) {
+      const R s = R(1) / (R(1) + std::exp(-g[i]));
+      h[i] = g[i] * s * u[i];
+    }
+  });
 }
 template <class R> void swiglu_backward(R* dg, R* du, const R* dh, const R* g, const R* u, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const R s = R(1) / (R(1) + std::exp(-g[i]));
-    const R silu = g[i] * s;
-    du[i] = dh[i] * silu;
-    dg[i] = dh[i] * u[i] * s * (R(1) + g[i] * (R(1) - s));
-  }
+  parallel_for(n, n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = int64_t(lo); i < int64_t(hi); ++i) {
+      const R s = R(1) / (R(1) + std::exp(-g[i]));
+      const R silu = g[i] * s;
+      du[i] = dh[i] * silu;
+      dg[i] = dh[i] * u[i] * s * (R(1) + g[i] * (R(1) - s));
+    }
+  });
 }
 
 template <class R> void residual_forward(R* out, const R* a, const R* b, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  parallel_for(n, n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 template <class R>
 double crossentropy_forward(R* probs, R* losses, const R* logits, const int32_t* targets, int64_t BT, int V) {
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < BT; ++bt) {
-    const R* z = logits + bt * V;
-    R* p = probs + bt * V;
-    R mx = z[0];
-    for (int i = 1; i < V; ++i) mx = std::max(mx, z[i]);
-    R sum = 0;
-    for (int i = 0; i < V; ++i) {
-      p[i] = std::exp(z[i] - mx);
-      sum += p[i];
+  parallel_for(BT, BT * V, [&](int64_t lo, int64_t hi) {
+    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
+      const R* z = logits + bt * V;
+      R* p = probs + bt * V;
+      R mx = z[0];
+      for (int i = 1; i < V; ++i) mx = std::max(mx, z[i]);
+      R sum = 0;
+      for (int i = 0; i < V; ++i) {
+        p[i] = std::exp(z[i] - mx);
+        sum += p[i];
+      }
+      const R inv = R(1) / sum;
+      for (int i = 0; i < V; ++i) p[i] *= inv;
+      const int32_t tgt = targets[bt];
+      SNIP_ASSERT(tgt >= 0 && tgt < V);
+      losses[bt] = (mx + std::log(sum)) - z[tgt];  // logsumexp − z_target
     }
-    const R inv = R(1) / sum;
-    for (int i = 0; i < V; ++i) p[i] *= inv;
-    const int32_t tgt = targets[bt];
-    SNIP_ASSERT(tgt >= 0 && tgt < V);
-    losses[bt] = (mx + std::log(sum)) - z[tgt];  // logsumexp − z_target
-  }
+  });
   double mean = 0;  // fixed order
   for (int64_t bt = 0; bt < BT; ++bt) mean += double(losses[bt]);
   return mean / double(BT);
@@ -253,13 +264,14 @@ double crossentropy_forward(R* probs, R* losses, const R* logits, const int32_t*
 template <class R>
 void crossentropy_backward(R* dlogits, const R* probs, const int32_t* targets, int64_t BT, int V, double scale) {
   const R s = R(scale);
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < BT; ++bt) {
-    const R* p = probs + bt * V;
-    R* d = dlogits + bt * V;
-    for (int i = 0; i < V; ++i) d[i] = p[i] * s;
-    d[targets[bt]] -= s;
-  }
+  parallel_for(BT, BT * V, [&](int64_t lo, int64_t hi) {
+    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
+      const R* p = probs + bt * V;
+      R* d = dlogits + bt * V;
+      for (int i = 0; i < V; ++i) d[i] = p[i] * s;
+      d[targets[bt]] -= s;
+    }
+  });
 }
 
 #define SNIP_INSTANTIATE_OPS(R)                                                                                    \

@@ -1,0 +1,130 @@
+// The training loop: owns model, AdamW, data loaders and the precision plan; runs optimizer
+// steps with gradient accumulation, clipping and an LR schedule, evaluates, checkpoints and
+// resumes bit-exactly, and reports every step through a plain callback (the CLI's progress
+// bar, the GUI's Qt worker and the SQLite recorder all sit on it).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "snip/dataset.h"
+#include "snip/llama.h"
+#include "snip/model_config.h"
+#include "snip/optimizer.h"
+#include "snip/plan.h"
+
+namespace snip {
+
+// Everything that defines a run (saved in trainer_state.json, so a resume continues it exactly).
+struct TrainConfig {
+  ModelConfig model;
+  std::string data_path;         // "" = the bundled corpus
+  std::string tokenizer = "byte";
+  double val_fraction = 0.05;
+  int batch_size = 8;            // B rows per micro-batch
+  int seq_len = 256;             // T
+  int grad_accum = 1;            // micro-batches per optimizer step
+  int64_t steps = 1000;          // total optimizer steps of the run
+  LrSchedule schedule;
+  AdamWConfig adamw;
+  double grad_clip = 1.0;        // global-norm clipping; ≤ 0 disables
+  uint64_t seed = 1337;          // weights, data order and stochastic rounding
+  int64_t eval_every = 100;      // validation loss every N steps (0 = never)
+  int eval_batches = 8;          // sequential validation batches per evaluation
+  Plan plan;                     // precision per layer; empty layers map = uniform `precision`
+  std::string precision = "fp32";  // used when the plan is empty: fp32 | bf16 | fp8 | fp4
+  std::string recipe = "snip";     // scaling recipe of the quantized GEMMs
+};
+nlohmann::json train_config_to_json(const TrainConfig& c);
+TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source);
+
+// One optimizer step's report.
+struct StepMetrics {
+  int64_t step = 0;                   // 1-based: the number of optimizer steps done
+  int64_t total_steps = 0;
+  double train_loss = 0;              // mean over the step's micro-batches
+  std::optional<double> val_loss;     // when evaluated at this step
+  double lr = 0;
+  double grad_norm = 0;               // before clipping
+  double tokens_per_s = 0;            // this step
+  double step_seconds = 0;
+  double fp4_fraction = 0;            // achieved FP4 FLOP fraction of the plan in effect
+  int64_t tokens_seen = 0;
+};
+
+class Trainer {
+ public:
+  // A new run: weights initialized from config.seed, data loaded (bad data throws snip::Error).
+  explicit Trainer(TrainConfig config);
+  // Continues the run saved in `checkpoint_dir` (weights, AdamW moments, step, data position,
+  // plan). `total_steps` > 0 replaces the run's total step count.
+  static std::unique_ptr<Trainer> resume(const std::string& checkpoint_dir, int64_t total_steps = 0);
+
+  // Returning false from the callback cancels the run after that step.
+  using Callback = std::function<bool(const StepMetrics&)>;
+  void set_callback(Callback cb) { callback_ = std::move(cb); }
+  // Warnings from resolving the plan (layers left out run in BF16, ...).
+  const std::vector<std::string>& plan_warnings() const { return plan_warnings_; }
+
+  // Takes effect at the next step boundary (thread-safe). Throws snip::Error for a plan that
+  // names a layer the model lacks.
+  void set_plan(const Plan& plan);
+
+  // One optimizer step (all micro-batches). Non-finite loss or gradients throw snip::Error naming
+  // the step and the first non-finite tensor; the weights are left as they were before the step.
+  StepMetrics step();
+  // Runs steps until the total is reached, the callback returns false or stop is requested.
+  // With save_every > 0 and an out_dir, writes a checkpoint every save_every steps. Returns true
+  // when the run reached its total step count.
+  bool run(int64_t save_every = 0, const std::string& out_dir = "");
+  // From any thread: stop after the current step / pause and resume between steps.
+  void request_stop() { stop_.store(true); resume_cv_.notify_all(); }
+  void set_paused(bool paused);
+  bool stop_requested() const { return stop_.load(); }
+
+  // Mean loss over the first `batches` sequential batches of the validation stream (forward only).
+  double evaluate(int batches);
+  void save_checkpoint(const std::string& dir) const;
+  nlohmann::json trainer_state() const;
+
+  int64_t step_count() const { return step_; }
+  const TrainConfig& config() const { return config_; }
+  Llama& model() { return *model_; }
+  const Llama& model() const { return *model_; }
+  AdamW<float>& optimizer() { return *opt_; }
+  const TokenData& data() const { return data_; }
+  const std::vector<LinearPrecision>& precisions() const { return model_->precisions(); }
+
+ private:
+  Trainer(TrainConfig config, bool init_weights);
+  void apply_pending_plan();
+  void resolve_and_store_plan(const Plan& plan, std::vector<LinearPrecision>* out);
+
+  TrainConfig config_;
+  TokenData data_;
+  std::unique_ptr<Llama> model_;
+  std::unique_ptr<AdamW<float>> opt_;
+  std::unique_ptr<BatchLoader> train_loader_;
+  std::vector<int32_t> inputs_, targets_;
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  Callback callback_;
+  std::vector<std::string> plan_warnings_;
+
+  std::mutex plan_mutex_;
+  std::optional<Plan> pending_plan_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::mutex pause_mutex_;
+  std::condition_variable resume_cv_;
+};
+
+}  // namespace snip

@@ -1,0 +1,148 @@
+// Checkpoint directories: writing them atomically (temp dir, fsync, swap) and reading every
+// part back with shape checks against the config (checkpoint.h).
+#include "snip/checkpoint.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "snip/atomic_file.h"
+#include "snip/error.h"
+#include "snip/safetensors.h"
+
+namespace snip {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<TensorRef> tensor_refs(const Llama& model, const float* base, const std::string& prefix) {
+  std::vector<TensorRef> refs;
+  for (const auto& t : model.param_tensors()) refs.push_back({prefix + t.name, t.shape, base + t.offset});
+  return refs;
+}
+
+void read_tensors(const std::string& path, const Llama& model, float* base, const std::string& prefix) {
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  for (const auto& t : model.param_tensors()) {
+    const std::string name = prefix + t.name;
+    if (!f.has(name))
+      throw Error(path + ": tensor " + name + " is missing — was the checkpoint saved with another config?");
+    f.read_f32(name, base + t.offset, t.shape);
+  }
+  for (const auto& name : f.names()) {
+    if (name.rfind(prefix, 0) == 0 && model.find_param(name.substr(prefix.size()))) continue;
+    if (name == prefix + "lm_head.weight" && model.config().tie_word_embeddings) continue;  // tied: ignore the copy
+    throw Error(path + ": unexpected tensor " + name + " — the config does not have it (another model shape?)");
+  }
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+void write_model_weights(const std::string& path, const Llama& model) {
+  write_safetensors(path, tensor_refs(model, model.param_data(), ""), {{"format", "pt"}});
+}
+
+void write_model_grads(const std::string& path, const Llama& model) {
+  write_safetensors(path, tensor_refs(model, model.grad_data(), ""), {{"format", "pt"}, {"content", "gradients"}});
+}
+
+void read_model_weights(const std::string& path, Llama& model) { read_tensors(path, model, model.param_data(), ""); }
+
+void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW<float>& opt,
+                      const nlohmann::json& trainer_state) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const fs::path target(dir);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw Error("cannot create " + parent.string() + ": " + ec.message());
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec) || ec)
+    throw Error("cannot create checkpoint directory " + tmp + ": " + (ec ? ec.message() : "exists") +
+                " (is " + parent.string() + " writable?)");
+  try {
+    write_config_file(tmp + "/config.json", model.config());
+    write_model_weights(tmp + "/model.safetensors", model);
+    std::vector<TensorRef> moments = tensor_refs(model, opt.m(), "exp_avg.");
+    for (auto& r : tensor_refs(model, opt.v(), "exp_avg_sq.")) moments.push_back(r);
+    write_safetensors(tmp + "/optimizer.safetensors", moments,
+                      {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
+    write_file_atomic(tmp + "/trainer_state.json", trainer_state.dump(2) + "\n");
+    fsync_dir(tmp);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  // Swap the finished directory in: atomically exchange with an existing one (Linux
+  // renameat2 RENAME_EXCHANGE), else rename aside and in.
+  if (fs::exists(target)) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(tmp, ec);  // now holds the previous checkpoint
+    } else {
+      const std::string old = dir + ".old-" + std::to_string(::getpid());
+      fs::remove_all(old, ec);
+      if (::rename(dir.c_str(), old.c_str()) != 0 || ::rename(tmp.c_str(), dir.c_str()) != 0) {
+        const int e = errno;
+        fs::remove_all(tmp, ec);
+        throw Error("cannot replace checkpoint " + dir + ": " + std::strerror(e));
+      }
+      fs::remove_all(old, ec);
+    }
+  } else if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+    const int e = errno;
+    fs::remove_all(tmp, ec);
+    throw Error("cannot write checkpoint " + dir + ": " + std::strerror(e));
+  }
+  fsync_dir(parent.string());
+}
+
+ModelConfig read_checkpoint_config(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    throw Error("checkpoint " + dir + " is not a directory (expected config.json, model.safetensors, ...)");
+  return read_config_file(dir + "/config.json");
+}
+
+nlohmann::json read_trainer_state(const std::string& dir) {
+  const std::string path = dir + "/trainer_state.json";
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+void read_checkpoint_model(const std::string& dir, Llama& model) { read_model_weights(dir + "/model.safetensors", model); }
+
+void read_checkpoint_optimizer(const std::string& dir, const Llama& model, AdamW<float>& opt) {
+  const std::string path = dir + "/optimizer.safetensors";
+  const SafetensorsFile f = SafetensorsFile::open(path);
+  for (const auto& t : model.param_tensors()) {
+    for (const auto& [prefix, base] : {std::pair<std::string, float*>{"exp_avg.", opt.m()}, {"exp_avg_sq.", opt.v()}}) {
+      if (!f.has(prefix + t.name)) throw Error(path + ": tensor " + prefix + t.name + " is missing");
+      f.read_f32(prefix + t.name, base + t.offset, t.shape);
+    }
+  }
+  auto it = f.metadata().find("t");
+  if (it == f.metadata().end()) throw Error(path + ": metadata \"t\" (AdamW step count) is missing");
+  try {
+    opt.set_t(std::stoll(it->second));
+  } catch (...) {
+    throw Error(path + ": metadata \"t\" = \"" + it->second + "\" is not an integer");
+  }
+}
+
+}  // namespace snip

@@ -1,0 +1,277 @@
+// Trainer: the optimizer-step loop, evaluation, checkpoints and resume (trainer.h).
+#include "snip/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "snip/checkpoint.h"
+#include "snip/error.h"
+#ifdef SNIP_HAVE_NUMERICS
+#include "snip/qlinear.h"
+#endif
+
+namespace snip {
+
+nlohmann::json train_config_to_json(const TrainConfig& c) {
+  return nlohmann::json{
+      {"model", config_to_json(c.model)},
+      {"data_path", c.data_path},
+      {"tokenizer", c.tokenizer},
+      {"val_fraction", c.val_fraction},
+      {"batch_size", c.batch_size},
+      {"seq_len", c.seq_len},
+      {"grad_accum", c.grad_accum},
+      {"steps", c.steps},
+      {"schedule", {{"kind", c.schedule.kind}, {"lr", c.schedule.lr}, {"lr_min", c.schedule.lr_min},
+                    {"warmup", c.schedule.warmup}, {"total", c.schedule.total}}},
+      {"adamw", {{"beta1", c.adamw.beta1}, {"beta2", c.adamw.beta2}, {"eps", c.adamw.eps},
+                 {"weight_decay", c.adamw.weight_decay}}},
+      {"grad_clip", c.grad_clip},
+      {"seed", c.seed},
+      {"eval_every", c.eval_every},
+      {"eval_batches", c.eval_batches},
+      {"plan", nlohmann::json::parse(plan_to_json(c.plan))},
+      {"precision", c.precision},
+      {"recipe", c.recipe}};
+}
+
+TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source) {
+  try {
+    TrainConfig c;
+    c.model = config_from_json(j.at("model"), source + " (model)");
+    c.data_path = j.at("data_path").get<std::string>();
+    c.tokenizer = j.at("tokenizer").get<std::string>();
+    c.val_fraction = j.at("val_fraction").get<double>();
+    c.batch_size = j.at("batch_size").get<int>();
+    c.seq_len = j.at("seq_len").get<int>();
+    c.grad_accum = j.at("grad_accum").get<int>();
+    c.steps = j.at("steps").get<int64_t>();
+    const auto& s = j.at("schedule");
+    c.schedule.kind = s.at("kind").get<std::string>();
+    c.schedule.lr = s.at("lr").get<double>();
+    c.schedule.lr_min = s.at("lr_min").get<double>();
+    c.schedule.warmup = s.at("warmup").get<int64_t>();
+    c.schedule.total = s.at("total").get<int64_t>();
+    const auto& a = j.at("adamw");
+    c.adamw.beta1 = a.at("beta1").get<double>();
+    c.adamw.beta2 = a.at("beta2").get<double>();
+    c.adamw.eps = a.at("eps").get<double>();
+    c.adamw.weight_decay = a.at("weight_decay").get<double>();
+    c.grad_clip = j.at("grad_clip").get<double>();
+    c.seed = j.at("seed").get<uint64_t>();
+    c.eval_every = j.at("eval_every").get<int64_t>();
+    c.eval_batches = j.at("eval_batches").get<int>();
+    c.plan = plan_from_json(j.at("plan").dump(), source + " (plan)");
+    c.precision = j.at("precision").get<std::string>();
+    c.recipe = j.at("recipe").get<std::string>();
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source + ": training configuration is incomplete or malformed (" + e.what() + ")");
+  }
+}
+
+Trainer::Trainer(TrainConfig config) : Trainer(std::move(config), true) {}
+
+Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(config)) {
+  config_.model.validate("model config");
+  config_.schedule.validate();
+  if (config_.batch_size <= 0 || config_.seq_len <= 0 || config_.grad_accum <= 0)
+    throw Error("batch size, sequence length and gradient accumulation must be positive");
+  if (config_.steps < 0) throw Error("the number of steps must be ≥ 0");
+  if (!(config_.val_fraction > 0 && config_.val_fraction < 1))
+    throw Error("validation fraction must be between 0 and 1");
+  auto tokenizer = make_tokenizer(config_.tokenizer);
+  if (tokenizer->vocab_size() > config_.model.vocab_size)
+    throw Error("tokenizer " + tokenizer->name() + " has " + std::to_string(tokenizer->vocab_size()) +
+                " tokens but the model's vocab_size is " + std::to_string(config_.model.vocab_size) +
+                " — use a config with a vocabulary at least as large");
+  data_ = load_token_data(config_.data_path, *tokenizer, config_.model.vocab_size, config_.val_fraction);
+  const size_t need = size_t(config_.batch_size) * size_t(config_.seq_len) + 1;
+  if (data_.train.size() < need)
+    throw Error("training data " + data_.source + " has " + std::to_string(data_.train.size()) +
+                " tokens, fewer than one batch needs (" + std::to_string(need) +
+                "); use more data or a smaller --batch-size/--seq-len");
+  model_ = std::make_unique<Llama>(config_.model, config_.batch_size, config_.seq_len);
+  if (init_weights) model_->init_weights(config_.seed);
+  opt_ = std::make_unique<AdamW<float>>(model_->num_params(), config_.adamw);
+  train_loader_ = std::make_unique<BatchLoader>(&data_.train, config_.batch_size, config_.seq_len, config_.seed, true);
+  inputs_.resize(need), targets_.resize(need);
+#ifdef SNIP_HAVE_NUMERICS
+  model_->set_recipe(Recipe::named(config_.recipe));
+#endif
+  std::vector<LinearPrecision> per_layer;
+  resolve_and_store_plan(config_.plan, &per_layer);
+  model_->set_precisions(per_layer);
+}
+
+void Trainer::resolve_and_store_plan(const Plan& plan, std::vector<LinearPrecision>* out) {
+  const ModelDims dims = config_.model.dims();
+  std::vector<std::string> warnings;
+  if (plan.layers.empty()) {
+    *out = std::vector<LinearPrecision>(size_t(7 * dims.num_layers),
+                                        LinearPrecision::uniform(parse_precision(config_.precision)));
+  } else {
+    *out = resolve_plan(plan, dims, &warnings);
+  }
+  plan_warnings_ = warnings;
+}
+
+void Trainer::set_plan(const Plan& plan) {
+  std::vector<LinearPrecision> check;
+  resolve_and_store_plan(plan, &check);  // validate now, in the caller's thread
+  std::lock_guard<std::mutex> lock(plan_mutex_);
+  pending_plan_ = plan;
+}
+
+void Trainer::apply_pending_plan() {
+  std::optional<Plan> plan;
+  {
+    std::lock_guard<std::mutex> lock(plan_mutex_);
+    plan.swap(pending_plan_);
+  }
+  if (!plan) return;
+  std::vector<LinearPrecision> per_layer;
+  resolve_and_store_plan(*plan, &per_layer);
+  model_->set_precisions(per_layer);
+  config_.plan = *plan;
+}
+
+void Trainer::set_paused(bool paused) {
+  paused_.store(paused);
+  resume_cv_.notify_all();
+}
+
+StepMetrics Trainer::step() {
+  apply_pending_plan();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t step_no = step_ + 1;
+  const std::string where = "step " + std::to_string(step_no) + ": ";
+  Llama& m = *model_;
+  m.zero_grads();
+  m.set_quant_key(config_.seed, uint64_t(step_));
+  double loss_sum = 0;
+  try {
+    for (int a = 0; a < config_.grad_accum; ++a) {
+      train_loader_->next(inputs_.data(), targets_.data());
+      const double loss = m.forward(inputs_.data(), targets_.data());
+      if (!std::isfinite(loss)) {
+        std::string culprit = m.first_nonfinite_param(/*values=*/true);
+        culprit = culprit.empty() ? "first non-finite tensor: " + m.first_nonfinite_activation()
+                                  : "non-finite weight: " + culprit;
+        throw Error(where + "the training loss is " + (std::isnan(loss) ? "NaN" : "infinite") + " (" + culprit +
+                    "). Training stopped before the update; the last saved checkpoint is kept. "
+                    "Try a lower learning rate or a higher precision for that layer.");
+      }
+      m.backward(1.0 / config_.grad_accum);
+      loss_sum += loss;
+    }
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind("step ", 0) == 0) throw;
+    throw Error(where + msg + " (training stopped before the update; the last saved checkpoint is kept)");
+  }
+  const double gnorm = clip_grad_global_norm(m.grad_data(), m.num_params(), config_.grad_clip);
+  if (!std::isfinite(gnorm))
+    throw Error(where + "the gradient of " + m.first_nonfinite_param(/*values=*/false) +
+                " is not finite. Training stopped before the update; the last saved checkpoint is kept.");
+  const double lr = config_.schedule.at(step_);
+  opt_->step(m.param_data(), m.grad_data(), m.param_tensors(), lr);
+  step_ = step_no;
+  const int64_t tokens = int64_t(config_.batch_size) * config_.seq_len * config_.grad_accum;
+  tokens_seen_ += tokens;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  StepMetrics r;
+  r.step = step_;
+  r.total_steps = config_.steps;
+  r.train_loss = loss_sum / config_.grad_accum;
+  r.lr = lr;
+  r.grad_norm = gnorm;
+  r.step_seconds = secs;
+  r.tokens_per_s = secs > 0 ? double(tokens) / secs : 0;
+  r.fp4_fraction = fp4_flop_fraction(m.precisions(), config_.model.dims());
+  r.tokens_seen = tokens_seen_;
+  if (config_.eval_every > 0 && (step_ % config_.eval_every == 0 || step_ == config_.steps))
+    r.val_loss = evaluate(config_.eval_batches);
+  return r;
+}
+
+bool Trainer::run(int64_t save_every, const std::string& out_dir) {
+  while (step_ < config_.steps) {
+    {
+      std::unique_lock<std::mutex> lock(pause_mutex_);
+      resume_cv_.wait(lock, [&] { return !paused_.load() || stop_.load(); });
+    }
+    if (stop_.load()) break;
+    const StepMetrics m = step();
+    const bool go_on = callback_ ? callback_(m) : true;
+    if (save_every > 0 && !out_dir.empty() && step_ % save_every == 0) save_checkpoint(out_dir);
+    if (!go_on) break;
+  }
+  return step_ >= config_.steps;
+}
+
+double Trainer::evaluate(int batches) {
+  BatchLoader val(&data_.val, config_.batch_size, config_.seq_len, 0, /*shuffle=*/false);
+  const int64_t n = std::min<int64_t>(batches, int64_t(val.batches_per_epoch()));
+  if (n <= 0)
+    throw Error("validation stream of " + data_.source + " has " + std::to_string(data_.val.size()) +
+                " tokens, fewer than one batch of " + std::to_string(config_.batch_size) + "x" +
+                std::to_string(config_.seq_len) + "; use more data or a smaller batch");
+  std::vector<int32_t> in(inputs_.size()), tgt(targets_.size());
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    val.next(in.data(), tgt.data());
+    sum += model_->forward(in.data(), tgt.data());
+  }
+  return sum / double(n);
+}
+
+nlohmann::json Trainer::trainer_state() const {
+  const DataPosition pos = train_loader_->position();
+  TrainConfig cfg = config_;
+  return nlohmann::json{{"format", "snip-trainer-state/1"},
+                        {"step", step_},
+                        {"tokens_seen", tokens_seen_},
+                        {"data", {{"source", data_.source},
+                                  {"epoch", pos.epoch},
+                                  {"batch_in_epoch", pos.batch_in_epoch},
+                                  {"seed", pos.seed}}},
+                        // Stochastic rounding is counter-based: its state is (seed, step).
+                        {"rng", {{"seed", config_.seed}, {"step", step_}}},
+                        {"adamw_t", opt_->t()},
+                        {"recipe", config_.recipe},
+                        {"plan", nlohmann::json::parse(plan_to_json(config_.plan))},
+                        {"config", train_config_to_json(cfg)}};
+}
+
+void Trainer::save_checkpoint(const std::string& dir) const { write_checkpoint(dir, *model_, *opt_, trainer_state()); }
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps) {
+  const ModelConfig model_cfg = read_checkpoint_config(dir);
+  const nlohmann::json state = read_trainer_state(dir);
+  const std::string source = dir + "/trainer_state.json";
+  if (!state.contains("config") || !state.contains("step") || !state.contains("data"))
+    throw Error(source + ": not a snip trainer state (missing config/step/data)");
+  TrainConfig cfg = train_config_from_json(state["config"], source);
+  if (!(cfg.model == model_cfg))
+    throw Error(dir + ": config.json differs from the model config in trainer_state.json — the checkpoint is inconsistent");
+  if (total_steps > 0) cfg.steps = total_steps, cfg.schedule.total = total_steps;
+  std::unique_ptr<Trainer> t(new Trainer(cfg, /*init_weights=*/false));
+  read_checkpoint_model(dir, *t->model_);
+  read_checkpoint_optimizer(dir, *t->model_, *t->opt_);
+  try {
+    t->step_ = state.at("step").get<int64_t>();
+    t->tokens_seen_ = state.at("tokens_seen").get<int64_t>();
+    DataPosition pos;
+    pos.epoch = state.at("data").at("epoch").get<uint64_t>();
+    pos.batch_in_epoch = state.at("data").at("batch_in_epoch").get<uint64_t>();
+    pos.seed = state.at("data").at("seed").get<uint64_t>();
+    t->train_loader_->seek(pos);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source + ": malformed step/data position (" + e.what() + ")");
+  }
+  return t;
+}
+
+}  // namespace snip

@@ -1,0 +1,284 @@
+// Trainer tests: schedules and clipping, checkpoint round trip, bit-exact resume, precision
+// plans (FP4 changes the loss, BF16 stays within rounding), NaN handling, stop and set_plan.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "snip/atomic_file.h"
+#include "snip/checkpoint.h"
+#include "snip/error.h"
+#include "snip/optimizer.h"
+#include "snip/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A throw-away directory per test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("snip-train-test-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& s) const { return (path / s).string(); }
+};
+
+// A small English-like text corpus (deterministic), so the tests do not depend on the bundled one.
+std::string write_corpus(const TempDir& dir) {
+  const char* words[] = {"the", "lord", "said", "unto", "moses", "and", "he", "went", "up", "into", "mountain",
+                         "of", "god", "light", "was", "good", "earth", "heaven", "water", "day", "night"};
+  std::mt19937_64 rng(42);
+  std::string text;
+  while (text.size() < 60000) {
+    text += words[rng() % 21];
+    text += (rng() % 9 == 0) ? ".\n" : " ";
+  }
+  const std::string path = dir / "corpus.txt";
+  snip::write_file_atomic(path, text);
+  return path;
+}
+
+snip::TrainConfig tiny_config(const std::string& data) {
+  snip::TrainConfig c;
+  c.model = snip::preset_config("tiny");
+  c.data_path = data;
+  c.batch_size = 2;
+  c.seq_len = 32;
+  c.grad_accum = 2;
+  c.steps = 6;
+  c.schedule.kind = "cosine";
+  c.schedule.lr = 3e-3;
+  c.schedule.lr_min = 3e-4;
+  c.schedule.warmup = 2;
+  c.schedule.total = 6;
+  c.eval_every = 3;
+  c.eval_batches = 2;
+  c.seed = 5;
+  return c;
+}
+
+TEST(Schedule, WarmupThenCosineToMinimum) {
+  snip::LrSchedule s;
+  s.kind = "cosine", s.lr = 1.0, s.lr_min = 0.1, s.warmup = 4, s.total = 104;
+  EXPECT_DOUBLE_EQ(s.at(0), 0.25);
+  EXPECT_DOUBLE_EQ(s.at(3), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(4), 1.0);
+  EXPECT_NEAR(s.at(54), 0.55, 1e-12);  // half way: the mean of lr and lr_min
+  EXPECT_NEAR(s.at(104), 0.1, 1e-12);
+  EXPECT_NEAR(s.at(500), 0.1, 1e-12);
+  s.kind = "constant";
+  EXPECT_DOUBLE_EQ(s.at(50), 1.0);
+  s.kind = "linear";
+  EXPECT_THROW(s.validate(), snip::Error);
+}
+
+TEST(Clip, ScalesToMaxNormAndReportsTheNormBefore) {
+  std::vector<float> g = {3, 4, 0, 0};
+  EXPECT_NEAR(snip::clip_grad_global_norm(g.data(), 4, 1.0), 5.0, 1e-12);
+  EXPECT_NEAR(std::sqrt(g[0] * g[0] + g[1] * g[1]), 1.0, 1e-6);
+  std::vector<float> h = {0.3f, 0.4f};
+  snip::clip_grad_global_norm(h.data(), 2, 1.0);
+  EXPECT_EQ(h[0], 0.3f);  // below the threshold: untouched
+}
+
+TEST(Trainer, LossGoesDownOnTinyModel) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  cfg.steps = 30, cfg.schedule.total = 30, cfg.eval_every = 0;
+  snip::Trainer t(cfg);
+  std::vector<double> losses;
+  t.set_callback([&](const snip::StepMetrics& m) {
+    losses.push_back(m.train_loss);
+    EXPECT_GT(m.tokens_per_s, 0);
+    EXPECT_EQ(m.fp4_fraction, 0.0);
+    return true;
+  });
+  EXPECT_TRUE(t.run());
+  ASSERT_EQ(losses.size(), 30u);
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.2);
+  EXPECT_LT(losses.back(), losses.front() - 1.0);  // a byte-level model learns the letter statistics fast
+}
+
+TEST(Checkpoint, RoundTripRestoresEverything) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  snip::Trainer t(cfg);
+  t.step(), t.step();
+  t.save_checkpoint(dir / "ckpt");
+  for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    EXPECT_TRUE(fs::exists(dir / (std::string("ckpt/") + f))) << f;
+  auto r = snip::Trainer::resume(dir / "ckpt");
+  EXPECT_EQ(r->step_count(), 2);
+  EXPECT_EQ(r->config().model, cfg.model);
+  EXPECT_EQ(r->optimizer().t(), 2);
+  for (int64_t i = 0; i < t.model().num_params(); ++i) {
+    ASSERT_EQ(r->model().param_data()[i], t.model().param_data()[i]);
+    ASSERT_EQ(r->optimizer().m()[i], t.optimizer().m()[i]);
+    ASSERT_EQ(r->optimizer().v()[i], t.optimizer().v()[i]);
+  }
+  // saving again over an existing checkpoint replaces it and leaves no temp directories
+  t.step();
+  t.save_checkpoint(dir / "ckpt");
+  EXPECT_EQ(snip::Trainer::resume(dir / "ckpt")->step_count(), 3);
+  int entries = 0;
+  for (auto& e : fs::directory_iterator(dir.path)) entries += e.is_directory() ? 1 : 0;
+  EXPECT_EQ(entries, 1);
+}
+
+TEST(Checkpoint, WrongShapeIsAClearError) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  snip::Trainer t(cfg);
+  t.save_checkpoint(dir / "ckpt");
+  auto other = cfg.model;
+  other.intermediate_size = 128;
+  snip::Llama m(other, 1, 8);
+  try {
+    snip::read_checkpoint_model(dir / "ckpt", m);
+    FAIL();
+  } catch (const snip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mlp.gate_proj.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(snip::Trainer::resume(dir / "missing"), snip::Error);
+}
+
+TEST(Trainer, ResumeIsBitIdenticalToStraightRun) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  std::vector<double> straight, resumed, val_straight, val_resumed;
+  {
+    snip::Trainer t(cfg);
+    t.set_callback([&](const snip::StepMetrics& m) {
+      straight.push_back(m.train_loss);
+      if (m.val_loss) val_straight.push_back(*m.val_loss);
+      return true;
+    });
+    t.run();
+    t.save_checkpoint(dir / "straight");
+  }
+  {
+    snip::Trainer t(cfg);
+    t.set_callback([&](const snip::StepMetrics& m) {
+      resumed.push_back(m.train_loss);
+      if (m.val_loss) val_resumed.push_back(*m.val_loss);
+      return m.step < 4;  // stop after 4 steps
+    });
+    t.run(/*save_every=*/4, dir / "mid");
+  }
+  {
+    auto t = snip::Trainer::resume(dir / "mid");
+    EXPECT_EQ(t->step_count(), 4);
+    t->set_callback([&](const snip::StepMetrics& m) {
+      resumed.push_back(m.train_loss);
+      if (m.val_loss) val_resumed.push_back(*m.val_loss);
+      return true;
+    });
+    t->run();
+    t->save_checkpoint(dir / "resumed");
+  }
+  ASSERT_EQ(straight.size(), 6u);
+  ASSERT_EQ(resumed.size(), 6u);
+  for (size_t i = 0; i < straight.size(); ++i) EXPECT_EQ(straight[i], resumed[i]) << "step " << i + 1;
+  EXPECT_EQ(val_straight, val_resumed);
+  snip::Llama a(cfg.model, 1, 8), b(cfg.model, 1, 8);
+  snip::read_checkpoint_model(dir / "straight", a);
+  snip::read_checkpoint_model(dir / "resumed", b);
+  for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.param_data()[i], b.param_data()[i]);
+}
+
+TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  cfg.eval_every = 0;
+  snip::Trainer t(cfg);
+  t.set_callback([&](const snip::StepMetrics& m) {
+    if (m.step == 3) t.model().params().wq[5] = NAN;  // corrupt a weight after step 3
+    return true;
+  });
+  try {
+    t.run(/*save_every=*/2, dir / "ckpt");
+    FAIL() << "expected a NaN error";
+  } catch (const snip::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("step 4"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("model.layers.0.self_attn.q_proj.weight"), std::string::npos) << msg;
+  }
+  auto r = snip::Trainer::resume(dir / "ckpt");
+  EXPECT_EQ(r->step_count(), 2);
+  EXPECT_TRUE(r->model().first_nonfinite_param(true).empty());
+}
+
+TEST(Trainer, StopFromAnotherThreadAndCallbackCancel) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  cfg.steps = 1000, cfg.eval_every = 0;
+  snip::Trainer t(cfg);
+  std::atomic<int64_t> last{0};
+  t.set_callback([&](const snip::StepMetrics& m) {
+    last = m.step;
+    return true;
+  });
+  std::thread stopper([&] {
+    while (last.load() < 2) std::this_thread::yield();
+    t.request_stop();
+  });
+  EXPECT_FALSE(t.run());
+  stopper.join();
+  EXPECT_LT(t.step_count(), 1000);
+  EXPECT_GE(t.step_count(), 2);
+
+  snip::Trainer u(cfg);
+  u.set_callback([](const snip::StepMetrics& m) { return m.step < 3; });
+  EXPECT_FALSE(u.run());
+  EXPECT_EQ(u.step_count(), 3);
+}
+
+TEST(Trainer, BadPlanIsRejected) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  snip::Trainer t(cfg);
+  snip::Plan p;
+  p.layers["model.layers.7.mlp.up_proj"] = snip::LinearPrecision::uniform(snip::Precision::fp8);
+  EXPECT_THROW(t.set_plan(p), snip::Error);
+  cfg.precision = "fp5";
+  EXPECT_THROW(snip::Trainer{cfg}, snip::Error);
+}
+
+#ifdef SNIP_HAVE_NUMERICS
+TEST(Precision, Fp4ChangesTheLossBf16StaysWithinRounding) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  snip::Trainer t(cfg);
+  for (int i = 0; i < 10; ++i) t.step();  // away from the init, where every loss is log V
+  snip::Llama& m = t.model();
+  std::vector<int32_t> in(size_t(cfg.batch_size * cfg.seq_len)), tgt(in.size());
+  snip::BatchLoader val(&t.data().val, cfg.batch_size, cfg.seq_len, 0, false);
+  val.next(in.data(), tgt.data());
+  const auto dims = cfg.model.dims();
+  auto loss_at = [&](snip::Precision p) {
+    m.set_precisions(std::vector<snip::LinearPrecision>(size_t(7 * dims.num_layers), snip::LinearPrecision::uniform(p)));
+    return m.forward(in.data(), tgt.data());
+  };
+  const double l32 = loss_at(snip::Precision::fp32);
+  const double l16 = loss_at(snip::Precision::bf16);
+  const double l4 = loss_at(snip::Precision::fp4);
+  // BF16 keeps 8 significant bits: relative operand error ≤ 2^-9, the loss moves by far less than 1%.
+  EXPECT_LT(std::fabs(l16 - l32), 0.01 * l32);
+  EXPECT_GT(std::fabs(l4 - l32), 5 * std::fabs(l16 - l32));
+  EXPECT_GT(std::fabs(l4 - l32), 1e-3);
+  // set_plan takes effect at the next step, and the FP4 fraction is reported
+  t.set_plan(snip::uniform_plan(dims, snip::Precision::fp4));
+  EXPECT_DOUBLE_EQ(t.step().fp4_fraction, 1.0);
+}
+#endif
+
+}  // namespace
