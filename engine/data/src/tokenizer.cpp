@@ -3,7 +3,10 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <array>
+#include <cstdio>
 #include <filesystem>
+#include <string_view>
 #include <unordered_map>
 
 #include "snip/atomic_file.h"
@@ -51,7 +54,15 @@ class SentencePieceTokenizer final : public Tokenizer {
       const auto ids = encode_whole(part);
       joined.insert(joined.end(), ids.begin(), ids.end());
     }
-    per_line_ = joined == encode_whole(probe) && decode(joined) == probe;
+    // Byte pieces <0x00>..<0xFF> (byte_fallback); without them the fast, lossless path is off.
+    bool has_bytes = true;
+    for (int b = 0; b < 256; ++b) {
+      char piece[8];
+      std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+      byte_ids_[size_t(b)] = sp_.PieceToId(piece);
+      has_bytes = has_bytes && sp_.IsByte(byte_ids_[size_t(b)]);
+    }
+    per_line_ = has_bytes && joined == encode_whole(probe) && decode_bytes(joined) == probe && sp_decode(joined) == probe;
   }
   // Encoding a multi-megabyte text as one SentencePiece "sentence" is ~4x slower than line by
   // line. For models trained by train_sentencepiece (identity normaliser, no dummy prefix, no
@@ -66,10 +77,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       size_t end = text.find('\n', pos);
       const bool has_newline = end != std::string::npos;
       if (!has_newline) end = text.size();
-      if (end > pos) {
-        const auto ids = encode_whole(text.substr(pos, end - pos));
-        out.insert(out.end(), ids.begin(), ids.end());
-      }
+      if (end > pos) encode_line(std::string_view(text).substr(pos, end - pos), out);
       if (has_newline) out.insert(out.end(), newline_ids_.begin(), newline_ids_.end());
       pos = end + 1;
     }
@@ -81,6 +89,7 @@ class SentencePieceTokenizer final : public Tokenizer {
       if (tokens[i] < 0 || tokens[i] >= vocab)
         throw Error("tokenizer " + path_ + ": cannot decode token id " + std::to_string(tokens[i]) + " at position " +
                     std::to_string(i) + " (vocab size " + std::to_string(vocab) + ")");
+    if (per_line_) return decode_bytes(tokens);
     std::string text;
     const auto status = sp_.Decode(std::vector<int>(tokens.begin(), tokens.end()), &text);
     if (!status.ok()) throw Error("tokenizer " + path_ + ": decoding failed: " + status.ToString());
@@ -90,6 +99,82 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string name() const override { return "sentencepiece:" + path_; }
 
  private:
+  // SentencePiece replaces malformed UTF-8 with U+FFFD before encoding; to stay lossless,
+  // bytes that are not part of a valid UTF-8 sequence go straight to their byte pieces.
+  void encode_line(std::string_view line, std::vector<int32_t>& out) const {
+    size_t run = 0, i = 0;
+    auto flush = [&](size_t end) {
+      if (end > run) {
+        const auto ids = encode_whole(std::string(line.substr(run, end - run)));
+        out.insert(out.end(), ids.begin(), ids.end());
+      }
+    };
+    while (i < line.size()) {
+      const size_t n = utf8_length(line, i);
+      if (n > 0) {
+        i += n;
+        continue;
+      }
+      flush(i);
+      out.push_back(byte_ids_[static_cast<unsigned char>(line[i])]);
+      run = ++i;
+    }
+    flush(i);
+  }
+
+  // Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates,
+  // nothing above U+10FFFF), or 0 when the byte there does not start one.
+  static size_t utf8_length(std::string_view s, size_t i) {
+    auto byte = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+    auto cont = [&](size_t k) { return (byte(k) & 0xC0u) == 0x80u; };
+    const unsigned c = byte(i);
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned c1 = byte(i + 1);
+      const bool ok1 = c == 0xE0 ? (c1 >= 0xA0 && c1 <= 0xBF) : c == 0xED ? (c1 >= 0x80 && c1 <= 0x9F) : cont(i + 1);
+      return ok1 && cont(i + 2) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned c1 = byte(i + 1);
+      const bool ok1 = c == 0xF0 ? (c1 >= 0x90 && c1 <= 0xBF) : c == 0xF4 ? (c1 >= 0x80 && c1 <= 0x8F) : cont(i + 1);
+      return ok1 && cont(i + 2) && cont(i + 3) ? 4 : 0;
+    }
+    return 0;
+  }
+
+  std::string sp_decode(const std::vector<int32_t>& tokens) const {
+    std::string text;
+    if (!sp_.Decode(std::vector<int>(tokens.begin(), tokens.end()), &text).ok()) return {};
+    return text;
+  }
+
+  // Piece by piece, byte-exact: SentencePiece's own Decode turns byte pieces that do not form
+  // valid UTF-8 into U+FFFD, which would break decode(encode(x)) == x for arbitrary bytes.
+  // Valid for models like ours (identity normaliser, no dummy prefix): "▁" stands for ' ',
+  // "<0xAB>" for the byte 0xAB, control pieces (<unk>, <s>, </s>) for nothing.
+  std::string decode_bytes(const std::vector<int32_t>& tokens) const {
+    static const std::string kSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
+    std::string text;
+    for (int32_t id : tokens) {
+      if (sp_.IsControl(id) || sp_.IsUnknown(id)) continue;
+      const std::string& piece = sp_.IdToPiece(id);
+      if (sp_.IsByte(id)) {
+        text += char(std::stoi(piece.substr(3, 2), nullptr, 16));
+        continue;
+      }
+      for (size_t i = 0; i < piece.size();) {
+        if (piece.compare(i, kSpace.size(), kSpace) == 0) {
+          text += ' ';
+          i += kSpace.size();
+        } else {
+          text += piece[i++];
+        }
+      }
+    }
+    return text;
+  }
+
   std::vector<int32_t> encode_whole(const std::string& text) const {
     std::vector<int> ids;
     const auto status = sp_.Encode(text, &ids);
@@ -99,8 +184,9 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   std::string path_;
   sentencepiece::SentencePieceProcessor sp_;
-  bool per_line_ = false;            // encode() may split at newlines (see encode)
+  bool per_line_ = false;  // our kind of model: encode() splits at newlines, decode() is byte-exact
   std::vector<int32_t> newline_ids_;  // ids of "\n" alone
+  std::array<int32_t, 256> byte_ids_{};  // id of the byte piece <0xAB> for each byte
 };
 
 // Feeds the corpus to the trainer one line at a time (SentencePiece trains on "sentences").
