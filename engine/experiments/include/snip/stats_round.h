@@ -1,0 +1,63 @@
+// One SNIP statistics round (METHOD.md section 4) on a live model: a clean BF16 forward +
+// backward, 3 backward-noise passes and 3 antithetic forward-noise passes, producing every raw
+// statistic named in snip/stats_keys.h as a snip::StatsRound that the estimators
+// (snip/estimator.h) turn into ΔL / ΔW / Q costs.
+//
+// The round is read-only for training: it never writes the weights, the AdamW moments or t,
+// the data loader or any RNG of the trainer. It overwrites the model's activations, gradients
+// and probe buffers (the next training step recomputes them) and restores the model's
+// per-layer precisions. A test checks that a trajectory is bit-identical with and without a
+// round in the middle.
+//
+// Shape legend: B batch, T sequence, C model dim, NH heads, KVH kv heads, HD head dim, F ffn
+// dim; BT = B·T rows. Per linear layer: X (BT,K), W (N,K), Y = X·Wᵀ (BT,N), G = dY (BT,N).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "snip/llama.h"
+#include "snip/optimizer.h"
+#include "snip/precision.h"
+#include "snip/stats.h"
+
+namespace snip {
+
+class Trainer;
+
+struct StatsRoundOptions {
+  // Candidate precisions measured per layer (LayerStats::per_precision); bf16 is the reference.
+  std::vector<Precision> precisions = {Precision::fp8, Precision::fp4};
+  int noise_passes = 3;           // backward-noise passes and antithetic forward-noise pairs (each)
+  double sigma_eta_rel = 1e-2;    // σ_η = sigma_eta_rel · RMS(Z)
+  uint64_t seed = 1;              // noise RNG; also the stochastic-rounding key of the quantized GEMMs
+  int64_t step = 0;               // training step the round belongs to (StatsRound::step, SR key)
+  std::string batch_id;           // e.g. "train:e0:b37"
+  // AdamW linearization (METHOD.md 5.2): the round predicts the update of the NEXT optimizer
+  // step (t+1) at learning rate `lr`, with the step's global-norm clipping (≤ 0: off).
+  double lr = 0;
+  double grad_clip = 1.0;
+  bool record_vectors = true;     // gain_y / x_col_sq vectors (needed to recompute a^w later)
+};
+
+// Runs one round on the batch (inputs, targets: (B, T) ids, the model's batch shape) with the
+// AdamW state `opt` (m, v, t; may be fresh with t = 0). Throws snip::Error for a non-finite
+// clean loss or gradients (naming the tensor), lr ≤ 0, or noise_passes < 1.
+//
+// Recorded beyond stats_keys.h: globals "grad_clip_scale" s (the clip factor of this batch's
+// gradient; k_t includes it: k_t = s·η_t(1−β1)/(1−β1^{t+1}), because a clipped step scales every
+// gradient error by s too) and "loss0_resid" (L(Z) through loss_from_residual, the L₀ of c).
+StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs,
+                               const int32_t* targets, const StatsRoundOptions& options);
+
+// The same on a trainer's state: its model, optimizer, learning rate of the next step, clipping,
+// recipe and the next training batch (peeked without advancing the data position). `options`
+// supplies precisions/noise/seed; step, lr, grad_clip and batch_id are taken from the trainer.
+StatsRound collect_stats_round(Trainer& trainer, StatsRoundOptions options = {});
+
+// The next training micro-batch of `trainer` (what its next step() will train on first),
+// without advancing its data position. inputs/targets: (B, T).
+void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
+                     std::string* batch_id = nullptr);
+
+}  // namespace snip

@@ -1,0 +1,447 @@
+// One SNIP statistics round on a live model (stats_round.h; METHOD.md section 4, 5.2 step 1).
+#include "snip/stats_round.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "snip/error.h"
+#include "snip/hutchinson.h"
+#include "snip/llama_ops.h"
+#include "snip/qlinear.h"
+#include "snip/stats_keys.h"
+#include "snip/trainer.h"
+
+namespace snip {
+namespace {
+
+using Buf = std::vector<float>;
+
+double sum_sq(const float* a, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(a[i]);
+  return s;
+}
+// ‖a − b‖² in double
+double diff_sq(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    s += d * d;
+  }
+  return s;
+}
+// ⟨g, a − b⟩ in double
+double dot_diff(const float* g, const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(g[i]) * (double(a[i]) - double(b[i]));
+  return s;
+}
+void sub(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
+}
+
+// Recomputed per-block forward quantities the local backward maps need (the model caches them
+// privately): RMSNorm rstd of both norms, q/k after RoPE and the attention probabilities.
+struct BlockLocal {
+  Buf rstd1, rstd2, scratch_ln;  // (BT), (BT), (BT,C)
+  Buf q_rot, k_rot, att, probs;  // (BT,QD), (BT,KD), (BT,QD), (B,NH,T,T)
+};
+
+// Maps gradient errors of one block to its residual-stream points exactly (METHOD.md 5.2 step 1).
+// Every map is the model's own backward, which is linear in the incoming gradient.
+class LocalBackward {
+ public:
+  LocalBackward(const Llama& m, int block) : m_(m), b_(block) {
+    const ModelConfig& c = m.config();
+    B_ = m.batch_size(), T_ = m.seq_len();
+    BT_ = int64_t(B_) * T_, C_ = c.hidden_size, F_ = c.intermediate_size;
+    NH_ = c.num_attention_heads, KVH_ = c.num_key_value_heads, HD_ = c.head_dim();
+    QD_ = int64_t(NH_) * HD_, KD_ = int64_t(KVH_) * HD_;
+    const LlamaParams<float>& p = m.params();
+    // rstd of input_layernorm (on R_b) and post_attention_layernorm (on M_b)
+    loc_.rstd1.resize(size_t(BT_)), loc_.rstd2.resize(size_t(BT_)), loc_.scratch_ln.resize(size_t(BT_ * C_));
+    ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd1.data(), m.residual(b_), p.attn_norm + b_ * C_, BT_,
+                         int(C_), c.rms_norm_eps);
+    ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd2.data(), m.residual_mid(b_), p.mlp_norm + b_ * C_, BT_,
+                         int(C_), c.rms_norm_eps);
+    // RoPE'd q, k and softmax probabilities P (B,NH,T,T)
+    cos_.resize(size_t(T_) * HD_ / 2), sin_.resize(size_t(T_) * HD_ / 2);
+    ops::rope_table(cos_.data(), sin_.data(), T_, HD_, c.rope_theta);
+    loc_.q_rot.resize(size_t(BT_ * QD_)), loc_.k_rot.resize(size_t(BT_ * KD_));
+    ops::rope_forward(loc_.q_rot.data(), m.linear(idx(LayerType::q)).Y, cos_.data(), sin_.data(), B_, T_, NH_, HD_);
+    ops::rope_forward(loc_.k_rot.data(), m.linear(idx(LayerType::k)).Y, cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
+    loc_.att.resize(size_t(BT_ * QD_)), loc_.probs.resize(size_t(B_) * NH_ * T_ * T_);
+    ops::attention_forward(loc_.att.data(), loc_.probs.data(), loc_.q_rot.data(), loc_.k_rot.data(),
+                           m.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_, HD_);
+    dr_.resize(size_t(BT_ * C_)), dln_.resize(size_t(BT_ * C_)), tmp_.resize(size_t(BT_ * C_));
+  }
+
+  int idx(LayerType t) const { return b_ * kLayersPerBlock + int(t); }
+
+  // Layer t's dgrad error δdX (BT, K_t) -> ‖δr‖² at R_b (q,k,v,o) or M_b (gate,up,down); the
+  // sibling output-gradient errors ‖δG‖² for o (at q,k,v) and down (at gate,up) go to *sib.
+  double resid_err_sq(LayerType t, const float* ddx, std::vector<std::pair<LayerType, double>>* sib) {
+    sib->clear();
+    const LlamaParams<float>& p = m_.params();
+    switch (t) {
+      case LayerType::q:
+      case LayerType::k:
+      case LayerType::v:  // input_layernorm backward -> R_b
+        return norm_back(ddx, /*mid=*/false);
+      case LayerType::gate:
+      case LayerType::up:  // post_attention_layernorm backward -> M_b
+        return norm_back(ddx, /*mid=*/true);
+      case LayerType::o: {
+        // attention backward: δdX_o is ∂/∂(attention output); gives δG at q (after RoPE⁻ᵀ), k, v
+        Buf dq_rot(size_t(BT_ * QD_)), dk_rot(size_t(BT_ * KD_)), dq(size_t(BT_ * QD_)), dk(size_t(BT_ * KD_)),
+            dv(size_t(BT_ * KD_));
+        ops::attention_backward(dq_rot.data(), dk_rot.data(), dv.data(), ddx, loc_.probs.data(), loc_.q_rot.data(),
+                                loc_.k_rot.data(), m_.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_, HD_);
+        ops::rope_backward(dq.data(), dq_rot.data(), cos_.data(), sin_.data(), B_, T_, NH_, HD_);
+        ops::rope_backward(dk.data(), dk_rot.data(), cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
+        sib->push_back({LayerType::q, sum_sq(dq.data(), BT_ * QD_)});
+        sib->push_back({LayerType::k, sum_sq(dk.data(), BT_ * KD_)});
+        sib->push_back({LayerType::v, sum_sq(dv.data(), BT_ * KD_)});
+        // their dgrads (exact FP32 maps), summed into ∂/∂ln1, then input_layernorm backward
+        dgrad_sum({{dq.data(), p.wq + b_ * QD_ * C_, QD_}, {dk.data(), p.wk + b_ * KD_ * C_, KD_},
+                   {dv.data(), p.wv + b_ * KD_ * C_, KD_}});
+        return norm_back(dln_.data(), false);
+      }
+      case LayerType::down: {
+        // SwiGLU backward: δdX_down is ∂/∂h, h = silu(gate)·up; gives δG at gate and up
+        Buf dg(size_t(BT_ * F_)), du(size_t(BT_ * F_));
+        ops::swiglu_backward(dg.data(), du.data(), ddx, m_.linear(idx(LayerType::gate)).Y,
+                             m_.linear(idx(LayerType::up)).Y, BT_ * F_);
+        sib->push_back({LayerType::gate, sum_sq(dg.data(), BT_ * F_)});
+        sib->push_back({LayerType::up, sum_sq(du.data(), BT_ * F_)});
+        dgrad_sum({{dg.data(), p.wgate + b_ * F_ * C_, F_}, {du.data(), p.wup + b_ * F_ * C_, F_}});
+        return norm_back(dln_.data(), true);
+      }
+    }
+    return 0;
+  }
+
+ private:
+  struct DgradTerm {
+    const float* dy;  // (BT, N)
+    const float* W;   // (N, C)
+    int64_t N;
+  };
+  // dln = Σ dy·W  (BT, C), exact FP32 GEMMs
+  void dgrad_sum(std::initializer_list<DgradTerm> terms) {
+    Recipe recipe;
+    QLinearContext ctx;
+    ctx.recipe = &recipe;
+    std::fill(dln_.begin(), dln_.end(), 0.0f);
+    for (const DgradTerm& t : terms) {
+      qlinear_dgrad(tmp_.data(), t.dy, t.W, BT_, C_, t.N, Precision::fp32, ctx);
+      for (int64_t i = 0; i < BT_ * C_; ++i) dln_[size_t(i)] += tmp_[size_t(i)];
+    }
+  }
+  // RMSNorm backward of the block's first (mid = false) or second norm; returns ‖δr‖².
+  double norm_back(const float* dy, bool mid) {
+    const LlamaParams<float>& p = m_.params();
+    const float* x = mid ? m_.residual_mid(b_) : m_.residual(b_);
+    const float* w = (mid ? p.mlp_norm : p.attn_norm) + b_ * C_;
+    const float* rstd = mid ? loc_.rstd2.data() : loc_.rstd1.data();
+    ops::rmsnorm_backward(dr_.data(), static_cast<float*>(nullptr), dy, x, w, rstd, BT_, int(C_), false);
+    return sum_sq(dr_.data(), BT_ * C_);
+  }
+
+  const Llama& m_;
+  int b_;
+  int B_, T_, NH_, KVH_, HD_;
+  int64_t BT_, C_, F_, QD_, KD_;
+  BlockLocal loc_;
+  Buf cos_, sin_, dr_, dln_, tmp_;
+};
+
+void fill_gaussian(std::vector<float>& out, double sigma, std::mt19937_64& rng) {
+  std::normal_distribution<double> nd(0.0, sigma);
+  for (float& x : out) x = float(nd(rng));
+}
+
+}  // namespace
+
+StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
+                               const StatsRoundOptions& o) {
+  namespace k = keys;
+  if (o.noise_passes < 1) throw Error("statistics round: noise_passes must be ≥ 1 (METHOD.md uses 3)");
+  if (!(o.lr > 0) || !std::isfinite(o.lr))
+    throw Error("statistics round: the learning rate of the next step must be positive (got " + std::to_string(o.lr) +
+                "); pass the schedule's value at the round's step");
+  if (!(o.sigma_eta_rel > 0)) throw Error("statistics round: sigma_eta_rel must be positive (default 1e-2)");
+  if (opt.num_params() != model.num_params())
+    throw Error("statistics round: the optimizer state has " + std::to_string(opt.num_params()) +
+                " parameters but the model has " + std::to_string(model.num_params()));
+
+  const ModelConfig& cfg = model.config();
+  const int L = cfg.num_hidden_layers, NL = model.num_linear_layers();
+  const int64_t BT = int64_t(model.batch_size()) * model.seq_len(), C = cfg.hidden_size;
+  const std::vector<LinearPrecision> saved_precisions = model.precisions();
+  struct Restore {  // the model's plan comes back whatever happens
+    Llama& m;
+    const std::vector<LinearPrecision>& p;
+    ~Restore() { m.set_precisions(p); }
+  } restore{model, saved_precisions};
+
+  StatsRound round;
+  round.step = o.step;
+  round.batch_id = o.batch_id;
+  round.dims = cfg.dims();
+  round.tokens = BT;
+  round.recipe = model.recipe().name();
+
+  // ---- 1. clean BF16 pass ----------------------------------------------------------------
+  model.set_precisions(std::vector<LinearPrecision>(size_t(NL), LinearPrecision::uniform(Precision::bf16)));
+  const double loss0 = model.forward(inputs, targets);
+  if (!std::isfinite(loss0))
+    throw Error("statistics round at step " + std::to_string(o.step) + ": the clean BF16 loss is not finite (" +
+                model.first_nonfinite_activation() + "); the model has diverged");
+  model.zero_grads();
+  model.backward(1.0);
+  if (const std::string bad = model.first_nonfinite_param(false); !bad.empty())
+    throw Error("statistics round at step " + std::to_string(o.step) + ": the gradient of " + bad + " is not finite");
+
+  // AdamW of the next step t+1 (optimizer.h): g' = s·g, m' = β1 m + (1−β1) g', v' = β2 v + (1−β2) g'²,
+  // u = lr·wd·p + lr/(1−β1^{t+1}) · m'/(√v'/√(1−β2^{t+1}) + ε).
+  const AdamWConfig& ac = opt.config();
+  const double t1 = double(opt.t() + 1);
+  const double bc1 = 1 - std::pow(ac.beta1, t1), bc2 = 1 - std::pow(ac.beta2, t1);
+  const double gnorm = grad_global_norm(model.grad_data(), model.num_params());
+  const double s = (o.grad_clip > 0 && o.grad_clip / (gnorm + 1e-6) < 1) ? o.grad_clip / (gnorm + 1e-6) : 1.0;
+  const double k_t = s * o.lr * (1 - ac.beta1) / bc1;
+
+  Recipe recipe = model.recipe();
+  QLinearContext ctx;
+  ctx.recipe = &recipe;
+  ctx.seed = o.seed;
+  ctx.step = uint64_t(o.step);
+
+  // ---- 2. backward-noise passes: Hutchinson at every Y_l, per channel, and at R_b / M_b ----
+  const float* dZ = model.residual_grad(L);
+  const double sigma_eps = std::sqrt(sum_sq(dZ, BT * C) / double(BT * C));
+  if (!(sigma_eps > 0)) throw Error("statistics round: ∂L/∂Z is zero; the batch gives no gradient");
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.step));
+  std::vector<double> jt_y(size_t(NL), 0.0), jt_r(size_t(L), 0.0), jt_m(size_t(L), 0.0);
+  std::vector<std::vector<double>> gain(static_cast<size_t>(NL));
+  for (int i = 0; i < NL; ++i) gain[size_t(i)].assign(size_t(model.linear(i).N), 0.0);
+  {
+    Buf eps(size_t(BT * C));
+    for (int j = 0; j < o.noise_passes; ++j) {
+      fill_gaussian(eps, sigma_eps, rng);
+      model.backward_from_residual(eps.data());
+      for (int i = 0; i < NL; ++i) {
+        const LinearView<float> pv = model.probe_linear(i);
+        std::vector<double>& g = gain[size_t(i)];
+        double tot = 0;
+        for (int64_t r = 0; r < pv.rows; ++r)
+          for (int64_t c = 0; c < pv.N; ++c) {
+            const double d = pv.dY[r * pv.N + c];
+            g[size_t(c)] += d * d, tot += d * d;
+          }
+        jt_y[size_t(i)] += tot;
+      }
+      for (int b = 0; b < L; ++b) {
+        jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BT * C);
+        jt_m[size_t(b)] += sum_sq(model.probe_residual_mid_grad(b), BT * C);
+      }
+    }
+    const double n = o.noise_passes;
+    for (auto& x : jt_y) x /= n;
+    for (auto& x : jt_r) x /= n;
+    for (auto& x : jt_m) x /= n;
+    for (auto& g : gain)
+      for (auto& x : g) x /= n;
+  }
+
+  // ---- 3. forward-noise passes: antithetic curvature at Z, FP64 ------------------------------
+  const float* Zp = model.final_residual();
+  const Buf Z(Zp, Zp + BT * C);
+  const double sigma_eta = o.sigma_eta_rel * std::sqrt(sum_sq(Z.data(), BT * C) / double(BT * C));
+  const double loss0_resid = model.loss_from_residual(Z.data());
+  std::vector<double> lp, lm, esq;
+  {
+    Buf eta(size_t(BT * C)), zz(size_t(BT * C));
+    for (int j = 0; j < o.noise_passes; ++j) {
+      fill_gaussian(eta, sigma_eta, rng);
+      // the perturbation actually applied is the float difference (Z±η) − Z, measured in double
+      double e_plus = 0, e_minus = 0;
+      for (int64_t i = 0; i < BT * C; ++i) zz[size_t(i)] = Z[size_t(i)] + eta[size_t(i)];
+      e_plus = diff_sq(zz.data(), Z.data(), BT * C);
+      lp.push_back(model.loss_from_residual(zz.data()));
+      for (int64_t i = 0; i < BT * C; ++i) zz[size_t(i)] = Z[size_t(i)] - eta[size_t(i)];
+      e_minus = diff_sq(zz.data(), Z.data(), BT * C);
+      lm.push_back(model.loss_from_residual(zz.data()));
+      esq.push_back(0.5 * (e_plus + e_minus));
+    }
+  }
+  const CurvatureEstimate curv = curvature_from_pairs(lp, lm, loss0_resid, esq);
+
+  round.globals[k::kGlobalLoss0] = loss0;
+  round.globals["loss0_resid"] = loss0_resid;
+  round.globals[k::kGlobalCurvature] = curv.c;
+  round.globals[k::kGlobalCurvatureSecondDiff] = curv.second_diff;
+  round.globals[k::kGlobalCurvatureEtaSq] = curv.eta_sq;
+  round.globals[k::kGlobalSigmaEta] = sigma_eta;
+  round.globals[k::kGlobalSigmaEps] = sigma_eps;
+  round.globals[k::kGlobalNoisePasses] = o.noise_passes;
+  round.globals[k::kGlobalKt] = k_t;
+  round.globals[k::kGlobalLearningRate] = o.lr;
+  round.globals[k::kGlobalAdamBeta1] = ac.beta1;
+  round.globals[k::kGlobalAdamBeta2] = ac.beta2;
+  round.globals[k::kGlobalAdamEps] = ac.eps;
+  round.globals["grad_clip_scale"] = s;
+  round.globals["grad_norm"] = gnorm;
+  round.globals["adam_t"] = double(opt.t());
+
+  // ---- per-layer statistics (needs the clean pass's activations, still cached) ---------------
+  std::vector<std::pair<LayerType, double>> sib;
+  for (int b = 0; b < L; ++b) {
+    LocalBackward local(model, b);
+    for (LayerType type : kAllLayerTypes) {
+      const int li = b * kLayersPerBlock + int(type);
+      const LinearView<float> v = model.linear(li);
+      const int64_t T = v.rows, K = v.K, N = v.N;
+      ctx.layer = uint32_t(li);
+      ctx.layer_name = v.name.c_str();
+      LayerStats ls;
+      ls.name = v.name;
+      ls.scalars[k::kLayerXNorm] = std::sqrt(sum_sq(v.X, T * K));
+      ls.scalars[k::kLayerWNorm] = std::sqrt(sum_sq(v.W, N * K));
+      ls.scalars[k::kLayerYNorm] = std::sqrt(sum_sq(v.Y, T * N));
+      ls.scalars[k::kLayerGNorm] = std::sqrt(sum_sq(v.dY, T * N));
+      ls.scalars[k::kLayerDxNorm] = std::sqrt(sum_sq(v.dX, T * K));
+      ls.scalars[k::kLayerDwNorm] = std::sqrt(sum_sq(v.dW, N * K));
+      ls.scalars[k::kLayerJtEpsSqY] = jt_y[size_t(li)];
+      ls.scalars[k::kLayerJtEpsSqResid] = int(type) <= int(LayerType::o) ? jt_r[size_t(b)] : jt_m[size_t(b)];
+
+      // x_j = ‖X[:, j]‖² and γ_i
+      std::vector<double> xcol(size_t(K), 0.0);
+      for (int64_t r = 0; r < T; ++r)
+        for (int64_t c = 0; c < K; ++c) xcol[size_t(c)] += double(v.X[r * K + c]) * double(v.X[r * K + c]);
+      const std::vector<double>& gam = gain[size_t(li)];
+
+      // AdamW factors per element w_ij = 1/(√v̂_ij + ε)² and the clean update u
+      const ParamTensor* pt = model.find_param(v.name + ".weight");
+      SNIP_ASSERT(pt != nullptr && pt->numel == N * K);
+      const float* m0 = opt.m() + pt->offset;
+      const float* v0 = opt.v() + pt->offset;
+      std::vector<double> w(size_t(N * K));
+      double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
+      double gam_sum = 0, x_sum = 0;
+      for (double x : xcol) x_sum += x;
+      for (double g : gam) gam_sum += g;
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t j = 0; j < K; ++j) {
+          const int64_t e = i * K + j;
+          const double g = s * double(v.dW[e]);
+          const double m1 = ac.beta1 * m0[e] + (1 - ac.beta1) * g;
+          const double v1 = ac.beta2 * v0[e] + (1 - ac.beta2) * g * g;
+          const double denom = std::sqrt(v1 / bc2) + ac.eps;
+          const double we = 1.0 / (denom * denom);
+          w[size_t(e)] = we;
+          m_sq += double(m0[e]) * m0[e], v_sq += double(v0[e]) * v0[e];
+          a_sum += we;
+          a_gain_num += gam[size_t(i)] * xcol[size_t(j)] * we;
+          const double u = o.lr * ac.weight_decay * double(v.W[e]) + o.lr / bc1 * m1 / denom;
+          u_sq += u * u;
+        }
+      ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
+      ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
+      ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
+      ls.scalars[k::kLayerAdamAGain] = (gam_sum > 0 && x_sum > 0) ? a_gain_num / (gam_sum * x_sum) : a_sum / double(N * K);
+      ls.scalars[k::kLayerUpdateNorm] = std::sqrt(u_sq);
+      if (o.record_vectors) {
+        ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
+        ls.vectors[k::kVectorXColSq].assign(xcol.begin(), xcol.end());
+      }
+
+      // BF16 references of the three GEMMs (what the clean pass computed)
+      Buf y_ref(size_t(T * N)), dx_ref(size_t(T * K)), dw_ref(size_t(N * K));
+      qlinear_fprop(y_ref.data(), v.X, v.W, T, K, N, Precision::bf16, ctx);
+      qlinear_dgrad(dx_ref.data(), v.dY, v.W, T, K, N, Precision::bf16, ctx);
+      qlinear_wgrad(dw_ref.data(), v.dY, v.X, T, K, N, Precision::bf16, ctx);
+      Buf yq(y_ref.size()), dxq(dx_ref.size()), dwq(dw_ref.size()), ddx(dx_ref.size());
+      Buf qbuf(size_t(std::max({T * K, T * N, N * K})));
+      for (Precision p : o.precisions) {
+        std::map<std::string, double>& pp = ls.per_precision[precision_name(p)];
+        // ‖e_p‖ of each operand in its GEMM's tiling
+        auto err = [&](const float* src, int64_t rows, int64_t cols, Gemm g, Operand op) {
+          QuantStats st;
+          qlinear_quantize_operand(qbuf.data(), src, rows, cols, p, g, op, ctx, &st);
+          return std::sqrt(st.err_sq);
+        };
+        pp[k::kPrecErrFpropX] = err(v.X, T, K, Gemm::fprop, Operand::activation);
+        pp[k::kPrecErrFpropW] = err(v.W, N, K, Gemm::fprop, Operand::weight);
+        pp[k::kPrecErrDgradG] = err(v.dY, T, N, Gemm::dgrad, Operand::gradient);
+        pp[k::kPrecErrDgradW] = err(v.W, N, K, Gemm::dgrad, Operand::weight);
+        pp[k::kPrecErrWgradG] = err(v.dY, T, N, Gemm::wgrad, Operand::gradient);
+        pp[k::kPrecErrWgradX] = err(v.X, T, K, Gemm::wgrad, Operand::activation);
+        // exact GEMM output errors: quantized − BF16
+        qlinear_fprop(yq.data(), v.X, v.W, T, K, N, p, ctx);
+        qlinear_dgrad(dxq.data(), v.dY, v.W, T, K, N, p, ctx);
+        qlinear_wgrad(dwq.data(), v.dY, v.X, T, K, N, p, ctx);
+        pp[k::kPrecDyErr] = std::sqrt(diff_sq(yq.data(), y_ref.data(), T * N));
+        pp[k::kPrecGDotDy] = dot_diff(v.dY, yq.data(), y_ref.data(), T * N);
+        pp[k::kPrecDdxErr] = std::sqrt(diff_sq(dxq.data(), dx_ref.data(), T * K));
+        pp[k::kPrecDdwErr] = std::sqrt(diff_sq(dwq.data(), dw_ref.data(), N * K));
+        // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+        double own = 0;
+        for (int64_t e = 0; e < N * K; ++e) {
+          const double d = double(dwq[size_t(e)]) - double(dw_ref[size_t(e)]);
+          own += d * d * w[size_t(e)];
+        }
+        pp[k::kPrecOwnUpdateSq] = own;
+        // upstream term: δdX mapped exactly to the residual point; siblings' δG
+        sub(ddx.data(), dxq.data(), dx_ref.data(), T * K);
+        pp[k::kPrecResidErrSq] = local.resid_err_sq(type, ddx.data(), &sib);
+        for (const auto& [st, val] : sib) pp[k::sibling_dg_sq_key(layer_type_short_name(st))] = val;
+      }
+      round.layers.push_back(std::move(ls));
+    }
+  }
+
+  round.options = nlohmann::json{{"precisions", [&] {
+                                    nlohmann::json a = nlohmann::json::array();
+                                    for (Precision p : o.precisions) a.push_back(precision_name(p));
+                                    return a;
+                                  }()},
+                                 {"noise_passes", o.noise_passes},
+                                 {"sigma_eta_rel", o.sigma_eta_rel},
+                                 {"seed", o.seed},
+                                 {"lr", o.lr},
+                                 {"grad_clip", o.grad_clip},
+                                 {"reference", "bf16"},
+                                 {"weight_divergence_mode", "local"}};
+  return round;
+}
+
+void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
+                     std::string* batch_id) {
+  const TrainConfig& c = trainer.config();
+  const nlohmann::json d = trainer.trainer_state().at("data");
+  DataPosition pos;
+  pos.epoch = d.at("epoch").get<uint64_t>();
+  pos.batch_in_epoch = d.at("batch_in_epoch").get<uint64_t>();
+  pos.seed = d.at("seed").get<uint64_t>();
+  BatchLoader loader(&trainer.data().train, c.batch_size, c.seq_len, c.seed, /*shuffle=*/true);
+  loader.seek(pos);
+  const size_t n = size_t(c.batch_size) * size_t(c.seq_len);
+  inputs.resize(n), targets.resize(n);
+  loader.next(inputs.data(), targets.data());
+  if (batch_id) *batch_id = "train:e" + std::to_string(pos.epoch) + ":b" + std::to_string(pos.batch_in_epoch);
+}
+
+StatsRound collect_stats_round(Trainer& trainer, StatsRoundOptions options) {
+  std::vector<int32_t> in, tgt;
+  peek_next_batch(trainer, in, tgt, &options.batch_id);
+  const TrainConfig& c = trainer.config();
+  options.step = trainer.step_count();
+  options.lr = c.schedule.at(trainer.step_count());
+  options.grad_clip = c.grad_clip;
+  return collect_stats_round(trainer.model(), trainer.optimizer(), in.data(), tgt.data(), options);
+}
+
+}  // namespace snip
