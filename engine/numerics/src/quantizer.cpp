@@ -245,6 +245,80 @@ Scale block_scale(const QuantSpec& spec, const ElemInfo& info, float amax, float
   return s;
 }
 
+// Fast twins of the scalar scale rules (e8m0_exponent, nvfp4_block_scale) on FP32 bits, for
+// the kernels that compute one scale per 16 or 32 elements; subnormal inputs (rare) take the
+// scalar rule. Tests check them against the scalar rules through fake_quantize_ref.
+inline int e8m0_exponent_fast(float amax, const QuantSpec& spec, const ElemInfo& info) {
+  const uint32_t b = fbits(amax);
+  if (b == 0) return 0;
+  if (b < 0x00800000u) return e8m0_exponent(amax, spec.format, spec.e8m0_mode);
+  const int exp = int(b >> 23) - 127;
+  const bool frac = (b & 0x7FFFFFu) != 0;
+  int e = 0;
+  switch (spec.e8m0_mode) {
+    case E8M0Mode::floor: e = exp - info.emax; break;
+    case E8M0Mode::ceil: e = exp + (frac ? 1 : 0) - info.emax; break;
+    case E8M0Mode::rceil: {
+      const uint32_t vb = fbits(amax / info.max);
+      if (vb < 0x00800000u) return e8m0_exponent(amax, spec.format, spec.e8m0_mode);
+      e = int(vb >> 23) - 127 + ((vb & 0x7FFFFFu) != 0 ? 1 : 0);
+      break;
+    }
+    case E8M0Mode::even: {  // RNE of the FP32 mantissa to mbits bits; a carry bumps the exponent
+      const int sh = 23 - info.mbits;
+      const uint32_t r = (b + (1u << (sh - 1)) - 1u + ((b >> sh) & 1u)) & ~((1u << sh) - 1u);
+      e = int(r >> 23) - 127 - info.emax;
+      break;
+    }
+  }
+  return e < -127 ? -127 : e > 127 ? 127 : e;
+}
+
+// 2^e for e in [-127, 127] (2^-127 is the one subnormal).
+inline float pow2(int e) { return e >= -126 ? ffrom(uint32_t(127 + e) << 23) : std::ldexp(1.0f, e); }
+
+// NVFP4 per-tensor constants (FORMATS.md steps 1, 2 and the 1/g of step 4).
+struct Nvfp4Tensor {
+  float g = 1, mult = 1.0f / 6.0f, inv_g = 1;
+};
+Nvfp4Tensor nvfp4_tensor(float g) { return Nvfp4Tensor{g, g * (1.0f / 6.0f), 1.0f / g}; }
+
+// E4M3 RNE of a non-negative finite a <= 448 by the FP32 add trick (see the file comment).
+inline float e4m3_rne_fast(float a) {
+  uint32_t eb = fbits(a) >> 23;
+  eb = eb > 121u ? eb : 121u;  // emin -6 → biased 121
+  const float big = ffrom((eb + 20u) << 23);  // 2^(e + 23 - 3)
+  return (a + big) - big;
+}
+
+Scale block_scale_fast(const QuantSpec& spec, const ElemInfo& info, float amax, const Nvfp4Tensor& nv) {
+  Scale s;
+  switch (spec.scale) {
+    case ScaleKind::none: break;
+    case ScaleKind::fp32: {
+      float v = amax / info.max;
+      if (!(v > 0)) v = 1.0f;
+      s.in = s.out = v;
+      break;
+    }
+    case ScaleKind::e8m0: {
+      const int e = e8m0_exponent_fast(amax, spec, info);
+      s.in = pow2(-e);
+      s.out = pow2(e);
+      break;
+    }
+    case ScaleKind::nvfp4: {
+      float sb = amax * nv.mult;
+      if (!(sb < 448.0f)) sb = 448.0f;
+      s.out = e4m3_rne_fast(sb) * nv.inv_g;
+      const float enc = 1.0f / s.out;
+      s.in = enc > FLT_MAX ? FLT_MAX : enc;
+      break;
+    }
+  }
+  return s;
+}
+
 [[noreturn]] void throw_nonfinite(const float* x, int64_t rows, int64_t cols, const char* name) {
   const int64_t n = rows * cols;
   int64_t i = 0;
@@ -382,13 +456,13 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   const detail::RowKernel kernel = detail::pick_row_kernel(divide, vec, spec.rounding);
   const int64_t row_grain = std::max<int64_t>(1, kGrainElems / cols);
 
-  float nvfp4_g = 1.0f;
+  Nvfp4Tensor nv;
   if (spec.scale == ScaleKind::nvfp4) {
     std::vector<uint32_t> part(size_t(nthreads), 0);
     detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
     const uint32_t m = *std::max_element(part.begin(), part.end());
     if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
-    nvfp4_g = nvfp4_tensor_factor(ffrom(m));
+    nv = nvfp4_tensor(nvfp4_tensor_factor(ffrom(m)));
   }
 
   // Runs the kernel on one segment of one row (fast path) or through the slow finish.
@@ -418,7 +492,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
             bad = true;
             return;
           }
-          const Scale s = block_scale(spec, info, ffrom(am), nvfp4_g);
+          const Scale s = block_scale_fast(spec, info, ffrom(am), nv);
           run_segment(t, y + r * cols + c0, xs, &s.in, &s.out, false, len, uint64_t(r * cols + c0), rbuf, ones);
         }
       }
@@ -459,7 +533,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
       if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
     std::vector<float> s_in(static_cast<size_t>(nblocks)), s_out(static_cast<size_t>(nblocks));
     for (int64_t i = 0; i < nblocks; ++i) {
-      const Scale s = block_scale(spec, info, ffrom(block_amax[size_t(i)]), nvfp4_g);
+      const Scale s = block_scale_fast(spec, info, ffrom(block_amax[size_t(i)]), nv);
       s_in[size_t(i)] = s.in;
       s_out[size_t(i)] = s.out;
     }

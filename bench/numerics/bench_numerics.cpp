@@ -1,0 +1,245 @@
+// Throughput of the numerics kernels, each checked against its reference before it is timed:
+//  - fake_quantize per recipe/role in GB/s, single-threaded, as a ratio to memcpy of the same
+//    buffer (target: snip FP4 activations >= 0.5× memcpy);
+//  - quantized GEMMs (fprop/dgrad/wgrad) as a ratio to plain cblas_sgemm of the same shape
+//    (target: FP4 fprop <= 1.15× sgemm at 1024³), at 1024³ and at the small model's shapes.
+// Ratios are computed from times measured in the same run and printed after the table.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "snip/qlinear.h"
+#include "snip/quant.h"
+
+namespace {
+
+using namespace snip;
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(gen);
+  return v;
+}
+
+// ---- quantize-dequantize vs memcpy ----------------------------------------------------------
+constexpr int64_t kRows = 2048, kCols = 2048;  // 16 MiB: larger than the caches
+
+void BM_memcpy(benchmark::State& st) {
+  const std::vector<float> x = randn(size_t(kRows * kCols), 1);
+  std::vector<float> y(x.size());
+  for (auto _ : st) {
+    std::memcpy(y.data(), x.data(), x.size() * 4);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * kRows * kCols * 4);
+}
+
+struct QuantCase {
+  const char* recipe;
+  Precision p;
+  Gemm g;
+  Operand op;
+};
+
+void BM_quantize(benchmark::State& st, QuantCase c, int threads) {
+  set_quant_threads(threads);
+  const std::vector<float> x = randn(size_t(kRows * kCols), 2);
+  std::vector<float> y(x.size());
+  const QuantSpec spec = Recipe::named(c.recipe).spec(c.p, c.g, c.op);
+  const RngKey key{1, 2, 3, 4};
+  {  // check against the scalar reference on a 256-row slice before timing
+    const int64_t rows = 256;
+    std::vector<float> a(size_t(rows * kCols)), b(a.size());
+    fake_quantize(a.data(), x.data(), rows, kCols, spec, key, "bench");
+    fake_quantize_ref(b.data(), x.data(), rows, kCols, spec, key, "bench");
+    if (std::memcmp(a.data(), b.data(), a.size() * 4) != 0) {
+      st.SkipWithError("fast kernel differs from fake_quantize_ref");
+      set_quant_threads(0);
+      return;
+    }
+  }
+  for (auto _ : st) {
+    fake_quantize(y.data(), x.data(), kRows, kCols, spec, key, "bench");
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * kRows * kCols * 4);
+  set_quant_threads(0);
+}
+
+// ---- GEMMs -------------------------------------------------------------------------------
+void BM_sgemm(benchmark::State& st, Gemm g, int64_t T, int64_t K, int64_t N) {
+  const std::vector<float> A = randn(size_t(T * std::max(K, N)), 3), B = randn(size_t(N * K), 4);
+  std::vector<float> C(size_t(std::max(T, N) * std::max(K, N)));
+  for (auto _ : st) {
+    switch (g) {
+      case Gemm::fprop:  // Y(T,N) = X(T,K)·W(N,K)ᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1, A.data(), int(K), B.data(),
+                    int(K), 0, C.data(), int(N));
+        break;
+      case Gemm::dgrad:  // dX(T,K) = dY(T,N)·W(N,K)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1, A.data(), int(N), B.data(),
+                    int(K), 0, C.data(), int(K));
+        break;
+      case Gemm::wgrad:  // dW(N,K) = dY(T,N)ᵀ·X(T,K)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1, A.data(), int(N), B.data(),
+                    int(K), 0, C.data(), int(K));
+        break;
+    }
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()),
+                                              benchmark::Counter::kIsRate);
+}
+
+void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g, int64_t T, int64_t K, int64_t N) {
+  const Recipe recipe = Recipe::named(recipe_name);
+  QLinearContext ctx;
+  ctx.recipe = &recipe;
+  ctx.seed = 1;
+  const std::vector<float> X = randn(size_t(T * K), 5), W = randn(size_t(N * K), 6), dY = randn(size_t(T * N), 7);
+  std::vector<float> out(size_t(std::max(T * N, std::max(T * K, N * K))));
+  auto run = [&] {
+    switch (g) {
+      case Gemm::fprop: qlinear_fprop(out.data(), X.data(), W.data(), T, K, N, p, ctx); break;
+      case Gemm::dgrad: qlinear_dgrad(out.data(), dY.data(), W.data(), T, K, N, p, ctx); break;
+      case Gemm::wgrad: qlinear_wgrad(out.data(), dY.data(), X.data(), T, K, N, p, ctx); break;
+    }
+  };
+  {  // check: the fprop output equals BF16(sgemm of the reference-quantized operands)
+    if (g == Gemm::fprop) {
+      std::vector<float> Xq(X.size()), Wq(W.size()), ref(size_t(T * N));
+      fake_quantize_ref(Xq.data(), X.data(), T, K, recipe.spec(p, g, Operand::activation),
+                        qlinear_rng_key(ctx, g, Operand::activation), "X");
+      fake_quantize_ref(Wq.data(), W.data(), N, K, recipe.spec(p, g, Operand::weight),
+                        qlinear_rng_key(ctx, g, Operand::weight), "W");
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1, Xq.data(), int(K), Wq.data(),
+                  int(K), 0, ref.data(), int(N));
+      QuantSpec bf;
+      bf.format = ElemFormat::bf16;
+      if (p != Precision::fp32) fake_quantize_ref(ref.data(), ref.data(), T, N, bf, {}, "Y");
+      run();
+      if (std::memcmp(ref.data(), out.data(), ref.size() * 4) != 0) {
+        st.SkipWithError("qlinear_fprop differs from sgemm of reference-quantized operands");
+        return;
+      }
+    }
+  }
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()),
+                                              benchmark::Counter::kIsRate);
+}
+
+// Collects each benchmark's real time per iteration so ratios can be printed at the end.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> seconds, cpu_seconds;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
+      std::string name = r.benchmark_name();
+      const std::string suffix = "/real_time";
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        name.resize(name.size() - suffix.size());
+      seconds[name] = r.GetAdjustedRealTime() * benchmark::GetTimeUnitMultiplier(r.time_unit);
+      cpu_seconds[name] = r.GetAdjustedCPUTime() * benchmark::GetTimeUnitMultiplier(r.time_unit);
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+struct Ratio {
+  std::string name, reference;
+  bool throughput;  // true: reference_time / time (fraction of memcpy bandwidth); false: time / reference_time
+};
+std::vector<Ratio> g_ratios;
+
+void register_all() {
+  benchmark::RegisterBenchmark("quant/memcpy", BM_memcpy)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  const std::pair<const char*, QuantCase> quant_cases[] = {
+      {"snip_fp4_activation_1x128", {"snip", Precision::fp4, Gemm::fprop, Operand::activation}},
+      {"snip_fp4_weight_128x128", {"snip", Precision::fp4, Gemm::fprop, Operand::weight}},
+      {"snip_fp4_gradient_1x128_sr", {"snip", Precision::fp4, Gemm::dgrad, Operand::gradient}},
+      {"snip_fp4_wgrad_x_128x1", {"snip", Precision::fp4, Gemm::wgrad, Operand::activation}},
+      {"snip_fp8_activation_1x128", {"snip", Precision::fp8, Gemm::fprop, Operand::activation}},
+      {"mx_fp8_activation_1x32", {"mx", Precision::fp8, Gemm::fprop, Operand::activation}},
+      {"mx_fp4_activation_1x32", {"mx", Precision::fp4, Gemm::fprop, Operand::activation}},
+      {"nvfp4_fp4_activation_1x16", {"nvfp4", Precision::fp4, Gemm::fprop, Operand::activation}},
+      {"nvfp4_fp4_weight_16x16", {"nvfp4", Precision::fp4, Gemm::fprop, Operand::weight}},
+      {"tensor_fp4_activation", {"tensor", Precision::fp4, Gemm::fprop, Operand::activation}},
+      {"bf16", {"snip", Precision::bf16, Gemm::fprop, Operand::activation}},
+  };
+  for (const auto& [name, c] : quant_cases) {
+    const std::string n = std::string("quant/") + name + "/threads:1";
+    benchmark::RegisterBenchmark(n.c_str(), BM_quantize, c, 1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    g_ratios.push_back({n, "quant/memcpy", true});
+  }
+  {
+    const std::string n = "quant/snip_fp4_activation_1x128/threads:2";
+    benchmark::RegisterBenchmark(n.c_str(), BM_quantize, quant_cases[0].second, 2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    g_ratios.push_back({n, "quant/memcpy", true});
+  }
+
+  struct Shape {
+    const char* name;
+    int64_t T, K, N;
+  };
+  // 1024³, and the small model (C=256, F=688, 4096 tokens per step): q/k/v/o (K=N=256),
+  // gate/up (K=256, N=688), down (K=688, N=256).
+  const Shape shapes[] = {{"1024^3", 1024, 1024, 1024},
+                          {"T4096_K256_N256", 4096, 256, 256},
+                          {"T4096_K256_N688", 4096, 256, 688},
+                          {"T4096_K688_N256", 4096, 688, 256}};
+  for (const Shape& s : shapes) {
+    for (Gemm g : kAllGemms) {
+      if (std::string(s.name) == "1024^3" && g != Gemm::fprop) continue;
+      const std::string base = std::string("gemm/") + s.name + "/" + gemm_name(g);
+      benchmark::RegisterBenchmark((base + "/sgemm").c_str(), BM_sgemm, g, s.T, s.K, s.N)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      const std::pair<const char*, Precision> variants[] = {
+          {"snip", Precision::fp4}, {"snip", Precision::fp8}, {"snip", Precision::bf16}, {"nvfp4", Precision::fp4},
+          {"mx", Precision::fp8}};
+      for (const auto& [recipe, p] : variants) {
+        const std::string n = base + "/" + recipe + "_" + precision_name(p);
+        benchmark::RegisterBenchmark(n.c_str(), BM_qgemm, recipe, p, g, s.T, s.K, s.N)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        g_ratios.push_back({n, base + "/sgemm", false});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nRatios (measured in this run):\n");
+  for (const Ratio& r : g_ratios) {
+    auto a = reporter.seconds.find(r.name), b = reporter.seconds.find(r.reference);
+    if (a == reporter.seconds.end() || b == reporter.seconds.end()) continue;
+    // Single-threaded kernels: CPU time too (robust against other load on the machine).
+    if (r.throughput)
+      std::printf("  %-55s %6.2f x memcpy bandwidth (real time), %6.2f x (CPU time)\n", r.name.c_str(),
+                  b->second / a->second, reporter.cpu_seconds[r.reference] / reporter.cpu_seconds[r.name]);
+    else
+      std::printf("  %-55s %6.3f x sgemm time\n", r.name.c_str(), a->second / b->second);
+  }
+  benchmark::Shutdown();
+  return 0;
+}
