@@ -1,0 +1,17 @@
+// test_gui's main: the offscreen Qt platform and private config/data directories are set
+// before the QApplication exists, so tests never touch the user's settings or database.
+#include <QApplication>
+#include <QTemporaryDir>
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QTemporaryDir home;
+  qputenv("XDG_CONFIG_HOME", (home.path() + "/config").toUtf8());
+  qputenv("XDG_DATA_HOME", (home.path() + "/data").toUtf8());
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("snip-workbench-test"));
+  QApplication::setApplicationName(QStringLiteral("snip-workbench-test"));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

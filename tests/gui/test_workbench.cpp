@@ -1,0 +1,408 @@
+// Workbench tests on real widgets, a real SQLite database in a temp dir and the real engine on
+// the `tiny` preset: training runs and their metrics, the budget slider and pins re-solving the
+// ILP, comparing plans, exporting a plan the trainer accepts, engine errors shown without
+// breaking the window, runs written by another process, closing during training, screenshots.
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QImage>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTest>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <filesystem>
+#include <functional>
+#include <gtest/gtest.h>
+
+#include "compare_view.h"
+#include "heatmap_widget.h"
+#include "main_window.h"
+#include "monitor_view.h"
+#include "plan_grid.h"
+#include "plan_view.h"
+#include "run_view.h"
+#include "sensitivity_view.h"
+#include "snip/model_config.h"
+#include "snip/plan.h"
+#include "snip/run_recorder.h"
+#include "snip/store.h"
+#include "snip/trainer.h"
+#include "synthetic_stats.h"
+
+using namespace snip::ui;
+
+namespace {
+
+// Processes events until `done` or the timeout; returns done().
+bool wait_for(const std::function<bool()>& done, int timeout_ms = 20000) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  return done();
+}
+
+class WorkbenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    db_ = dir_.filePath("workbench.db");
+  }
+  // A database holding one synthetic statistics round of `preset`'s shape (test data only).
+  void seed_stats(const std::string& preset, int64_t step = 100) {
+    snip::Store store(db_.toStdString());
+    store.add_stats_round(snip::test::synthetic_stats_round(snip::preset_config(preset).dims(), 2048, step));
+  }
+  std::unique_ptr<MainWindow> open_window() {
+    auto w = std::make_unique<MainWindow>(db_);
+    w->set_close_confirmation([] { return true; });
+    w->resize(1280, 800);
+    w->show();
+    return w;
+  }
+  // Waits until the plan view shows a plan for the current controls.
+  static bool wait_plan(PlanView* view, QSignalSpy& shown, int count) {
+    return wait_for([&] { return shown.count() >= count && !view->solving(); });
+  }
+  void set_tiny_form(RunView* rv, int steps) {
+    rv->preset_combo()->setCurrentText("tiny");
+    rv->steps_spin()->setValue(steps);
+    rv->batch_spin()->setValue(2);
+    rv->seq_spin()->setValue(32);
+    rv->precision_combo()->setCurrentIndex(2);  // FP4 everywhere
+  }
+  QTemporaryDir dir_;
+  QString db_;
+};
+
+TEST_F(WorkbenchTest, BudgetSliderResolvesAPlanThatMeetsTheTarget) {
+  seed_stats("small");
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  ASSERT_TRUE(wait_plan(pv, shown, 1)) << pv->last_error().toStdString();
+  for (int target : {250, 620, 830, 100}) {  // per mille
+    const int before = shown.count();
+    pv->budget_slider()->setValue(target);
+    ASSERT_TRUE(wait_plan(pv, shown, before + 1)) << pv->last_error().toStdString();
+    ASSERT_TRUE(pv->current());
+    const double rho = target / 1000.0;
+    EXPECT_NEAR(pv->current()->budget, rho, 1e-9);
+    EXPECT_GE(pv->current()->achieved_fraction, rho);
+    EXPECT_DOUBLE_EQ(pv->budget_spin()->value(), target / 10.0);  // slider and spin box agree
+    // The grid draws the plan that was solved.
+    EXPECT_EQ(pv->grid()->plan(), plan_per_layer(pv->current()->plan, 6));
+    EXPECT_EQ(pv->current()->plan.layers.size(), 42u);
+  }
+}
+
+TEST_F(WorkbenchTest, PinnedLayersAreHonoured) {
+  seed_stats("small");
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  pv->budget_slider()->setValue(700);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  // Find a layer the unpinned plan puts in FP4 and one in FP8, then pin them the other way.
+  int fp4_layer = -1, fp8_layer = -1;
+  const auto per_layer = plan_per_layer(pv->current()->plan, 6);
+  for (int l = 0; l < int(per_layer.size()); ++l) {
+    if (per_layer[l].fprop == snip::Precision::fp4 && fp4_layer < 0) fp4_layer = l;
+    if (per_layer[l].fprop == snip::Precision::fp8 && fp8_layer < 0) fp8_layer = l;
+  }
+  ASSERT_GE(fp4_layer, 0);
+  ASSERT_GE(fp8_layer, 0);
+  int before = shown.count();
+  pv->cycle_pin(fp4_layer);  // click 1: pin to FP8
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  before = shown.count();
+  QTest::mouseClick(pv->grid(), Qt::LeftButton, {}, pv->grid()->layer_rect(fp8_layer).center());  // FP8 pin
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  before = shown.count();
+  QTest::mouseClick(pv->grid(), Qt::LeftButton, {}, pv->grid()->layer_rect(fp8_layer).center());  // → FP4 pin
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  const auto pinned = plan_per_layer(pv->current()->plan, 6);
+  EXPECT_EQ(pinned[fp4_layer], snip::LinearPrecision::uniform(snip::Precision::fp8));
+  EXPECT_EQ(pinned[fp8_layer], snip::LinearPrecision::uniform(snip::Precision::fp4));
+  EXPECT_GE(pv->current()->achieved_fraction, 0.7);
+  EXPECT_EQ(pv->pins().size(), 2u);
+  // Clicking a heatmap cell in the Sensitivity view pins in the Plan view too.
+  SensitivityView* sv = w->sensitivity_view();
+  w->show_view("sensitivity");
+  before = shown.count();
+  QTest::mouseClick(sv->heatmap(), Qt::LeftButton, {}, sv->heatmap()->cell_rect(3).center());
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  EXPECT_EQ(pv->pins().count("model.layers.0.self_attn.o_proj"), fp4_layer == 3 || fp8_layer == 3 ? 0u : 1u);
+}
+
+TEST_F(WorkbenchTest, InfeasibleRequestShowsTheCauseAndTheViewRecovers) {
+  seed_stats("tiny");
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  QSignalSpy failed(pv, &PlanView::solve_failed);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  pv->cycle_pin(6);  // model.layers.0.mlp.down_proj pinned to FP8 ...
+  pv->budget_slider()->setValue(1000);  // ... makes 100 % FP4 unreachable
+  ASSERT_TRUE(wait_for([&] { return failed.count() >= 1 && !pv->solving(); }));
+  EXPECT_FALSE(pv->last_error().isEmpty());
+  EXPECT_TRUE(pv->last_error().contains("unreachable") || pv->last_error().contains("pin")) << pv->last_error().toStdString();
+  const int before = shown.count();
+  pv->budget_slider()->setValue(400);
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  EXPECT_TRUE(pv->last_error().isEmpty());
+  EXPECT_GE(pv->current()->achieved_fraction, 0.4);
+}
+
+TEST_F(WorkbenchTest, CompareViewShowsTwoPlansWithTheirDifferences) {
+  seed_stats("small");
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  pv->budget_slider()->setValue(300);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  int before = shown.count();
+  pv->budget_slider()->setValue(300);  // no change: no new solve needed, but the plan is current
+  const int64_t low = pv->save_plan_to_store();
+  const auto low_layers = plan_per_layer(pv->current()->plan, 6);
+  pv->budget_slider()->setValue(800);
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  const int64_t high = pv->save_plan_to_store();
+  const auto high_layers = plan_per_layer(pv->current()->plan, 6);
+  w->compare_view()->select({low, high}, {});
+  w->show_view("compare");
+  ASSERT_EQ(w->compare_view()->grids().size(), 2u);
+  std::vector<int> expected;
+  for (int l = 0; l < 42; ++l)
+    if (!(low_layers[l] == high_layers[l])) expected.push_back(l);
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(w->compare_view()->grids()[1]->differing_layers(), expected);
+  EXPECT_GE(w->compare_view()->table()->rowCount(), 2);
+  const QString csv = dir_.filePath("compare.csv");
+  w->compare_view()->export_table_csv(csv);
+  EXPECT_GT(QFileInfo(csv).size(), 40);
+}
+
+TEST_F(WorkbenchTest, ExportedPlanReadsBackAndTrainsTheTinyModel) {
+  seed_stats("tiny");
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  pv->budget_slider()->setValue(600);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  const QString path = dir_.filePath("plan.json");
+  pv->export_plan_json(path);
+  const snip::Plan back = snip::read_plan_file(path.toStdString());
+  EXPECT_EQ(back, pv->current()->plan);
+  EXPECT_GE(back.achieved_fp4_fraction, 0.6);
+  // What `snip train --plan` does with it: the trainer accepts the plan for the tiny model.
+  snip::TrainConfig config;
+  config.model = snip::preset_config("tiny");
+  config.batch_size = 2;
+  config.seq_len = 16;
+  config.steps = 1;
+  config.eval_every = 0;
+  config.plan = back;
+  snip::Trainer trainer(config);
+  EXPECT_TRUE(trainer.plan_warnings().empty());
+  EXPECT_EQ(trainer.precisions(), plan_per_layer(back, 2));
+  const snip::StepMetrics m = trainer.step();
+  EXPECT_NEAR(m.fp4_fraction, back.achieved_fp4_fraction, 1e-9);
+  // The CSV export lists every layer.
+  const QString csv = dir_.filePath("plan.csv");
+  pv->export_plan_csv(csv);
+  QFile f(csv);
+  ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+  EXPECT_EQ(f.readAll().count('\n'), 15);  // header + 14 layers
+}
+
+TEST_F(WorkbenchTest, TrainingRunStreamsMetricsIntoMonitorAndStore) {
+  auto w = open_window();
+  RunView* rv = w->run_view();
+  set_tiny_form(rv, 12);
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  QTest::mouseClick(rv->start_button(), Qt::LeftButton);
+  ASSERT_TRUE(wait_for([&] { return w->training() || ended.count() > 0; }, 5000));
+  EXPECT_FALSE(rv->start_button()->isEnabled());
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
+  EXPECT_EQ(ended.at(0).at(1).toString(), "finished") << ended.at(0).at(2).toString().toStdString();
+  const qint64 run_id = ended.at(0).at(0).toLongLong();
+  // Live metrics reached the monitor through the buffer (bulk, on its timer).
+  ASSERT_TRUE(wait_for([&] { return w->monitor_view()->train_points() == 12; }, 3000));
+  EXPECT_EQ(w->monitor_view()->shown_run(), run_id);
+  // And the store has every step, the run is finished with a checkpoint.
+  snip::Store store(db_.toStdString());
+  const snip::RunInfo run = store.run(run_id);
+  EXPECT_EQ(run.status, snip::RunStatus::finished);
+  EXPECT_EQ(store.metrics(run_id).size(), 12u);
+  ASSERT_FALSE(store.checkpoints(run_id).empty());
+  EXPECT_TRUE(std::filesystem::exists(store.checkpoints(run_id).back().path + "/model.safetensors"));
+  EXPECT_EQ(rv->progress_bar()->value(), 12);
+  EXPECT_TRUE(rv->start_button()->isEnabled());
+  EXPECT_GE(rv->runs_table()->rowCount(), 1);
+}
+
+TEST_F(WorkbenchTest, StopSavesAResumableCheckpoint) {
+  auto w = open_window();
+  RunView* rv = w->run_view();
+  set_tiny_form(rv, 100000);
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return w->live_metrics()->size() >= 3; }, 30000));
+  w->toggle_pause();
+  const size_t at_pause = w->live_metrics()->size();
+  QTest::qWait(300);
+  EXPECT_LE(w->live_metrics()->size(), at_pause + 1);  // at most the step in flight
+  w->stop_training();  // also wakes the paused loop
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 30000));
+  EXPECT_EQ(ended.at(0).at(1).toString(), "interrupted");
+  snip::Store store(db_.toStdString());
+  const auto cps = store.checkpoints(ended.at(0).at(0).toLongLong());
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(cps[0].path + "/trainer_state.json"));
+  EXPECT_LT(cps[0].step, 100000);
+}
+
+TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {
+  auto w = open_window();
+  RunView* rv = w->run_view();
+  set_tiny_form(rv, 3);
+  // 1. A config the engine rejects (heads do not divide the hidden size).
+  const QString bad_config = dir_.filePath("config.json");
+  {
+    QFile f(bad_config);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(R"({"hidden_size": 100, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 3,
+               "vocab_size": 256, "max_position_embeddings": 64})");
+  }
+  rv->config_edit()->setText(bad_config);
+  w->start_training();
+  EXPECT_FALSE(w->training());
+  EXPECT_TRUE(w->message_text().contains("Cannot start")) << w->message_text().toStdString();
+  EXPECT_TRUE(w->message_text().contains("config.json")) << w->message_text().toStdString();
+  // 2. Data the trainer cannot load: the failure arrives from the worker thread.
+  rv->config_edit()->clear();
+  rv->data_edit()->setText(dir_.filePath("no-such-corpus.txt"));
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 30000));
+  EXPECT_EQ(ended.at(0).at(1).toString(), "failed");
+  EXPECT_TRUE(w->message_text().contains("no-such-corpus")) << w->message_text().toStdString();
+  // 3. The window still works: a good run after the errors finishes.
+  rv->data_edit()->clear();
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 2; }, 60000));
+  EXPECT_EQ(ended.at(1).at(1).toString(), "finished") << ended.at(1).at(2).toString().toStdString();
+  // 4. A broken import is reported, not fatal.
+  const QString junk = dir_.filePath("junk.csv");
+  {
+    QFile f(junk);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("layer,precision,cost,flops\nmodel.layers.0.self_attn.q_proj,fp9,1,1\n");
+  }
+  EXPECT_FALSE(w->workbench()->import_statistics_or_costs(junk));
+  EXPECT_TRUE(w->message_text().contains("fp9")) << w->message_text().toStdString();
+}
+
+TEST_F(WorkbenchTest, RunsWrittenByAnotherProcessAppear) {
+  auto w = open_window();
+  const int rows_before = w->run_view()->runs_table()->rowCount();
+  {
+    // What the headless `snip train` does: its own connection, a run and committed metrics.
+    snip::Store cli(db_.toStdString());
+    snip::RunSpec spec;
+    spec.name = "from the CLI";
+    spec.dims = snip::preset_config("tiny").dims();
+    spec.method = "uniform-bf16";
+    const int64_t id = cli.create_run(spec);
+    std::vector<snip::MetricRow> rows;
+    for (int s = 1; s <= 40; ++s) rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
+    cli.append_metrics(id, rows);
+    cli.set_run_status(id, snip::RunStatus::finished);
+  }
+  w->workbench()->poll_now();  // the timer does this every 1.5 s
+  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), rows_before + 1);
+  EXPECT_EQ(w->run_view()->runs_table()->item(0, 1)->text(), "from the CLI");
+}
+
+TEST_F(WorkbenchTest, ClosingDuringTrainingStopsCleanlyAndSavesACheckpoint) {
+  auto w = open_window();
+  set_tiny_form(w->run_view(), 100000);
+  int asked = 0;
+  w->set_close_confirmation([&] {
+    ++asked;
+    return true;
+  });
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return w->live_metrics()->size() >= 2; }, 30000));
+  const int64_t run_id = w->live_metrics()->run_id();
+  EXPECT_TRUE(w->close());
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(w->training());
+  snip::Store store(db_.toStdString());
+  EXPECT_EQ(store.run(run_id).status, snip::RunStatus::interrupted);
+  EXPECT_EQ(store.checkpoints(run_id).size(), 1u);
+}
+
+TEST_F(WorkbenchTest, ScreenshotsOfAPopulatedWorkbench) {
+  // Populated: a finished tiny run, statistics rounds at three steps, two stored plans.
+  {
+    snip::Store store(db_.toStdString());
+    snip::RunSpec spec;
+    spec.name = "small · uniform-fp4 (synthetic curve for the screenshot)";
+    spec.dims = snip::preset_config("small").dims();
+    spec.method = "uniform-fp4";
+    const int64_t id = store.create_run(spec);
+    std::vector<snip::MetricRow> rows;
+    for (int s = 1; s <= 600; ++s) {
+      snip::MetricRow r{s, 2.0 + 3.5 * std::exp(-s / 120.0) + 0.08 * std::sin(s * 1.7), std::nullopt,
+                        3e-3 * std::min(1.0, s / 20.0), 1.5 * std::exp(-s / 300.0) + 0.3, 9000, 1.0, std::nullopt};
+      if (s % 50 == 0) r.val_loss = 2.1 + 3.5 * std::exp(-s / 120.0);
+      rows.push_back(r);
+    }
+    store.append_metrics(id, rows);
+    store.set_run_status(id, snip::RunStatus::finished);
+    for (int step : {100, 300, 500})
+      store.add_stats_round(snip::test::synthetic_stats_round(spec.dims, 2048, step, 7 + step), id);
+  }
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  QSignalSpy swept(pv, &PlanView::sweep_shown);
+  pv->budget_slider()->setValue(500);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  pv->save_plan_to_store();
+  const int before = shown.count();
+  pv->budget_slider()->setValue(750);
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  pv->cycle_pin(13);
+  ASSERT_TRUE(wait_plan(pv, shown, before + 2));
+  pv->save_plan_to_store();
+  ASSERT_TRUE(wait_for([&] { return swept.count() >= 1; }, 30000));
+  QTest::qWait(200);
+  w->workbench()->poll_now();
+  w->compare_view()->refresh_lists();
+  {
+    snip::Store store(db_.toStdString());
+    const auto plans = store.plans();
+    ASSERT_EQ(plans.size(), 2u);
+    w->compare_view()->select({plans[1].id, plans[0].id}, {store.runs().front().id});
+  }
+  const QStringList files = w->render_screenshots(SNIP_SCREENSHOT_DIR);
+  ASSERT_EQ(files.size(), 5);
+  for (const QString& f : files) {
+    const QImage image(f);
+    ASSERT_FALSE(image.isNull()) << f.toStdString();
+    EXPECT_EQ(image.width(), 1280);
+    EXPECT_EQ(image.height(), 800);
+  }
+}
+
+}  // namespace

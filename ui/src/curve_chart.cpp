@@ -1,0 +1,325 @@
+// CurveChart: bulk-updated, timer-refreshed line chart with EMA smoothing and log scale.
+#include "curve_chart.h"
+
+#include <QCheckBox>
+#include <QFile>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QPen>
+#include <QSlider>
+#include <QSvgGenerator>
+#include <QTextStream>
+#include <QVBoxLayout>
+#include <QtCharts/QChart>
+#include <QtCharts/QChartView>
+#include <QtCharts/QLegend>
+#include <QtCharts/QLegendMarker>
+#include <QtCharts/QLineSeries>
+#include <QtCharts/QLogValueAxis>
+#include <QtCharts/QValueAxis>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "snip/error.h"
+
+namespace snip::ui {
+
+namespace {
+constexpr int kRedrawDelayMs = 60;  // 40–100 ms: smooth to the eye, bounded redraw cost
+
+// Axis range with a little headroom; for log axes only positive values count.
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  void add(double v) {
+    if (!std::isfinite(v)) return;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool valid() const { return lo <= hi; }
+};
+}  // namespace
+
+std::vector<QPointF> smooth_ema(const std::vector<QPointF>& points, double weight) {
+  if (weight <= 0.0) return points;
+  weight = std::min(weight, 0.999);
+  std::vector<QPointF> out;
+  out.reserve(points.size());
+  double s = 0.0;
+  double debias = 1.0;  // w^i
+  for (const QPointF& p : points) {
+    if (!std::isfinite(p.y())) {  // a NaN step does not poison every later point
+      out.push_back(p);
+      continue;
+    }
+    s = weight * s + (1.0 - weight) * p.y();
+    debias *= weight;
+    out.emplace_back(p.x(), s / (1.0 - debias));
+  }
+  return out;
+}
+
+std::vector<QPointF> downsample_minmax(const std::vector<QPointF>& points, int max_points) {
+  const size_t n = points.size();
+  if (max_points < 4 || n <= size_t(max_points)) return points;
+  const size_t buckets = size_t(max_points) / 2;
+  std::vector<QPointF> out;
+  out.reserve(buckets * 2);
+  for (size_t b = 0; b < buckets; ++b) {
+    const size_t begin = b * n / buckets;
+    const size_t end = (b + 1) * n / buckets;
+    if (begin >= end) continue;
+    size_t imin = begin, imax = begin;
+    for (size_t i = begin + 1; i < end; ++i) {
+      if (points[i].y() < points[imin].y()) imin = i;
+      if (points[i].y() > points[imax].y()) imax = i;
+    }
+    out.push_back(points[std::min(imin, imax)]);
+    if (imin != imax) out.push_back(points[std::max(imin, imax)]);
+  }
+  return out;
+}
+
+CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* parent)
+    : QWidget(parent), title_(title), y_label_(y_label), x_label_(tr("step")), marker_x_(std::nan("")) {
+  chart_ = new QChart();
+  chart_->setTitle(title);
+  chart_->legend()->setAlignment(Qt::AlignBottom);
+  chart_->setMargins(QMargins(4, 4, 4, 4));
+  chart_->setBackgroundRoundness(0);
+  // Follow the platform palette (dark or light) instead of the chart's own theme colours.
+  const QPalette pal = palette();
+  chart_->setBackgroundBrush(pal.color(QPalette::Base));
+  chart_->setTitleBrush(pal.color(QPalette::Text));
+  chart_->legend()->setLabelColor(pal.color(QPalette::Text));
+  view_ = new QChartView(chart_, this);
+  view_->setRenderHint(QPainter::Antialiasing);
+  view_->setMinimumHeight(160);
+
+  controls_ = new QWidget(this);
+  auto* controls_layout = new QHBoxLayout(controls_);
+  controls_layout->setContentsMargins(4, 0, 4, 0);
+  smoothing_label_ = new QLabel(controls_);
+  smoothing_slider_ = new QSlider(Qt::Horizontal, controls_);
+  smoothing_slider_->setRange(0, 99);
+  smoothing_slider_->setValue(int(std::lround(smoothing_ * 100)));
+  smoothing_slider_->setToolTip(tr("EMA smoothing weight; the raw curve stays visible, faint, behind the smoothed one"));
+  smoothing_slider_->setMaximumWidth(220);
+  log_check_ = new QCheckBox(tr("Log scale"), controls_);
+  controls_layout->addWidget(new QLabel(tr("Smoothing"), controls_));
+  controls_layout->addWidget(smoothing_slider_);
+  controls_layout->addWidget(smoothing_label_);
+  controls_layout->addStretch();
+  controls_layout->addWidget(log_check_);
+  smoothing_label_->setText(QString::number(smoothing_, 'f', 2));
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addWidget(view_, 1);
+  layout->addWidget(controls_);
+
+  connect(smoothing_slider_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
+  connect(log_check_, &QCheckBox::toggled, this, [this](bool on) { set_log_scale(on); });
+
+  redraw_timer_.setSingleShot(true);
+  redraw_timer_.setInterval(kRedrawDelayMs);
+  connect(&redraw_timer_, &QTimer::timeout, this, &CurveChart::redraw_now);
+  rebuild_axes();
+}
+
+void CurveChart::set_curves(std::vector<Curve> curves) {
+  curves_ = std::move(curves);
+  schedule_redraw();
+}
+
+void CurveChart::set_smoothing(double weight) {
+  smoothing_ = std::clamp(weight, 0.0, 0.99);
+  smoothing_label_->setText(QString::number(smoothing_, 'f', 2));
+  const int slider_value = int(std::lround(smoothing_ * 100));
+  if (smoothing_slider_->value() != slider_value) smoothing_slider_->setValue(slider_value);
+  schedule_redraw();
+}
+
+void CurveChart::set_log_scale(bool on) {
+  if (log_check_->isChecked() != on) log_check_->setChecked(on);
+  if (log_scale_ == on) return;
+  log_scale_ = on;
+  rebuild_axes();
+  schedule_redraw();
+}
+
+void CurveChart::set_smoothing_visible(bool visible) { controls_->setVisible(visible); }
+
+void CurveChart::set_x_label(const QString& label) {
+  x_label_ = label;
+  QList<QAbstractAxis*> x_axes = chart_->axes(Qt::Horizontal);
+  if (!x_axes.isEmpty()) x_axes.first()->setTitleText(label);
+}
+
+void CurveChart::set_marker_x(double x, const QString& label) {
+  marker_x_ = x;
+  marker_label_ = label;
+  schedule_redraw();
+}
+
+void CurveChart::schedule_redraw() {
+  if (!redraw_timer_.isActive()) redraw_timer_.start();
+}
+
+QAbstractAxis* CurveChart::make_y_axis() {
+  if (log_scale_) {
+    auto* axis = new QLogValueAxis();
+    axis->setBase(10.0);
+    axis->setLabelFormat("%.3g");
+    axis->setMinorTickCount(-1);
+    return axis;
+  }
+  auto* axis = new QValueAxis();
+  axis->setLabelFormat("%.4g");
+  return axis;
+}
+
+void CurveChart::rebuild_axes() {
+  for (QAbstractAxis* axis : chart_->axes()) {
+    chart_->removeAxis(axis);
+    delete axis;
+  }
+  auto* x_axis = new QValueAxis();
+  x_axis->setTitleText(x_label_);
+  x_axis->setLabelFormat("%.6g");
+  QAbstractAxis* y_axis = make_y_axis();
+  y_axis->setTitleText(y_label_);
+  const QPalette pal = palette();
+  for (QAbstractAxis* axis : {static_cast<QAbstractAxis*>(x_axis), y_axis}) {
+    axis->setLabelsBrush(pal.color(QPalette::Text));
+    axis->setTitleBrush(pal.color(QPalette::Text));
+    axis->setGridLineColor(pal.color(QPalette::Mid));
+  }
+  chart_->addAxis(x_axis, Qt::AlignBottom);
+  chart_->addAxis(y_axis, Qt::AlignLeft);
+  for (QAbstractSeries* s : chart_->series()) {
+    s->attachAxis(x_axis);
+    s->attachAxis(y_axis);
+  }
+}
+
+void CurveChart::redraw_now() {
+  redraw_timer_.stop();
+  ++redraw_count_;
+  // One (raw, smoothed) series pair per curve, plus the marker: recreate only when the set changes.
+  const bool smoothing_on = smoothing_ > 0.0;
+  const size_t wanted = curves_.size() * 2 + 1;
+  QList<QAbstractSeries*> series = chart_->series();
+  bool same = size_t(series.size()) == wanted;
+  for (size_t i = 0; same && i < curves_.size(); ++i) same = series[int(2 * i + 1)]->name() == curves_[i].name;
+  if (!same) {
+    chart_->removeAllSeries();
+    static const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
+                                      QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75),
+                                      QColor(227, 119, 194), QColor(23, 190, 207)};
+    for (size_t i = 0; i < curves_.size(); ++i) {
+      const QColor colour = curves_[i].colour.isValid() ? curves_[i].colour : kPalette[i % 8];
+      auto* raw = new QLineSeries();
+      auto* smooth = new QLineSeries();
+      QColor faint = colour;
+      faint.setAlphaF(0.25);
+      raw->setPen(QPen(faint, 1.0));
+      smooth->setPen(QPen(colour, 2.0));
+      smooth->setName(curves_[i].name);
+      chart_->addSeries(raw);
+      chart_->addSeries(smooth);
+      chart_->legend()->markers(raw).first()->setVisible(false);
+    }
+    auto* marker = new QLineSeries();
+    marker->setName(QStringLiteral("marker"));
+    QPen pen(palette().color(QPalette::Text), 1.5, Qt::DashLine);
+    marker->setPen(pen);
+    chart_->addSeries(marker);
+    chart_->legend()->markers(marker).first()->setVisible(false);
+    QList<QAbstractAxis*> axes = chart_->axes();
+    for (QAbstractSeries* s : chart_->series())
+      for (QAbstractAxis* a : axes) s->attachAxis(a);
+    series = chart_->series();
+  }
+
+  Range xr, yr;
+  for (size_t i = 0; i < curves_.size(); ++i) {
+    std::vector<QPointF> raw = curves_[i].points;
+    if (log_scale_) std::erase_if(raw, [](const QPointF& p) { return !(p.y() > 0.0); });
+    std::vector<QPointF> smooth = smooth_ema(raw, smoothing_);
+    raw = downsample_minmax(raw, max_display_points_);
+    smooth = downsample_minmax(smooth, max_display_points_);
+    for (const QPointF& p : raw) {
+      xr.add(p.x());
+      yr.add(p.y());
+    }
+    auto* raw_series = static_cast<QLineSeries*>(series[int(2 * i)]);
+    auto* smooth_series = static_cast<QLineSeries*>(series[int(2 * i + 1)]);
+    raw_series->replace(QList<QPointF>(raw.begin(), raw.end()));
+    raw_series->setVisible(smoothing_on);
+    smooth_series->replace(smoothing_on ? QList<QPointF>(smooth.begin(), smooth.end())
+                                        : QList<QPointF>(raw.begin(), raw.end()));
+  }
+  if (!xr.valid()) xr = Range{0.0, 1.0};
+  if (!yr.valid()) yr = log_scale_ ? Range{0.1, 1.0} : Range{0.0, 1.0};
+  if (std::isfinite(marker_x_)) xr.add(marker_x_);
+  double y_lo = yr.lo, y_hi = yr.hi;
+  if (log_scale_) {
+    y_lo /= 1.2;
+    y_hi *= 1.2;
+  } else {
+    const double pad = y_hi > y_lo ? 0.05 * (y_hi - y_lo) : std::max(1e-12, 0.05 * std::abs(y_hi) + 1e-3);
+    y_lo -= pad;
+    y_hi += pad;
+  }
+  auto* marker = static_cast<QLineSeries*>(series.back());
+  if (std::isfinite(marker_x_)) {
+    marker->replace(QList<QPointF>{{marker_x_, y_lo}, {marker_x_, y_hi}});
+    marker->setVisible(true);
+  } else {
+    marker->clear();
+    marker->setVisible(false);
+  }
+  QList<QAbstractAxis*> x_axes = chart_->axes(Qt::Horizontal);
+  QList<QAbstractAxis*> y_axes = chart_->axes(Qt::Vertical);
+  if (!x_axes.isEmpty()) x_axes.first()->setRange(xr.lo, xr.hi > xr.lo ? xr.hi : xr.lo + 1.0);
+  if (!y_axes.isEmpty()) y_axes.first()->setRange(y_lo, y_hi);
+  emit redrawn();
+}
+
+void CurveChart::export_png(const QString& path) {
+  redraw_now();
+  QPixmap pixmap = view_->grab();
+  if (!pixmap.save(path, "PNG")) throw snip::Error("could not write the chart image " + path.toStdString() +
+                                                   " — is the folder writable?");
+}
+
+void CurveChart::export_svg(const QString& path) {
+  redraw_now();
+  QSvgGenerator generator;
+  generator.setFileName(path);
+  generator.setSize(view_->size());
+  generator.setViewBox(QRect(QPoint(0, 0), view_->size()));
+  generator.setTitle(title_);
+  QPainter painter;
+  if (!painter.begin(&generator))
+    throw snip::Error("could not write the SVG file " + path.toStdString() + " — is the folder writable?");
+  view_->render(&painter);
+  painter.end();
+}
+
+void CurveChart::export_csv(const QString& path) const {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text))
+    throw snip::Error("could not write " + path.toStdString() + ": " + file.errorString().toStdString());
+  QTextStream out(&file);
+  out << "curve,step,value\n";
+  for (const Curve& c : curves_)
+    for (const QPointF& p : c.points) out << c.name << ',' << QString::number(p.x(), 'g', 17) << ','
+                                          << QString::number(p.y(), 'g', 9) << '\n';
+}
+
+}  // namespace snip::ui

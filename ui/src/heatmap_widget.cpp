@@ -1,0 +1,222 @@
+// HeatmapWidget: painted grid with a viridis colour scale, tooltips and click-to-pin.
+#include "heatmap_widget.h"
+
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <algorithm>
+#include <cmath>
+
+namespace snip::ui {
+
+QColor viridis(double t) {
+  // 9 control points of matplotlib's viridis, linearly interpolated.
+  static const double kStops[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
+                                      {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
+  if (!std::isfinite(t)) t = 0.0;
+  t = std::clamp(t, 0.0, 1.0) * 8.0;
+  const int i = std::min(7, int(t));
+  const double f = t - i;
+  return QColor::fromRgbF(float((kStops[i][0] * (1 - f) + kStops[i + 1][0] * f) / 255.0),
+                          float((kStops[i][1] * (1 - f) + kStops[i + 1][1] * f) / 255.0),
+                          float((kStops[i][2] * (1 - f) + kStops[i + 1][2] * f) / 255.0));
+}
+
+HeatmapWidget::HeatmapWidget(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+}
+
+void HeatmapWidget::set_data(HeatmapData data) {
+  data_ = std::move(data);
+  // Colour range from the finite values (log space when asked).
+  lo_ = std::numeric_limits<double>::infinity();
+  hi_ = -std::numeric_limits<double>::infinity();
+  for (double v : data_.values) {
+    if (!std::isfinite(v)) continue;
+    if (data_.log_colour) {
+      if (v <= 0) continue;
+      v = std::log10(v);
+    }
+    lo_ = std::min(lo_, v);
+    hi_ = std::max(hi_, v);
+  }
+  if (!(lo_ <= hi_)) lo_ = 0.0, hi_ = 1.0;
+  if (hi_ == lo_) hi_ = lo_ + 1.0;
+  hover_ = -1;
+  update();
+}
+
+void HeatmapWidget::set_marked(std::set<int> cells) {
+  marked_ = std::move(cells);
+  update();
+}
+
+double HeatmapWidget::normalized(double v) const {
+  if (!std::isfinite(v)) return std::nan("");
+  if (data_.log_colour) v = v > 0 ? std::log10(v) : lo_;
+  return (v - lo_) / (hi_ - lo_);
+}
+
+HeatmapWidget::Geometry HeatmapWidget::geometry() const {
+  const QFontMetrics fm(font());
+  int label_w = 0;
+  for (const QString& s : data_.row_labels) label_w = std::max(label_w, fm.horizontalAdvance(s));
+  label_w = std::max(label_w, fm.horizontalAdvance(QStringLiteral("00"))) + 8;
+  const int header_h = fm.height() + 8;
+  const int bar_w = 16 + 8 + fm.horizontalAdvance(QStringLiteral("-0.00e-00")) + 8;
+  Geometry g;
+  g.grid = QRect(label_w, header_h, std::max(1, width() - label_w - bar_w - 8), std::max(1, height() - header_h - 4));
+  g.colorbar = QRect(g.grid.right() + 12, header_h, 16, g.grid.height());
+  if (data_.rows > 0 && data_.cols > 0) {
+    g.cell_w = double(g.grid.width()) / data_.cols;
+    g.cell_h = double(g.grid.height()) / data_.rows;
+  }
+  return g;
+}
+
+QRect HeatmapWidget::cell_rect(int cell) const {
+  const Geometry g = geometry();
+  if (data_.cols <= 0 || cell < 0 || cell >= data_.rows * data_.cols) return {};
+  const int r = cell / data_.cols, c = cell % data_.cols;
+  const int x0 = g.grid.left() + int(std::floor(c * g.cell_w));
+  const int x1 = g.grid.left() + int(std::floor((c + 1) * g.cell_w));
+  const int y0 = g.grid.top() + int(std::floor(r * g.cell_h));
+  const int y1 = g.grid.top() + int(std::floor((r + 1) * g.cell_h));
+  return QRect(x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0));
+}
+
+int HeatmapWidget::cell_at(QPoint pos) const {
+  const Geometry g = geometry();
+  if (data_.rows <= 0 || data_.cols <= 0 || !g.grid.contains(pos)) return -1;
+  const int c = std::min(data_.cols - 1, int((pos.x() - g.grid.left()) / g.cell_w));
+  const int r = std::min(data_.rows - 1, int((pos.y() - g.grid.top()) / g.cell_h));
+  return r * data_.cols + c;
+}
+
+QString HeatmapWidget::tooltip_text(int cell) const {
+  if (cell < 0 || cell >= data_.rows * data_.cols) return {};
+  const int r = cell / data_.cols, c = cell % data_.cols;
+  const QString row = r < data_.row_labels.size() ? data_.row_labels[r] : QString::number(r);
+  const QString col = c < data_.col_labels.size() ? data_.col_labels[c] : QString::number(c);
+  const double v = cell < int(data_.values.size()) ? data_.values[size_t(cell)] : std::nan("");
+  QString text = QStringLiteral("<b>%1 · %2</b><br>%3 = %4")
+                     .arg(row, col, data_.value_name.toHtmlEscaped(),
+                          std::isfinite(v) ? QString::number(v, 'g', 6) : tr("no value"));
+  if (detail_) {
+    const QString extra = detail_(cell);
+    if (!extra.isEmpty()) text += QStringLiteral("<br>") + extra;
+  }
+  if (marked_.count(cell)) text += QStringLiteral("<br><i>%1</i>").arg(tr("pinned"));
+  return text;
+}
+
+void HeatmapWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const QPalette pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  if (data_.rows <= 0 || data_.cols <= 0) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+               tr("No statistics yet — run a statistics round, or use File › Import statistics/costs"));
+    return;
+  }
+  const Geometry g = geometry();
+  const QFontMetrics fm(font());
+  const bool show_numbers = g.cell_h >= fm.height() + 2 && g.cell_w >= fm.horizontalAdvance(QStringLiteral("0.00e-00")) + 4;
+  for (int cell = 0; cell < data_.rows * data_.cols; ++cell) {
+    const QRect rc = cell_rect(cell);
+    const double v = cell < int(data_.values.size()) ? data_.values[size_t(cell)] : std::nan("");
+    const double t = normalized(v);
+    if (std::isfinite(t)) {
+      const QColor colour = viridis(t);
+      p.fillRect(rc, colour);
+      if (show_numbers) {
+        p.setPen(colour.lightnessF() > 0.55 ? Qt::black : Qt::white);
+        p.drawText(rc, Qt::AlignCenter, QString::number(v, 'g', 3));
+      }
+    } else {
+      p.fillRect(rc, QBrush(pal.color(QPalette::Mid), Qt::BDiagPattern));
+    }
+  }
+  // Grid lines between cells when they are big enough to see.
+  if (g.cell_w >= 6 && g.cell_h >= 6) {
+    p.setPen(QPen(pal.color(QPalette::Base), 1));
+    for (int c = 1; c < data_.cols; ++c) {
+      const int x = g.grid.left() + int(std::floor(c * g.cell_w));
+      p.drawLine(x, g.grid.top(), x, g.grid.bottom());
+    }
+    for (int r = 1; r < data_.rows; ++r) {
+      const int y = g.grid.top() + int(std::floor(r * g.cell_h));
+      p.drawLine(g.grid.left(), y, g.grid.right(), y);
+    }
+  }
+  for (int cell : marked_) {
+    const QRect rc = cell_rect(cell).adjusted(1, 1, -1, -1);
+    p.setPen(QPen(pal.color(QPalette::Highlight), 3));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(rc);
+  }
+  if (hover_ >= 0) {
+    p.setPen(QPen(pal.color(QPalette::Text), 1, Qt::DashLine));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(cell_rect(hover_).adjusted(0, 0, -1, -1));
+  }
+  // Labels: column header; row labels thinned so they never overlap.
+  p.setPen(pal.color(QPalette::Text));
+  const int col_step = std::max(1, int(std::ceil(fm.horizontalAdvance(QStringLiteral("gate_")) / std::max(1.0, g.cell_w))));
+  for (int c = 0; c < data_.cols; c += col_step) {
+    const QString label = c < data_.col_labels.size() ? data_.col_labels[c] : QString::number(c);
+    const QRect rc(g.grid.left() + int(c * g.cell_w) - 20, 0, int(g.cell_w * col_step) + 40, g.grid.top() - 2);
+    p.drawText(rc, Qt::AlignHCenter | Qt::AlignBottom, label);
+  }
+  const int row_step = std::max(1, int(std::ceil((fm.height() + 1) / std::max(1.0, g.cell_h))));
+  for (int r = 0; r < data_.rows; r += row_step) {
+    const QString label = r < data_.row_labels.size() ? data_.row_labels[r] : QString::number(r);
+    const QRect rc(0, g.grid.top() + int(r * g.cell_h), g.grid.left() - 6, std::max(int(g.cell_h), fm.height()));
+    p.drawText(rc, Qt::AlignRight | Qt::AlignTop, label);
+  }
+  // Colour bar with its range (values in the data's own units).
+  const QRect bar = g.colorbar;
+  for (int y = 0; y < bar.height(); ++y)
+    p.fillRect(QRect(bar.left(), bar.bottom() - y, bar.width(), 1), viridis(double(y) / std::max(1, bar.height() - 1)));
+  p.setPen(pal.color(QPalette::Text));
+  p.drawRect(bar.adjusted(0, 0, -1, -1));
+  auto value_at = [this](double t) { return data_.log_colour ? std::pow(10.0, lo_ + t * (hi_ - lo_)) : lo_ + t * (hi_ - lo_); };
+  const QRect top_label(bar.right() + 4, bar.top() - 2, width() - bar.right() - 4, fm.height());
+  const QRect bottom_label(bar.right() + 4, bar.bottom() - fm.height(), width() - bar.right() - 4, fm.height());
+  const QRect mid_label(bar.right() + 4, bar.center().y() - fm.height() / 2, width() - bar.right() - 4, fm.height());
+  p.drawText(top_label, Qt::AlignLeft | Qt::AlignTop, QString::number(value_at(1.0), 'g', 3));
+  p.drawText(mid_label, Qt::AlignLeft | Qt::AlignVCenter, QString::number(value_at(0.5), 'g', 3));
+  p.drawText(bottom_label, Qt::AlignLeft | Qt::AlignBottom, QString::number(value_at(0.0), 'g', 3));
+  if (data_.log_colour) {
+    const QRect log_label(bar.left() - 4, 0, width() - bar.left() + 4, g.grid.top() - 2);
+    p.drawText(log_label, Qt::AlignLeft | Qt::AlignBottom, tr("log"));
+  }
+}
+
+void HeatmapWidget::mouseMoveEvent(QMouseEvent* event) {
+  const int cell = cell_at(event->position().toPoint());
+  if (cell != hover_) {
+    hover_ = cell;
+    update();
+    if (cell >= 0) emit cell_hovered(cell);
+  }
+  if (cell >= 0)
+    QToolTip::showText(event->globalPosition().toPoint(), tooltip_text(cell), this, cell_rect(cell));
+  else
+    QToolTip::hideText();
+}
+
+void HeatmapWidget::mousePressEvent(QMouseEvent* event) {
+  if (event->button() != Qt::LeftButton) return;
+  const int cell = cell_at(event->position().toPoint());
+  if (cell >= 0) emit cell_clicked(cell);
+}
+
+void HeatmapWidget::leaveEvent(QEvent*) {
+  hover_ = -1;
+  update();
+}
+
+}  // namespace snip::ui

@@ -1,0 +1,46 @@
+// The hand-over buffer between the training thread and the UI: the worker appends each step's
+// metrics under a mutex (cheap, never blocks on the UI), the UI takes the rows it has not seen
+// yet on its refresh timer. Append-only, so a reader only copies what is new.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "snip/store_types.h"
+
+namespace snip::ui {
+
+class LiveMetrics {
+ public:
+  void reset(int64_t run_id) {
+    std::lock_guard lock(mu_);
+    run_id_ = run_id;
+    rows_.clear();
+  }
+  void append(const snip::MetricRow& row) {
+    std::lock_guard lock(mu_);
+    rows_.push_back(row);
+  }
+  // Rows [from, end) and the run they belong to.
+  std::vector<snip::MetricRow> take_from(size_t from, int64_t* run_id) const {
+    std::lock_guard lock(mu_);
+    if (run_id) *run_id = run_id_;
+    if (from >= rows_.size()) return {};
+    return std::vector<snip::MetricRow>(rows_.begin() + std::ptrdiff_t(from), rows_.end());
+  }
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return rows_.size();
+  }
+  int64_t run_id() const {
+    std::lock_guard lock(mu_);
+    return run_id_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  int64_t run_id_ = 0;
+  std::vector<snip::MetricRow> rows_;
+};
+
+}  // namespace snip::ui

@@ -1,0 +1,456 @@
+// MainWindow: menus, views, message bar, worker thread, settings and screenshots.
+#include "main_window.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDoubleSpinBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPainter>
+#include <QSettings>
+#include <QStatusBar>
+#include <QSvgGenerator>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "compare_view.h"
+#include "curve_chart.h"
+#include "heatmap_widget.h"
+#include "monitor_view.h"
+#include "plan_view.h"
+#include "run_view.h"
+#include "sensitivity_view.h"
+#include "snip/atomic_file.h"
+#include "snip/error.h"
+#include "snip/store.h"
+
+namespace snip::ui {
+
+namespace {
+constexpr int kInfoMessageMs = 8000;  // info messages fade; warnings and errors stay until closed
+}
+
+QStringList MainWindow::view_names() {
+  return {QStringLiteral("run"), QStringLiteral("monitor"), QStringLiteral("sensitivity"), QStringLiteral("plan"),
+          QStringLiteral("compare")};
+}
+
+MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(tr("SNIP Workbench"));
+  workbench_ = new Workbench(this);
+  live_ = std::make_shared<LiveMetrics>();
+
+  // Worker on its own thread (Qt's worker-object recipe).
+  worker_ = new TrainingWorker(live_);
+  worker_->moveToThread(&worker_thread_);
+  connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  worker_thread_.setObjectName(QStringLiteral("snip-training"));
+  worker_thread_.start();
+
+  // Message bar above the views: non-blocking, closable.
+  message_bar_ = new QWidget(this);
+  message_bar_->setAutoFillBackground(true);
+  auto* bar_layout = new QHBoxLayout(message_bar_);
+  bar_layout->setContentsMargins(8, 4, 4, 4);
+  message_label_ = new QLabel(message_bar_);
+  message_label_->setWordWrap(true);
+  message_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* close_button = new QToolButton(message_bar_);
+  close_button->setText(QStringLiteral("✕"));
+  close_button->setAutoRaise(true);
+  close_button->setToolTip(tr("Dismiss"));
+  bar_layout->addWidget(message_label_, 1);
+  bar_layout->addWidget(close_button);
+  message_bar_->hide();
+  connect(close_button, &QToolButton::clicked, message_bar_, &QWidget::hide);
+  message_hide_timer_.setSingleShot(true);
+  connect(&message_hide_timer_, &QTimer::timeout, message_bar_, &QWidget::hide);
+  connect(workbench_, &Workbench::message, this, &MainWindow::show_message);
+
+  tabs_ = new QTabWidget(this);
+  tabs_->setDocumentMode(true);
+  run_view_ = new RunView(workbench_, this);
+  monitor_view_ = new MonitorView(workbench_, live_, this);
+  sensitivity_view_ = new SensitivityView(workbench_, this);
+  plan_view_ = new PlanView(workbench_, this);
+  compare_view_ = new CompareView(workbench_, this);
+  tabs_->addTab(run_view_, tr("&Run"));
+  tabs_->addTab(monitor_view_, tr("&Monitor"));
+  tabs_->addTab(sensitivity_view_, tr("&Sensitivity"));
+  tabs_->addTab(plan_view_, tr("&Plan"));
+  tabs_->addTab(compare_view_, tr("&Compare"));
+
+  auto* central = new QWidget(this);
+  auto* central_layout = new QVBoxLayout(central);
+  central_layout->setContentsMargins(0, 0, 0, 0);
+  central_layout->setSpacing(0);
+  central_layout->addWidget(message_bar_);
+  central_layout->addWidget(tabs_, 1);
+  setCentralWidget(central);
+
+  status_db_ = new QLabel(this);
+  status_training_ = new QLabel(tr("idle"), this);
+  statusBar()->addWidget(status_db_, 1);
+  statusBar()->addPermanentWidget(status_training_);
+
+  // Run controls and worker signals.
+  connect(run_view_, &RunView::start_requested, this, &MainWindow::start_training);
+  connect(run_view_, &RunView::pause_toggled, this, &MainWindow::toggle_pause);
+  connect(run_view_, &RunView::stop_requested, this, &MainWindow::stop_training);
+  connect(run_view_, &RunView::monitor_requested, this, [this](qint64 id) {
+    monitor_view_->show_run(id);
+    show_view(QStringLiteral("monitor"));
+  });
+  connect(worker_, &TrainingWorker::run_started, this, [this](qint64 id) {
+    status_training_->setText(tr("training run #%1").arg(id));
+    emit workbench_->data_changed();
+    monitor_view_->show_run(id);
+  });
+  connect(worker_, &TrainingWorker::progress, this, [this](const StepUpdate& u) {
+    run_view_->show_progress(u);
+    status_training_->setText(tr("run #%1 · step %2/%3 · %4 tok/s").arg(u.run_id).arg(u.step).arg(u.total_steps)
+                                  .arg(u.tokens_per_s, 0, 'f', 0));
+  });
+  connect(worker_, &TrainingWorker::warning, this, [this](const QString& w) { show_message(MessageLevel::warning, w); });
+  connect(worker_, &TrainingWorker::run_ended, this,
+          [this](qint64 id, const QString& status, const QString& message, const QString& checkpoint) {
+            paused_ = false;
+            run_view_->set_training(false);
+            status_training_->setText(tr("idle"));
+            if (status == QLatin1String("finished"))
+              show_message(MessageLevel::info, tr("Run #%1 finished; checkpoint %2").arg(id).arg(checkpoint));
+            else if (status == QLatin1String("interrupted"))
+              show_message(MessageLevel::warning,
+                           tr("Run #%1 stopped (%2); resumable from %3").arg(id).arg(message, checkpoint));
+            else
+              show_message(MessageLevel::error, id > 0 ? tr("Run #%1 failed: %2").arg(id).arg(message)
+                                                       : tr("Training could not start: %1").arg(message));
+            workbench_->poll_now();
+            emit workbench_->data_changed();
+            emit run_ended(id, status, message);
+          });
+  connect(plan_view_->lambda_spin(), &QDoubleSpinBox::valueChanged, sensitivity_view_, &SensitivityView::set_lambda);
+  connect(sensitivity_view_, &SensitivityView::layer_clicked, this, [this](int layer) {
+    plan_view_->cycle_pin(layer);
+    show_message(MessageLevel::info, tr("Pin changed in the Plan view (click the layer again to cycle FP8 → FP4 → none)"));
+  });
+  connect(workbench_, &Workbench::database_changed, this, [this] {
+    status_db_->setText(tr("Database: %1").arg(workbench_->database_path()));
+    select_defaults();
+  });
+
+  build_menus();
+  resize(1280, 800);
+  restore_settings();
+  workbench_->open_database(db_path.isEmpty() ? QString::fromStdString(snip::default_database_path()) : db_path);
+}
+
+MainWindow::~MainWindow() {
+  stop_training_and_wait();
+  worker_thread_.quit();
+  worker_thread_.wait();
+}
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open database…"), QKeySequence::Open, this, &MainWindow::open_database_dialog);
+  file->addSeparator();
+  file->addAction(tr("&Import statistics/costs…"), QKeySequence(tr("Ctrl+I")), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import statistics or costs"), {},
+                                                      tr("Statistics or costs (*.json *.csv);;All files (*)"));
+    if (!path.isEmpty()) workbench_->import_statistics_or_costs(path);
+  });
+  file->addAction(tr("Import &plan…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import a plan"), {}, tr("Plans (*.json)"));
+    if (!path.isEmpty()) workbench_->import_plan(path);
+  });
+  file->addSeparator();
+  auto guarded = [this](const QString& what, std::function<void()> f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      show_message(MessageLevel::error, tr("%1 failed: %2").arg(what, error_text(e)));
+    }
+  };
+  file->addAction(tr("&Save plan to database"), QKeySequence::Save, this, [this, guarded] {
+    guarded(tr("Saving the plan"), [this] {
+      show_message(MessageLevel::info, tr("Saved as plan #%1").arg(plan_view_->save_plan_to_store()));
+    });
+  });
+  file->addAction(tr("&Export plan as JSON…"), QKeySequence(tr("Ctrl+E")), this, [this, guarded] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"));
+    if (!path.isEmpty()) guarded(tr("Exporting the plan"), [&] { plan_view_->export_plan_json(path); });
+  });
+  file->addAction(tr("Export plan as &CSV…"), this, [this, guarded] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("plan.csv"), tr("CSV (*.csv)"));
+    if (!path.isEmpty()) guarded(tr("Exporting the plan"), [&] { plan_view_->export_plan_csv(path); });
+  });
+  file->addAction(tr("Export chart as P&NG…"), this, [this] { export_chart(false); });
+  file->addAction(tr("Export chart as S&VG…"), this, [this] { export_chart(true); });
+  file->addAction(tr("Export &metrics as CSV…"), this, &MainWindow::export_metrics_csv);
+  file->addAction(tr("Export comparison &table as CSV…"), this, [this, guarded] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export table"), QStringLiteral("compare.csv"), tr("CSV (*.csv)"));
+    if (!path.isEmpty()) guarded(tr("Exporting the table"), [&] { compare_view_->export_table_csv(path); });
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu(tr("&Training"));
+  run->addAction(tr("&Start"), QKeySequence(tr("Ctrl+R")), this, &MainWindow::start_training);
+  run->addAction(tr("&Pause / resume"), QKeySequence(tr("Ctrl+P")), this, &MainWindow::toggle_pause);
+  run->addAction(tr("S&top (saves a checkpoint)"), QKeySequence(tr("Ctrl+.")), this, &MainWindow::stop_training);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  const QStringList titles = {tr("Run"), tr("Monitor"), tr("Sensitivity"), tr("Plan"), tr("Compare")};
+  for (int i = 0; i < titles.size(); ++i)
+    view->addAction(titles[i], QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this,
+                    [this, i] { tabs_->setCurrentIndex(i); });
+  view->addSeparator();
+  view->addAction(tr("&Refresh from database"), QKeySequence::Refresh, this, [this] {
+    workbench_->poll_now();
+    emit workbench_->data_changed();
+  });
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About"), this, [this] {
+    QMessageBox::about(this, tr("About SNIP Workbench"),
+                       tr("<b>SNIP Workbench</b><br>FP8/FP4 mixed-precision Llama training on the CPU and the SNIP "
+                          "planner (Pan et al., ASPLOS 2026).<br>Database: %1")
+                           .arg(workbench_->database_path().toHtmlEscaped()));
+  });
+}
+
+void MainWindow::select_defaults() {
+  // Plan from the newest statistics round when nothing else is chosen; compare the two newest plans.
+  snip::Store* store = workbench_->store();
+  if (!store) return;
+  try {
+    if (workbench_->planning_source().empty()) {
+      const auto rounds = store->stats_rounds();
+      if (!rounds.empty())
+        workbench_->use_stats_round(std::max_element(rounds.begin(), rounds.end(), [](auto& a, auto& b) { return a.id < b.id; })->id);
+    }
+    std::vector<int64_t> plans, runs;
+    for (const auto& p : store->plans())
+      if (plans.size() < 2) plans.push_back(p.id);
+    for (const auto& r : store->runs())
+      if (runs.size() < 3) runs.push_back(r.id);
+    compare_view_->select(plans, runs);
+  } catch (const std::exception& e) {
+    show_message(MessageLevel::error, tr("Reading the database failed: %1").arg(error_text(e)));
+  }
+}
+
+void MainWindow::open_database_dialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open database"), QFileInfo(workbench_->database_path()).absolutePath(),
+                                                    tr("SNIP databases (*.db *.sqlite);;All files (*)"));
+  if (path.isEmpty()) return;
+  if (training()) {
+    show_message(MessageLevel::warning, tr("Stop the running training before opening another database"));
+    return;
+  }
+  workbench_->open_database(path);
+}
+
+void MainWindow::show_view(const QString& name) {
+  const int i = int(view_names().indexOf(name));
+  if (i >= 0) tabs_->setCurrentIndex(i);
+}
+
+bool MainWindow::training() const { return worker_ && worker_->busy(); }
+
+QString MainWindow::message_text() const { return message_bar_->isVisible() ? message_label_->text() : QString(); }
+
+void MainWindow::show_message(MessageLevel level, const QString& text) {
+  QPalette pal = palette();
+  QColor bg = pal.color(QPalette::AlternateBase);
+  QString prefix;
+  switch (level) {
+    case MessageLevel::info: prefix = tr("ℹ "); break;
+    case MessageLevel::warning:
+      bg = QColor(255, 214, 102);
+      prefix = tr("⚠ ");
+      break;
+    case MessageLevel::error:
+      bg = QColor(240, 128, 128);
+      prefix = tr("✖ ");
+      break;
+  }
+  if (level != MessageLevel::info) {
+    pal.setColor(QPalette::Window, bg);
+    pal.setColor(QPalette::WindowText, Qt::black);
+  } else {
+    pal.setColor(QPalette::Window, pal.color(QPalette::AlternateBase));
+  }
+  message_bar_->setPalette(pal);
+  message_label_->setPalette(pal);
+  message_label_->setText(prefix + text);
+  message_bar_->show();
+  statusBar()->showMessage(text, 10000);
+  if (level == MessageLevel::info)
+    message_hide_timer_.start(kInfoMessageMs);
+  else
+    message_hide_timer_.stop();
+}
+
+void MainWindow::start_training() {
+  if (training()) {
+    show_message(MessageLevel::warning, tr("A run is already training; stop it first (Ctrl+.)"));
+    return;
+  }
+  if (!workbench_->store()) {
+    show_message(MessageLevel::error, tr("No database is open: File › Open database"));
+    return;
+  }
+  TrainRequest request;
+  try {
+    request = run_view_->make_request();
+  } catch (const std::exception& e) {
+    show_message(MessageLevel::error, tr("Cannot start: %1").arg(error_text(e)));
+    return;
+  }
+  paused_ = false;
+  worker_->set_paused(false);
+  run_view_->set_training(true);
+  status_training_->setText(tr("starting…"));
+  TrainingWorker* worker = worker_;
+  QMetaObject::invokeMethod(worker, [worker, request] { worker->run(request); }, Qt::QueuedConnection);
+}
+
+void MainWindow::toggle_pause() {
+  if (!training()) return;
+  paused_ = !paused_;
+  worker_->set_paused(paused_);
+  run_view_->set_training(true, paused_);
+  status_training_->setText(paused_ ? tr("paused") : tr("training"));
+}
+
+void MainWindow::stop_training() {
+  if (!training()) return;
+  worker_->request_stop();
+  status_training_->setText(tr("stopping after this step…"));
+}
+
+void MainWindow::stop_training_and_wait() {
+  if (!worker_) return;
+  worker_->request_stop();
+  worker_thread_.requestInterruption();
+  // The worker finishes its step and saves a checkpoint; run_ended arrives queued.
+  while (worker_->busy()) QThread::msleep(10);
+  QCoreApplication::sendPostedEvents(this);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (training()) {
+    const bool stop = confirm_close_ ? confirm_close_()
+                                     : QMessageBox::question(this, tr("Training is running"),
+                                                             tr("A run is training. Stop it, save a checkpoint and quit?")) ==
+                                           QMessageBox::Yes;
+    if (!stop) {
+      event->ignore();
+      return;
+    }
+    status_training_->setText(tr("stopping and saving a checkpoint…"));
+    stop_training_and_wait();
+  }
+  save_settings();
+  event->accept();
+}
+
+void MainWindow::save_settings() {
+  QSettings settings;
+  settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  settings.setValue(QStringLiteral("window/state"), saveState());
+  settings.setValue(QStringLiteral("window/tab"), tabs_->currentIndex());
+}
+
+void MainWindow::restore_settings() {
+  QSettings settings;
+  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+  tabs_->setCurrentIndex(settings.value(QStringLiteral("window/tab"), 0).toInt());
+}
+
+void MainWindow::export_chart(bool svg) {
+  const QString view = view_names().value(tabs_->currentIndex());
+  const QString suffix = svg ? QStringLiteral("svg") : QStringLiteral("png");
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), view + "." + suffix,
+                                                    svg ? tr("SVG (*.svg)") : tr("PNG (*.png)"));
+  if (path.isEmpty()) return;
+  try {
+    CurveChart* chart = nullptr;
+    if (view == QLatin1String("monitor")) chart = monitor_view_->loss_chart();
+    if (view == QLatin1String("plan")) chart = plan_view_->tradeoff_chart();
+    if (view == QLatin1String("compare")) chart = compare_view_->loss_chart();
+    if (chart) {
+      svg ? chart->export_svg(path) : chart->export_png(path);
+    } else {
+      QWidget* w = view == QLatin1String("sensitivity") ? static_cast<QWidget*>(sensitivity_view_->heatmap()) : tabs_->currentWidget();
+      if (svg) {
+        QSvgGenerator gen;
+        gen.setFileName(path);
+        gen.setSize(w->size());
+        gen.setViewBox(QRect(QPoint(0, 0), w->size()));
+        QPainter painter;
+        if (!painter.begin(&gen)) throw snip::Error("cannot write " + path.toStdString());
+        w->render(&painter);
+      } else if (!w->grab().save(path, "PNG")) {
+        throw snip::Error("cannot write " + path.toStdString() + " — is the folder writable?");
+      }
+    }
+    show_message(MessageLevel::info, tr("Wrote %1").arg(path));
+  } catch (const std::exception& e) {
+    show_message(MessageLevel::error, tr("Export failed: %1").arg(error_text(e)));
+  }
+}
+
+void MainWindow::export_metrics_csv() {
+  const int64_t run_id = monitor_view_->shown_run();
+  if (run_id == 0 || !workbench_->store()) {
+    show_message(MessageLevel::warning, tr("Choose a run in the Monitor view first"));
+    return;
+  }
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"), QStringLiteral("run-%1.csv").arg(run_id),
+                                                    tr("CSV (*.csv)"));
+  if (path.isEmpty()) return;
+  try {
+    std::string csv = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,fp4_fraction,bf16_gap\n";
+    auto opt = [](const std::optional<double>& v) { return v ? QString::number(*v, 'g', 9).toStdString() : std::string(); };
+    for (const snip::MetricRow& m : workbench_->store()->metrics(run_id))
+      csv += std::to_string(m.step) + "," + QString::number(m.train_loss, 'g', 9).toStdString() + "," + opt(m.val_loss) + "," +
+             QString::number(m.lr, 'g', 9).toStdString() + "," + QString::number(m.grad_norm, 'g', 9).toStdString() + "," +
+             QString::number(m.tokens_per_s, 'g', 9).toStdString() + "," +
+             QString::number(m.fp4_fraction, 'g', 9).toStdString() + "," + opt(m.bf16_gap) + "\n";
+    snip::write_file_atomic(path.toStdString(), csv);
+    show_message(MessageLevel::info, tr("Wrote %1").arg(path));
+  } catch (const std::exception& e) {
+    show_message(MessageLevel::error, tr("Export failed: %1").arg(error_text(e)));
+  }
+}
+
+QStringList MainWindow::render_screenshots(const QString& dir) {
+  if (!QDir().mkpath(dir)) throw snip::Error("cannot create the screenshot folder " + dir.toStdString());
+  QStringList written;
+  const int previous = tabs_->currentIndex();
+  const QStringList names = view_names();
+  for (int i = 0; i < names.size(); ++i) {
+    tabs_->setCurrentIndex(i);
+    QCoreApplication::processEvents();
+    // Charts redraw on timers; draw them now so the image shows the data.
+    for (CurveChart* c : tabs_->widget(i)->findChildren<CurveChart*>()) c->redraw_now();
+    QCoreApplication::processEvents();
+    const QString path = QDir(dir).filePath(names[i] + QStringLiteral(".png"));
+    if (!grab().save(path, "PNG")) throw snip::Error("cannot write " + path.toStdString());
+    written << path;
+  }
+  tabs_->setCurrentIndex(previous);
+  return written;
+}
+
+}  // namespace snip::ui

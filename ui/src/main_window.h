@@ -1,0 +1,102 @@
+// The workbench's main window: menu bar with shortcuts, the five views (Run, Monitor,
+// Sensitivity, Plan, Compare) as tabs, a non-blocking message bar for engine and store
+// errors, a status bar, the training worker's thread, window state in QSettings, and the
+// screenshot mode (each view rendered to <dir>/<view>.png).
+#pragma once
+#include <QMainWindow>
+#include <QThread>
+#include <QTimer>
+#include <functional>
+#include <memory>
+
+#include "live_metrics.h"
+#include "training_worker.h"
+#include "workbench.h"
+
+class QLabel;
+class QTabWidget;
+class QToolButton;
+
+namespace snip::ui {
+
+class CompareView;
+class MonitorView;
+class PlanView;
+class RunView;
+class SensitivityView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  // Opens `db_path` (the default database when empty). Errors opening it are shown in the
+  // message bar; the window stays usable and File › Open database picks another.
+  explicit MainWindow(const QString& db_path = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  Workbench* workbench() const { return workbench_; }
+  RunView* run_view() const { return run_view_; }
+  MonitorView* monitor_view() const { return monitor_view_; }
+  SensitivityView* sensitivity_view() const { return sensitivity_view_; }
+  PlanView* plan_view() const { return plan_view_; }
+  CompareView* compare_view() const { return compare_view_; }
+  QTabWidget* tabs() const { return tabs_; }
+  TrainingWorker* worker() const { return worker_; }
+  std::shared_ptr<LiveMetrics> live_metrics() const { return live_; }
+
+  // The view names used for screenshots and the View menu, in tab order.
+  static QStringList view_names();
+  void show_view(const QString& name);
+  // Renders every view at the window's size to <dir>/<view>.png; returns the files written.
+  // Throws snip::Error when the folder cannot be written.
+  QStringList render_screenshots(const QString& dir);
+
+  bool training() const;
+  // The text of the message bar (empty when hidden).
+  QString message_text() const;
+  // What closing during training asks; tests replace the dialog.
+  void set_close_confirmation(std::function<bool()> confirm) { confirm_close_ = std::move(confirm); }
+  // Stops a running training run, saving its checkpoint, and waits for the worker (bounded).
+  void stop_training_and_wait();
+
+ public slots:
+  void start_training();
+  void toggle_pause();
+  void stop_training();
+  void show_message(snip::ui::MessageLevel level, const QString& text);
+
+ signals:
+  void run_ended(qint64 run_id, const QString& status, const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void build_menus();
+  void open_database_dialog();
+  void select_defaults();
+  void export_chart(bool svg);
+  void export_metrics_csv();
+  void save_settings();
+  void restore_settings();
+
+  Workbench* workbench_ = nullptr;
+  std::shared_ptr<LiveMetrics> live_;
+  QThread worker_thread_;
+  TrainingWorker* worker_ = nullptr;
+  bool paused_ = false;
+  std::function<bool()> confirm_close_;
+
+  QTabWidget* tabs_ = nullptr;
+  RunView* run_view_ = nullptr;
+  MonitorView* monitor_view_ = nullptr;
+  SensitivityView* sensitivity_view_ = nullptr;
+  PlanView* plan_view_ = nullptr;
+  CompareView* compare_view_ = nullptr;
+  QWidget* message_bar_ = nullptr;
+  QLabel* message_label_ = nullptr;
+  QTimer message_hide_timer_;
+  QLabel* status_db_ = nullptr;
+  QLabel* status_training_ = nullptr;
+};
+
+}  // namespace snip::ui

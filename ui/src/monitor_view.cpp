@@ -1,0 +1,170 @@
+// MonitorView: training curves of the live run (from LiveMetrics) or a stored run (from the store).
+#include "monitor_view.h"
+
+#include <QComboBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QVBoxLayout>
+
+#include "workbench.h"
+
+namespace snip::ui {
+
+namespace {
+constexpr int kLiveRefreshMs = 100;
+constexpr int kStoreCurvePoints = 2000;
+std::vector<QPointF> to_points(const std::vector<snip::CurvePoint>& curve) {
+  std::vector<QPointF> out;
+  out.reserve(curve.size());
+  for (const snip::CurvePoint& p : curve) out.emplace_back(double(p.step), p.value);
+  return out;
+}
+}  // namespace
+
+MonitorView::MonitorView(Workbench* workbench, std::shared_ptr<LiveMetrics> live, QWidget* parent)
+    : QWidget(parent), workbench_(workbench), live_(std::move(live)) {
+  run_combo_ = new QComboBox(this);
+  run_combo_->setMinimumContentsLength(40);
+  summary_ = new QLabel(this);
+  loss_ = new CurveChart(tr("Loss"), tr("cross-entropy (nats)"), this);
+  lr_ = new CurveChart(tr("Learning rate"), tr("lr"), this);
+  grad_norm_ = new CurveChart(tr("Gradient norm"), tr("‖g‖ (before clipping)"), this);
+  fp4_ = new CurveChart(tr("Achieved FP4 FLOP fraction"), tr("ρ"), this);
+  bf16_gap_ = new CurveChart(tr("Loss gap to a BF16 probe"), tr("L − L_bf16"), this);
+  for (CurveChart* c : {lr_, fp4_}) {
+    c->set_smoothing(0.0);
+    c->set_smoothing_visible(false);
+  }
+  auto* top = new QHBoxLayout();
+  top->addWidget(new QLabel(tr("Run:"), this));
+  top->addWidget(run_combo_, 1);
+  top->addWidget(summary_, 2);
+  auto* grid = new QGridLayout();
+  grid->addWidget(loss_, 0, 0, 1, 2);
+  grid->addWidget(grad_norm_, 0, 2);
+  grid->addWidget(lr_, 1, 0);
+  grid->addWidget(fp4_, 1, 1);
+  grid->addWidget(bf16_gap_, 1, 2);
+  grid->setRowStretch(0, 3);
+  grid->setRowStretch(1, 2);
+  grid->setColumnStretch(0, 1);
+  grid->setColumnStretch(1, 1);
+  grid->setColumnStretch(2, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(top);
+  layout->addLayout(grid, 1);
+
+  connect(run_combo_, &QComboBox::activated, this, [this](int i) { show_run(run_combo_->itemData(i).toLongLong()); });
+  live_timer_.setInterval(kLiveRefreshMs);
+  connect(&live_timer_, &QTimer::timeout, this, &MonitorView::poll_live);
+  live_timer_.start();
+  connect(workbench_, &Workbench::data_changed, this, &MonitorView::refresh_runs);
+  refresh_runs();
+}
+
+void MonitorView::refresh_runs() {
+  snip::Store* store = workbench_->store();
+  if (!store) return;
+  std::vector<snip::RunInfo> runs;
+  try {
+    runs = store->runs();
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Reading runs failed: %1").arg(error_text(e)));
+    return;
+  }
+  {
+    const QSignalBlocker block(run_combo_);
+    run_combo_->clear();
+    for (const snip::RunInfo& r : runs)
+      run_combo_->addItem(tr("#%1 %2 · %3 · %4 steps").arg(r.id).arg(QString::fromStdString(r.spec.name))
+                              .arg(QString::fromLatin1(snip::run_status_name(r.status)))
+                              .arg(r.last_step + 1),
+                          qlonglong(r.id));
+  }
+  if (run_id_ == 0 && !runs.empty()) {
+    show_run(runs.front().id);
+    return;
+  }
+  run_combo_->setCurrentIndex(std::max(0, run_combo_->findData(qlonglong(run_id_))));
+  if (!live_mode_ && run_id_ != 0) reload_from_store();  // another process may have added steps
+}
+
+void MonitorView::show_run(int64_t run_id) {
+  run_id_ = run_id;
+  run_combo_->setCurrentIndex(std::max(0, run_combo_->findData(qlonglong(run_id))));
+  live_mode_ = live_ && live_->run_id() == run_id && run_id != 0;
+  live_taken_ = 0;
+  for (auto* v : {&train_loss_, &val_loss_, &lr_points_, &grad_norm_points_, &fp4_points_, &bf16_gap_points_}) v->clear();
+  if (live_mode_)
+    poll_live();
+  else
+    reload_from_store();
+}
+
+void MonitorView::reload_from_store() {
+  snip::Store* store = workbench_->store();
+  if (!store || run_id_ == 0) return;
+  try {
+    train_loss_ = to_points(store->curve(run_id_, snip::Metric::train_loss, kStoreCurvePoints));
+    val_loss_ = to_points(store->curve(run_id_, snip::Metric::val_loss, kStoreCurvePoints));
+    lr_points_ = to_points(store->curve(run_id_, snip::Metric::lr, kStoreCurvePoints));
+    grad_norm_points_ = to_points(store->curve(run_id_, snip::Metric::grad_norm, kStoreCurvePoints));
+    fp4_points_ = to_points(store->curve(run_id_, snip::Metric::fp4_fraction, kStoreCurvePoints));
+    bf16_gap_points_ = to_points(store->curve(run_id_, snip::Metric::bf16_gap, kStoreCurvePoints));
+    const snip::RunInfo run = store->run(run_id_);
+    summary_->setText(tr("%1 · %2 · recipe %3 · %4%5")
+                          .arg(QString::fromLatin1(snip::run_status_name(run.status)))
+                          .arg(QString::fromStdString(run.spec.method.empty() ? "—" : run.spec.method))
+                          .arg(QString::fromStdString(run.spec.recipe))
+                          .arg(QString::fromStdString(run.spec.data_source))
+                          .arg(run.status_message.empty() ? QString()
+                                                          : QStringLiteral(" · ") + QString::fromStdString(run.status_message)));
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Reading run #%1 failed: %2").arg(run_id_).arg(error_text(e)));
+  }
+  push_curves();
+}
+
+void MonitorView::poll_live() {
+  if (!live_ || !live_mode_) {
+    // A run started in this window becomes the shown run as soon as its first step arrives.
+    if (live_ && live_->run_id() != 0 && live_->run_id() != run_id_ && live_->size() > 0 && !live_mode_ &&
+        live_->run_id() > run_id_) {
+      refresh_runs();
+      show_run(live_->run_id());
+    }
+    return;
+  }
+  int64_t run_id = 0;
+  std::vector<snip::MetricRow> rows = live_->take_from(live_taken_, &run_id);
+  if (run_id != run_id_) {
+    live_mode_ = false;
+    return;
+  }
+  if (rows.empty()) return;
+  live_taken_ += rows.size();
+  for (const snip::MetricRow& m : rows) {
+    const double s = double(m.step);
+    train_loss_.emplace_back(s, m.train_loss);
+    if (m.val_loss) val_loss_.emplace_back(s, *m.val_loss);
+    lr_points_.emplace_back(s, m.lr);
+    grad_norm_points_.emplace_back(s, m.grad_norm);
+    fp4_points_.emplace_back(s, m.fp4_fraction);
+    if (m.bf16_gap) bf16_gap_points_.emplace_back(s, *m.bf16_gap);
+  }
+  const snip::MetricRow& last = rows.back();
+  summary_->setText(tr("live · step %1 · loss %2 · %3 tokens/s").arg(last.step).arg(last.train_loss, 0, 'f', 4)
+                        .arg(last.tokens_per_s, 0, 'f', 0));
+  push_curves();
+}
+
+void MonitorView::push_curves() {
+  loss_->set_curves({Curve{tr("train"), train_loss_, {}}, Curve{tr("validation"), val_loss_, {}}});
+  lr_->set_curves({Curve{tr("lr"), lr_points_, {}}});
+  grad_norm_->set_curves({Curve{tr("grad norm"), grad_norm_points_, {}}});
+  fp4_->set_curves({Curve{tr("ρ achieved"), fp4_points_, {}}});
+  bf16_gap_->set_curves({Curve{tr("gap"), bf16_gap_points_, {}}});
+}
+
+}  // namespace snip::ui

@@ -1,0 +1,58 @@
+// The Monitor view: live and stored training curves of one run — train and validation loss,
+// learning rate, gradient norm, achieved FP4 FLOP fraction and the BF16-probe loss gap. The
+// live run's curves come from the worker's LiveMetrics buffer on a 100 ms timer (bulk, never
+// per step); any other run's curves from the store, downsampled to 2,000 points per metric.
+#pragma once
+#include <QTimer>
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+#include "curve_chart.h"
+#include "live_metrics.h"
+
+class QComboBox;
+class QLabel;
+
+namespace snip::ui {
+
+class Workbench;
+
+class MonitorView : public QWidget {
+  Q_OBJECT
+ public:
+  MonitorView(Workbench* workbench, std::shared_ptr<LiveMetrics> live, QWidget* parent = nullptr);
+
+  void show_run(int64_t run_id);
+  int64_t shown_run() const { return run_id_; }
+  CurveChart* loss_chart() const { return loss_; }
+  std::vector<CurveChart*> charts() const { return {loss_, lr_, grad_norm_, fp4_, bf16_gap_}; }
+  // Points of the loss chart's train curve (what is shown, before display downsampling).
+  size_t train_points() const { return train_loss_.size(); }
+
+ public slots:
+  void refresh_runs();
+  void reload_from_store();
+
+ private:
+  void poll_live();
+  void push_curves();
+
+  Workbench* workbench_;
+  std::shared_ptr<LiveMetrics> live_;
+  int64_t run_id_ = 0;
+  bool live_mode_ = false;
+  size_t live_taken_ = 0;
+  QTimer live_timer_;
+  std::vector<QPointF> train_loss_, val_loss_, lr_points_, grad_norm_points_, fp4_points_, bf16_gap_points_;
+
+  QComboBox* run_combo_ = nullptr;
+  QLabel* summary_ = nullptr;
+  CurveChart* loss_ = nullptr;
+  CurveChart* lr_ = nullptr;
+  CurveChart* grad_norm_ = nullptr;
+  CurveChart* fp4_ = nullptr;
+  CurveChart* bf16_gap_ = nullptr;
+};
+
+}  // namespace snip::ui

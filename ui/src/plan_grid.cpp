@@ -1,0 +1,211 @@
+// PlanGrid: painted per-layer, per-GEMM-role precision map with diff and pin marks.
+#include "plan_grid.h"
+
+#include <QHelpEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <algorithm>
+#include <cmath>
+
+#include "snip/layers.h"
+
+namespace snip::ui {
+
+QColor precision_colour(snip::Precision p) {
+  switch (p) {
+    case snip::Precision::fp4: return QColor(230, 124, 54);   // warm: the cheap, risky choice
+    case snip::Precision::fp8: return QColor(70, 130, 200);   // cool: the safe choice
+    case snip::Precision::bf16: return QColor(150, 150, 150);
+    case snip::Precision::fp32: return QColor(200, 200, 200);
+  }
+  return QColor(128, 128, 128);
+}
+
+QString precision_label(snip::Precision p) { return QString::fromLatin1(snip::precision_name(p)).toUpper(); }
+
+namespace {
+constexpr int kLegendHeight = 22;
+}
+
+PlanGrid::PlanGrid(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+}
+
+void PlanGrid::set_plan(int num_blocks, std::vector<snip::LinearPrecision> per_layer, const QString& title) {
+  num_blocks_ = num_blocks;
+  plan_ = std::move(per_layer);
+  title_ = title;
+  update();
+}
+
+void PlanGrid::set_reference(std::vector<snip::LinearPrecision> reference) {
+  reference_ = std::move(reference);
+  update();
+}
+
+void PlanGrid::set_pins(std::map<int, snip::Precision> pins) {
+  pins_ = std::move(pins);
+  update();
+}
+
+std::vector<int> PlanGrid::differing_layers() const {
+  std::vector<int> out;
+  if (reference_.size() != plan_.size()) return out;
+  for (size_t l = 0; l < plan_.size(); ++l)
+    if (!(plan_[l] == reference_[l])) out.push_back(int(l));
+  return out;
+}
+
+QRect PlanGrid::grid_rect() const {
+  const QFontMetrics fm(font());
+  const int label_w = fm.horizontalAdvance(QStringLiteral("000")) + 8;
+  const int top = (title_.isEmpty() ? 0 : fm.height() + 4) + fm.height() + 6;
+  return QRect(label_w, top, std::max(1, width() - label_w - 4), std::max(1, height() - top - kLegendHeight - 6));
+}
+
+QRect PlanGrid::layer_rect(int layer) const {
+  if (num_blocks_ <= 0 || layer < 0 || layer >= num_blocks_ * snip::kLayersPerBlock) return {};
+  const QRect g = grid_rect();
+  const double cw = double(g.width()) / snip::kLayersPerBlock, ch = double(g.height()) / num_blocks_;
+  const int r = layer / snip::kLayersPerBlock, c = layer % snip::kLayersPerBlock;
+  const int x0 = g.left() + int(std::floor(c * cw)), x1 = g.left() + int(std::floor((c + 1) * cw));
+  const int y0 = g.top() + int(std::floor(r * ch)), y1 = g.top() + int(std::floor((r + 1) * ch));
+  return QRect(x0, y0, std::max(1, x1 - x0), std::max(1, y1 - y0));
+}
+
+int PlanGrid::layer_at(QPoint pos) const {
+  const QRect g = grid_rect();
+  if (num_blocks_ <= 0 || !g.contains(pos)) return -1;
+  const int c = std::min(snip::kLayersPerBlock - 1, int((pos.x() - g.left()) * snip::kLayersPerBlock / g.width()));
+  const int r = std::min(num_blocks_ - 1, int((pos.y() - g.top()) * num_blocks_ / g.height()));
+  return r * snip::kLayersPerBlock + c;
+}
+
+void PlanGrid::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const QPalette pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  const QFontMetrics fm(font());
+  int y = 0;
+  if (!title_.isEmpty()) {
+    QFont bold = font();
+    bold.setBold(true);
+    p.setFont(bold);
+    p.setPen(pal.color(QPalette::Text));
+    p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignLeft | Qt::AlignVCenter,
+               QFontMetrics(bold).elidedText(title_, Qt::ElideRight, width()));
+    p.setFont(font());
+    y = fm.height() + 4;
+  }
+  if (num_blocks_ <= 0 || plan_.empty()) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(rect().adjusted(0, y, 0, 0), Qt::AlignCenter | Qt::TextWordWrap, tr("No plan"));
+    return;
+  }
+  const QRect g = grid_rect();
+  p.setPen(pal.color(QPalette::Text));
+  for (int c = 0; c < snip::kLayersPerBlock; ++c) {
+    const QRect rc = layer_rect(c);
+    p.drawText(QRect(rc.left(), y, rc.width(), g.top() - y - 2), Qt::AlignHCenter | Qt::AlignBottom,
+               QString::fromLatin1(snip::layer_type_short_name(snip::kAllLayerTypes[size_t(c)])));
+  }
+  const double ch = double(g.height()) / num_blocks_;
+  const int row_step = std::max(1, int(std::ceil((fm.height() + 1) / std::max(1.0, ch))));
+  for (int b = 0; b < num_blocks_; b += row_step) {
+    const QRect rc = layer_rect(b * snip::kLayersPerBlock);
+    p.drawText(QRect(0, rc.top(), g.left() - 6, std::max(rc.height(), fm.height())), Qt::AlignRight | Qt::AlignTop,
+               QString::number(b));
+  }
+  const bool comparing = reference_.size() == plan_.size();
+  const int layers = std::min<int>(int(plan_.size()), num_blocks_ * snip::kLayersPerBlock);
+  for (int l = 0; l < layers; ++l) {
+    const QRect rc = layer_rect(l);
+    const snip::LinearPrecision& lp = plan_[size_t(l)];
+    const bool uniform = lp.fprop == lp.dgrad && lp.dgrad == lp.wgrad;
+    if (uniform) {
+      p.fillRect(rc, precision_colour(lp.fprop));
+      if (rc.height() >= fm.height() && rc.width() >= fm.horizontalAdvance(QStringLiteral("BF16")) + 4) {
+        p.setPen(Qt::white);
+        p.drawText(rc, Qt::AlignCenter, precision_label(lp.fprop));
+      }
+    } else {
+      // fprop | dgrad | wgrad stripes
+      for (int gi = 0; gi < snip::kNumGemms; ++gi) {
+        const int x0 = rc.left() + rc.width() * gi / 3, x1 = rc.left() + rc.width() * (gi + 1) / 3;
+        p.fillRect(QRect(x0, rc.top(), x1 - x0, rc.height()), precision_colour(lp[snip::kAllGemms[size_t(gi)]]));
+      }
+    }
+    if (comparing && !(lp == reference_[size_t(l)])) {
+      p.setPen(QPen(QColor(220, 30, 120), std::max(2.0, std::min(rc.width(), rc.height()) / 8.0)));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(rc.adjusted(2, 2, -2, -2));
+    }
+    if (pins_.count(l)) {
+      const int s = std::max(6, std::min(rc.width(), rc.height()) / 3);
+      QPolygon tri;
+      tri << rc.topRight() << QPoint(rc.right() - s, rc.top()) << QPoint(rc.right(), rc.top() + s);
+      p.setPen(Qt::NoPen);
+      p.setBrush(pal.color(QPalette::Text));
+      p.drawPolygon(tri);
+    }
+  }
+  if (ch >= 5) {
+    p.setPen(QPen(pal.color(QPalette::Base), 1));
+    for (int l = 0; l < layers; ++l) {
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(layer_rect(l));
+    }
+  }
+  // Legend
+  int x = g.left();
+  const int ly = g.bottom() + 8;
+  p.setPen(pal.color(QPalette::Text));
+  for (snip::Precision prec : {snip::Precision::fp4, snip::Precision::fp8, snip::Precision::bf16}) {
+    p.fillRect(QRect(x, ly + 3, 14, 14), precision_colour(prec));
+    p.drawText(QRect(x + 18, ly, 60, 20), Qt::AlignLeft | Qt::AlignVCenter, precision_label(prec));
+    x += 18 + fm.horizontalAdvance(precision_label(prec)) + 14;
+  }
+  const QString extras[] = {tr("▲ pinned"), comparing ? tr("□ differs") : QString(), tr("stripes: fprop|dgrad|wgrad")};
+  for (const QString& s : extras) {
+    if (s.isEmpty()) continue;
+    if (s == extras[1]) p.setPen(QColor(220, 30, 120));
+    p.drawText(QRect(x, ly, fm.horizontalAdvance(s) + 4, 20), Qt::AlignLeft | Qt::AlignVCenter, s);
+    p.setPen(pal.color(QPalette::Text));
+    x += fm.horizontalAdvance(s) + 14;
+  }
+}
+
+void PlanGrid::mousePressEvent(QMouseEvent* event) {
+  if (event->button() != Qt::LeftButton) return;
+  const int layer = layer_at(event->position().toPoint());
+  if (layer >= 0) emit layer_clicked(layer);
+}
+
+bool PlanGrid::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const int l = layer_at(help->pos());
+    if (l >= 0 && l < int(plan_.size())) {
+      const snip::LinearPrecision& lp = plan_[size_t(l)];
+      const auto type = snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)];
+      QString text = QStringLiteral("<b>%1</b><br>fprop %2 · dgrad %3 · wgrad %4")
+                         .arg(QString::fromStdString(snip::layer_module_name(l / snip::kLayersPerBlock, type)),
+                              precision_label(lp.fprop), precision_label(lp.dgrad), precision_label(lp.wgrad));
+      if (reference_.size() == plan_.size() && !(lp == reference_[size_t(l)])) {
+        const snip::LinearPrecision& rp = reference_[size_t(l)];
+        text += QStringLiteral("<br>reference: %1 · %2 · %3")
+                    .arg(precision_label(rp.fprop), precision_label(rp.dgrad), precision_label(rp.wgrad));
+      }
+      if (auto it = pins_.find(l); it != pins_.end()) text += tr("<br><i>pinned to %1 (click to unpin)</i>").arg(precision_label(it->second));
+      QToolTip::showText(help->globalPos(), text, this, layer_rect(l));
+    } else {
+      QToolTip::hideText();
+    }
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+}  // namespace snip::ui

@@ -1,0 +1,57 @@
+// The plan grid: one cell per selectable linear layer (rows = blocks, columns = q/k/v/o/gate/
+// up/down), coloured by precision (FP4 / FP8 / BF16 / FP32). When the three GEMM roles of a
+// layer differ, the cell splits into fprop | dgrad | wgrad stripes. Cells that differ from a
+// reference plan (compare mode) are outlined; pinned layers carry a corner mark.
+#pragma once
+#include <QString>
+#include <QWidget>
+#include <map>
+#include <vector>
+
+#include "snip/precision.h"
+
+namespace snip::ui {
+
+QColor precision_colour(snip::Precision p);
+QString precision_label(snip::Precision p);  // "FP4", "FP8", "BF16", "FP32"
+
+class PlanGrid : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PlanGrid(QWidget* parent = nullptr);
+
+  // per_layer in layer index order (block * 7 + type); empty = no plan.
+  void set_plan(int num_blocks, std::vector<snip::LinearPrecision> per_layer, const QString& title = {});
+  // Cells differing from `reference` are outlined; empty = no comparison.
+  void set_reference(std::vector<snip::LinearPrecision> reference);
+  void set_pins(std::map<int, snip::Precision> pins);
+
+  const std::vector<snip::LinearPrecision>& plan() const { return plan_; }
+  int num_blocks() const { return num_blocks_; }
+  // Layers whose precision differs from the reference (any GEMM role).
+  std::vector<int> differing_layers() const;
+  int layer_at(QPoint pos) const;
+  QRect layer_rect(int layer) const;
+
+  QSize sizeHint() const override { return {420, 360}; }
+  QSize minimumSizeHint() const override { return {200, 140}; }
+
+ signals:
+  void layer_clicked(int layer);
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  bool event(QEvent*) override;  // tooltips
+
+ private:
+  QRect grid_rect() const;
+
+  int num_blocks_ = 0;
+  std::vector<snip::LinearPrecision> plan_;
+  std::vector<snip::LinearPrecision> reference_;
+  std::map<int, snip::Precision> pins_;
+  QString title_;
+};
+
+}  // namespace snip::ui

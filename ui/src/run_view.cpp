@@ -1,0 +1,319 @@
+// RunView: the run form, run controls with progress, and the table of stored runs.
+#include "run_view.h"
+
+#include <QComboBox>
+#include <QDateTime>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "snip/error.h"
+#include "snip/model_config.h"
+#include "workbench.h"
+
+namespace snip::ui {
+
+namespace {
+enum PrecisionChoice { kBf16 = 0, kFp8, kFp4, kFp32, kPlanFile, kStoredPlan, kAdaptive };
+
+QString format_duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("—");
+  const qint64 s = qint64(seconds + 0.5);
+  if (s >= 3600) return QStringLiteral("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60);
+  if (s >= 60) return QStringLiteral("%1 min %2 s").arg(s / 60).arg(s % 60);
+  return QStringLiteral("%1 s").arg(s);
+}
+
+QLineEdit* path_row(QWidget* parent, QFormLayout* form, const QString& label, const QString& placeholder,
+                    const QString& filter) {
+  auto* edit = new QLineEdit(parent);
+  edit->setPlaceholderText(placeholder);
+  auto* browse = new QPushButton(QObject::tr("Browse…"), parent);
+  QObject::connect(browse, &QPushButton::clicked, parent, [edit, parent, filter] {
+    const QString path = QFileDialog::getOpenFileName(parent, QObject::tr("Choose a file"), {}, filter);
+    if (!path.isEmpty()) edit->setText(path);
+  });
+  auto* row = new QHBoxLayout();
+  row->addWidget(edit, 1);
+  row->addWidget(browse);
+  form->addRow(label, row);
+  return edit;
+}
+}  // namespace
+
+RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
+  auto* box = new QGroupBox(tr("New training run"), this);
+  auto* form = new QFormLayout(box);
+  name_edit_ = new QLineEdit(box);
+  name_edit_->setPlaceholderText(tr("automatic (preset · precision · seed)"));
+  form->addRow(tr("Name:"), name_edit_);
+  preset_combo_ = new QComboBox(box);
+  for (const std::string& p : snip::preset_names()) {
+    if (p == "tinyllama-1.1b") continue;  // a planning shape, not trained here
+    preset_combo_->addItem(QString::fromStdString(p));
+  }
+  preset_combo_->setCurrentText(QStringLiteral("small"));
+  form->addRow(tr("Model preset:"), preset_combo_);
+  config_edit_ = path_row(box, form, tr("…or config.json:"), tr("optional: a Hugging Face Llama config.json"),
+                          tr("JSON (*.json)"));
+  data_edit_ = path_row(box, form, tr("Data:"), tr("bundled corpus (King James Bible)"),
+                        tr("Text or token files (*.txt *.bin);;All files (*)"));
+  recipe_combo_ = new QComboBox(box);
+  recipe_combo_->addItems({QStringLiteral("snip"), QStringLiteral("mx"), QStringLiteral("nvfp4"), QStringLiteral("tensor")});
+  recipe_combo_->setToolTip(tr("Scaling recipe of the quantized GEMMs (METHOD.md section 2)"));
+  form->addRow(tr("Recipe:"), recipe_combo_);
+  precision_combo_ = new QComboBox(box);
+  precision_combo_->addItems({tr("BF16 everywhere"), tr("FP8 everywhere"), tr("FP4 everywhere"),
+                              tr("FP32 (no quantization)"), tr("Plan file…"), tr("Stored plan"),
+                              tr("Adaptive SNIP (needs the statistics round)")});
+  // The adaptive loop needs engine support for statistics rounds that is not in this build yet.
+  if (auto* model = qobject_cast<QStandardItemModel*>(precision_combo_->model()))
+    model->item(kAdaptive)->setEnabled(false);
+  form->addRow(tr("Precision:"), precision_combo_);
+  plan_edit_ = path_row(box, form, tr("Plan file:"), tr("snip-plan/1 JSON (with “Plan file…”)"), tr("Plans (*.json)"));
+  stored_plan_combo_ = new QComboBox(box);
+  form->addRow(tr("Stored plan:"), stored_plan_combo_);
+  steps_spin_ = new QSpinBox(box);
+  steps_spin_->setRange(1, 10000000);
+  steps_spin_->setValue(500);
+  form->addRow(tr("Steps:"), steps_spin_);
+  auto* shape_row = new QHBoxLayout();
+  batch_spin_ = new QSpinBox(box);
+  batch_spin_->setRange(1, 4096);
+  batch_spin_->setValue(8);
+  seq_spin_ = new QSpinBox(box);
+  seq_spin_->setRange(2, 65536);
+  seq_spin_->setValue(128);
+  shape_row->addWidget(new QLabel(tr("batch B"), box));
+  shape_row->addWidget(batch_spin_);
+  shape_row->addWidget(new QLabel(tr("seq len T"), box));
+  shape_row->addWidget(seq_spin_);
+  form->addRow(tr("Shape:"), shape_row);
+  lr_spin_ = new QDoubleSpinBox(box);
+  lr_spin_->setDecimals(5);
+  lr_spin_->setRange(1e-6, 1.0);
+  lr_spin_->setSingleStep(1e-4);
+  lr_spin_->setValue(3e-3);
+  form->addRow(tr("Peak LR (cosine):"), lr_spin_);
+  seed_spin_ = new QSpinBox(box);
+  seed_spin_->setRange(0, 2147483647);
+  seed_spin_->setValue(1337);
+  form->addRow(tr("Seed:"), seed_spin_);
+  auto* every_row = new QHBoxLayout();
+  eval_spin_ = new QSpinBox(box);
+  eval_spin_->setRange(0, 1000000);
+  eval_spin_->setValue(50);
+  save_spin_ = new QSpinBox(box);
+  save_spin_->setRange(0, 1000000);
+  save_spin_->setValue(0);
+  every_row->addWidget(new QLabel(tr("eval every"), box));
+  every_row->addWidget(eval_spin_);
+  every_row->addWidget(new QLabel(tr("checkpoint every"), box));
+  every_row->addWidget(save_spin_);
+  form->addRow(tr("Steps between:"), every_row);
+
+  start_button_ = new QPushButton(tr("Start"), box);
+  start_button_->setToolTip(tr("Start training (Ctrl+R)"));
+  pause_button_ = new QPushButton(tr("Pause"), box);
+  pause_button_->setToolTip(tr("Pause / resume between steps (Ctrl+P)"));
+  stop_button_ = new QPushButton(tr("Stop"), box);
+  stop_button_->setToolTip(tr("Stop after this step and save a checkpoint (Ctrl+.)"));
+  auto* buttons = new QHBoxLayout();
+  buttons->addWidget(start_button_);
+  buttons->addWidget(pause_button_);
+  buttons->addWidget(stop_button_);
+  form->addRow(buttons);
+  progress_ = new QProgressBar(box);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_label_ = new QLabel(tr("idle"), box);
+  form->addRow(progress_);
+  form->addRow(progress_label_);
+  box->setMinimumWidth(420);
+  box->setMaximumWidth(560);
+
+  runs_table_ = new QTableWidget(this);
+  runs_table_->setColumnCount(8);
+  runs_table_->setHorizontalHeaderLabels(
+      {tr("Run"), tr("Name"), tr("Status"), tr("Steps"), tr("Method"), tr("Recipe"), tr("Last loss"), tr("Started")});
+  runs_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  runs_table_->horizontalHeader()->setStretchLastSection(true);
+  runs_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  runs_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  runs_table_->verticalHeader()->setVisible(false);
+  auto* runs_box = new QGroupBox(tr("Runs in this database (also those made by the snip command)"), this);
+  auto* runs_layout = new QVBoxLayout(runs_box);
+  runs_layout->addWidget(runs_table_);
+
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(box);
+  layout->addWidget(runs_box, 1);
+
+  connect(start_button_, &QPushButton::clicked, this, &RunView::start_requested);
+  connect(pause_button_, &QPushButton::clicked, this, &RunView::pause_toggled);
+  connect(stop_button_, &QPushButton::clicked, this, &RunView::stop_requested);
+  connect(runs_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+    if (auto* item = runs_table_->item(row, 0)) emit monitor_requested(item->data(Qt::UserRole).toLongLong());
+  });
+  auto update_enabled = [this] {
+    const int p = precision_combo_->currentIndex();
+    plan_edit_->setEnabled(p == kPlanFile);
+    stored_plan_combo_->setEnabled(p == kStoredPlan);
+  };
+  connect(precision_combo_, &QComboBox::currentIndexChanged, this, update_enabled);
+  // A preset fixes the longest sequence: keep T within it.
+  auto clamp_seq = [this] {
+    try {
+      const snip::ModelConfig c = snip::preset_config(preset_combo_->currentText().toStdString());
+      if (c.max_position_embeddings > 0) {
+        seq_spin_->setMaximum(c.max_position_embeddings);
+        seq_spin_->setValue(std::min(seq_spin_->value(), c.max_position_embeddings));
+      }
+    } catch (const std::exception&) {
+    }
+  };
+  connect(preset_combo_, &QComboBox::currentIndexChanged, this, clamp_seq);
+  clamp_seq();
+  update_enabled();
+  connect(workbench_, &Workbench::data_changed, this, &RunView::refresh_runs);
+  set_training(false);
+  refresh_runs();
+}
+
+void RunView::set_training(bool training, bool paused) {
+  start_button_->setEnabled(!training);
+  pause_button_->setEnabled(training);
+  stop_button_->setEnabled(training);
+  pause_button_->setText(paused ? tr("Resume") : tr("Pause"));
+  if (!training) progress_label_->setText(tr("idle"));
+}
+
+void RunView::show_progress(const StepUpdate& u) {
+  progress_->setRange(0, int(std::min<qint64>(u.total_steps, 1 << 30)));
+  progress_->setValue(int(std::min<qint64>(u.step, 1 << 30)));
+  progress_label_->setText(tr("run #%1 · step %2 / %3 · loss %4 · %5 tokens/s · ETA %6")
+                               .arg(u.run_id)
+                               .arg(u.step)
+                               .arg(u.total_steps)
+                               .arg(u.train_loss, 0, 'f', 4)
+                               .arg(u.tokens_per_s, 0, 'f', 0)
+                               .arg(format_duration(u.eta_s)));
+}
+
+TrainRequest RunView::make_request() const {
+  TrainRequest r;
+  snip::TrainConfig& c = r.config;
+  if (!config_edit_->text().trimmed().isEmpty())
+    c.model = snip::read_config_file(config_edit_->text().trimmed().toStdString());
+  else
+    c.model = snip::preset_config(preset_combo_->currentText().toStdString());
+  c.data_path = data_edit_->text().trimmed().toStdString();
+  c.recipe = recipe_combo_->currentText().toStdString();
+  c.steps = steps_spin_->value();
+  c.batch_size = batch_spin_->value();
+  c.seq_len = seq_spin_->value();
+  c.seed = uint64_t(seed_spin_->value());
+  c.eval_every = eval_spin_->value();
+  c.schedule.lr = lr_spin_->value();
+  c.schedule.lr_min = lr_spin_->value() / 10.0;
+  c.schedule.total = c.steps;
+  c.schedule.warmup = std::min<int64_t>(c.schedule.warmup, std::max<int64_t>(1, c.steps / 10));
+  if (c.model.max_position_embeddings > 0 && c.seq_len > c.model.max_position_embeddings)
+    throw snip::Error("sequence length " + std::to_string(c.seq_len) + " exceeds the model's max_position_embeddings " +
+                      std::to_string(c.model.max_position_embeddings) + ": choose T ≤ " +
+                      std::to_string(c.model.max_position_embeddings));
+  switch (precision_combo_->currentIndex()) {
+    case kBf16: c.precision = "bf16"; r.method = "uniform-bf16"; break;
+    case kFp8: c.precision = "fp8"; r.method = "uniform-fp8"; break;
+    case kFp4: c.precision = "fp4"; r.method = "uniform-fp4"; break;
+    case kFp32: c.precision = "fp32"; r.method = "fp32"; break;
+    case kPlanFile: {
+      const QString path = plan_edit_->text().trimmed();
+      if (path.isEmpty()) throw snip::Error("precision “Plan file…” needs a plan: choose a snip-plan/1 JSON file");
+      c.plan = snip::read_plan_file(path.toStdString());
+      r.method = QString::fromStdString(c.plan.method.empty() ? "plan" : c.plan.method);
+      break;
+    }
+    case kStoredPlan: {
+      const qlonglong id = stored_plan_combo_->currentData().toLongLong();
+      if (id <= 0 || !workbench_->store()) throw snip::Error("no stored plan selected: make one in the Plan view first");
+      c.plan = workbench_->store()->plan(id).plan;
+      r.plan_id = id;
+      r.method = QString::fromStdString(c.plan.method.empty() ? "plan" : c.plan.method);
+      break;
+    }
+    default: throw snip::Error("adaptive SNIP training is not available in this build (no statistics-round support)");
+  }
+  r.run_name = name_edit_->text().trimmed();
+  if (r.run_name.isEmpty())
+    r.run_name = QStringLiteral("%1 · %2 · seed %3")
+                     .arg(config_edit_->text().isEmpty() ? preset_combo_->currentText() : QFileInfo(config_edit_->text()).baseName(),
+                          r.method)
+                     .arg(c.seed);
+  r.db_path = workbench_->database_path();
+  r.checkpoint_root = QFileInfo(r.db_path).absolutePath() + QStringLiteral("/checkpoints");
+  r.save_every = save_spin_->value();
+  return r;
+}
+
+void RunView::refresh_runs() {
+  snip::Store* store = workbench_->store();
+  if (!store) return;
+  std::vector<snip::RunInfo> runs;
+  std::vector<snip::PlanRecord> plans;
+  try {
+    runs = store->runs();
+    plans = store->plans();
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Reading runs failed: %1").arg(error_text(e)));
+    return;
+  }
+  runs_table_->setRowCount(int(runs.size()));
+  for (int i = 0; i < int(runs.size()); ++i) {
+    const snip::RunInfo& r = runs[size_t(i)];
+    QString last_loss = QStringLiteral("—");
+    if (r.last_step >= 0) {
+      try {
+        const auto rows = store->metrics(r.id, r.last_step, r.last_step);
+        if (!rows.empty()) last_loss = QString::number(rows.back().train_loss, 'f', 4);
+      } catch (const std::exception&) {
+      }
+    }
+    const QString cells[] = {QString::number(r.id),
+                             QString::fromStdString(r.spec.name),
+                             QString::fromLatin1(snip::run_status_name(r.status)),
+                             QString::number(r.last_step < 0 ? 0 : r.last_step),
+                             QString::fromStdString(r.spec.method),
+                             QString::fromStdString(r.spec.recipe),
+                             last_loss,
+                             QDateTime::fromMSecsSinceEpoch(r.started_ms).toString(QStringLiteral("yyyy-MM-dd hh:mm"))};
+    for (int c = 0; c < 8; ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      if (c == 0) item->setData(Qt::UserRole, qlonglong(r.id));
+      if (!r.status_message.empty()) item->setToolTip(QString::fromStdString(r.status_message));
+      runs_table_->setItem(i, c, item);
+    }
+  }
+  const qlonglong selected = stored_plan_combo_->currentData().toLongLong();
+  const QSignalBlocker block(stored_plan_combo_);
+  stored_plan_combo_->clear();
+  for (const snip::PlanRecord& p : plans)
+    stored_plan_combo_->addItem(tr("plan #%1 · %2 · ρ %3").arg(p.id).arg(QString::fromStdString(p.plan.method))
+                                    .arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
+                                qlonglong(p.id));
+  stored_plan_combo_->setCurrentIndex(std::max(0, stored_plan_combo_->findData(selected)));
+}
+
+}  // namespace snip::ui

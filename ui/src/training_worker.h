@@ -1,0 +1,79 @@
+// The training worker: a QObject living on its own QThread that runs snip::Trainer and turns
+// the engine's plain step callback into Qt signals carrying value types. Metrics go three ways
+// from the callback: the RunRecorder (batched SQLite writes through the worker's own Store
+// connection), the LiveMetrics buffer (the Monitor view's timer reads it) and a throttled
+// progress signal. Stop/pause come from the UI thread through thread-safe calls; the loop
+// checks them at step boundaries. Stopping saves a checkpoint; engine errors become signals.
+#pragma once
+#include <QObject>
+#include <QString>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "live_metrics.h"
+#include "snip/trainer.h"
+
+namespace snip {
+class Trainer;
+}
+
+namespace snip::ui {
+
+struct TrainRequest {
+  snip::TrainConfig config;
+  QString db_path;
+  QString run_name;
+  QString checkpoint_root;        // checkpoints go to <root>/run-<id>/step-<N>
+  int64_t save_every = 0;         // periodic checkpoints (0: only at the end / on stop)
+  QString method;                 // stored with the run: "uniform-fp4", "plan", ...
+  std::optional<int64_t> plan_id; // stored plan the run starts with
+};
+
+// A step as the UI sees it (throttled: at most one per kProgressIntervalMs).
+struct StepUpdate {
+  qint64 run_id = 0;
+  qint64 step = 0;
+  qint64 total_steps = 0;
+  double train_loss = 0;
+  double tokens_per_s = 0;
+  double eta_s = 0;
+};
+
+class TrainingWorker : public QObject {
+  Q_OBJECT
+ public:
+  explicit TrainingWorker(std::shared_ptr<LiveMetrics> live);
+  ~TrainingWorker() override;
+
+  // Thread-safe, from the UI thread.
+  void request_stop();
+  void set_paused(bool paused);
+  bool busy() const { return busy_.load(); }
+  bool paused() const { return paused_.load(); }
+
+ public slots:
+  // Runs a whole training run on the worker's thread; returns when it ends or is stopped.
+  void run(const snip::ui::TrainRequest& request);
+
+ signals:
+  void run_started(qint64 run_id);
+  void progress(const snip::ui::StepUpdate& update);
+  // status: "finished", "interrupted" (stopped; resumable from `checkpoint`) or "failed".
+  void run_ended(qint64 run_id, const QString& status, const QString& message, const QString& checkpoint);
+  void warning(const QString& message);
+
+ private:
+  std::shared_ptr<LiveMetrics> live_;
+  std::mutex trainer_mutex_;
+  snip::Trainer* trainer_ = nullptr;  // valid while run() runs; guarded by trainer_mutex_
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+};
+
+}  // namespace snip::ui
+
+Q_DECLARE_METATYPE(snip::ui::TrainRequest)
+Q_DECLARE_METATYPE(snip::ui::StepUpdate)

@@ -1,0 +1,143 @@
+// Workbench: the open store, the planning source and the message channel shared by the views.
+#include "workbench.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <algorithm>
+
+#include "snip/error.h"
+
+namespace snip::ui {
+
+QString error_text(const std::exception& e) { return QString::fromStdString(e.what()); }
+
+int PlanningSource::num_blocks() const {
+  if (round) return round->dims.num_layers > 0 ? round->dims.num_layers : 0;
+  int blocks = 0;
+  if (costs)
+    for (const snip::CostLayer& l : costs->layers) blocks = std::max(blocks, l.block + 1);
+  return blocks;
+}
+
+Workbench::Workbench(QObject* parent) : QObject(parent) {
+  poll_timer_.setInterval(1500);
+  connect(&poll_timer_, &QTimer::timeout, this, &Workbench::poll_now);
+}
+
+Workbench::~Workbench() = default;
+
+bool Workbench::open_database(const QString& path) {
+  try {
+    auto store = std::make_unique<snip::Store>(path.toStdString());
+    store_ = std::move(store);
+  } catch (const std::exception& e) {
+    report(MessageLevel::error, tr("Could not open the database: %1").arg(error_text(e)));
+    return false;
+  }
+  last_fingerprint_.clear();
+  emit database_changed();
+  emit data_changed();
+  if (!poll_timer_.isActive()) poll_timer_.start();
+  return true;
+}
+
+QString Workbench::database_path() const { return store_ ? QString::fromStdString(store_->path()) : QString(); }
+
+void Workbench::set_planning_source(PlanningSource source) {
+  source_ = std::move(source);
+  emit planning_source_changed();
+}
+
+snip::PlannerInput Workbench::planner_input(const snip::EstimatorOptions& options) const {
+  if (source_.round) return snip::planner_input_from_stats(*source_.round, options);
+  if (source_.costs) return snip::planner_input_from_costs(*source_.costs);
+  throw snip::Error(
+      "no statistics to plan from: select a statistics round of a run, or use File › Import statistics/costs "
+      "(snip-stats/1 JSON or a layer,precision,cost,flops CSV)");
+}
+
+bool Workbench::import_statistics_or_costs(const QString& path) {
+  try {
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+      throw snip::Error(path.toStdString() + ": cannot be read (" + file.errorString().toStdString() + ")");
+    const std::string text = file.readAll().toStdString();
+    const std::string source = QFileInfo(path).fileName().toStdString();
+    const bool json = !text.empty() && text[text.find_first_not_of(" \t\r\n") == std::string::npos
+                                                ? 0
+                                                : text.find_first_not_of(" \t\r\n")] == '{';
+    PlanningSource src;
+    if (json) {
+      snip::StatsRound round = snip::stats_from_json(text, source);
+      snip::estimate_divergences(round);  // fails early, naming a missing statistic
+      if (store_) src.round_id = store_->add_stats_round(round);
+      src.label = tr("%1 (imported statistics, step %2)").arg(QString::fromStdString(source)).arg(round.step);
+      src.round = std::move(round);
+    } else {
+      src.costs = snip::cost_table_from_csv(text, source);
+      src.label = tr("%1 (imported costs)").arg(QString::fromStdString(source));
+    }
+    set_planning_source(std::move(src));
+    report(MessageLevel::info, tr("Imported %1").arg(QString::fromStdString(source)));
+    emit data_changed();
+    return true;
+  } catch (const std::exception& e) {
+    report(MessageLevel::error, tr("Import failed: %1").arg(error_text(e)));
+    return false;
+  }
+}
+
+bool Workbench::import_plan(const QString& path) {
+  try {
+    snip::Plan plan = snip::read_plan_file(path.toStdString());
+    if (!store_) throw snip::Error("no database is open: use File › Open database first");
+    const int64_t id = store_->add_plan(plan);
+    report(MessageLevel::info, tr("Imported plan %1 as plan #%2").arg(QFileInfo(path).fileName()).arg(id));
+    emit data_changed();
+    return true;
+  } catch (const std::exception& e) {
+    report(MessageLevel::error, tr("Import failed: %1").arg(error_text(e)));
+    return false;
+  }
+}
+
+bool Workbench::use_stats_round(int64_t round_id) {
+  try {
+    if (!store_) throw snip::Error("no database is open");
+    PlanningSource src;
+    src.round = store_->stats_round(round_id);
+    src.round_id = round_id;
+    src.label = tr("statistics round #%1 (step %2)").arg(round_id).arg(src.round->step);
+    set_planning_source(std::move(src));
+    return true;
+  } catch (const std::exception& e) {
+    report(MessageLevel::error, tr("Could not load statistics round #%1: %2").arg(round_id).arg(error_text(e)));
+    return false;
+  }
+}
+
+void Workbench::report(MessageLevel level, const QString& text) { emit message(level, text); }
+
+void Workbench::set_poll_interval_ms(int ms) { poll_timer_.setInterval(ms); }
+
+void Workbench::poll_now() {
+  if (!store_) return;
+  // A cheap fingerprint of what the views show; any change (another process writing) refreshes them.
+  QString fp;
+  try {
+    store_->mark_dead_runs_interrupted();
+    for (const snip::RunInfo& r : store_->runs())
+      fp += QStringLiteral("%1:%2:%3:%4;").arg(r.id).arg(int(r.status)).arg(r.last_step).arg(r.metric_rows);
+    fp += QStringLiteral("|p%1|s%2").arg(store_->plans().size()).arg(store_->stats_rounds().size());
+  } catch (const std::exception& e) {
+    poll_timer_.stop();  // one message, not one per tick
+    report(MessageLevel::error, tr("Reading the database failed: %1").arg(error_text(e)));
+    return;
+  }
+  if (fp != last_fingerprint_) {
+    last_fingerprint_ = fp;
+    emit data_changed();
+  }
+}
+
+}  // namespace snip::ui

@@ -1,0 +1,78 @@
+// The workbench's shared state, owned by the main window and read by every view: the open
+// experiment store (the UI thread's own connection), the planning source (a statistics round
+// from the store or an imported statistics/costs file) and user-facing messages. Views talk to
+// the engine, planner and store only through their public APIs; this class holds no method logic.
+#pragma once
+#include <QObject>
+#include <QString>
+#include <QTimer>
+#include <memory>
+#include <optional>
+
+#include "snip/cost_table.h"
+#include "snip/planner.h"
+#include "snip/stats.h"
+#include "snip/store.h"
+
+namespace snip::ui {
+
+enum class MessageLevel { info, warning, error };
+
+// Where the planner's costs come from.
+struct PlanningSource {
+  QString label;                         // shown in the views, e.g. "round #3 (run 2, step 400)"
+  std::optional<snip::StatsRound> round; // statistics: SNIP's ΔL/ΔW/Q and the local-error baselines
+  std::optional<int64_t> round_id;       // the round's id in the store, when stored
+  std::optional<snip::CostTable> costs;  // imported costs (layer,precision,cost,flops)
+  int num_blocks() const;
+  bool empty() const { return !round && !costs; }
+};
+
+class Workbench : public QObject {
+  Q_OBJECT
+ public:
+  explicit Workbench(QObject* parent = nullptr);
+  ~Workbench() override;
+
+  // Opens (or creates) the database; on failure reports the error and keeps the previous one.
+  bool open_database(const QString& path);
+  QString database_path() const;
+  snip::Store* store() { return store_.get(); }
+
+  const PlanningSource& planning_source() const { return source_; }
+  void set_planning_source(PlanningSource source);
+  // Planner input for the current source under the estimator options (λ, normalisation).
+  // Throws snip::Error when the source is empty or the statistics lack a key.
+  snip::PlannerInput planner_input(const snip::EstimatorOptions& options) const;
+
+  // File › Import: snip-stats/1 JSON (stored as a round) or a layer,precision,cost,flops CSV, or
+  // a snip-plan/1 plan (stored). Errors are reported as messages; returns success.
+  bool import_statistics_or_costs(const QString& path);
+  bool import_plan(const QString& path);
+  // Uses stored statistics round `round_id` as the planning source.
+  bool use_stats_round(int64_t round_id);
+
+  // A message for the message bar (non-blocking; never a modal dialog).
+  void report(MessageLevel level, const QString& text);
+
+  // Polls the database for changes made by other processes (the headless `snip` CLI).
+  void set_poll_interval_ms(int ms);
+  void poll_now();
+
+ signals:
+  void database_changed();     // a new file was opened
+  void data_changed();         // runs, metrics, plans or rounds may have changed
+  void planning_source_changed();
+  void message(snip::ui::MessageLevel level, const QString& text);
+
+ private:
+  std::unique_ptr<snip::Store> store_;
+  PlanningSource source_;
+  QTimer poll_timer_;
+  QString last_fingerprint_;
+};
+
+// The same text the CLI prints for an exception escaping an engine call.
+QString error_text(const std::exception& e);
+
+}  // namespace snip::ui
