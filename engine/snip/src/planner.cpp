@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "snip/baselines.h"
+#include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "detail.h"
 
@@ -354,74 +355,104 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
   result.method = costs.kind == "min-err" || costs.kind == "min-rel-err" ? costs.kind : "snip";
   result.notes = m.notes;
 
-  // Variables: x_{s,p} for every slot s and candidate p (columns numbered from 1).
-  std::vector<std::vector<int>> col(m.slots.size());
-  double rhs_shift = 0;  // extra FP4 FLOPs demanded after a tolerance slip (see the guard below)
+  // Formulation: pinned slots are constants; a free slot s gets a binary y4_s (FP4) and, with
+  // BF16 allowed, yb_s (BF16) with y4_s + yb_s ≤ 1; FP8 is the remaining choice. Costs are
+  // relative to FP8:  Σ_s c_s(fp8) + Σ_s (c_s(fp4) − c_s(fp8))·y4_s + (c_s(bf16) − c_s(fp8))·yb_s.
+  // Symmetry tightening: inside a stage, free slots with identical FLOPs are interchangeable for
+  // every constraint, so some optimum puts FP4 on a prefix of them sorted by FP4 cost increase;
+  // the rows y4_(k) ≥ y4_(k+1) say so and spare branch-and-bound from exploring equal-weight
+  // permutations (a 560-layer Llama has only three distinct layer sizes).
+  std::vector<int> col4(m.slots.size(), 0), colb(m.slots.size(), 0);
+  double rhs_shift = 0;  // extra FP4 fraction demanded after a tolerance slip (see the guard below)
   std::vector<Precision> best;
   double gap = kNaN;
   int glpk_status = 0;
   for (int attempt = 0; attempt < 4; ++attempt) {
     glp_prob* lp = glp_create_prob();
     glp_set_obj_dir(lp, GLP_MIN);
+    std::vector<double> stage_total(m.stages, 0.0), stage_pinned_fp4(m.stages, 0.0);
+    double total = 0, pinned_bf16 = 0;
     int ncols = 0;
-    for (size_t s = 0; s < m.slots.size(); ++s) ncols += int(m.slots[s].candidates.size());
-    glp_add_cols(lp, ncols);
-    int j = 0;
     for (size_t s = 0; s < m.slots.size(); ++s) {
-      col[s].clear();
-      for (Precision p : m.slots[s].candidates) {
-        ++j;
-        glp_set_col_kind(lp, j, GLP_BV);
-        glp_set_obj_coef(lp, j, m.slots[s].cost[int(p)]);
-        col[s].push_back(j);
+      const Slot& sl = m.slots[s];
+      stage_total[sl.stage] += sl.flops;
+      total += sl.flops;
+      if (sl.candidates.size() == 1) {
+        if (sl.candidates[0] == Precision::fp4) stage_pinned_fp4[sl.stage] += sl.flops;
+        if (sl.candidates[0] == Precision::bf16) pinned_bf16 += sl.flops;
+        col4[s] = colb[s] = 0;
+        continue;
+      }
+      col4[s] = ++ncols;
+      colb[s] = sl.candidates.size() == 3 ? ++ncols : 0;
+    }
+    if (ncols > 0) glp_add_cols(lp, ncols);
+    for (size_t s = 0; s < m.slots.size(); ++s) {
+      const auto& c = m.slots[s].cost;
+      const double c8 = c[int(Precision::fp8)];
+      if (col4[s]) {
+        glp_set_col_kind(lp, col4[s], GLP_BV);
+        glp_set_obj_coef(lp, col4[s], c[int(Precision::fp4)] - c8);
+      }
+      if (colb[s]) {
+        glp_set_col_kind(lp, colb[s], GLP_BV);
+        glp_set_obj_coef(lp, colb[s], c[int(Precision::bf16)] - c8);
       }
     }
     std::vector<int> ia{0}, ja{0};
     std::vector<double> ar{0.0};
     int row = 0;
-    // Σ_p x_{s,p} = 1
-    glp_add_rows(lp, int(m.slots.size()));
-    for (size_t s = 0; s < m.slots.size(); ++s) {
-      ++row;
-      glp_set_row_bnds(lp, row, GLP_FX, 1.0, 1.0);
-      for (int c : col[s]) {
-        ia.push_back(row);
-        ja.push_back(c);
-        ar.push_back(1.0);
+    auto add_row = [&](int type, double lo, double hi) {
+      glp_add_rows(lp, 1);
+      glp_set_row_bnds(lp, ++row, type, lo, hi);
+      return row;
+    };
+    auto add_entry = [&](int r, int c, double v) {
+      ia.push_back(r);
+      ja.push_back(c);
+      ar.push_back(v);
+    };
+    // Σ_{s in stage} F_s·y4_s ≥ ρ·Σ_{s in stage} F_s − (pinned FP4 FLOPs of the stage)
+    std::vector<int> budget_row(m.stages);
+    for (int st = 0; st < m.stages; ++st)
+      budget_row[st] = add_row(GLP_LO, (req.budget + rhs_shift) * stage_total[st] - stage_pinned_fp4[st], 0.0);
+    for (size_t s = 0; s < m.slots.size(); ++s)
+      if (col4[s]) add_entry(budget_row[m.slots[s].stage], col4[s], m.slots[s].flops);
+    if (req.allow_bf16) {
+      // Σ F_s·yb_s ≤ β·Σ F_s − (pinned BF16 FLOPs);  y4_s + yb_s ≤ 1
+      const int bf_row = add_row(GLP_UP, 0.0, req.bf16_max_fraction * total - pinned_bf16);
+      for (size_t s = 0; s < m.slots.size(); ++s)
+        if (colb[s]) {
+          add_entry(bf_row, colb[s], m.slots[s].flops);
+          const int one = add_row(GLP_UP, 0.0, 1.0);
+          add_entry(one, col4[s], 1.0);
+          add_entry(one, colb[s], 1.0);
+        }
+    } else {
+      std::map<std::pair<int, double>, std::vector<size_t>> classes;  // (stage, FLOPs) -> free slots
+      for (size_t s = 0; s < m.slots.size(); ++s)
+        if (col4[s]) classes[{m.slots[s].stage, m.slots[s].flops}].push_back(s);
+      for (auto& [key, members] : classes) {
+        auto d = [&](size_t s) { return m.slots[s].cost[int(Precision::fp4)] - m.slots[s].cost[int(Precision::fp8)]; };
+        std::stable_sort(members.begin(), members.end(), [&](size_t x, size_t y) { return d(x) < d(y); });
+        for (size_t k = 0; k + 1 < members.size(); ++k) {
+          const int r = add_row(GLP_LO, 0.0, 0.0);
+          add_entry(r, col4[members[k]], 1.0);
+          add_entry(r, col4[members[k + 1]], -1.0);
+        }
       }
     }
-    // Σ_{s in stage} F_s·x_{s,fp4} ≥ ρ·Σ_{s in stage} F_s
-    std::vector<double> stage_total(m.stages, 0.0);
-    for (const auto& s : m.slots) stage_total[s.stage] += s.flops;
-    glp_add_rows(lp, m.stages);
-    const int first_budget_row = row + 1;
-    for (int st = 0; st < m.stages; ++st) {
-      ++row;
-      glp_set_row_bnds(lp, row, GLP_LO, req.budget * stage_total[st] + rhs_shift * stage_total[st], 0.0);
+    if (ncols == 0) {
+      // Everything is pinned: nothing to solve (feasibility was checked by build_model).
+      glp_delete_prob(lp);
+      std::vector<Precision> prec(m.slots.size());
+      for (size_t s = 0; s < m.slots.size(); ++s) prec[s] = m.slots[s].candidates[0];
+      best = prec;
+      gap = 0.0;
+      glpk_status = GLP_OPT;
+      break;
     }
-    for (size_t s = 0; s < m.slots.size(); ++s)
-      for (size_t k = 0; k < m.slots[s].candidates.size(); ++k)
-        if (m.slots[s].candidates[k] == Precision::fp4) {
-          ia.push_back(first_budget_row + m.slots[s].stage);
-          ja.push_back(col[s][k]);
-          ar.push_back(m.slots[s].flops);
-        }
-    // Σ F_s·x_{s,bf16} ≤ β·Σ F_s
-    if (req.allow_bf16) {
-      glp_add_rows(lp, 1);
-      ++row;
-      double total = 0;
-      for (const auto& s : m.slots) total += s.flops;
-      glp_set_row_bnds(lp, row, GLP_UP, 0.0, req.bf16_max_fraction * total);
-      for (size_t s = 0; s < m.slots.size(); ++s)
-        for (size_t k = 0; k < m.slots[s].candidates.size(); ++k)
-          if (m.slots[s].candidates[k] == Precision::bf16) {
-            ia.push_back(row);
-            ja.push_back(col[s][k]);
-            ar.push_back(m.slots[s].flops);
-          }
-    }
-    glp_load_matrix(lp, int(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+    if (ia.size() > 1) glp_load_matrix(lp, int(ia.size()) - 1, ia.data(), ja.data(), ar.data());
 
     glp_iocp parm;
     glp_init_iocp(&parm);
@@ -434,7 +465,10 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     GapTracker tracker;
     parm.cb_func = glpk_callback;
     parm.cb_info = &tracker;
+    // Cover-cut generation prints even at GLP_MSG_OFF; silence GLPK's terminal output around the solve.
+    const int term_was = glp_term_out(GLP_OFF);
     const int rc = glp_intopt(lp, &parm);
+    glp_term_out(term_was);
     glpk_status = glp_mip_status(lp);
     if (glpk_status != GLP_OPT && glpk_status != GLP_FEAS) {
       glp_delete_prob(lp);
@@ -446,14 +480,9 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     }
     std::vector<Precision> prec(m.slots.size(), Precision::fp8);
     for (size_t s = 0; s < m.slots.size(); ++s) {
-      double bestv = -1;
-      for (size_t k = 0; k < col[s].size(); ++k) {
-        const double v = glp_mip_col_val(lp, col[s][k]);
-        if (v > bestv) {
-          bestv = v;
-          prec[s] = m.slots[s].candidates[k];
-        }
-      }
+      if (!col4[s]) prec[s] = m.slots[s].candidates[0];
+      else if (glp_mip_col_val(lp, col4[s]) > 0.5) prec[s] = Precision::fp4;
+      else if (colb[s] && glp_mip_col_val(lp, colb[s]) > 0.5) prec[s] = Precision::bf16;
     }
     gap = (glpk_status == GLP_OPT && rc == 0) ? (req.mip_gap > 0 ? std::min(tracker.gap, req.mip_gap) : 0.0)
                                                : tracker.gap;
@@ -533,6 +562,30 @@ PlannerInput planner_input_from_costs(CostTable imported) {
   PlannerInput in;
   in.snip = std::move(imported);
   return in;
+}
+
+PlannerInput read_planner_input(const std::string& stats_path, const std::string& costs_path,
+                                const EstimatorOptions& options) {
+  if (stats_path.empty() == costs_path.empty())
+    throw Error("give exactly one source of costs: a statistics file (--stats) or a cost CSV (--costs)");
+  if (!costs_path.empty()) return planner_input_from_costs(read_cost_csv(costs_path));
+  PlannerInput in = planner_input_from_stats(stats_from_json(read_file(stats_path), stats_path), options);
+  in.snip.source = in.min_err->source = in.min_rel_err->source = stats_path;
+  return in;
+}
+
+std::pair<std::string, Precision> parse_pin(const std::string& text) {
+  const auto eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw Error("pin '" + text + "' must be LAYER=PRECISION, e.g. model.layers.0.mlp.down_proj=fp8");
+  const std::string name = text.substr(0, eq);
+  if (!parse_layer_module_name(name))
+    throw Error("pin '" + text + "': '" + name + "' is not a linear layer name (e.g. model.layers.0.self_attn.q_proj)");
+  try {
+    return {name, parse_precision(text.substr(eq + 1))};
+  } catch (const Error& e) {
+    throw Error("pin '" + text + "': " + e.what());
+  }
 }
 
 PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest& req) {

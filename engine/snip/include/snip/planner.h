@@ -72,6 +72,12 @@ struct PlannerInput {
 };
 PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOptions& options = {});
 PlannerInput planner_input_from_costs(CostTable imported);
+// From files: exactly one of a snip-stats/1 JSON file and a cost CSV (the other empty).
+PlannerInput read_planner_input(const std::string& stats_path, const std::string& costs_path,
+                                const EstimatorOptions& options = {});
+
+// "model.layers.3.mlp.down_proj=fp8" -> (name, precision); throws snip::Error on bad syntax.
+std::pair<std::string, Precision> parse_pin(const std::string& text);
 
 // One plan by any method. Every result is rated under SNIP's costs (predicted_*). Throws
 // snip::Error for infeasible requests naming the cause (ρ outside [0, 1], pins or ties that make

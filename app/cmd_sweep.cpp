@@ -1,0 +1,157 @@
+// `snip sweep`: the budget-vs-quality tradeoff curves — a plan for every budget × method, each
+// rated under SNIP's costs (Σ Q, ΔL, ΔW), with identical plans marked as one piece of evidence.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "snip/error.h"
+#include "snip/sweep.h"
+
+namespace {
+
+struct SweepCliOptions {
+  std::string stats, costs, budgets = "0:1:0.05", methods;
+  double lambda = 0.1, bf16_max = 0.1;
+  bool ties = false, per_role = false, allow_bf16 = false, json = false, csv = false, no_normalize = false;
+  int stages = 1, seeds = 3;
+  uint64_t seed = 1;
+  std::vector<std::string> pins;
+};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+void run_sweep_cmd(const SweepCliOptions& o) {
+  snip::EstimatorOptions est;
+  est.lambda = o.lambda;
+  est.normalize = !o.no_normalize;
+  const snip::PlannerInput in = snip::read_planner_input(o.stats, o.costs, est);
+  snip::SweepOptions opt;
+  opt.budgets = snip::parse_budget_list(o.budgets);
+  // Defaults: every method the input supports (min-err needs statistics).
+  opt.methods = snip::parse_method_list(
+      !o.methods.empty() ? o.methods
+      : in.min_err       ? "snip,min-err,min-rel-err,e-layer-type,e-layer-id,random,uniform-fp8,uniform-fp4"
+                         : "snip,e-layer-type,e-layer-id,random,uniform-fp8,uniform-fp4");
+  opt.random_seeds = o.seeds;
+  opt.request.per_role = o.per_role;
+  opt.request.ties = o.ties;
+  opt.request.stages = o.stages;
+  opt.request.allow_bf16 = o.allow_bf16;
+  opt.request.bf16_max_fraction = o.bf16_max;
+  opt.request.seed = o.seed;
+  for (const auto& p : o.pins) opt.request.pins.insert(snip::parse_pin(p));
+  const auto points = snip::run_sweep(in, opt);
+
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    auto jnum = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    for (const auto& p : points) {
+      nlohmann::json j;
+      j["budget"] = p.budget;
+      j["method"] = p.method;
+      if (p.method == "random") j["seed"] = p.seed;
+      j["ok"] = p.ok;
+      if (!p.ok) {
+        j["error"] = p.error;
+      } else {
+        j["status"] = p.result.status;
+        j["achieved_fp4_fraction"] = p.result.achieved_fraction;
+        j["meets_budget"] = p.result.meets_budget();
+        j["predicted_q"] = jnum(p.result.predicted_q);
+        j["predicted_dl"] = jnum(p.result.predicted_dl);
+        j["predicted_dw"] = jnum(p.result.predicted_dw);
+        j["mip_gap"] = jnum(p.result.mip_gap);
+        j["solve_ms"] = p.result.solve_ms;
+        j["same_plan_as"] = p.same_plan_as;
+        j["notes"] = p.result.notes;
+      }
+      rows.push_back(j);
+    }
+    nlohmann::json out;
+    out["costs"] = in.snip.source;
+    if (!o.stats.empty()) out["lambda"] = o.lambda;
+    out["points"] = rows;
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  if (o.csv) {
+    std::printf("budget,method,seed,ok,achieved_fp4_fraction,predicted_q,predicted_dl,predicted_dw,mip_gap,same_plan_as,"
+                "error\n");
+    for (const auto& p : points)
+      std::printf("%.6g,%s,%s,%d,%s,%s,%s,%s,%s,%s,\"%s\"\n", p.budget, p.method.c_str(),
+                  p.method == "random" ? std::to_string(p.seed).c_str() : "", p.ok ? 1 : 0,
+                  p.ok ? num(p.result.achieved_fraction).c_str() : "", p.ok ? num(p.result.predicted_q).c_str() : "",
+                  p.ok ? num(p.result.predicted_dl).c_str() : "", p.ok ? num(p.result.predicted_dw).c_str() : "",
+                  p.ok ? num(p.result.mip_gap).c_str() : "", join(p.same_plan_as, ";").c_str(), p.error.c_str());
+    return;
+  }
+  std::printf("tradeoff under SNIP's costs (%s); Q is the predicted quality loss, lower is better\n",
+              in.snip.source.c_str());
+  std::printf("%-7s %-16s %9s  %12s %12s %12s  %s\n", "budget", "method", "achieved", "Q", "dL", "dW", "same plan as");
+  for (const auto& p : points) {
+    std::string name = p.method + (p.method == "random" ? "#" + std::to_string(p.seed) : "");
+    if (!p.ok) {
+      std::printf("%-7.3f %-16s infeasible: %s\n", p.budget, name.c_str(), p.error.c_str());
+      continue;
+    }
+    std::printf("%-7.3f %-16s %9.5f%s %12s %12s %12s  %s\n", p.budget, name.c_str(), p.result.achieved_fraction,
+                p.result.meets_budget() ? " " : "*",
+                num(p.result.predicted_q).c_str(), num(p.result.predicted_dl).c_str(),
+                num(p.result.predicted_dw).c_str(), join(p.same_plan_as, ", ").c_str());
+  }
+  std::printf("(* = below the budget: a uniform reference point, not a solution)\n");
+}
+
+void setup_sweep(CLI::App& app) {
+  auto o = std::make_shared<SweepCliOptions>();
+  auto* cmd = app.add_subcommand(
+      "sweep",
+      "Budget-vs-quality tradeoff curves: for every FP4 FLOP budget and method, the plan and its predicted "
+      "quality loss under SNIP's costs (sum of Q, dL, dW)");
+  auto* stats = cmd->add_option("--stats", o->stats, "Statistics round (snip-stats/1 JSON)");
+  auto* costs = cmd->add_option("--costs", o->costs, "Cost CSV (layer,precision,cost,flops[,role])");
+  stats->excludes(costs);
+  costs->excludes(stats);
+  cmd->add_option("--budgets", o->budgets, "FP4 FLOP fractions: a list 0,0.25,0.5 or ranges start:stop:step")
+      ->capture_default_str();
+  cmd->add_option("--methods", o->methods,
+                  "Comma-separated methods (snip, min-err, min-rel-err, e-layer-type, e-layer-id, random, uniform-*, "
+                  "or all); default: every method the input supports");
+  cmd->add_option("--seeds", o->seeds, "Seeds per budget for the random baseline")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "First random seed")->capture_default_str();
+  cmd->add_option("--lambda", o->lambda, "Weight of dW in Q = dL^ + lambda*dW^ (statistics input)")
+      ->capture_default_str();
+  cmd->add_flag("--no-normalize", o->no_normalize, "Use raw dL and dW instead of dividing each by its FP4 sum");
+  cmd->add_flag("--ties", o->ties, "Keep q/k/v and gate/up of a block in one precision");
+  cmd->add_option("--pin", o->pins, "Force a layer's precision, LAYER=PREC (repeatable)");
+  cmd->add_flag("--per-role", o->per_role, "Choose fprop and backward GEMMs separately (ILP methods)");
+  cmd->add_option("--stages", o->stages, "Pipeline stages; each meets the budget on its own")->capture_default_str();
+  cmd->add_flag("--allow-bf16", o->allow_bf16, "Allow BF16 as a third choice (ILP methods)");
+  cmd->add_option("--bf16-max", o->bf16_max, "Largest FLOP fraction in BF16 with --allow-bf16")->capture_default_str();
+  auto* json = cmd->add_flag("--json", o->json, "Print one JSON object");
+  auto* csv = cmd->add_flag("--csv", o->csv, "Print CSV rows");
+  json->excludes(csv);
+  cmd->callback([o] {
+    if (o->stats.empty() && o->costs.empty()) throw snip::Error("snip sweep needs --stats FILE or --costs FILE.csv");
+    run_sweep_cmd(*o);
+  });
+}
+
+SNIP_REGISTER_COMMAND("sweep", setup_sweep);
+
+}  // namespace
