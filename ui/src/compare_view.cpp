@@ -54,10 +54,14 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   scroll->setWidgetResizable(true);
   loss_ = new CurveChart(tr("Train loss of the selected runs"), tr("cross-entropy (nats)"), this);
   table_ = new QTableWidget(this);
-  table_->setColumnCount(8);
+  table_->setColumnCount(9);
   table_->setHorizontalHeaderLabels({tr("Kind"), tr("Name"), tr("Method"), tr("Budget ρ"), tr("Achieved ρ"),
-                                     tr("Train loss (last 50)"), tr("Val loss"), tr("Gap to BF16")});
+                                     tr("Predicted ΔL"), tr("Train loss (last 50)"), tr("Val loss"), tr("Gap to BF16")});
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Interactive);  // names can be long: elide
+  table_->setColumnWidth(1, 150);
+  table_->setTextElideMode(Qt::ElideRight);
+  table_->setWordWrap(false);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -70,8 +74,13 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   auto* right = new QSplitter(Qt::Vertical, this);
   right->addWidget(scroll);
   right->addWidget(bottom);
-  right->setStretchFactor(0, 3);
-  right->setStretchFactor(1, 2);
+  right->setStretchFactor(0, 1);
+  right->setStretchFactor(1, 1);
+  right->setSizes({380, 340});
+  right->setChildrenCollapsible(false);
+  bottom->setSizes({420, 520});
+  bottom->setChildrenCollapsible(false);
+  scroll->setMinimumHeight(220);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(pick);
   layout->addWidget(right, 1);
@@ -98,6 +107,7 @@ void CompareView::refresh_lists() {
                                            .arg(p.plan.budget, 0, 'f', 2).arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
                                        plan_list_);
       item->setData(Qt::UserRole, qlonglong(p.id));
+      item->setToolTip(item->text());
       item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
       item->setCheckState(checked_plans.count(p.id) ? Qt::Checked : Qt::Unchecked);
     }
@@ -107,6 +117,7 @@ void CompareView::refresh_lists() {
                                            .arg(QString::fromLatin1(snip::run_status_name(r.status))),
                                        run_list_);
       item->setData(Qt::UserRole, qlonglong(r.id));
+      item->setToolTip(item->text());
       item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
       item->setCheckState(checked_runs.count(r.id) ? Qt::Checked : Qt::Unchecked);
     }
@@ -143,7 +154,11 @@ void CompareView::rebuild() {
   auto add_row = [this](const QStringList& cells) {
     const int row = table_->rowCount();
     table_->insertRow(row);
-    for (int c = 0; c < cells.size(); ++c) table_->setItem(row, c, new QTableWidgetItem(cells[c]));
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      item->setToolTip(cells[c]);
+      table_->setItem(row, c, item);
+    }
   };
   try {
     std::vector<snip::LinearPrecision> reference;
@@ -163,8 +178,8 @@ void CompareView::rebuild() {
       grids_.push_back(grid);
       add_row({tr("plan"), QStringLiteral("#%1").arg(rec.id), QString::fromStdString(rec.plan.method),
                num(rec.plan.budget, 3), num(rec.plan.achieved_fp4_fraction, 4),
-               rec.solve.predicted_delta_loss ? tr("pred. ΔL %1").arg(*rec.solve.predicted_delta_loss, 0, 'g', 3) : QString(),
-               QString(), i > 0 ? tr("%1 cells differ").arg(grid->differing_layers().size()) : tr("reference")});
+               rec.solve.predicted_delta_loss ? QString::number(*rec.solve.predicted_delta_loss, 'g', 4) : QString(),
+               QString(), QString(), i > 0 ? tr("%1 cells differ").arg(grid->differing_layers().size()) : tr("reference")});
     }
     // Runs: mean train loss over the last 50 steps, last validation loss, gap to a BF16 run if one is selected.
     struct RunSummary {
@@ -194,7 +209,7 @@ void CompareView::rebuild() {
     std::vector<Curve> curves;
     for (const RunSummary& s : runs) {
       add_row({tr("run"), QStringLiteral("#%1 %2").arg(s.info.id).arg(QString::fromStdString(s.info.spec.name)),
-               QString::fromStdString(s.info.spec.method), QString(), num(s.fp4, 4), num(s.train), num(s.val),
+               QString::fromStdString(s.info.spec.method), QString(), num(s.fp4, 4), QString(), num(s.train), num(s.val),
                std::isfinite(bf16_train) ? QString::asprintf("%+.4f", s.train - bf16_train) : tr("no BF16 run selected")});
       curves.push_back(Curve{QStringLiteral("#%1 %2").arg(s.info.id).arg(QString::fromStdString(s.info.spec.method)), s.curve, {}});
     }

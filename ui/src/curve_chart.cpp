@@ -40,6 +40,22 @@ struct Range {
   }
   bool valid() const { return lo <= hi; }
 };
+
+// Range widened to multiples of a 1/2/5·10^k step giving 4–6 ticks.
+void set_nice_range(QValueAxis* axis, double lo, double hi) {
+  if (!(hi > lo)) hi = lo + 1.0;
+  const double raw = (hi - lo) / 4.0;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  const double nlo = std::floor(lo / step + 1e-9) * step, nhi = std::ceil(hi / step - 1e-9) * step;
+  axis->setRange(nlo, nhi);
+  axis->setTickCount(int(std::lround((nhi - nlo) / step)) + 1);
+}
 }  // namespace
 
 std::vector<QPointF> smooth_ema(const std::vector<QPointF>& points, double weight) {
@@ -285,8 +301,21 @@ void CurveChart::redraw_now() {
   }
   QList<QAbstractAxis*> x_axes = chart_->axes(Qt::Horizontal);
   QList<QAbstractAxis*> y_axes = chart_->axes(Qt::Vertical);
-  if (!x_axes.isEmpty()) x_axes.first()->setRange(xr.lo, xr.hi > xr.lo ? xr.hi : xr.lo + 1.0);
-  if (!y_axes.isEmpty()) y_axes.first()->setRange(y_lo, y_hi);
+  if (!log_scale_ && yr.lo >= 0.0 && y_lo < 0.0) y_lo = 0.0;  // a non-negative quantity keeps its zero
+  // Round tick values (0, 100, 200 rather than 1, 150.75, 300.5).
+  if (!x_axes.isEmpty()) {
+    if (auto* axis = qobject_cast<QValueAxis*>(x_axes.first()))
+      set_nice_range(axis, xr.lo, xr.hi > xr.lo ? xr.hi : xr.lo + 1.0);
+  }
+  if (!y_axes.isEmpty()) {
+    if (auto* axis = qobject_cast<QValueAxis*>(y_axes.first()))
+      set_nice_range(axis, y_lo, y_hi);
+    else
+      y_axes.first()->setRange(y_lo, y_hi);
+  }
+  bool any_points = false;
+  for (const Curve& c : curves_) any_points |= !c.points.empty();
+  chart_->setTitle(any_points ? title_ : title_ + tr(" — no data"));
   emit redrawn();
 }
 

@@ -113,13 +113,12 @@ void MonitorView::reload_from_store() {
     fp4_points_ = to_points(store->curve(run_id_, snip::Metric::fp4_fraction, kStoreCurvePoints));
     bf16_gap_points_ = to_points(store->curve(run_id_, snip::Metric::bf16_gap, kStoreCurvePoints));
     const snip::RunInfo run = store->run(run_id_);
-    summary_->setText(tr("%1 · %2 · recipe %3 · %4%5")
-                          .arg(QString::fromLatin1(snip::run_status_name(run.status)))
-                          .arg(QString::fromStdString(run.spec.method.empty() ? "—" : run.spec.method))
-                          .arg(QString::fromStdString(run.spec.recipe))
-                          .arg(QString::fromStdString(run.spec.data_source))
-                          .arg(run.status_message.empty() ? QString()
-                                                          : QStringLiteral(" · ") + QString::fromStdString(run.status_message)));
+    QStringList parts = {QString::fromLatin1(snip::run_status_name(run.status)),
+                         QString::fromStdString(run.spec.method.empty() ? "—" : run.spec.method),
+                         tr("recipe %1").arg(QString::fromStdString(run.spec.recipe))};
+    if (!run.spec.data_source.empty()) parts << QString::fromStdString(run.spec.data_source);
+    if (!run.status_message.empty()) parts << QString::fromStdString(run.status_message);
+    summary_->setText(parts.join(QStringLiteral(" · ")));
   } catch (const std::exception& e) {
     workbench_->report(MessageLevel::error, tr("Reading run #%1 failed: %2").arg(run_id_).arg(error_text(e)));
   }

@@ -2,6 +2,8 @@
 #include "plan_view.h"
 
 #include <QCheckBox>
+#include <QtCharts/QChart>
+#include <QtCharts/QLegend>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -118,6 +120,12 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   splitter->addWidget(tradeoff_);
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 1);
+  splitter->setSizes({480, 480});  // half and half; the grid's size hint alone would starve the chart
+  splitter->setChildrenCollapsible(false);
+  tradeoff_->setMinimumWidth(360);
+  QFont legend_font = tradeoff_->chart()->legend()->font();
+  legend_font.setPointSizeF(legend_font.pointSizeF() * 0.85);  // six methods must fit one legend row
+  tradeoff_->chart()->legend()->setFont(legend_font);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(controls);
   layout->addWidget(splitter, 1);
@@ -341,7 +349,7 @@ void PlanView::sweep_finished() {
   }
   for (const std::string& m : order) {
     Curve c;
-    c.name = QString::fromStdString(m == "random" ? "random (mean of 3 seeds)" : m);
+    c.name = QString::fromStdString(m == "random" ? "random×3" : m);  // mean over 3 seeds
     for (const auto& [budget, acc] : by_method[m]) c.points.emplace_back(budget, acc.first / acc.second);
     curves.push_back(std::move(c));
   }
