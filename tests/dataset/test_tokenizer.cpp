@@ -51,6 +51,7 @@ TEST_F(SentencePieceTest, TrainedModelIsLosslessOnAnyText) {
   auto tok = snip::make_tokenizer(path("tok.model"));
   EXPECT_EQ(tok->vocab_size(), 400);
   EXPECT_EQ(tok->name(), "sentencepiece:" + path("tok.model"));
+  EXPECT_EQ(snip::make_tokenizer(tok->name())->name(), tok->name());  // names saved in checkpoints load back
 
   // Compresses English (merges were learned) and round-trips exactly, newlines, runs of
   // spaces and bytes never seen in training included.

@@ -225,6 +225,9 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   if (spec.empty() || spec == "byte") return make_byte_tokenizer();
+  // Accept Tokenizer::name() too, so a name saved in a checkpoint recreates its tokenizer.
+  const std::string prefix = "sentencepiece:";
+  if (spec.rfind(prefix, 0) == 0) return make_sentencepiece_tokenizer(spec.substr(prefix.size()));
   return make_sentencepiece_tokenizer(spec);
 }
 

@@ -21,7 +21,7 @@ class Tokenizer {
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 // SentencePiece model file (.model). Throws snip::Error when it cannot be loaded.
 std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model_path);
-// "byte" or a path to a .model file.
+// "byte" (or empty), a path to a .model file, or a Tokenizer::name() ("sentencepiece:<path>").
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
 // A tokenized corpus split into train and validation streams.
