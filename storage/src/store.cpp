@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "schema.h"
 #include "snip/error.h"
@@ -101,7 +103,18 @@ void check_location(const std::string& path, const StoreOptions& options) {
   if (dir.empty()) dir = ".";
   if (fs::exists(st)) {
     if (fs::is_directory(st)) throw Error(path + ": is a directory; --db needs a database file path");
-    check_existing_file(path, fs::file_size(p, ec));
+    // A live writer's WAL checkpoint writes page 1 (with the new page count) before the
+    // pages that grow the file, so a "truncated" verdict is re-checked for a moment before
+    // it is believed.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        check_existing_file(path, fs::file_size(p, ec));
+        break;
+      } catch (const Error&) {
+        if (attempt >= 10 || !fs::exists(path + "-wal", ec)) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     if (::access(path.c_str(), R_OK | W_OK) != 0)
       throw Error(path + ": the database file is read-only (" + std::strerror(errno) +
                   "); the store writes to it (runs, metrics, WAL): make it writable or copy it elsewhere");

@@ -122,6 +122,9 @@ TEST(StoreConcurrency, ReaderProcessNeverSeesHalfWrittenSteps) {
   int64_t last_seen = 0;
   int reads = 0, distinct = 0;
   for (;;) {
+    // Re-open now and then, as a GUI does on "refresh": opening must succeed mid-write
+    // (including during the writer's WAL checkpoints) and must not disturb the writer.
+    if (reads % 16 == 15) reader = Store(path);
     const RunInfo before = reader.run(id);
     const auto rows = reader.metrics(id);
     const auto curve = reader.curve(id, Metric::train_loss, 100);
