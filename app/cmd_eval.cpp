@@ -1,0 +1,128 @@
+// `snip eval`: the mean loss of a checkpoint on a token stream read sequentially from its start
+// (llm.c's convention: batch i takes tokens [i·B·T, (i+1)·B·T + 1)), under a uniform precision
+// or a plan; optionally the gradient of that mean loss for every parameter (HF names).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "snip/checkpoint.h"
+#include "snip/dataset.h"
+#include "snip/error.h"
+#include "snip/plan.h"
+#include "snip/qlinear.h"
+#include "snip/trainer.h"
+
+namespace {
+
+struct EvalOptions {
+  std::string checkpoint;
+  std::string data;
+  std::string tokenizer;  // default: the run's tokenizer (trainer_state.json), else byte
+  std::string split = "all";
+  int batch_size = 8;
+  int seq_len = 0;
+  int64_t batches = 0;  // 0: every whole batch of the stream
+  std::string precision = "fp32";
+  std::string plan;
+  std::string recipe;
+  std::string grads_out;
+  bool json = false;
+};
+
+void run_eval(const EvalOptions& o) {
+  const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
+  std::string tokenizer = o.tokenizer, recipe = o.recipe;
+  if (std::filesystem::exists(o.checkpoint + "/trainer_state.json")) {
+    const auto state = snip::read_trainer_state(o.checkpoint);
+    if (tokenizer.empty() && state.contains("config")) tokenizer = state["config"].value("tokenizer", "byte");
+    if (recipe.empty()) recipe = state.value("recipe", "snip");
+  }
+  if (tokenizer.empty()) tokenizer = "byte";
+  if (recipe.empty()) recipe = "snip";
+  const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.max_position_embeddings);
+  const int B = o.batch_size;
+  if (B <= 0) throw snip::Error("--batch-size must be positive");
+  if (o.split != "all" && o.split != "train" && o.split != "val")
+    throw snip::Error("--split must be all, train or val (got \"" + o.split + "\")");
+
+  auto tok = snip::make_tokenizer(tokenizer);
+  const snip::TokenData data = snip::load_token_data(o.data, *tok, cfg.vocab_size);
+  std::vector<int32_t> stream;
+  if (o.split != "val") stream = data.train;
+  if (o.split != "train") stream.insert(stream.end(), data.val.begin(), data.val.end());
+
+  snip::Llama model(cfg, B, T);
+  snip::read_checkpoint_model(o.checkpoint, model);
+  model.set_recipe(snip::Recipe::named(recipe));
+  std::vector<std::string> warnings;
+  if (!o.plan.empty()) {
+    model.set_precisions(snip::resolve_plan(snip::read_plan_file(o.plan), cfg.dims(), &warnings));
+  } else {
+    model.set_precisions(std::vector<snip::LinearPrecision>(
+        size_t(7 * cfg.num_hidden_layers), snip::LinearPrecision::uniform(snip::parse_precision(o.precision))));
+  }
+  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+
+  snip::BatchLoader loader(&stream, B, T, 0, /*shuffle=*/false);
+  const int64_t available = int64_t(loader.batches_per_epoch());
+  if (available <= 0)
+    throw snip::Error(data.source + ": " + std::to_string(stream.size()) + " tokens are fewer than one batch of " +
+                      std::to_string(B) + "x" + std::to_string(T) + "+1; use a smaller --batch-size/--seq-len");
+  if (o.batches > available)
+    throw snip::Error("--batches " + std::to_string(o.batches) + " exceeds the " + std::to_string(available) +
+                      " whole batches of " + std::to_string(B) + "x" + std::to_string(T) + " in " + data.source);
+  const int64_t n = o.batches > 0 ? o.batches : available;
+  std::vector<int32_t> in(size_t(B) * T), tgt(in.size());
+  double sum = 0;
+  model.zero_grads();
+  for (int64_t i = 0; i < n; ++i) {
+    loader.next(in.data(), tgt.data());
+    const double loss = model.forward(in.data(), tgt.data());
+    if (!std::isfinite(loss))
+      throw snip::Error("batch " + std::to_string(i) + ": loss is not finite (first non-finite tensor: " +
+                        model.first_nonfinite_activation() + ")");
+    sum += loss;
+    if (!o.grads_out.empty()) model.backward(1.0 / double(n));  // gradient of the mean loss
+  }
+  const double mean = sum / double(n);
+  const int64_t tokens = n * B * T;
+  if (!o.grads_out.empty()) snip::write_model_grads(o.grads_out, model);
+  if (o.json) {
+    nlohmann::json j{{"loss", mean},        {"tokens", tokens},   {"batches", n},
+                     {"batch_size", B},     {"seq_len", T},       {"checkpoint", o.checkpoint},
+                     {"data", data.source}, {"split", o.split},   {"recipe", recipe},
+                     {"precision", o.plan.empty() ? o.precision : "plan:" + o.plan}};
+    if (!o.grads_out.empty()) j["grads_out"] = o.grads_out;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("loss %.6f over %lld tokens (%lld batches of %dx%d, %s)\n", mean, (long long)tokens, (long long)n, B, T,
+                data.source.c_str());
+    if (!o.grads_out.empty()) std::printf("gradients written to %s\n", o.grads_out.c_str());
+  }
+}
+
+void setup_eval(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  auto* cmd = app.add_subcommand("eval", "Mean loss of a checkpoint on sequential batches (llm.c convention), "
+                                         "optionally with every parameter's gradient");
+  cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint directory (config.json + model.safetensors)")->required();
+  cmd->add_option("--data", o->data, "Text or llm.c token file; default: the bundled corpus");
+  cmd->add_option("--split", o->split, "Which part of the stream: all (default), train or val (the last 5%)");
+  cmd->add_option("--tokenizer", o->tokenizer, "\"byte\" or a SentencePiece .model (default: the run's)");
+  cmd->add_option("--batch-size", o->batch_size, "Rows per batch (B)");
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per row (T); default min(256, max_position_embeddings)");
+  cmd->add_option("--batches", o->batches, "Number of batches from the start (default: all whole batches)");
+  auto* prec = cmd->add_option("--precision", o->precision, "Uniform GEMM precision: fp32 (default), bf16, fp8, fp4");
+  cmd->add_option("--plan", o->plan, "snip-plan/1 file instead of a uniform precision")->excludes(prec);
+  cmd->add_option("--recipe", o->recipe, "Scaling recipe: snip, mx, nvfp4, tensor (default: the run's)");
+  cmd->add_option("--grads-out", o->grads_out, "Write d(mean loss)/d(parameter) as FP32 safetensors, HF names");
+  cmd->add_flag("--json", o->json, "Print one JSON object {loss, tokens, ...}");
+  cmd->callback([o] { run_eval(*o); });
+}
+SNIP_REGISTER_COMMAND("eval", setup_eval);
+
+}  // namespace

@@ -1,0 +1,234 @@
+// `snip train`: trains a Llama model on the CPU with every block linear layer's three GEMMs at
+// the precision a plan assigns (uniform --precision, or a snip-plan/1 file), with a progress bar
+// on a terminal or one JSON line per step, periodic checkpoints and evaluation. Ctrl-C stops
+// after the current step, saves a checkpoint and exits cleanly.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "snip/error.h"
+#include "snip/model_config.h"
+#include "snip/plan.h"
+#include "snip/trainer.h"
+
+namespace {
+
+struct TrainOptions {
+  std::string preset;
+  std::string config;
+  std::string data;
+  std::string tokenizer = "byte";
+  int64_t steps = 0;  // 0: the default (500) or, on resume, the run's own total
+  int batch_size = 8;
+  int seq_len = 0;  // 0: min(256, max_position_embeddings)
+  int grad_accum = 1;
+  double lr = 3e-3;
+  double lr_min = -1;  // < 0: lr / 10
+  int64_t warmup = 20;
+  std::string schedule = "cosine";
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95;
+  double clip = 1.0;
+  std::string precision = "bf16";
+  std::string plan;
+  std::string recipe = "snip";
+  std::string resume;
+  std::string out;
+  int64_t save_every = 0;
+  int64_t eval_every = 100;
+  int eval_batches = 8;
+  uint64_t seed = 1337;
+  bool json = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
+}
+
+std::string default_out_dir() {
+  char buf[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "checkpoints/run-%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+std::string format_duration(double s) {
+  char buf[32];
+  const int64_t t = int64_t(s + 0.5);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(t / 3600), (long long)(t / 60 % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+  return buf;
+}
+
+// Progress on a terminal: one redrawn line. Elsewhere: a plain line every 10 steps / evaluation.
+class Progress {
+ public:
+  explicit Progress(bool json) : json_(json), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void step(const snip::StepMetrics& m) {
+    smoothed_tps_ = smoothed_tps_ == 0 ? m.tokens_per_s : 0.9 * smoothed_tps_ + 0.1 * m.tokens_per_s;
+    if (m.val_loss) last_val_ = *m.val_loss;
+    if (json_) {
+      nlohmann::json j{{"step", m.step},         {"total_steps", m.total_steps}, {"train_loss", m.train_loss},
+                       {"lr", m.lr},             {"grad_norm", m.grad_norm},     {"tokens_per_s", m.tokens_per_s},
+                       {"fp4_fraction", m.fp4_fraction}, {"tokens_seen", m.tokens_seen}};
+      if (m.val_loss) j["val_loss"] = *m.val_loss;
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      return;
+    }
+    const double step_s = m.tokens_per_s > 0 ? m.step_seconds * m.tokens_per_s / smoothed_tps_ : m.step_seconds;
+    const double eta = double(m.total_steps - m.step) * step_s;
+    char val[32] = "";
+    if (last_val_ >= 0) std::snprintf(val, sizeof val, " val %.4f", last_val_);
+    if (tty_) {
+      const int width = 24, filled = int(double(width) * double(m.step) / double(std::max<int64_t>(m.total_steps, 1)));
+      std::string bar(size_t(filled), '#');
+      bar.resize(size_t(width), '.');
+      std::fprintf(stderr, "\r[%s] %lld/%lld loss %.4f%s | %.0f tok/s | ETA %s   ", bar.c_str(), (long long)m.step,
+                   (long long)m.total_steps, m.train_loss, val, smoothed_tps_, format_duration(eta).c_str());
+      if (m.step == m.total_steps) std::fprintf(stderr, "\n");
+    } else if (m.step % 10 == 0 || m.val_loss || m.step == m.total_steps || m.step == 1) {
+      std::fprintf(stderr, "step %lld/%lld loss %.4f%s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n", (long long)m.step,
+                   (long long)m.total_steps, m.train_loss, val, m.lr, m.grad_norm, smoothed_tps_,
+                   format_duration(eta).c_str());
+    }
+  }
+  void end_line() {
+    if (tty_ && !json_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool json_, tty_;
+  double smoothed_tps_ = 0;
+  double last_val_ = -1;
+};
+
+void run_train(const TrainOptions& o) {
+  std::unique_ptr<snip::Trainer> trainer;
+  std::string out = o.out;
+  if (!o.resume.empty()) {
+    if (!o.preset.empty() || !o.config.empty())
+      throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
+    trainer = snip::Trainer::resume(o.resume, o.steps);
+    if (out.empty()) out = o.resume;
+    if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
+  } else {
+    if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
+    snip::TrainConfig c;
+    c.model = o.config.empty() ? snip::preset_config(o.preset.empty() ? "small" : o.preset)
+                               : snip::read_config_file(o.config);
+    c.data_path = o.data;
+    c.tokenizer = o.tokenizer;
+    c.batch_size = o.batch_size;
+    c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(256, c.model.max_position_embeddings);
+    c.grad_accum = o.grad_accum;
+    c.steps = o.steps > 0 ? o.steps : 500;
+    c.schedule.kind = o.schedule;
+    c.schedule.lr = o.lr;
+    c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;
+    c.schedule.warmup = std::min(o.warmup, c.steps);
+    c.schedule.total = c.steps;
+    c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
+    c.grad_clip = o.clip;
+    c.seed = o.seed;
+    c.eval_every = o.eval_every;
+    c.eval_batches = o.eval_batches;
+    c.precision = o.precision;
+    c.recipe = o.recipe;
+    if (!o.plan.empty()) c.plan = snip::read_plan_file(o.plan);
+    trainer = std::make_unique<snip::Trainer>(c);
+    if (out.empty()) out = default_out_dir();
+  }
+  for (const auto& w : trainer->plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+
+  const auto& cfg = trainer->config();
+  if (!o.json)
+    std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
+                 (long long)trainer->model().num_params(), trainer->data().source.c_str(), cfg.batch_size,
+                 cfg.seq_len, cfg.grad_accum, (long long)cfg.steps,
+                 cfg.plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
+                                         : ("plan " + cfg.plan.method + ", recipe " + cfg.recipe).c_str(),
+                 out.c_str());
+
+  Progress progress(o.json);
+  // Observers of every step. The SQLite run recorder (`--db`, storage/) hooks in here:
+  //   snip::RunRecorder rec(store, run_id);  ... rec.record({m.step, m.train_loss, m.val_loss, m.lr, ...});
+  // and rec.add_checkpoint / finish / fail / interrupt beside the saves and the error path below.
+  trainer->set_callback([&](const snip::StepMetrics& m) {
+    progress.step(m);
+    return !g_interrupted.load();
+  });
+
+  g_interrupted.store(false);
+  auto previous = std::signal(SIGINT, on_sigint);
+  bool finished = false;
+  try {
+    finished = trainer->run(o.save_every, out);
+  } catch (...) {
+    std::signal(SIGINT, previous);
+    progress.end_line();
+    throw;  // NaN/Inf and bad input: the last saved checkpoint is kept as it is
+  }
+  std::signal(SIGINT, previous);
+  const bool just_saved = o.save_every > 0 && trainer->step_count() % o.save_every == 0 && trainer->step_count() > 0;
+  if (!just_saved) trainer->save_checkpoint(out);
+  progress.end_line();
+  if (!finished) {
+    std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: snip train --resume %s)\n",
+                 (long long)trainer->step_count(), out.c_str(), out.c_str());
+  } else if (!o.json) {
+    std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)trainer->step_count(), out.c_str());
+  }
+}
+
+void setup_train(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  auto* cmd = app.add_subcommand(
+      "train", "Train a Llama model with each linear layer's fprop/dgrad/wgrad GEMMs in emulated BF16/FP8/FP4");
+  cmd->add_option("--preset", o->preset, "Model preset: tiny, small (default), medium, tinyllama-1.1b");
+  cmd->add_option("--config", o->config, "Hugging Face config.json of a Llama model (instead of --preset)");
+  cmd->add_option("--data", o->data,
+                  "Training text (.txt, .txt.gz, a folder of text) or llm.c token file (.bin); default: bundled KJV");
+  cmd->add_option("--tokenizer", o->tokenizer, "\"byte\" (vocab 256) or a SentencePiece .model file");
+  cmd->add_option("--steps", o->steps, "Optimizer steps (default 500; on --resume the run's own total)");
+  cmd->add_option("--batch-size", o->batch_size, "Rows per micro-batch (B)");
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per row (T); default min(256, max_position_embeddings)");
+  cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step (gradient accumulation)");
+  cmd->add_option("--lr", o->lr, "Peak learning rate");
+  cmd->add_option("--lr-min", o->lr_min, "Final learning rate of the cosine schedule (default lr/10)");
+  cmd->add_option("--warmup", o->warmup, "Linear warmup steps");
+  cmd->add_option("--schedule", o->schedule, "Learning-rate schedule: cosine or constant");
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay (matrices only)");
+  cmd->add_option("--beta1", o->beta1, "AdamW beta1");
+  cmd->add_option("--beta2", o->beta2, "AdamW beta2");
+  cmd->add_option("--clip", o->clip, "Gradient clipping by global norm (0 disables)");
+  cmd->add_option("--precision", o->precision,
+                  "Uniform precision of every linear GEMM when no --plan: fp32 (exact), bf16, fp8 (E4M3), fp4 (E2M1)");
+  cmd->add_option("--plan", o->plan,
+                  "snip-plan/1 JSON assigning fprop/dgrad/wgrad precisions per layer (layers left out run BF16)");
+  cmd->add_option("--recipe", o->recipe, "Scaling recipe of the quantized GEMMs: snip, mx, nvfp4, tensor");
+  cmd->add_option("--resume", o->resume, "Continue the run saved in this checkpoint directory (bit-exact)");
+  cmd->add_option("--out", o->out, "Checkpoint directory (default checkpoints/run-<time>, or the --resume directory)");
+  cmd->add_option("--save-every", o->save_every, "Also save a checkpoint every N steps (0: only at the end)");
+  cmd->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: never)");
+  cmd->add_option("--eval-batches", o->eval_batches, "Sequential validation batches per evaluation");
+  cmd->add_option("--seed", o->seed, "Seed of the weights, the data order and stochastic rounding");
+  cmd->add_flag("--json", o->json, "Print one JSON object per step on stdout instead of a progress bar");
+  cmd->callback([o] { run_train(*o); });
+}
+SNIP_REGISTER_COMMAND("train", setup_train);
+
+}  // namespace
