@@ -156,6 +156,7 @@ BENCHMARK(BM_CurveFullLoad)->Unit(benchmark::kMillisecond)->UseRealTime();
 // Collects per-benchmark real time per iteration and the rows/s counters for the summary.
 class Collector : public benchmark::ConsoleReporter {
  public:
+  Collector() : ConsoleReporter(OO_Tabular) {}  // no colour codes: the output goes into RESULTS.md
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
