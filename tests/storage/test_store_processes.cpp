@@ -2,9 +2,11 @@
 // moments leaves a consistent database whose committed steps are all readable and whose run
 // shows as interrupted; a reader process never sees a half-written batch of steps.
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -147,4 +149,44 @@ TEST(StoreConcurrency, ReaderProcessNeverSeesHalfWrittenSteps) {
   ASSERT_EQ(int64_t(rows.size()), kSteps);
   expect_consistent(reader, id, "after the writer finished");
   EXPECT_GT(distinct, 1) << "the reader never overlapped the writer";
+}
+
+// Regression: a writer killed in the middle of a WAL checkpoint leaves the main file shorter
+// than the page count its (already checkpointed) header states, with the missing pages still
+// in the WAL. That database is fine (SQLite replays the WAL) and must not be called truncated.
+TEST(StoreCrash, KilledMidCheckpointIsNotMistakenForTruncation) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.db");
+  int64_t id = 0;
+  {
+    Store store(path);
+    id = store.create_run(tiny_spec());
+  }
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Commit 2000 rows into the WAL only (no checkpoint), then die without closing.
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_exec(db, "PRAGMA wal_autocheckpoint = 0; BEGIN;", nullptr, nullptr, nullptr);
+    for (int s = 0; s < 2000; ++s) {
+      const std::string sql = "INSERT INTO metrics (run_id, step, train_loss) VALUES (" + std::to_string(id) + ", " +
+                              std::to_string(s) + ", 1.5)";
+      sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+    }
+    sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+  // As if the checkpoint had written page 1 (header page count = the grown size) and died.
+  std::string bytes = file_bytes(path);
+  const uint32_t page_size = uint32_t(uint8_t(bytes[16])) << 8 | uint8_t(bytes[17]);
+  const uint32_t pages = uint32_t(bytes.size() / page_size) + 40;
+  for (int i = 0; i < 4; ++i) bytes[28 + i] = char(pages >> (24 - 8 * i));
+  write_bytes(path, bytes);
+  Store store(path);
+  EXPECT_EQ(store.metrics(id).size(), 2000u);
+  EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
 }
