@@ -190,3 +190,37 @@ TEST(StoreCrash, KilledMidCheckpointIsNotMistakenForTruncation) {
   EXPECT_EQ(store.metrics(id).size(), 2000u);
   EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
 }
+
+// A process killed while it creates a new database (WAL switch, v1 schema, migrations) leaves
+// either no schema or the whole current one: the next open always succeeds.
+TEST(StoreCrash, KilledWhileCreatingDatabaseReopensCleanly) {
+  TempDir dir;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> delay_us(0, 4000);
+  for (int round = 0; round < 10; ++round) {
+    const std::string path = dir.file("fresh" + std::to_string(round) + ".db");
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      writer_child(path, fds[1], int64_t(1) << 40);
+    }
+    close(fds[1]);
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(fds[0]);
+    if (std::filesystem::exists(path)) {
+      EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok") << "round " << round;
+    }
+    Store store(path);
+    EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+    for (const RunInfo& r : store.runs()) {
+      EXPECT_EQ(r.status, RunStatus::interrupted) << "round " << round;
+      expect_consistent(store, r.id, "round " + std::to_string(round));
+    }
+  }
+}
