@@ -39,7 +39,8 @@ std::string export_run(snip::Store& store, int64_t run_id, const std::string& fo
 void run_export(const ExportOptions& o) {
   if (o.format != "json" && o.format != "csv")
     throw snip::Error("--format " + o.format + " is not supported (use json or csv)");
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  // An explicit --db must exist (a typo must not silently show an empty new database).
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
   std::string text;
   if (o.run) {
     text = export_run(store, *o.run, o.format);

@@ -21,7 +21,8 @@ std::string fit(std::string s, size_t width) {
 }
 
 void run_runs(const RunsOptions& o) {
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  // An explicit --db must exist (a typo must not silently show an empty new database).
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
   std::optional<snip::RunStatus> only;
   if (!o.status.empty()) only = snip::parse_run_status(o.status);
   auto runs = store.runs();

@@ -53,7 +53,8 @@ std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
 }
 
 void run_show(const ShowOptions& o) {
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  // An explicit --db must exist (a typo must not silently show an empty new database).
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
   const snip::RunInfo r = store.run(o.run);
   const auto rows = store.metrics(r.id);
   const MetricsSummary m = summarize(rows);
