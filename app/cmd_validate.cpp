@@ -1,0 +1,120 @@
+// `snip validate`: the ablation truth of METHOD.md section 6 — quantize one layer at a time, measure
+// the loss and weight-update divergences, and print how well SNIP's estimates and the local-error
+// baselines rank the layers (Spearman per precision and for the FP4−FP8 difference).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "snip/error.h"
+#include "snip/experiment_setup.h"
+#include "snip/qlinear.h"
+#include "snip/store.h"
+#include "snip/validate.h"
+
+namespace {
+
+struct ValidateCliOptions {
+  std::string checkpoint, data, db, recipe;
+  int batches = 8, batch_size = 0, seq_len = 0, noise_passes = 3;
+  double lambda = 0.1;
+  uint64_t seed = 1;
+  bool no_weights = false, json = false;
+};
+
+nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+void run_validate(const ValidateCliOptions& o) {
+  snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
+  if (!o.recipe.empty()) setup.model->set_recipe(snip::Recipe::named(o.recipe));
+  snip::ValidateOptions vo;
+  vo.batches = o.batches;
+  vo.stats.noise_passes = o.noise_passes;
+  vo.stats.seed = o.seed;
+  vo.estimator.lambda = o.lambda;
+  vo.weight_truth = !o.no_weights;
+  const snip::ValidationReport rep = snip::run_validation(setup, vo);
+
+  std::optional<int64_t> id;
+  if (!o.db.empty()) {
+    snip::Store store(o.db);
+    snip::Store::Transaction tx(store);
+    snip::ValidationResult r;
+    r.stats_round_id = store.add_stats_round(rep.rounds.front());
+    r.step = rep.step;
+    r.options = rep.options;
+    for (const auto& c : rep.correlations)
+      if (std::isfinite(c.spearman)) r.summary["spearman." + c.predictor + "." + c.truth + "." + c.precision] = c.spearman;
+    for (const auto& e : rep.entries) r.entries.push_back({e.layer, snip::precision_name(e.precision), e.values});
+    id = store.add_validation(r);
+    tx.commit();
+  }
+
+  if (o.json) {
+    nlohmann::json j = {{"checkpoint", o.checkpoint}, {"step", rep.step}, {"options", rep.options}};
+    j["validation_id"] = id ? nlohmann::json(*id) : nlohmann::json(nullptr);
+    for (const auto& c : rep.correlations)
+      j["correlations"].push_back({{"predictor", c.predictor}, {"truth", c.truth}, {"precision", c.precision},
+                                   {"spearman", num_or_null(c.spearman)}, {"n", c.n}});
+    for (const auto& e : rep.entries) {
+      nlohmann::json v;
+      for (const auto& [k, x] : e.values) v[k] = num_or_null(x);
+      j["entries"].push_back({{"layer", e.layer}, {"precision", snip::precision_name(e.precision)}, {"values", v}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::printf("ablation validation: %s, step %lld, %d batches, recipe %s\n", o.checkpoint.c_str(),
+              (long long)rep.step, rep.batches, rep.options.value("recipe", "").c_str());
+  std::printf("  %-34s %-4s %11s %11s %11s %11s %11s %11s\n", "layer", "prec", "dL_true", "dL_true(2)", "dL_pred",
+              "dW_bwd_true", "dW_pred", "dW_full");
+  for (const auto& e : rep.entries) {
+    auto v = [&](const char* k) { return e.values.count(k) ? e.values.at(k) : NAN; };
+    std::printf("  %-34s %-4s %11.3g %11.3g %11.3g %11.3g %11.3g %11.3g\n", e.layer.c_str(),
+                snip::precision_name(e.precision), v("dl_true"), v("dl_true2"), v("snip_dl"), v("dw_true_bwd"),
+                v("snip_dw"), v("dw_true_full"));
+  }
+  std::printf("\nSpearman rank correlation (per precision and for the FP4-FP8 difference; never pooled)\n");
+  const std::vector<std::string> truths = vo.weight_truth
+                                              ? std::vector<std::string>{"dl_true", "dl_true2", "dw_true_bwd", "dw_true_full"}
+                                              : std::vector<std::string>{"dl_true", "dl_true2"};
+  std::printf("  %-12s", "predictor");
+  for (const auto& t : truths) std::printf(" | %-25s", t.c_str());
+  std::printf("\n  %-12s", "");
+  for (size_t i = 0; i < truths.size(); ++i) std::printf(" | %7s %7s %9s", "fp8", "fp4", "fp4-fp8");
+  std::printf("\n");
+  for (const char* pr : {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"}) {
+    std::printf("  %-12s", pr);
+    for (const auto& t : truths)
+      std::printf(" | %7.3f %7.3f %9.3f", rep.spearman(pr, t, "fp8"), rep.spearman(pr, t, "fp4"),
+                  rep.spearman(pr, t, "fp4-fp8"));
+    std::printf("\n");
+  }
+  if (id) std::printf("stored validation %lld in %s\n", (long long)*id, o.db.c_str());
+}
+
+void setup_validate(CLI::App& app) {
+  auto opts = std::make_shared<ValidateCliOptions>();
+  auto* cmd = app.add_subcommand("validate",
+                                 "Ablation truth for SNIP's estimators: quantize one layer at a time and rank-correlate "
+                                 "measured loss/weight divergence with the predictions (METHOD.md section 6)");
+  cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)")->required();
+  cmd->add_option("--batches", opts->batches, "Sequential validation batches to average over")->check(CLI::Range(1, 10000));
+  cmd->add_option("--recipe", opts->recipe, "Scaling recipe: snip, mx, nvfp4, tensor; default: the run's");
+  cmd->add_option("--data", opts->data, "Token data; default: the run's data");
+  cmd->add_option("--batch-size", opts->batch_size, "Rows B per batch; default: the run's");
+  cmd->add_option("--seq-len", opts->seq_len, "Tokens T per row; default: the run's");
+  cmd->add_option("--noise-passes", opts->noise_passes, "Noise passes of each statistics round")->check(CLI::Range(1, 1000));
+  cmd->add_option("--lambda", opts->lambda, "lambda of SNIP's Q");
+  cmd->add_option("--seed", opts->seed, "Seed of the noise and of stochastic rounding");
+  cmd->add_flag("--no-weight-truth", opts->no_weights, "Skip the weight-divergence truth (3 fwd+bwd per layer)");
+  cmd->add_option("--db", opts->db, "Store the validation result (and its first statistics round) here");
+  cmd->add_flag("--json", opts->json, "Print one JSON object");
+  cmd->callback([opts] { run_validate(*opts); });
+}
+SNIP_REGISTER_COMMAND("validate", setup_validate);
+
+}  // namespace

@@ -1,0 +1,83 @@
+// Loading a checkpoint for the experiments (experiment_setup.h).
+#include "snip/experiment_setup.h"
+
+#include <filesystem>
+
+#include "snip/checkpoint.h"
+#include "snip/error.h"
+#include "snip/qlinear.h"
+
+namespace snip {
+
+ExperimentSetup load_experiment(const std::string& dir, const std::string& data_path, int batch_size, int seq_len) {
+  if (!std::filesystem::exists(dir + "/trainer_state.json"))
+    throw Error(dir + ": no trainer_state.json — not a training checkpoint (make one with `snip train --out DIR`)");
+  ExperimentSetup s;
+  s.checkpoint = dir;
+  const nlohmann::json state = read_trainer_state(dir);
+  const std::string source = dir + "/trainer_state.json";
+  if (!state.contains("config") || !state.contains("step") || !state.contains("data"))
+    throw Error(source + ": not a snip trainer state (missing config/step/data)");
+  s.config = train_config_from_json(state["config"], source);
+  s.config.model = read_checkpoint_config(dir);
+  try {
+    s.step = state.at("step").get<int64_t>();
+    s.position.epoch = state.at("data").at("epoch").get<uint64_t>();
+    s.position.batch_in_epoch = state.at("data").at("batch_in_epoch").get<uint64_t>();
+    s.position.seed = state.at("data").at("seed").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source + ": malformed step/data position (" + e.what() + ")");
+  }
+  const bool same_data = data_path.empty() || data_path == s.config.data_path;
+  if (!data_path.empty()) s.config.data_path = data_path;
+  if (batch_size > 0) s.config.batch_size = batch_size;
+  if (seq_len > 0) s.config.seq_len = seq_len;
+  if (s.config.seq_len > s.config.model.max_position_embeddings)
+    throw Error("sequence length " + std::to_string(s.config.seq_len) + " exceeds the model's max_position_embeddings " +
+                std::to_string(s.config.model.max_position_embeddings) + "; use a smaller --seq-len");
+  if (!same_data) s.position = DataPosition{0, 0, s.config.seed};
+  auto tok = make_tokenizer(s.config.tokenizer);
+  s.data = load_token_data(s.config.data_path, *tok, s.config.model.vocab_size, s.config.val_fraction);
+  const size_t need = size_t(s.config.batch_size) * size_t(s.config.seq_len) + 1;
+  if (s.data.train.size() < need)
+    throw Error("training data " + s.data.source + " has " + std::to_string(s.data.train.size()) +
+                " tokens, fewer than one batch needs (" + std::to_string(need) + "); use a smaller --batch-size/--seq-len");
+  s.model = std::make_unique<Llama>(s.config.model, s.config.batch_size, s.config.seq_len);
+  read_checkpoint_model(dir, *s.model);
+  s.model->set_recipe(Recipe::named(s.config.recipe));
+  s.model->set_precisions(std::vector<LinearPrecision>(size_t(s.model->num_linear_layers()),
+                                                       LinearPrecision::uniform(Precision::bf16)));
+  s.opt = std::make_unique<AdamW<float>>(s.model->num_params(), s.config.adamw);
+  read_checkpoint_optimizer(dir, *s.model, *s.opt);
+  return s;
+}
+
+void ExperimentSetup::train_batch(int64_t offset, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
+                                  std::string* batch_id) const {
+  BatchLoader loader(&data.train, config.batch_size, config.seq_len, config.seed, /*shuffle=*/true);
+  loader.seek(position);
+  const size_t n = size_t(config.batch_size) * size_t(config.seq_len);
+  inputs.resize(n), targets.resize(n);
+  for (int64_t i = 0; i < offset; ++i) loader.next(inputs.data(), targets.data());
+  const DataPosition p = loader.position();
+  loader.next(inputs.data(), targets.data());
+  if (batch_id) *batch_id = "train:e" + std::to_string(p.epoch) + ":b" + std::to_string(p.batch_in_epoch);
+}
+
+int64_t ExperimentSetup::val_batches() const {
+  BatchLoader val(&data.val, config.batch_size, config.seq_len, 0, /*shuffle=*/false);
+  return int64_t(val.batches_per_epoch());
+}
+
+void ExperimentSetup::val_batch(int64_t i, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) const {
+  BatchLoader val(&data.val, config.batch_size, config.seq_len, 0, /*shuffle=*/false);
+  if (i >= int64_t(val.batches_per_epoch()))
+    throw Error("the validation stream of " + data.source + " has " + std::to_string(val.batches_per_epoch()) +
+                " batches of " + std::to_string(config.batch_size) + "x" + std::to_string(config.seq_len) +
+                "; ask for fewer batches or use a smaller --batch-size/--seq-len");
+  const size_t n = size_t(config.batch_size) * size_t(config.seq_len);
+  inputs.resize(n), targets.resize(n);
+  for (int64_t k = 0; k <= i; ++k) val.next(inputs.data(), targets.data());
+}
+
+}  // namespace snip

@@ -1,0 +1,233 @@
+// Ablation validation of SNIP's estimators (validate.h; METHOD.md section 6).
+#include "snip/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "snip/error.h"
+#include "snip/qlinear.h"
+
+namespace snip {
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  SNIP_ASSERT(a.size() == b.size());
+  const size_t n = a.size();
+  if (n < 3) return kNaN;
+  // average ranks (ties share the mean of their positions)
+  auto ranks = [n](const std::vector<double>& x) {
+    std::vector<size_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](size_t i, size_t j) { return x[i] < x[j]; });
+    std::vector<double> r(n);
+    for (size_t i = 0; i < n;) {
+      size_t j = i;
+      while (j + 1 < n && x[idx[j + 1]] == x[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = 0.5 * double(i + j) + 1;
+      i = j + 1;
+    }
+    return r;
+  };
+  const std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / double(n);
+  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / double(n);
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb), saa += (ra[i] - ma) * (ra[i] - ma), sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  if (saa == 0 || sbb == 0) return kNaN;
+  return sab / std::sqrt(saa * sbb);
+}
+
+double ValidationReport::spearman(const std::string& predictor, const std::string& truth,
+                                  const std::string& precision) const {
+  for (const auto& c : correlations)
+    if (c.predictor == predictor && c.truth == truth && c.precision == precision) return c.spearman;
+  return kNaN;
+}
+
+namespace {
+
+// The next AdamW update of every linear weight (optimizer.h's formula at t+1, with the
+// trainer's global-norm clipping over ALL gradients), laid out layer after layer.
+struct Updates {
+  std::vector<float> u;          // concatenated linear-layer updates
+  std::vector<int64_t> offset;   // per linear layer, into u
+  std::vector<double> norm_sq;   // ‖u_k‖²
+};
+
+void next_updates(const Llama& m, const AdamW<float>& opt, double lr, double clip, Updates& out) {
+  const AdamWConfig& ac = opt.config();
+  const double t1 = double(opt.t() + 1);
+  const double bc1 = 1 - std::pow(ac.beta1, t1), bc2 = 1 - std::pow(ac.beta2, t1);
+  const double gnorm = grad_global_norm(m.grad_data(), m.num_params());
+  const double s = (clip > 0 && clip / (gnorm + 1e-6) < 1) ? clip / (gnorm + 1e-6) : 1.0;
+  const int NL = m.num_linear_layers();
+  if (out.offset.empty()) {
+    int64_t total = 0;
+    for (int l = 0; l < NL; ++l) {
+      out.offset.push_back(total);
+      total += m.find_param(m.linear(l).name + ".weight")->numel;
+    }
+    out.u.resize(size_t(total));
+    out.norm_sq.resize(size_t(NL));
+  }
+  for (int l = 0; l < NL; ++l) {
+    const ParamTensor* pt = m.find_param(m.linear(l).name + ".weight");
+    const float* p = m.param_data() + pt->offset;
+    const float* g = m.grad_data() + pt->offset;
+    const float* m0 = opt.m() + pt->offset;
+    const float* v0 = opt.v() + pt->offset;
+    float* u = out.u.data() + out.offset[size_t(l)];
+    double nsq = 0;
+    for (int64_t e = 0; e < pt->numel; ++e) {
+      const double ge = s * double(g[e]);
+      const double m1 = ac.beta1 * m0[e] + (1 - ac.beta1) * ge;
+      const double v1 = ac.beta2 * v0[e] + (1 - ac.beta2) * ge * ge;
+      const double ue = lr * ac.weight_decay * double(p[e]) + lr / bc1 * m1 / (std::sqrt(v1 / bc2) + ac.eps);
+      u[e] = float(ue);
+      nsq += ue * ue;
+    }
+    out.norm_sq[size_t(l)] = nsq;
+  }
+}
+
+// Σ_k ‖u'_k − u_k‖² / ‖u_k‖²
+double relative_update_change(const Updates& clean, const Updates& q) {
+  double sum = 0;
+  for (size_t l = 0; l < clean.offset.size(); ++l) {
+    const int64_t b = clean.offset[l], e = l + 1 < clean.offset.size() ? clean.offset[l + 1] : int64_t(clean.u.size());
+    double d = 0;
+    for (int64_t i = b; i < e; ++i) {
+      const double x = double(q.u[size_t(i)]) - double(clean.u[size_t(i)]);
+      d += x * x;
+    }
+    if (clean.norm_sq[l] > 0) sum += d / clean.norm_sq[l];
+  }
+  return sum;
+}
+
+}  // namespace
+
+ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o) {
+  if (o.batches < 1) throw Error("validation needs at least one batch (--batches)");
+  if (o.batches > setup.val_batches())
+    throw Error("--batches " + std::to_string(o.batches) + " exceeds the " + std::to_string(setup.val_batches()) +
+                " validation batches of " + std::to_string(setup.config.batch_size) + "x" +
+                std::to_string(setup.config.seq_len) + " in " + setup.data.source);
+  Llama& m = *setup.model;
+  const AdamW<float>& opt = *setup.opt;
+  const int NL = m.num_linear_layers();
+  const std::vector<LinearPrecision> saved = m.precisions();
+  const std::vector<LinearPrecision> bf16(size_t(NL), LinearPrecision::uniform(Precision::bf16));
+  const double lr = setup.next_lr(), clip = setup.config.grad_clip;
+  const size_t NP = o.precisions.size();
+
+  ValidationReport rep;
+  rep.step = setup.step;
+  rep.batches = o.batches;
+  for (int l = 0; l < NL; ++l)
+    for (Precision p : o.precisions) rep.entries.push_back({m.linear(l).name, p, {}});
+  auto entry = [&](int l, size_t pi) -> std::map<std::string, double>& { return rep.entries[size_t(l) * NP + pi].values; };
+
+  std::vector<int32_t> in, tgt;
+  Updates clean, quant;
+  for (int bi = 0; bi < o.batches; ++bi) {
+    setup.val_batch(bi, in, tgt);
+    // predictions: a statistics round on this batch
+    StatsRoundOptions so = o.stats;
+    so.step = setup.step, so.lr = lr, so.grad_clip = clip;
+    so.precisions = o.precisions;
+    so.batch_id = "val:b" + std::to_string(bi);
+    StatsRound round = collect_stats_round(m, opt, in.data(), tgt.data(), so);
+    const Estimates est = estimate_divergences(round, o.estimator);
+
+    // clean reference: loss and next updates with every layer in BF16
+    m.set_precisions(bf16);
+    m.set_quant_key(so.seed, uint64_t(setup.step));
+    const double L0 = m.forward(in.data(), tgt.data());
+    if (o.weight_truth) {
+      m.zero_grads();
+      m.backward(1.0);
+      next_updates(m, opt, lr, clip, clean);
+    }
+    std::vector<LinearPrecision> prec = bf16;
+    auto run = [&](int l, LinearPrecision lp, bool need_weights, double* loss) -> double {
+      prec[size_t(l)] = lp;
+      m.set_precisions(prec);
+      const double L = m.forward(in.data(), tgt.data());
+      if (!std::isfinite(L))
+        throw Error("validation: the loss with " + m.linear(l).name + " quantized is not finite (" +
+                    m.first_nonfinite_activation() + ")");
+      if (loss) *loss = L;
+      double dw = kNaN;
+      if (need_weights) {
+        m.zero_grads();
+        m.backward(1.0);
+        next_updates(m, opt, lr, clip, quant);
+        dw = relative_update_change(clean, quant);
+      }
+      prec[size_t(l)] = LinearPrecision::uniform(Precision::bf16);
+      return dw;
+    };
+    for (int l = 0; l < NL; ++l) {
+      const LayerEstimate& le = est.layers[size_t(l)];
+      for (size_t pi = 0; pi < NP; ++pi) {
+        const Precision p = o.precisions[pi];
+        std::map<std::string, double>& v = entry(l, pi);
+        auto add = [&](const char* key, double x) { v[key] += x / double(o.batches); };
+        double L = 0;
+        const double dw_fwd = run(l, {p, Precision::bf16, Precision::bf16}, o.weight_truth, &L);
+        add("dl_true", L - L0);
+        add("dl_true2", L - L0 - le.g_dot_dy[int(p)]);
+        if (o.weight_truth) {
+          add("dw_true_fwd", dw_fwd);
+          add("dw_true_bwd", run(l, {Precision::bf16, p, p}, true, nullptr));
+          add("dw_true_full", run(l, LinearPrecision::uniform(p), true, nullptr));
+        }
+        add("snip_dl", le.dl[int(p)]);
+        add("snip_dw", le.dw[int(p)]);
+        add("snip_q", le.q[int(p)]);
+        add("min_err", le.min_err[int(p)]);
+        add("min_rel_err", le.min_rel_err[int(p)]);
+        add("dy_err_sq", le.dy_err_sq[int(p)]);
+      }
+    }
+    rep.rounds.push_back(std::move(round));
+  }
+  m.set_precisions(saved);
+
+  // correlations per precision and for the FP4−FP8 difference
+  const std::vector<std::string> predictors = {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"};
+  std::vector<std::string> truths = {"dl_true", "dl_true2"};
+  if (o.weight_truth) truths.insert(truths.end(), {"dw_true_full", "dw_true_fwd", "dw_true_bwd"});
+  auto column = [&](const std::string& key, size_t pi) {
+    std::vector<double> c;
+    for (int l = 0; l < NL; ++l) c.push_back(entry(l, pi).at(key));
+    return c;
+  };
+  std::optional<size_t> i8, i4;
+  for (size_t pi = 0; pi < NP; ++pi) {
+    if (o.precisions[pi] == Precision::fp8) i8 = pi;
+    if (o.precisions[pi] == Precision::fp4) i4 = pi;
+  }
+  for (const auto& pr : predictors)
+    for (const auto& tr : truths) {
+      for (size_t pi = 0; pi < NP; ++pi)
+        rep.correlations.push_back({pr, tr, precision_name(o.precisions[pi]), spearman(column(pr, pi), column(tr, pi)), NL});
+      if (i8 && i4) {
+        std::vector<double> a = column(pr, *i4), b = column(tr, *i4);
+        const std::vector<double> a8 = column(pr, *i8), b8 = column(tr, *i8);
+        for (int l = 0; l < NL; ++l) a[size_t(l)] -= a8[size_t(l)], b[size_t(l)] -= b8[size_t(l)];
+        rep.correlations.push_back({pr, tr, "fp4-fp8", spearman(a, b), NL});
+      }
+    }
+  nlohmann::json precs = nlohmann::json::array();
+  for (Precision p : o.precisions) precs.push_back(precision_name(p));
+  rep.options = {{"batches", o.batches},     {"precisions", precs},       {"lambda", o.estimator.lambda},
+                 {"noise_passes", o.stats.noise_passes}, {"weight_truth", o.weight_truth},
+                 {"recipe", m.recipe().name()}, {"checkpoint", setup.checkpoint}, {"batch", "val sequential"}};
+  return rep;
+}
+
+}  // namespace snip
