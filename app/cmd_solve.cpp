@@ -31,6 +31,12 @@ std::string cell(const snip::RoleChoice& c) {
   return c[0] == c[1] ? std::string(ch(c[0])) : std::string(ch(c[0])) + "/" + ch(c[1]);
 }
 
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 void print_grid(const snip::CostTable& t, const snip::PlanResult& r) {
   std::map<int, std::map<int, std::string>> grid;
   for (size_t i = 0; i < t.layers.size(); ++i) grid[t.layers[i].block][int(t.layers[i].type)] = cell(r.choice[i]);
@@ -95,9 +101,11 @@ void run_solve(const SolveOptions& o) {
     return;
   }
   std::printf("method      %s (costs: %s%s)\n", r.method.c_str(), in.snip.source.c_str(),
-              o.stats.empty() ? "" : (", lambda " + std::to_string(o.lambda)).c_str());
-  std::printf("status      %s, MIP gap %.3g, %.2f ms\n", r.status.c_str(), std::isnan(r.mip_gap) ? 0.0 : r.mip_gap,
-              r.solve_ms);
+              o.stats.empty() ? "" : (", lambda " + fmt_g(o.lambda)).c_str());
+  if (std::isnan(r.mip_gap))
+    std::printf("status      %s (no solver), %.2f ms\n", r.status.c_str(), r.solve_ms);
+  else
+    std::printf("status      %s, MIP gap %.3g, %.2f ms\n", r.status.c_str(), r.mip_gap, r.solve_ms);
   std::printf("budget      %.4f  achieved FP4 FLOP fraction %.6f%s\n", r.budget, r.achieved_fraction,
               r.meets_budget() ? "" : "  (below the budget)");
   if (std::isfinite(r.objective)) std::printf("objective   %.6g (the method's own costs)\n", r.objective);

@@ -253,3 +253,39 @@ TEST(MakePlan, MinErrUsesItsOwnCostsButIsRatedUnderSnip) {
 
 }  // namespace
 }  // namespace snip
+
+namespace snip {
+namespace {
+
+TEST(Ilp, EveryLayerPinnedNeedsNoSolverAndKeepsThePins) {
+  const CostTable t = random_table(1, 2);
+  PlanRequest req;
+  req.budget = 0.3;
+  for (const auto& c : t.layers)
+    req.pins[c.name] = c.type == LayerType::gate || c.type == LayerType::up ? Precision::fp4 : Precision::fp8;
+  const PlanResult r = solve_ilp(t, req);
+  for (size_t i = 0; i < t.layers.size(); ++i) EXPECT_EQ(r.choice[i][0], req.pins.at(t.layers[i].name));
+  EXPECT_GE(r.achieved_fraction, 0.3);
+  req.budget = 0.6;  // gate + up are ~49% of the FLOPs
+  EXPECT_THROW(solve_ilp(t, req), Error);
+}
+
+TEST(PlannerInput, PinSyntaxAndSourceChoice) {
+  const auto [name, p] = parse_pin("model.layers.2.mlp.down_proj=fp8");
+  EXPECT_EQ(name, "model.layers.2.mlp.down_proj");
+  EXPECT_EQ(p, Precision::fp8);
+  EXPECT_THROW(parse_pin("model.layers.2.mlp.down_proj"), Error);
+  EXPECT_THROW(parse_pin("model.layers.2.mlp.down=fp8"), Error);
+  EXPECT_THROW(parse_pin("model.layers.2.mlp.down_proj=fp5"), Error);
+  EXPECT_THROW(read_planner_input("", ""), Error);
+  EXPECT_THROW(read_planner_input("a.json", "b.csv"), Error);
+  try {
+    read_planner_input("", "/nonexistent/costs.csv");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/costs.csv"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace snip
