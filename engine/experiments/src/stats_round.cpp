@@ -157,6 +157,18 @@ class LocalBackward {
   Buf cos_, sin_, dr_, dln_, tmp_;
 };
 
+// The model keeps every layer's hook tensors only when asked (set_retain_intermediates, newer
+// model versions); these helpers compile against either version.
+template <class M> void set_retain(M& m, bool retain) {
+  if constexpr (requires { m.set_retain_intermediates(retain); }) m.set_retain_intermediates(retain);
+}
+template <class M> bool retains(const M& m) {
+  if constexpr (requires { m.retains_intermediates(); })
+    return m.retains_intermediates();
+  else
+    return true;
+}
+
 void fill_gaussian(std::vector<float>& out, double sigma, std::mt19937_64& rng) {
   std::normal_distribution<double> nd(0.0, sigma);
   for (float& x : out) x = float(nd(rng));
@@ -180,11 +192,16 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   const int L = cfg.num_hidden_layers, NL = model.num_linear_layers();
   const int64_t BT = int64_t(model.batch_size()) * model.seq_len(), C = cfg.hidden_size;
   const std::vector<LinearPrecision> saved_precisions = model.precisions();
-  struct Restore {  // the model's plan comes back whatever happens
+  struct Restore {  // the model's plan and memory layout come back whatever happens
     Llama& m;
     const std::vector<LinearPrecision>& p;
-    ~Restore() { m.set_precisions(p); }
-  } restore{model, saved_precisions};
+    bool retain;
+    ~Restore() {
+      m.set_precisions(p);
+      if (!retain) set_retain(m, false);
+    }
+  } restore{model, saved_precisions, retains(model)};
+  set_retain(model, true);
 
   StatsRound round;
   round.step = o.step;

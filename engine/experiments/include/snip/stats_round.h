@@ -6,7 +6,7 @@
 // The round is read-only for training: it never writes the weights, the AdamW moments or t,
 // the data loader or any RNG of the trainer. It overwrites the model's activations, gradients
 // and probe buffers (the next training step recomputes them) and restores the model's
-// per-layer precisions. A test checks that a trajectory is bit-identical with and without a
+// per-layer precisions and intermediate-retention setting. A test checks that a trajectory is bit-identical with and without a
 // round in the middle.
 //
 // Shape legend: B batch, T sequence, C model dim, NH heads, KVH kv heads, HD head dim, F ffn
