@@ -289,3 +289,24 @@ TEST(PlannerInput, PinSyntaxAndSourceChoice) {
 
 }  // namespace
 }  // namespace snip
+
+namespace snip {
+namespace {
+
+TEST(Ilp, NonFiniteCostsAreRefusedBeforeGlpkSeesThem) {
+  CostTable t = random_table(1, 3);
+  t.layers[2].cost[0][int(Precision::fp4)] = INFINITY;
+  PlanRequest req;
+  try {
+    solve_ilp(t, req);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(t.layers[2].name), std::string::npos) << e.what();
+  }
+  CostTable z = random_table(1, 3);
+  z.layers[0].flops = 0;
+  EXPECT_THROW(solve_ilp(z, req), Error);
+}
+
+}  // namespace
+}  // namespace snip

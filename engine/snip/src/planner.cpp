@@ -90,9 +90,18 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
   if (req.per_role && !costs.has_roles)
     throw Error(costs.source + ": per-role planning needs costs per GEMM role (a 'role' column with fprop and backward "
                                "rows, or statistics); this table has one cost per layer");
-  for (const auto& c : costs.layers)
+  for (const auto& c : costs.layers) {
     for (Precision p : {Precision::fp8, Precision::fp4})
       if (!c.has(p)) throw Error(costs.source + ": " + c.name + " has no " + precision_name(p) + " cost");
+    // GLPK aborts the process on non-finite coefficients; refuse them here with a message.
+    for (Precision p : {Precision::bf16, Precision::fp8, Precision::fp4})
+      for (int r = 0; r < kNumRoles; ++r)
+        if (std::isinf(c.cost[r][int(p)]))
+          throw Error(costs.source + ": the " + precision_name(p) + " cost of " + c.name +
+                      " is infinite (statistics too large to combine?); the planner needs finite costs");
+    if (!std::isfinite(c.flops) || !(c.flops > 0))
+      throw Error(costs.source + ": " + c.name + " has FLOPs " + std::to_string(c.flops) + "; they must be positive");
+  }
   if (req.allow_bf16)
     for (const auto& c : costs.layers)
       if (!c.has(Precision::bf16))
