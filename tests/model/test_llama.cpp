@@ -118,6 +118,7 @@ TEST(Hooks, LinearViewsAreConsistent) {
   const auto cfg = micro_config(false);
   const int B = 2, T = 5;
   snip::LlamaRef m(cfg, B, T);
+  m.set_retain_intermediates(true);
   m.init_weights(11);
   std::vector<int32_t> in, tgt;
   random_tokens(in, tgt, B * T, cfg.vocab_size, 12);
@@ -149,6 +150,7 @@ TEST(Hooks, ResidualLossAndProbeBackward) {
   const int B = 2, T = 5, L = cfg.num_hidden_layers;
   const int64_t n = int64_t(B) * T * cfg.hidden_size;
   snip::LlamaRef m(cfg, B, T);
+  m.set_retain_intermediates(true);
   m.init_weights(13);
   for (int64_t i = 0; i < m.num_params(); ++i) m.param_data()[i] *= 10;
   std::vector<int32_t> in, tgt;
@@ -187,6 +189,24 @@ TEST(Hooks, ResidualLossAndProbeBackward) {
       ASSERT_NEAR(m.probe_residual_mid_grad(b)[i], 3 * m.residual_mid_grad(b)[i], 1e-12);
     }
   for (int64_t i = 0; i < m.num_params(); ++i) ASSERT_EQ(m.grad_data()[i], grads[size_t(i)]) << "parameter grads changed";
+}
+
+TEST(Hooks, RetainingIntermediatesDoesNotChangeTheStep) {
+  const auto cfg = snip::preset_config("tiny");
+  snip::Llama a(cfg, 2, 16), b(cfg, 2, 16);
+  b.set_retain_intermediates(true);
+  a.init_weights(21), b.init_weights(21);
+  std::vector<int32_t> in, tgt;
+  random_tokens(in, tgt, 32, cfg.vocab_size, 22);
+  a.zero_grads(), b.zero_grads();
+  EXPECT_EQ(a.forward(in.data(), tgt.data()), b.forward(in.data(), tgt.data()));
+  a.backward(), b.backward();
+  for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.grad_data()[i], b.grad_data()[i]);
+  EXPECT_EQ(a.linear(0).dY, nullptr);   // not retained: no per-layer gradients
+  EXPECT_EQ(a.linear(6).Y, nullptr);    // down_proj output is a scratch slot
+  EXPECT_NE(a.linear(4).Y, nullptr);    // gate output is needed by backward anyway
+  EXPECT_NE(b.linear(0).dY, nullptr);
+  EXPECT_GT(double(b.memory_use().backward), 1.5 * double(a.memory_use().backward));
 }
 
 TEST(Config, ValidationErrorsNameTheField) {

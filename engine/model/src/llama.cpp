@@ -86,9 +86,7 @@ template <class R> LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, i
     throw Error("sequence length " + std::to_string(T) + " exceeds max_position_embeddings = " +
                 std::to_string(config_.max_position_embeddings) + "; use a shorter --seq-len or a larger config");
   const int L = config_.num_hidden_layers;
-  const int64_t C = config_.hidden_size, F = config_.intermediate_size, V = config_.vocab_size;
-  const int64_t HD = config_.head_dim(), NH = config_.num_attention_heads, KVH = config_.num_key_value_heads;
-  const int64_t BT = int64_t(B) * T;
+  const int64_t C = config_.hidden_size, V = config_.vocab_size;
 
   // ---- parameters: one arena, stacked per kind; HF-named per-layer slices ----
   const LinearShape sq = linear_shape(config_, 0), sk = linear_shape(config_, 1), so = linear_shape(config_, 3);
@@ -134,27 +132,44 @@ template <class R> LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, i
   if (!config_.tie_word_embeddings) add_tensor("lm_head.weight", {V, C}, params_.lm_head);
   for (auto& info : linear_layers(config_.dims())) layer_names_.push_back(info.name);
 
-  // ---- activations ----
+  alloc_activations();
+  alloc_backbufs(main_, retain_);
+  precisions_.assign(size_t(num_linear_layers()), LinearPrecision::uniform(Precision::fp32));
+#ifdef SNIP_HAVE_NUMERICS
+  recipe_ = std::make_unique<Recipe>(RecipeOptions{});
+#endif
+}
+
+template <class R> LlamaModel<R>::~LlamaModel() = default;
+
+template <class R> void LlamaModel<R>::alloc_activations() {
+  const int L = config_.num_hidden_layers, Lr = retain_ ? L : 1;
+  const int64_t C = config_.hidden_size, F = config_.intermediate_size, V = config_.vocab_size;
+  const int64_t HD = config_.head_dim(), NH = config_.num_attention_heads, KVH = config_.num_key_value_heads;
+  const int B = B_, T = T_;
+  const int64_t BT = int64_t(B) * T;
+  act_mem_.reset();
+  acts_ = Acts{};
   ArenaLayout<R> a;
   Acts& x = acts_;
   a.add(x.res, (L + 1) * BT * C);
   a.add(x.mid, L * BT * C);
   a.add(x.ln1, L * BT * C);
   a.add(x.ln1_rstd, L * BT);
-  a.add(x.q_lin, L * BT * NH * HD);
-  a.add(x.k_lin, L * BT * KVH * HD);
+  a.add(x.q_lin, Lr * BT * NH * HD);  // one scratch slot unless retained
+  a.add(x.k_lin, Lr * BT * KVH * HD);
   a.add(x.v, L * BT * KVH * HD);
   a.add(x.q_rot, L * BT * NH * HD);
   a.add(x.k_rot, L * BT * KVH * HD);
   a.add(x.probs, L * int64_t(B) * NH * T * T);
   a.add(x.att, L * BT * NH * HD);
-  a.add(x.o_out, L * BT * C);
+  a.add(x.o_out, Lr * BT * C);
   a.add(x.ln2, L * BT * C);
   a.add(x.ln2_rstd, L * BT);
   a.add(x.gate, L * BT * F);
   a.add(x.up, L * BT * F);
   a.add(x.hmlp, L * BT * F);
-  a.add(x.down_out, L * BT * C);
+  a.add(x.down_out, Lr * BT * C);
   a.add(x.lnf, BT * C);
   a.add(x.lnf_rstd, BT);
   a.add(x.logits, BT * V);
@@ -171,25 +186,30 @@ template <class R> LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, i
   act_mem_ = a.allocate(&act_count_);
   ops::rope_table(x.rope_cos, x.rope_sin, T, int(HD), config_.rope_theta);
 
-  alloc_backbufs(main_);
-  precisions_.assign(size_t(num_linear_layers()), LinearPrecision::uniform(Precision::fp32));
-#ifdef SNIP_HAVE_NUMERICS
-  recipe_ = std::make_unique<Recipe>(RecipeOptions{});
-#endif
 }
 
-template <class R> LlamaModel<R>::~LlamaModel() = default;
+template <class R> void LlamaModel<R>::set_retain_intermediates(bool retain) {
+  if (retain == retain_) return;
+  retain_ = retain;
+  alloc_activations();
+  alloc_backbufs(main_, retain_);
+  have_forward_ = false;
+}
 
-template <class R> void LlamaModel<R>::alloc_backbufs(BackBufs& bb) {
-  const int L = config_.num_hidden_layers;
+template <class R> void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
+  // full: every layer keeps its dY, dX and residual gradients (hooks); otherwise one layer's
+  // worth of buffers is reused (dres alternates between two slots: ∂/∂R_{l+1} is read while ∂/∂R_l is written).
+  const int L = full ? config_.num_hidden_layers : 1;
   const int64_t C = config_.hidden_size, BT = int64_t(B_) * T_;
+  bb.mem.reset();
+  bb.full = full;
   ArenaLayout<R> a;
   for (int t = 0; t < 7; ++t) {
     const LinearShape s = linear_shape(config_, t);
     a.add(bb.dy[t], L * BT * s.N);
     a.add(bb.dx[t], L * BT * s.K);
   }
-  a.add(bb.dres, (L + 1) * BT * C);
+  a.add(bb.dres, (full ? L + 1 : 2) * BT * C);
   a.add(bb.dmid, L * BT * C);
   a.add(bb.dq_rot, BT * linear_shape(config_, 0).N);
   a.add(bb.dk_rot, BT * linear_shape(config_, 1).N);
@@ -296,6 +316,10 @@ void LlamaModel<R>::linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int6
   SNIP_ASSERT(false);
 }
 
+template <class R> R* LlamaModel<R>::dres_slot(BackBufs& bb, int b) const {
+  return bb.dres + (bb.full ? b : (b & 1)) * int64_t(B_) * T_ * config_.hidden_size;
+}
+
 // ---- forward ----
 
 template <class R>
@@ -326,20 +350,21 @@ template <class R> double LlamaModel<R>::forward(const int32_t* inputs, const in
     const int li = l * 7;
     R* res = a.res + l * BT * C;  // R_l (BT, C)
     R* ln1 = a.ln1 + l * BT * C;
-    R* q_lin = a.q_lin + l * BT * QD;
-    R* k_lin = a.k_lin + l * BT * KD;
+    const int lr = retain_ ? l : 0;  // slot of the tensors kept only for the hooks
+    R* q_lin = a.q_lin + lr * BT * QD;
+    R* k_lin = a.k_lin + lr * BT * KD;
     R* v = a.v + l * BT * KD;
     R* q_rot = a.q_rot + l * BT * QD;
     R* k_rot = a.k_rot + l * BT * KD;
     R* probs = a.probs + l * int64_t(B_) * NH * T_ * T_;
     R* att = a.att + l * BT * QD;
-    R* o_out = a.o_out + l * BT * C;
+    R* o_out = a.o_out + lr * BT * C;
     R* mid = a.mid + l * BT * C;
     R* ln2 = a.ln2 + l * BT * C;
     R* gate = a.gate + l * BT * F;
     R* up = a.up + l * BT * F;
     R* hmlp = a.hmlp + l * BT * F;
-    R* down_out = a.down_out + l * BT * C;
+    R* down_out = a.down_out + lr * BT * C;
     R* res_next = a.res + (l + 1) * BT * C;
 
     ops::rmsnorm_forward(ln1, a.ln1_rstd + l * BT, res, p.attn_norm + l * C, BT, int(C), config_.rms_norm_eps);
@@ -375,10 +400,10 @@ template <class R> void LlamaModel<R>::backward(double dloss) {
   ops::crossentropy_backward(dlogits, a.probs_ce, targets_.data(), BT, int(V), dloss / double(BT));
   gemm(true, false, V, C, BT, R(1), dlogits, V, a.lnf, C, R(1), grads_.lm_head, C);    // dW_head += dlogitsᵀ·lnf
   gemm(false, false, BT, C, V, R(1), dlogits, V, params_.lm_head, C, R(0), a.dlnf, C);  // dlnf = dlogits·W_head
-  ops::rmsnorm_backward(main_.dres + L * BT * C, grads_.final_norm, a.dlnf, a.res + L * BT * C, params_.final_norm,
+  ops::rmsnorm_backward(dres_slot(main_, L), grads_.final_norm, a.dlnf, a.res + L * BT * C, params_.final_norm,
                         a.lnf_rstd, BT, int(C), /*accumulate=*/false);
   backward_blocks(main_, /*weight_grads=*/true);
-  ops::embedding_backward(grads_.embed, main_.dres, inputs_.data(), BT, int(C));
+  ops::embedding_backward(grads_.embed, dres_slot(main_, 0), inputs_.data(), BT, int(C));
 }
 
 template <class R> void LlamaModel<R>::backward_blocks(BackBufs& bb, bool weight_grads) {
@@ -391,23 +416,24 @@ template <class R> void LlamaModel<R>::backward_blocks(BackBufs& bb, bool weight
   LlamaParams<R>& g = grads_;
   for (int l = L - 1; l >= 0; --l) {
     const int li = l * 7;
-    const R* dres_next = bb.dres + (l + 1) * BT * C;  // ∂/∂R_{l+1}
-    R* dmid = bb.dmid + l * BT * C;
-    R* dres = bb.dres + l * BT * C;
-    R* dy_q = bb.dy[0] + l * BT * QD;
-    R* dy_k = bb.dy[1] + l * BT * KD;
-    R* dy_v = bb.dy[2] + l * BT * KD;
-    R* dy_o = bb.dy[3] + l * BT * C;
-    R* dy_gate = bb.dy[4] + l * BT * F;
-    R* dy_up = bb.dy[5] + l * BT * F;
-    R* dy_down = bb.dy[6] + l * BT * C;
-    R* dx_q = bb.dx[0] + l * BT * C;
-    R* dx_k = bb.dx[1] + l * BT * C;
-    R* dx_v = bb.dx[2] + l * BT * C;
-    R* dx_o = bb.dx[3] + l * BT * QD;
-    R* dx_gate = bb.dx[4] + l * BT * C;
-    R* dx_up = bb.dx[5] + l * BT * C;
-    R* dx_down = bb.dx[6] + l * BT * F;
+    const R* dres_next = dres_slot(bb, l + 1);  // ∂/∂R_{l+1}
+    R* dres = dres_slot(bb, l);
+    const int64_t lb = bb.full ? l : 0;  // layer slot of the per-layer gradient buffers
+    R* dmid = bb.dmid + lb * BT * C;
+    R* dy_q = bb.dy[0] + lb * BT * QD;
+    R* dy_k = bb.dy[1] + lb * BT * KD;
+    R* dy_v = bb.dy[2] + lb * BT * KD;
+    R* dy_o = bb.dy[3] + lb * BT * C;
+    R* dy_gate = bb.dy[4] + lb * BT * F;
+    R* dy_up = bb.dy[5] + lb * BT * F;
+    R* dy_down = bb.dy[6] + lb * BT * C;
+    R* dx_q = bb.dx[0] + lb * BT * C;
+    R* dx_k = bb.dx[1] + lb * BT * C;
+    R* dx_v = bb.dx[2] + lb * BT * C;
+    R* dx_o = bb.dx[3] + lb * BT * QD;
+    R* dx_gate = bb.dx[4] + lb * BT * C;
+    R* dx_up = bb.dx[5] + lb * BT * C;
+    R* dx_down = bb.dx[6] + lb * BT * F;
 
     // R_{l+1} = M_l + down(h): both get ∂/∂R_{l+1}
     std::memcpy(dy_down, dres_next, sizeof(R) * BT * C);
@@ -468,12 +494,13 @@ template <class R> LinearView<R> LlamaModel<R>::linear(int index) const {
   const R* ys[7] = {a.q_lin, a.k_lin, a.v, a.o_out, a.gate, a.up, a.down_out};
   const R* ws[7] = {params_.wq, params_.wk, params_.wv, params_.wo, params_.wgate, params_.wup, params_.wdown};
   const R* gs[7] = {grads_.wq, grads_.wk, grads_.wv, grads_.wo, grads_.wgate, grads_.wup, grads_.wdown};
+  const bool hook_only = t == 0 || t == 1 || t == 3 || t == 6;  // q/k before RoPE, o and down outputs
   v.X = xs[t];
-  v.Y = ys[t] + l * BT * s.N;
+  v.Y = hook_only && !retain_ ? nullptr : ys[t] + l * BT * s.N;
   v.W = ws[t] + l * s.N * s.K;
   v.dW = gs[t] + l * s.N * s.K;
-  v.dY = main_.dy[t] + l * BT * s.N;
-  v.dX = main_.dx[t] + l * BT * s.K;
+  v.dY = main_.full ? main_.dy[t] + l * BT * s.N : nullptr;
+  v.dX = main_.full ? main_.dx[t] + l * BT * s.K : nullptr;
   return v;
 }
 
@@ -504,10 +531,12 @@ template <class R> const R* LlamaModel<R>::residual_mid(int b) const {
   return acts_.mid + b * int64_t(B_) * T_ * config_.hidden_size;
 }
 template <class R> const R* LlamaModel<R>::residual_grad(int b) const {
+  SNIP_ASSERT_MSG(main_.full, "residual_grad() needs set_retain_intermediates(true)");
   SNIP_ASSERT(b >= 0 && b <= config_.num_hidden_layers);
   return main_.dres + b * int64_t(B_) * T_ * config_.hidden_size;
 }
 template <class R> const R* LlamaModel<R>::residual_mid_grad(int b) const {
+  SNIP_ASSERT_MSG(main_.full, "residual_mid_grad() needs set_retain_intermediates(true)");
   SNIP_ASSERT(b >= 0 && b < config_.num_hidden_layers);
   return main_.dmid + b * int64_t(B_) * T_ * config_.hidden_size;
 }
@@ -530,7 +559,7 @@ template <class R> double LlamaModel<R>::loss_from_residual(const R* Z) {
 
 template <class R> void LlamaModel<R>::backward_from_residual(const R* dZ) {
   SNIP_ASSERT_MSG(have_forward_, "backward_from_residual() needs a forward() first");
-  if (!probe_.mem) alloc_backbufs(probe_);
+  if (!probe_.mem) alloc_backbufs(probe_, /*full=*/true);
   const int64_t n = int64_t(B_) * T_ * config_.hidden_size;
   std::memcpy(probe_.dres + config_.num_hidden_layers * n, dZ, sizeof(R) * n);
   backward_blocks(probe_, /*weight_grads=*/false);
@@ -548,7 +577,7 @@ template <class R> std::string LlamaModel<R>::first_nonfinite_activation() const
     if (!all_finite(a.ln1 + l * BT * C, BT * C)) return pre + "input_layernorm output";
     for (int t = 0; t < 7; ++t) {
       const LinearView<R> v = linear(l * 7 + t);
-      if (!all_finite(v.Y, BT * v.N)) return v.name + " output";
+      if (v.Y && !all_finite(v.Y, BT * v.N)) return v.name + " output";
       if (t == 3 && !all_finite(a.mid + l * BT * C, BT * C)) return pre + "self_attn residual (M)";
       if (t == 3 && !all_finite(a.ln2 + l * BT * C, BT * C)) return pre + "post_attention_layernorm output";
       const int64_t QD = linear_shape(config_, 0).N;

@@ -9,7 +9,11 @@
 // Shape legend: B batch, T sequence, C model dim, NH heads, KVH kv heads, HD head dim,
 // F ffn dim, V vocab, L layers; BT = B·T. Row-major everywhere.
 //
-// Hooks for the SNIP statistics round (METHOD.md section 4), all valid after forward()+backward():
+// Hooks for the SNIP statistics round (METHOD.md section 4), all valid after forward()+backward().
+// Keeping every layer's intermediates costs memory the optimizer step does not need, so the
+// per-layer dY/dX, the residual gradients and the q/k (pre-RoPE), o and down outputs are kept
+// only after set_retain_intermediates(true) (the statistics round turns it on; without it those
+// view pointers are null and residual_grad() asserts):
 //  (a) linear(l) / linear("model.layers.3.mlp.up_proj"): read-only X_l (BT,K), Y_l (BT,N),
 //      G_l = dY_l (BT,N), dX_l (BT,K), W_l (N,K), dW_l (N,K) of every linear layer. For q/k,
 //      Y_l is the projection output before RoPE. dX_l is this layer's own input gradient
@@ -117,6 +121,11 @@ template <class R> class LlamaModel {
   // Stochastic-rounding key (seed, step): the same step gives the same bits.
   void set_quant_key(uint64_t seed, uint64_t step) { quant_seed_ = seed, quant_step_ = step; }
 
+  // Keep every layer's hook tensors (see the file comment). Re-lays out the activation arena:
+  // call before forward(). Off by default (training needs ~1/3 less memory).
+  void set_retain_intermediates(bool retain);
+  bool retains_intermediates() const { return retain_; }
+
   // ---- forward / backward ----
   // inputs, targets: (B, T) token ids in [0, V). Caches every activation. Returns the mean loss.
   double forward(const int32_t* inputs, const int32_t* targets);
@@ -160,6 +169,8 @@ template <class R> class LlamaModel {
   void linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int64_t N, int layer);
   void linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int64_t N, int layer);
   void backward_blocks(BackBufs& bb, bool weight_grads);
+  void alloc_activations();
+  R* dres_slot(BackBufs& bb, int b) const;
   void final_head_forward(R* lnf, R* rstd, R* logits, R* probs, R* losses, const R* Z, double* loss);
 
   ModelConfig config_;
@@ -174,20 +185,20 @@ template <class R> class LlamaModel {
     R* mid = nullptr;         // (L, BT, C)   M_b
     R* ln1 = nullptr;         // (L, BT, C)   input_layernorm output (X of q, k, v)
     R* ln1_rstd = nullptr;    // (L, BT)
-    R* q_lin = nullptr;       // (L, BT, NH*HD) q_proj output before RoPE
-    R* k_lin = nullptr;       // (L, BT, KVH*HD)
+    R* q_lin = nullptr;       // (L, BT, NH*HD) q_proj output before RoPE (1 slot unless retained)
+    R* k_lin = nullptr;       // (L, BT, KVH*HD) (1 slot unless retained)
     R* v = nullptr;           // (L, BT, KVH*HD)
     R* q_rot = nullptr;       // (L, BT, NH*HD) after RoPE
     R* k_rot = nullptr;       // (L, BT, KVH*HD)
     R* probs = nullptr;       // (L, B, NH, T, T)
     R* att = nullptr;         // (L, BT, NH*HD) attention output (X of o)
-    R* o_out = nullptr;       // (L, BT, C)
+    R* o_out = nullptr;       // (L, BT, C) (1 slot unless retained)
     R* ln2 = nullptr;         // (L, BT, C)   post_attention_layernorm output (X of gate, up)
     R* ln2_rstd = nullptr;    // (L, BT)
     R* gate = nullptr;        // (L, BT, F)
     R* up = nullptr;          // (L, BT, F)
     R* hmlp = nullptr;        // (L, BT, F)   silu(gate)·up (X of down)
-    R* down_out = nullptr;    // (L, BT, C)
+    R* down_out = nullptr;    // (L, BT, C) (1 slot unless retained)
     R* lnf = nullptr;         // (BT, C)
     R* lnf_rstd = nullptr;    // (BT)
     R* logits = nullptr;      // (BT, V)
@@ -218,9 +229,11 @@ template <class R> class LlamaModel {
     R* dln = nullptr;     // (BT, C) scratch
     std::unique_ptr<R[]> mem;
     int64_t count = 0;
+    bool full = true;  // per-layer buffers for every layer (else one reused slot)
   };
   BackBufs main_, probe_;
-  void alloc_backbufs(BackBufs& bb);
+  void alloc_backbufs(BackBufs& bb, bool full);
+  bool retain_ = false;
 
   std::vector<int32_t> inputs_, targets_;  // (B, T) of the last forward
   double loss_ = 0;
