@@ -81,6 +81,14 @@ TEST_F(CorpusTest, TokenFileErrors) {
   write_raw_token_file("vocab.bin", 20240520, 1, 4, u16({10, 300, 20, 299}));
   expect_error([&] { snip::read_token_file(path("vocab.bin"), 256); },
                {"vocab.bin", "token id 300 at position 1", ">= vocab_size 256", "vocab_size >= 301"});
+  expect_error([&] { snip::read_token_file(dir_.string(), 256); }, {"is a folder"});
+  // Every truncation of a valid file is caught (header or count check), never read past.
+  snip::write_token_file(path("ok.bin"), {1, 2, 3, 4});
+  const std::string ok = snip::read_file(path("ok.bin"));
+  for (size_t len = 0; len < ok.size(); len += (len < 1024 ? 97 : 1)) {
+    snip::write_file_atomic(path("cut.bin"), ok.substr(0, len));
+    EXPECT_THROW(snip::read_token_file(path("cut.bin"), 256), snip::Error) << len;
+  }
   // The same file is fine with a large enough vocabulary.
   EXPECT_EQ(snip::read_token_file(path("vocab.bin"), 301), (std::vector<int32_t>{10, 300, 20, 299}));
   // load_token_data goes through the same checks.

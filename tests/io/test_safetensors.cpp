@@ -296,6 +296,15 @@ TEST_F(SafetensorsTest, FailedWriteLeavesPreviousFileIntact) {
   EXPECT_EQ(snip::read_file(path("keep.safetensors")), before);
 }
 
+TEST_F(SafetensorsTest, OpenRefusesAFolder) {
+  try {
+    snip::SafetensorsFile::open(dir_.string());
+    FAIL() << "no error";
+  } catch (const snip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(SafetensorsTest, OpenNamesMissingFile) {
   try {
     snip::SafetensorsFile::open(path("missing.safetensors"));

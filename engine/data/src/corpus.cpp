@@ -116,6 +116,8 @@ std::string read_text_corpus(const std::string& path_in) {
 }
 
 std::vector<int32_t> read_token_file(const std::string& path, int vocab_size) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not an llm.c token file");
   const std::string bytes = read_file(path);
   const std::string hint = " — is it an llm.c token file? (write one with `snip tokenizer encode`)";
   if (bytes.size() < kTokenHeaderBytes)

@@ -250,7 +250,7 @@ void train_sentencepiece(const std::string& text_path, int vocab_size, const std
       {"remove_extra_whitespaces", "false"},
       {"add_dummy_prefix", "false"},  // training lines and the encoded stream start words the same way
       {"split_digits", "true"},
-      {"character_coverage", "1.0"},
+      {"character_coverage", "0.9995"},  // rarer characters are spelled with byte pieces
       {"input_sentence_size", "2000000"},
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", "16384"},
@@ -261,9 +261,14 @@ void train_sentencepiece(const std::string& text_path, int vocab_size, const std
   LineIterator lines(text);
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
-  if (!status.ok())
+  if (!status.ok()) {
+    const std::string why = status.ToString();
+    const std::string hint = why.find("too high") != std::string::npos        ? " (use a smaller --vocab-size or more text)"
+                             : why.find("required_chars") != std::string::npos ? " (use a larger --vocab-size)"
+                                                                               : "";
     throw Error("training the SentencePiece tokenizer on " + (text_path.empty() ? "the bundled corpus" : text_path) +
-                " failed: " + status.ToString() + " (a smaller --vocab-size often helps on small corpora)");
+                " failed: " + why + hint);
+  }
   write_file_atomic(out_prefix + ".model", model);
 
   // The .vocab file lists "piece<TAB>score" per id, as spm_train writes it (for people, not for us).

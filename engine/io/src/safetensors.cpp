@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <set>
 
@@ -114,6 +115,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 // Reader
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + " is a folder, not a safetensors file");
   return parse(read_file(path), path);
 }
 
