@@ -2,6 +2,8 @@
 // train_sentencepiece are lossless (byte fallback, identity normaliser), and bad models or
 // vocab sizes are clear errors.
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
 #include <filesystem>
 #include <random>
@@ -83,6 +85,29 @@ TEST_F(SentencePieceTest, TrainedModelIsLosslessOnAnyText) {
   EXPECT_EQ(tok->encode("And God said\nLet there be light"), joined);
 
   expect_error([&] { tok->decode({400}); }, {"400"});
+}
+
+// A model made elsewhere with SentencePiece's defaults (NFKC, dummy prefix, no byte fallback)
+// must behave exactly as SentencePiece itself does: the line-wise fast path is not used.
+TEST_F(SentencePieceTest, ForeignModelMatchesSentencePieceItself) {
+  const std::string corpus = snip::read_text_corpus("").substr(0, 200000);
+  snip::write_file_atomic(path("train.txt"), corpus);
+  const auto status = sentencepiece::SentencePieceTrainer::Train("--input=" + path("train.txt") + " --model_prefix=" +
+                                                                 path("foreign") + " --vocab_size=300 --minloglevel=2");
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  auto tok = snip::make_tokenizer(path("foreign.model"));
+  sentencepiece::SentencePieceProcessor sp;
+  ASSERT_TRUE(sp.Load(path("foreign.model")).ok());
+  const std::string text = "In the  beginning\nGod created\n\n  the heaven";
+  std::vector<int> expected;
+  ASSERT_TRUE(sp.Encode(text, &expected).ok());
+  const auto ids = tok->encode(text);
+  EXPECT_EQ(ids, std::vector<int32_t>(expected.begin(), expected.end()));
+  std::string decoded;
+  ASSERT_TRUE(sp.Decode(expected, &decoded).ok());
+  // SentencePiece drops the dummy-prefix space on decode; a piece-by-piece decode would not.
+  EXPECT_EQ(tok->decode(ids), decoded);
+  EXPECT_EQ(decoded.rfind("In the", 0), 0u) << decoded;
 }
 
 TEST_F(SentencePieceTest, BadTrainingRequestsAreErrors) {
