@@ -118,7 +118,10 @@ TEST(StatsRound, HutchinsonMatchesTheExactJacobianNorm) {
   // exact: ‖J_l‖_F² = Σ_e ‖J_lᵀ e‖² over the one-hot seeds e of Z, at the round's BF16 precisions
   m.set_precisions(std::vector<snip::LinearPrecision>(size_t(m.num_linear_layers()),
                                                       snip::LinearPrecision::uniform(snip::Precision::bf16)));
-  m.set_retain_intermediates(true);  // keep every layer's probe buffers
+  // keep every layer's probe buffers (models with set_retain_intermediates drop them by default)
+  [](auto& mm) {
+    if constexpr (requires { mm.set_retain_intermediates(true); }) mm.set_retain_intermediates(true);
+  }(m);
   m.forward(in.data(), tgt.data());
   const int64_t dim = int64_t(B) * T * c.hidden_size;
   std::vector<double> exact(size_t(m.num_linear_layers()), 0.0), exact_r(2, 0.0), exact_m(2, 0.0);
