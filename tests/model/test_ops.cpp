@@ -115,6 +115,32 @@ TEST(OpsGrad, AttentionGqa) {
   check_grad("attention dv", v, loss, dv);
 }
 
+TEST(OpsFast, AttentionMatchesScalarReference) {
+  constexpr double kTol = 2e-6;  // float: GEMM vs scalar summation order
+  const int B = 2, T = 19, NH = 6, KVH = 2, HD = 8;
+  std::mt19937_64 rng(16);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto rnd = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+  };
+  auto q = rnd(size_t(B) * T * NH * HD), k = rnd(size_t(B) * T * KVH * HD), v = rnd(k.size()), dout = rnd(q.size());
+  std::vector<float> o1(q.size()), o2(q.size()), p1(size_t(B) * NH * T * T), p2(p1.size());
+  std::vector<float> dq1(q.size()), dq2(q.size()), dk1(k.size()), dk2(k.size()), dv1(v.size()), dv2(v.size());
+  snip::ops::attention_forward(o1.data(), p1.data(), q.data(), k.data(), v.data(), B, T, NH, KVH, HD);
+  snip::ops::attention_forward_ref(o2.data(), p2.data(), q.data(), k.data(), v.data(), B, T, NH, KVH, HD);
+  for (size_t i = 0; i < p1.size(); ++i) ASSERT_NEAR(p1[i], p2[i], kTol) << "probs " << i;
+  for (size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], kTol) << "out " << i;
+  snip::ops::attention_backward(dq1.data(), dk1.data(), dv1.data(), dout.data(), p1.data(), q.data(), k.data(),
+                                v.data(), B, T, NH, KVH, HD);
+  snip::ops::attention_backward_ref(dq2.data(), dk2.data(), dv2.data(), dout.data(), p1.data(), q.data(), k.data(),
+                                    v.data(), B, T, NH, KVH, HD);
+  for (size_t i = 0; i < dq1.size(); ++i) ASSERT_NEAR(dq1[i], dq2[i], 4 * kTol) << "dq " << i;
+  for (size_t i = 0; i < dk1.size(); ++i) ASSERT_NEAR(dk1[i], dk2[i], 4 * kTol) << "dk " << i;
+  for (size_t i = 0; i < dv1.size(); ++i) ASSERT_NEAR(dv1[i], dv2[i], 4 * kTol) << "dv " << i;
+}
+
 TEST(OpsGrad, SwiGlu) {
   const int n = 20;
   Vec g = randn(n, 10, 2.0), u = randn(n, 11), dh = randn(n, 12), h(n);

@@ -3,6 +3,8 @@
 // over rows (norm weight gradients) run in a fixed order so results do not depend on threads.
 #include "snip/llama_ops.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -120,7 +122,7 @@ void rope_backward(R* dx, const R* dy, const R* cos_t, const R* sin_t, int B, in
 }
 
 template <class R>
-void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD) {
+void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD) {
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;  // row strides
@@ -161,7 +163,7 @@ void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int
 }
 
 template <class R>
-void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
+void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
                         int T, int NH, int KVH, int HD) {
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
@@ -209,6 +211,91 @@ void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, cons
       }
     }
   });
+}
+
+// ---- attention as GEMMs per (batch, head): the fast path (the scalar loops above are its reference) ----
+
+namespace {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+              ldb, beta, C, ldc);
+}
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+              ldb, beta, C, ldc);
+}
+// The softmax rows between two GEMMs run on the calling thread: waking pool workers right after
+// an OpenBLAS call makes them fight OpenBLAS's still-spinning threads for the cores.
+template <class F> void run_rows(int64_t n, const F& fn) { fn(0, n); }
+
+}  // namespace
+
+// Per (b, h): S = scale·Q_h·K_hᵀ (T×T, one GEMM; the masked upper triangle is computed and
+// discarded, still far cheaper than scalar loops), causal softmax by rows, O_h = P·V_h.
+template <class R>
+void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD) {
+  const int rep = NH / KVH;
+  const R scale = R(1) / std::sqrt(R(HD));
+  const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h) {
+      const int kh = h / rep;
+      const R* Q = q + int64_t(b) * T * qs + int64_t(h) * HD;  // (T, HD), row stride qs
+      const R* K = k + int64_t(b) * T * ks + int64_t(kh) * HD;
+      const R* V = v + int64_t(b) * T * ks + int64_t(kh) * HD;
+      R* P = probs + (int64_t(b) * NH + h) * T * T;
+      gemm(false, true, T, T, HD, scale, Q, qs, K, ks, R(0), P, T);
+      run_rows(T, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          R* pt = P + t * T;
+          R mx = -INFINITY;
+          for (int64_t u = 0; u <= t; ++u) mx = std::max(mx, pt[u]);
+          R sum = 0;
+          for (int64_t u = 0; u <= t; ++u) {
+            pt[u] = std::exp(pt[u] - mx);
+            sum += pt[u];
+          }
+          const R inv = R(1) / sum;
+          for (int64_t u = 0; u <= t; ++u) pt[u] *= inv;
+          for (int64_t u = t + 1; u < T; ++u) pt[u] = 0;
+        }
+      });
+      gemm(false, false, T, HD, T, R(1), P, T, V, ks, R(0), out + int64_t(b) * T * qs + int64_t(h) * HD, qs);
+    }
+}
+
+// Per (b, h): dP = dO·Vᵀ, dV += Pᵀ·dO, dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dK += dSᵀ·Q.
+template <class R>
+void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
+                        int T, int NH, int KVH, int HD) {
+  const int rep = NH / KVH;
+  const R scale = R(1) / std::sqrt(R(HD));
+  const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;
+  std::fill(dk, dk + int64_t(B) * T * ks, R(0));
+  std::fill(dv, dv + int64_t(B) * T * ks, R(0));
+  std::vector<R> dP(size_t(T) * T);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h) {
+      const int kh = h / rep;
+      const int64_t qo = int64_t(b) * T * qs + int64_t(h) * HD, ko = int64_t(b) * T * ks + int64_t(kh) * HD;
+      const R* P = probs + (int64_t(b) * NH + h) * T * T;
+      gemm(false, true, T, T, HD, R(1), dout + qo, qs, v + ko, ks, R(0), dP.data(), T);
+      gemm(true, false, T, HD, T, R(1), P, T, dout + qo, qs, R(1), dv + ko, ks);
+      run_rows(T, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          const R* pt = P + t * T;
+          R* d = dP.data() + t * T;
+          R rowsum = 0;
+          for (int64_t u = 0; u <= t; ++u) rowsum += pt[u] * d[u];
+          for (int64_t u = 0; u <= t; ++u) d[u] = pt[u] * (d[u] - rowsum) * scale;
+          for (int64_t u = t + 1; u < T; ++u) d[u] = 0;
+        }
+      });
+      gemm(false, false, T, HD, T, R(1), dP.data(), T, k + ko, ks, R(0), dq + qo, qs);
+      gemm(true, false, T, HD, T, R(1), dP.data(), T, q + qo, qs, R(1), dk + ko, ks);
+    }
 }
 
 template <class R> void swiglu_forward(R* h, const R* g, const R* u, int64_t n) {
@@ -283,6 +370,9 @@ void crossentropy_backward(R* dlogits, const R* probs, const int32_t* targets, i
   template void rope_forward<R>(R*, const R*, const R*, const R*, int, int, int, int);                            \
   template void rope_backward<R>(R*, const R*, const R*, const R*, int, int, int, int);                           \
   template void attention_forward<R>(R*, R*, const R*, const R*, const R*, int, int, int, int, int);              \
+  template void attention_forward_ref<R>(R*, R*, const R*, const R*, const R*, int, int, int, int, int);          \
+  template void attention_backward_ref<R>(R*, R*, R*, const R*, const R*, const R*, const R*, const R*, int, int, \
+                                          int, int, int);                                                         \
   template void attention_backward<R>(R*, R*, R*, const R*, const R*, const R*, const R*, const R*, int, int, int, \
                                       int, int);                                                                  \
   template void swiglu_forward<R>(R*, const R*, const R*, int64_t);                                               \

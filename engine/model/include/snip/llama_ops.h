@@ -42,6 +42,12 @@ void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int
 template <class R>
 void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
                         int T, int NH, int KVH, int HD);
+// Scalar loop twins of the two above (the GEMM-based fast path's test oracle).
+template <class R>
+void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD);
+template <class R>
+void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v,
+                            int B, int T, int NH, int KVH, int HD);
 
 // SwiGLU: h = silu(g) · u,  silu(g) = g·σ(g).   g, u, h: (BT, F)
 template <class R> void swiglu_forward(R* h, const R* g, const R* u, int64_t n);
