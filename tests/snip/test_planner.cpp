@@ -310,3 +310,31 @@ TEST(Ilp, NonFiniteCostsAreRefusedBeforeGlpkSeesThem) {
 
 }  // namespace
 }  // namespace snip
+
+namespace snip {
+namespace {
+
+TEST(MakePlan, PlanFileAgreesWithCoreFlopAccounting) {
+  // The achieved fraction the planner reports equals snip_core's independent count on the plan
+  // file read back, for per-layer and per-role plans of every method.
+  const StatsRound r = test::random_round(3, 17);
+  const PlannerInput in = planner_input_from_stats(r);
+  for (bool per_role : {false, true})
+    for (Method m : kAllMethods) {
+      PlanRequest req;
+      req.budget = 0.6;
+      req.per_role = per_role;
+      const PlanResult res = make_plan(in, m, req);
+      const Plan back = plan_from_json(plan_to_json(res.plan), "roundtrip");
+      EXPECT_EQ(back.layers, res.plan.layers);
+      std::vector<std::string> warnings;
+      const auto per_layer = resolve_plan(back, r.dims, &warnings);
+      EXPECT_TRUE(warnings.empty());
+      EXPECT_NEAR(fp4_flop_fraction(per_layer, r.dims), res.achieved_fraction, 1e-12) << method_name(m);
+      EXPECT_EQ(back.method, method_name(m));
+      EXPECT_DOUBLE_EQ(back.budget, 0.6);
+    }
+}
+
+}  // namespace
+}  // namespace snip
