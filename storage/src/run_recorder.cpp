@@ -39,7 +39,18 @@ void RunRecorder::add_checkpoint(int64_t step, const std::string& path) {
 
 void RunRecorder::close(RunStatus status, const std::string& message) {
   closed_ = true;  // set first: a failing flush must not be retried by the destructor
-  flush();
+  try {
+    flush();
+  } catch (const std::exception& e) {
+    // The last rows are lost (e.g. disk full): the run must not claim to have finished.
+    try {
+      store_->set_run_status(run_id_, status == RunStatus::finished ? RunStatus::failed : status,
+                             std::string("the last ") + std::to_string(buffer_.size()) +
+                                 " metrics rows could not be written: " + e.what());
+    } catch (...) {
+    }
+    throw;
+  }
   store_->set_run_status(run_id_, status, message);
 }
 

@@ -447,3 +447,36 @@ TEST(StoreExport, CsvAndJsonForms) {
   EXPECT_NE(pcsv.find("model.layers.0.self_attn.q_proj,0,dgrad,fp4\n"), std::string::npos);
   EXPECT_LT(pcsv.find("model.layers.0.mlp.down_proj"), pcsv.find("model.layers.1.self_attn.q_proj"));
 }
+
+TEST(RunRecorder, FailedFinalFlushMarksRunFailedNotFinished) {
+  TempDir dir;
+  Store store(dir.file("w.db"));
+  const int64_t id = store.create_run(tiny_spec());
+  RunRecorder rec(store, id, {.flush_rows = 100, .flush_ms = 1000000});
+  rec.record(row_for_step(0));
+  MetricRow bad = row_for_step(1);
+  bad.step = -1;  // the store refuses the batch, so the final flush fails
+  rec.record(bad);
+  EXPECT_THROW(rec.finish(), Error);
+  const RunInfo r = store.run(id);
+  EXPECT_EQ(r.status, RunStatus::failed);
+  EXPECT_NE(r.status_message.find("could not be written"), std::string::npos) << r.status_message;
+}
+
+TEST(StoreConcurrency, WriterWaitsForBusyTimeoutThenReportsLock) {
+  TempDir dir;
+  const std::string path = dir.file("w.db");
+  Store store(path);
+  const int64_t id = store.create_run(tiny_spec());
+  Store other(path, {.busy_timeout_ms = 50});
+  Store::Transaction lock(store);  // holds the write lock
+  try {
+    other.append_metrics(id, std::vector<MetricRow>{row_for_step(0)});
+    FAIL() << "wrote while another connection held the write lock";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("busy timeout"), std::string::npos) << e.what();
+  }
+  lock.commit();
+  other.append_metrics(id, std::vector<MetricRow>{row_for_step(0)});
+  EXPECT_EQ(store.run(id).metric_rows, 1);
+}
