@@ -26,5 +26,6 @@ TEST(AtomicFile, ReplacesContentAndFailsCleanlyInReadOnlyDir) {
   }
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
   EXPECT_THROW(read_file((dir / "missing").string()), Error);
+  EXPECT_THROW(read_file(dir.string()), Error);  // a directory is not a file (read used to return "")
   fs::remove_all(dir);
 }

@@ -2,6 +2,7 @@
 #include "snip/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,6 +62,9 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
 }
 
 std::string read_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error("cannot read " + path + ": it is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
   std::ostringstream ss;
