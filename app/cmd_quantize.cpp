@@ -144,7 +144,9 @@ void setup_quantize(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "Stochastic-rounding seed")->capture_default_str();
   cmd->add_option("--scale-mode", opts->scale_mode, "E8M0 scale mode for mx: floor, ceil, rceil or even")
       ->capture_default_str();
-  cmd->add_option("--codes", opts->codes, "Also write the element codes, one byte per element");
+  cmd->add_option("--codes", opts->codes,
+                  "Also write the element codes, one byte per element: sign|exponent|mantissa in the low "
+                  "1+E+M bits (e.g. E2M1 in the low nibble); not for bf16");
   cmd->add_flag("--json", opts->json, "Print the statistics as one JSON object");
   cmd->callback([opts] { run_quantize(*opts); });
 }

@@ -184,6 +184,47 @@ TEST(QLinear, AllThreeGemmsMatchDoubleProductsOfTheSameQuantizedOperands) {
   }
 }
 
+TEST(QLinear, FastGemmsMatchTheirScalarTwins) {
+  // Same quantized operands bit for bit (fake_quantize == fake_quantize_ref), so only the FP32
+  // summation order differs: ‖fast − ref‖ <= kGemmRelTol·‖ref‖. (The Hadamard option is left out:
+  // its fast and reference rotations differ in the last bit, which may flip a rounding.)
+  const int64_t T = 96, K = 40, N = 72;
+  const std::vector<float> X = randn(size_t(T * K), 11), W = randn(size_t(N * K), 12, 0.1f),
+                           dY = randn(size_t(T * N), 13, 1e-2f);
+  for (const char* name : {"snip", "mx", "nvfp4", "tensor"}) {
+    for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8, Precision::fp4}) {
+      SCOPED_TRACE(std::string(name) + " " + precision_name(p));
+      RecipeOptions ro;
+      ro.name = name;
+      ro.bf16_output = false;
+      const Recipe recipe(ro);
+      QLinearContext ctx;
+      ctx.recipe = &recipe;
+      ctx.seed = 3;
+      auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+        double d = 0, n = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+          n += double(b[i]) * b[i];
+        }
+        return std::sqrt(d / n);
+      };
+      std::vector<float> f(size_t(T * N)), r(size_t(T * N));
+      qlinear_fprop(f.data(), X.data(), W.data(), T, K, N, p, ctx);
+      qlinear_fprop_ref(r.data(), X.data(), W.data(), T, K, N, p, ctx);
+      EXPECT_LE(rel(f, r), kGemmRelTol);
+      f.assign(size_t(T * K), 0), r.assign(size_t(T * K), 0);
+      qlinear_dgrad(f.data(), dY.data(), W.data(), T, K, N, p, ctx);
+      qlinear_dgrad_ref(r.data(), dY.data(), W.data(), T, K, N, p, ctx);
+      EXPECT_LE(rel(f, r), kGemmRelTol);
+      f.assign(size_t(N * K), 1), r.assign(size_t(N * K), 1);
+      qlinear_wgrad(f.data(), dY.data(), X.data(), T, K, N, p, ctx, true);
+      qlinear_wgrad_ref(r.data(), dY.data(), X.data(), T, K, N, p, ctx, true);
+      EXPECT_LE(rel(f, r), kGemmRelTol);
+    }
+  }
+}
+
 TEST(QLinear, Bf16OutputIsTheRoundedFp32OutputAndAccumulateAddsIt) {
   const int64_t T = 64, K = 48, N = 32;
   const std::vector<float> X = randn(size_t(T * K), 4), W = randn(size_t(N * K), 5), dY = randn(size_t(T * N), 6);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
 
@@ -216,6 +217,69 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
               int(K));
   round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
   for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalar twins.
+namespace {
+
+// The operand as the reference GEMM consumes it (reference quantizer, reference rotation).
+std::vector<float> quantized_operand_ref(const float* src, int64_t rows, int64_t cols, Precision p, Gemm g,
+                                         Operand op, const char* symbol, const QLinearContext& ctx) {
+  std::vector<float> x(src, src + rows * cols);
+  if (uses_hadamard(p, g, ctx)) hadamard16_rows_ref(x.data(), rows, cols);
+  const std::string label = operand_label(ctx, g, symbol, op);
+  fake_quantize_ref(x.data(), x.data(), rows, cols, ctx.recipe->spec(p, g, op), qlinear_rng_key(ctx, g, op),
+                    label.c_str());
+  return x;
+}
+
+// C(M,N) = Σ_k A[i,k]·B[k,j] in double, with A and B addressed through (row, col) strides so
+// one loop serves the three transposition patterns.
+void gemm_ref(float* C, const float* A, int64_t a_rs, int64_t a_cs, const float* B, int64_t b_rs, int64_t b_cs,
+              int64_t M, int64_t N, int64_t K) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(A[i * a_rs + k * a_cs]) * double(B[k * b_rs + j * b_cs]);
+      C[i * N + j] = float(acc);
+    }
+}
+
+void round_output_ref(float* y, int64_t n, Precision p, const QLinearContext& ctx) {
+  if (!rounds_output(p, ctx)) return;
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_round(y[i]);
+}
+
+}  // namespace
+
+void qlinear_fprop_ref(float* Y, const float* X, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
+                       const QLinearContext& ctx) {
+  check_context(ctx, T, K, N);
+  const auto Xq = quantized_operand_ref(X, T, K, p, Gemm::fprop, Operand::activation, "X", ctx);  // (T,K)
+  const auto Wq = quantized_operand_ref(W, N, K, p, Gemm::fprop, Operand::weight, "W", ctx);      // (N,K)
+  gemm_ref(Y, Xq.data(), K, 1, Wq.data(), 1, K, T, N, K);  // Y[t,n] = Σ_k X[t,k]·W[n,k]
+  round_output_ref(Y, T * N, p, ctx);
+}
+
+void qlinear_dgrad_ref(float* dX, const float* dY, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
+                       const QLinearContext& ctx) {
+  check_context(ctx, T, K, N);
+  const auto dYq = quantized_operand_ref(dY, T, N, p, Gemm::dgrad, Operand::gradient, "dY", ctx);  // (T,N)
+  const auto Wq = quantized_operand_ref(W, N, K, p, Gemm::dgrad, Operand::weight, "W", ctx);       // (N,K)
+  gemm_ref(dX, dYq.data(), N, 1, Wq.data(), K, 1, T, K, N);  // dX[t,k] = Σ_n dY[t,n]·W[n,k]
+  round_output_ref(dX, T * K, p, ctx);
+}
+
+void qlinear_wgrad_ref(float* dW, const float* dY, const float* X, int64_t T, int64_t K, int64_t N, Precision p,
+                       const QLinearContext& ctx, bool accumulate) {
+  check_context(ctx, T, K, N);
+  const auto dYq = quantized_operand_ref(dY, T, N, p, Gemm::wgrad, Operand::gradient, "dY", ctx);  // (T,N)
+  const auto Xq = quantized_operand_ref(X, T, K, p, Gemm::wgrad, Operand::activation, "X", ctx);   // (T,K)
+  std::vector<float> prod(size_t(N * K));
+  gemm_ref(prod.data(), dYq.data(), 1, N, Xq.data(), K, 1, N, K, T);  // dW[n,k] = Σ_t dY[t,n]·X[t,k]
+  round_output_ref(prod.data(), N * K, p, ctx);
+  for (int64_t i = 0; i < N * K; ++i) dW[i] = accumulate ? dW[i] + prod[size_t(i)] : prod[size_t(i)];
 }
 
 }  // namespace snip

@@ -56,6 +56,16 @@ void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_
 void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx, bool accumulate = false);
 
+// Scalar twins of the three GEMMs: operands through fake_quantize_ref (and hadamard16_rows_ref),
+// the product as a plain triple loop in double, rounded to FP32 (then BF16 when the recipe
+// says so). Equal to the fast GEMMs up to FP32 summation order; slow (tests only).
+void qlinear_fprop_ref(float* Y, const float* X, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
+                       const QLinearContext& ctx);
+void qlinear_dgrad_ref(float* dX, const float* dY, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
+                       const QLinearContext& ctx);
+void qlinear_wgrad_ref(float* dW, const float* dY, const float* X, int64_t T, int64_t K, int64_t N, Precision p,
+                       const QLinearContext& ctx, bool accumulate = false);
+
 // The stochastic-rounding key the GEMMs use for operand `op` of GEMM `g` (role = 4·g + op).
 RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op);
 
