@@ -338,3 +338,32 @@ TEST(MakePlan, PlanFileAgreesWithCoreFlopAccounting) {
 
 }  // namespace
 }  // namespace snip
+
+namespace snip {
+namespace {
+
+TEST(Ilp, BudgetGuardCatchesAToleranceSlip) {
+  // Regression: the cheapest FP4 set misses ρ by a relative 1e-9, inside GLPK's feasibility
+  // tolerance (GLPK 5.0 does accept it here). The plan returned must still meet ρ exactly (the
+  // guard re-solves) and stay optimal.
+  for (double rel : {1e-13, 1e-10, 1e-9, 1e-8}) {
+    CostTable t = random_table(2, 1, true);
+    double total = 0, cheap = 0;
+    for (auto& c : t.layers) {
+      total += c.flops;
+      const bool in_cheap_set = c.type == LayerType::gate || c.type == LayerType::down;
+      for (int r = 0; r < kNumRoles; ++r) c.cost[r][int(Precision::fp4)] = c.cost[r][int(Precision::fp8)] + (in_cheap_set ? 0.001 : 10.0);
+      if (in_cheap_set) cheap += c.flops;
+    }
+    PlanRequest req;
+    req.budget = cheap / total * (1 + rel);
+    const PlanResult r = solve_ilp(t, req);
+    EXPECT_GE(r.achieved_fraction, req.budget) << rel;
+    EXPECT_GE(achieved_fp4_fraction(t, r.choice), req.budget) << rel;
+    const PlanResult ref = solve_exhaustive_ref(t, req);
+    EXPECT_NEAR(r.objective, ref.objective, 1e-9 * ref.objective) << rel;
+  }
+}
+
+}  // namespace
+}  // namespace snip

@@ -72,6 +72,12 @@ struct Model {
   std::vector<std::string> notes;
 };
 
+std::string fmt_g(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::string pinned_summary(const std::vector<std::string>& names, size_t max_names = 3) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < max_names; ++i) s += (i ? ", " : "") + names[i];
@@ -376,7 +382,12 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
   std::vector<Precision> best;
   double gap = kNaN;
   int glpk_status = 0;
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  // Budget raises tried after a tolerance slip: just above GLPK's primal feasibility tolerance
+  // (1e-7 relative), then coarser. Plans with a fraction in [ρ, ρ + raise) are excluded from that
+  // re-solve, so the note below says by how much the budget was raised.
+  const double kRaises[] = {0.0, 2e-7, 1e-6, 1e-5, 1e-4};
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    rhs_shift = kRaises[attempt];
     glp_prob* lp = glp_create_prob();
     glp_set_obj_dir(lp, GLP_MIN);
     std::vector<double> stage_total(m.stages, 0.0), stage_pinned_fp4(m.stages, 0.0);
@@ -408,6 +419,8 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
         glp_set_obj_coef(lp, colb[s], c[int(Precision::bf16)] - c8);
       }
     }
+    // FLOP rows in units of the total FLOPs: coefficients O(1e-3..1) keep GLPK's tolerances meaningful.
+    const double scale = 1.0 / total;
     std::vector<int> ia{0}, ja{0};
     std::vector<double> ar{0.0};
     int row = 0;
@@ -424,15 +437,15 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     // Σ_{s in stage} F_s·y4_s ≥ ρ·Σ_{s in stage} F_s − (pinned FP4 FLOPs of the stage)
     std::vector<int> budget_row(m.stages);
     for (int st = 0; st < m.stages; ++st)
-      budget_row[st] = add_row(GLP_LO, (req.budget + rhs_shift) * stage_total[st] - stage_pinned_fp4[st], 0.0);
+      budget_row[st] = add_row(GLP_LO, ((req.budget + rhs_shift) * stage_total[st] - stage_pinned_fp4[st]) * scale, 0.0);
     for (size_t s = 0; s < m.slots.size(); ++s)
-      if (col4[s]) add_entry(budget_row[m.slots[s].stage], col4[s], m.slots[s].flops);
+      if (col4[s]) add_entry(budget_row[m.slots[s].stage], col4[s], m.slots[s].flops * scale);
     if (req.allow_bf16) {
       // Σ F_s·yb_s ≤ β·Σ F_s − (pinned BF16 FLOPs);  y4_s + yb_s ≤ 1
-      const int bf_row = add_row(GLP_UP, 0.0, req.bf16_max_fraction * total - pinned_bf16);
+      const int bf_row = add_row(GLP_UP, 0.0, (req.bf16_max_fraction * total - pinned_bf16) * scale);
       for (size_t s = 0; s < m.slots.size(); ++s)
         if (colb[s]) {
-          add_entry(bf_row, colb[s], m.slots[s].flops);
+          add_entry(bf_row, colb[s], m.slots[s].flops * scale);
           const int one = add_row(GLP_UP, 0.0, 1.0);
           add_entry(one, col4[s], 1.0);
           add_entry(one, colb[s], 1.0);
@@ -468,6 +481,7 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_ON;
     parm.mip_gap = req.mip_gap;
+    parm.tol_int = 1e-9;  // a 0.99999 "integral" FP4 indicator would let the rounded plan miss ρ
     parm.tm_lim = req.time_limit_ms;
     parm.cov_cuts = GLP_ON;
     parm.br_tech = GLP_BR_PCH;
@@ -502,12 +516,11 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
       best = prec;
       if (attempt > 0)
         result.notes.push_back("GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " +
-                               std::to_string(rhs_shift) + " (relative)");
+                               fmt_g(rhs_shift));
       break;
     }
     // Floating-point guard: GLPK accepts row activities within its tolerance (1e-7 relative),
-    // so a plan may miss ρ by a hair. Demand a little more and solve again.
-    rhs_shift = rhs_shift == 0 ? 1e-9 : rhs_shift * 100;
+    // so a plan may miss ρ by a hair. Demand a little more and solve again (next raise).
   }
   if (best.empty()) throw Error("the ILP solution misses budget " + fmt(req.budget) + " after re-solving; please report this");
 
