@@ -11,12 +11,12 @@
 
 namespace snip::detail {
 
-// Calls f(thread_index, begin, end) on up to quant_threads() contiguous chunks of [0, n),
-// each at least `grain` long. f must not throw.
+// Calls f(thread_index, begin, end) on up to `threads` contiguous chunks of [0, n), each at
+// least `grain` long; thread_index < threads. f must not throw.
 template <class F>
-void parallel_chunks(int64_t n, int64_t grain, F&& f) {
+void parallel_chunks(int threads, int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
-  int64_t chunks = std::min<int64_t>(quant_threads(), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+  int64_t chunks = std::min<int64_t>(std::max(threads, 1), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
   if (chunks <= 1) {
     f(0, int64_t(0), n);
     return;

@@ -411,7 +411,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   std::atomic<bool> bad{false};
 
   if (spec.format == ElemFormat::fp32) {
-    detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) {
+    detail::parallel_chunks(nthreads, n, kGrainElems, [&](int t, int64_t b, int64_t e) {
       if (detail::amax_bits(x + b, e - b) >= kInfBits) bad = true;
       if (stats)
         for (int64_t i = b; i < e; ++i) accs[t].ref_sq += double(x[i]) * double(x[i]);
@@ -427,11 +427,11 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   const ElemInfo& info = elem_info(spec.format);
   if (spec.format == ElemFormat::bf16) {
     if (!slow) {
-      detail::parallel_chunks(n, kGrainElems, [&](int, int64_t b, int64_t e) {
+      detail::parallel_chunks(nthreads, n, kGrainElems, [&](int, int64_t b, int64_t e) {
         if (detail::bf16_row(y + b, x + b, e - b) >= kInfBits) bad = true;
       });
     } else {
-      detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) {
+      detail::parallel_chunks(nthreads, n, kGrainElems, [&](int t, int64_t b, int64_t e) {
         std::vector<float> r(size_t(e - b));
         if (detail::bf16_row(r.data(), x + b, e - b) >= kInfBits) {
           bad = true;
@@ -461,7 +461,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   Nvfp4Tensor nv;
   if (spec.scale == ScaleKind::nvfp4) {
     std::vector<uint32_t> part(size_t(nthreads), 0);
-    detail::parallel_chunks(n, kGrainElems, [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
+    detail::parallel_chunks(nthreads, n, kGrainElems, [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
     const uint32_t m = *std::max_element(part.begin(), part.end());
     if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
     nv = nvfp4_tensor(nvfp4_tensor_factor(ffrom(m)));
@@ -483,7 +483,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
 
   if (geo.br == 1 && geo.bc > 1) {
     // 1×bc tiles along rows: amax, scale and rounding fused per tile while it is in L1.
-    detail::parallel_chunks(rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+    detail::parallel_chunks(nthreads, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
       std::vector<float> rbuf, ones;
       for (int64_t r = rb; r < re; ++r) {
         for (int64_t g = 0; g < geo.nbc; ++g) {
@@ -504,7 +504,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
     // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale
     // per block, then the rounding pass while the band is still in L2 (one DRAM read).
     const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo.br * cols));
-    detail::parallel_chunks(geo.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
+    detail::parallel_chunks(nthreads, geo.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
       std::vector<float> rbuf, ones;
       std::vector<uint32_t> colmax(static_cast<size_t>(cols));
       std::vector<float> s_in(static_cast<size_t>(geo.nbc)), s_out(static_cast<size_t>(geo.nbc));
@@ -544,7 +544,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
     // per-thread partial column maxima, (B) one scale per block, (C) quantize row by row.
     const int64_t nblocks = geo.nbr * geo.nbc;
     std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(nthreads));
-    detail::parallel_chunks(rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+    detail::parallel_chunks(nthreads, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
       std::vector<uint32_t>& part = parts[t];
       part.assign(size_t(nblocks), 0);
       std::vector<uint32_t> colmax(size_t(cols), 0);
@@ -578,7 +578,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
       s_in[size_t(i)] = s.in;
       s_out[size_t(i)] = s.out;
     }
-    detail::parallel_chunks(rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+    detail::parallel_chunks(nthreads, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
       std::vector<float> rbuf, ones;
       for (int64_t r = rb; r < re; ++r) {
         const int64_t band = r / geo.br;
