@@ -58,7 +58,8 @@ void run_export(const ExportOptions& o) {
 void setup_export(CLI::App& app) {
   auto opts = std::make_shared<ExportOptions>();
   auto* cmd = app.add_subcommand(
-      "export", "Export a run's per-step metrics (CSV/JSON) or a plan (snip-plan/1 JSON or CSV per layer and GEMM role)");
+      "export",
+      "Export a run's per-step metrics (CSV/JSON) or a plan (snip-plan/1 JSON or CSV per layer and GEMM role)");
   cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
   auto* run = cmd->add_option("--run", opts->run, "Run id to export (see `snip runs`)");
   auto* plan = cmd->add_option("--plan", opts->plan, "Plan id to export (see `snip show --run ID`)");

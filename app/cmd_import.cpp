@@ -28,8 +28,9 @@ std::string detect_format(const std::string& text, const std::string& path) {
     throw snip::Error(path + ": not valid JSON (" + e.what() + "); expected a snip-plan/1 or snip-stats/1 file");
   }
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string())
-    throw snip::Error(path + ": no \"format\" member; expected \"snip-plan/1\" (a plan) or \"snip-stats/1\" "
-                             "(a statistics round)");
+    throw snip::Error(path +
+                      ": no \"format\" member; expected \"snip-plan/1\" (a plan) or \"snip-stats/1\" "
+                      "(a statistics round)");
   return j["format"].get<std::string>();
 }
 

@@ -44,7 +44,9 @@ MetricsSummary summarize(const std::vector<snip::MetricRow>& rows) {
   return s;
 }
 
-nlohmann::json opt_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json opt_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
   if (!v) return "-";
   char buf[40];

@@ -5,6 +5,7 @@
 // ≤ 50 ms per downsampled curve.
 //
 //   bench_storage [--db-dir DIR] [google-benchmark flags]   (DIR: where the test database lives)
+#include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -12,8 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-
-#include <benchmark/benchmark.h>
 
 #include "snip/curve.h"
 #include "snip/store.h"
@@ -77,7 +76,8 @@ void BM_InsertBatched(benchmark::State& state) {
   for (auto _ : state) {
     const int64_t id = store.create_run(spec("batched"));
     for (int64_t i = 0; i < rows_per_iter; i += kBatchRows)
-      store.append_metrics(id, std::span(rows).subspan(size_t(i), size_t(std::min<int64_t>(kBatchRows, rows_per_iter - i))));
+      store.append_metrics(
+          id, std::span(rows).subspan(size_t(i), size_t(std::min<int64_t>(kBatchRows, rows_per_iter - i))));
     total += rows_per_iter;
   }
   state.counters["rows_per_s"] = benchmark::Counter(double(total), benchmark::Counter::kIsRate);
@@ -149,7 +149,11 @@ void BM_CurveFullLoad(benchmark::State& state) {
 }
 
 BENCHMARK(BM_InsertBatched)->Arg(int64_t(kInsertRows))->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
-BENCHMARK(BM_InsertOneCommitPerRow)->Arg(int64_t(kSingleRows))->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_InsertOneCommitPerRow)
+    ->Arg(int64_t(kSingleRows))
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
 BENCHMARK(BM_CurveDownsampled)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CurveFullLoad)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -213,8 +217,8 @@ int main(int argc, char** argv) {
     std::printf("  reference, one commit per row:  %.0f rows/s [%.0f] -> batched is %.1fx faster [%.1fx]\n", single,
                 single_cpu, batched / single, batched_cpu / single_cpu);
   if (!std::isnan(curve_s))
-    std::printf("  100k-step curve -> %d points:  %.2f ms [%.2f] (target <= 50 ms: %s)\n", kCurvePoints,
-                curve_s * 1e3, curve_cpu * 1e3, curve_s * 1e3 <= 50 ? "met" : "MISSED");
+    std::printf("  100k-step curve -> %d points:  %.2f ms [%.2f] (target <= 50 ms: %s)\n", kCurvePoints, curve_s * 1e3,
+                curve_cpu * 1e3, curve_s * 1e3 <= 50 ? "met" : "MISSED");
   if (!std::isnan(curve_s) && !std::isnan(full_s))
     std::printf("  reference, full 100k-row load:  %.2f ms [%.2f] -> downsampled is %.2fx faster [%.2fx]\n",
                 full_s * 1e3, full_cpu * 1e3, full_s / curve_s, full_cpu / curve_cpu);

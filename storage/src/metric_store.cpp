@@ -20,13 +20,20 @@ constexpr Metric kAllMetrics[] = {Metric::train_loss,   Metric::val_loss,     Me
 
 const char* metric_name(Metric m) {
   switch (m) {
-    case Metric::train_loss: return "train_loss";
-    case Metric::val_loss: return "val_loss";
-    case Metric::lr: return "lr";
-    case Metric::grad_norm: return "grad_norm";
-    case Metric::tokens_per_s: return "tokens_per_s";
-    case Metric::fp4_fraction: return "fp4_fraction";
-    case Metric::bf16_gap: return "bf16_gap";
+    case Metric::train_loss:
+      return "train_loss";
+    case Metric::val_loss:
+      return "val_loss";
+    case Metric::lr:
+      return "lr";
+    case Metric::grad_norm:
+      return "grad_norm";
+    case Metric::tokens_per_s:
+      return "tokens_per_s";
+    case Metric::fp4_fraction:
+      return "fp4_fraction";
+    case Metric::bf16_gap:
+      return "bf16_gap";
   }
   return "?";
 }
@@ -43,7 +50,8 @@ void Store::append_metrics(int64_t run_id, std::span<const MetricRow> rows) {
   auto& db = impl_->db;
   int64_t lo = rows.front().step, hi = rows.front().step;
   for (const auto& r : rows) {
-    if (r.step < 0) throw Error("run " + std::to_string(run_id) + ": metrics step " + std::to_string(r.step) + " is negative");
+    if (r.step < 0)
+      throw Error("run " + std::to_string(run_id) + ": metrics step " + std::to_string(r.step) + " is negative");
     lo = std::min(lo, r.step);
     hi = std::max(hi, r.step);
   }

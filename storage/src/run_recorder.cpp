@@ -54,8 +54,14 @@ void RunRecorder::close(RunStatus status, const std::string& message) {
   store_->set_run_status(run_id_, status, message);
 }
 
-void RunRecorder::finish() { close(RunStatus::finished, ""); }
-void RunRecorder::fail(const std::string& message) { close(RunStatus::failed, message); }
-void RunRecorder::interrupt(const std::string& reason) { close(RunStatus::interrupted, reason); }
+void RunRecorder::finish() {
+  close(RunStatus::finished, "");
+}
+void RunRecorder::fail(const std::string& message) {
+  close(RunStatus::failed, message);
+}
+void RunRecorder::interrupt(const std::string& reason) {
+  close(RunStatus::interrupted, reason);
+}
 
 }  // namespace snip

@@ -20,10 +20,14 @@ using store_detail::WriteTxn;
 
 const char* run_status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::running: return "running";
-    case RunStatus::finished: return "finished";
-    case RunStatus::failed: return "failed";
-    case RunStatus::interrupted: return "interrupted";
+    case RunStatus::running:
+      return "running";
+    case RunStatus::finished:
+      return "finished";
+    case RunStatus::failed:
+      return "failed";
+    case RunStatus::interrupted:
+      return "interrupted";
   }
   return "?";
 }

@@ -45,8 +45,9 @@ void Db::fail(int rc, std::string_view doing) const {
     case SQLITE_READONLY:
     case SQLITE_CANTOPEN:
     case SQLITE_PERM:
-      msg += " — the database or its directory cannot be written (read-only location?); the store needs to write "
-             "the file and its -wal/-shm files beside it: pass --db with a writable path";
+      msg +=
+          " — the database or its directory cannot be written (read-only location?); the store needs to write "
+          "the file and its -wal/-shm files beside it: pass --db with a writable path";
       break;
     case SQLITE_FULL:
       msg += " — the disk is full; the last transaction was rolled back, free space and retry";
@@ -81,7 +82,9 @@ Stmt::Stmt(Db& db, std::string_view sql) : db_(&db), sql_(sql) {
   if (rc != SQLITE_OK) db.fail(rc, "preparing '" + sql_.substr(0, 60) + "'");
 }
 
-Stmt::~Stmt() { sqlite3_finalize(stmt_); }
+Stmt::~Stmt() {
+  sqlite3_finalize(stmt_);
+}
 
 Stmt& Stmt::bind(int i, int64_t v) {
   sqlite3_bind_int64(stmt_, i, v);
@@ -95,8 +98,12 @@ Stmt& Stmt::bind(int i, std::string_view v) {
   sqlite3_bind_text(stmt_, i, v.data(), int(v.size()), SQLITE_TRANSIENT);
   return *this;
 }
-Stmt& Stmt::bind(int i, std::optional<double> v) { return v ? bind(i, *v) : bind_null(i); }
-Stmt& Stmt::bind(int i, std::optional<int64_t> v) { return v ? bind(i, *v) : bind_null(i); }
+Stmt& Stmt::bind(int i, std::optional<double> v) {
+  return v ? bind(i, *v) : bind_null(i);
+}
+Stmt& Stmt::bind(int i, std::optional<int64_t> v) {
+  return v ? bind(i, *v) : bind_null(i);
+}
 Stmt& Stmt::bind_null(int i) {
   sqlite3_bind_null(stmt_, i);
   return *this;
@@ -121,8 +128,12 @@ void Stmt::reset() {
   sqlite3_clear_bindings(stmt_);
 }
 
-bool Stmt::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-int64_t Stmt::column_int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+bool Stmt::is_null(int col) const {
+  return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+}
+int64_t Stmt::column_int64(int col) const {
+  return sqlite3_column_int64(stmt_, col);
+}
 double Stmt::column_double(int col) const {
   return is_null(col) ? std::numeric_limits<double>::quiet_NaN() : sqlite3_column_double(stmt_, col);
 }

@@ -2,13 +2,13 @@
 // transactions) that turns every SQLite error into a snip::Error naming the database file,
 // what was being done, and what to do about it. Not part of the public API.
 #pragma once
+#include <sqlite3.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <sqlite3.h>
 
 namespace snip::store_detail {
 
@@ -34,7 +34,10 @@ class Stmt {
   Stmt& bind_blob(int i, const void* data, size_t size);
 
   bool step();  // true: a row is available; false: done. Throws snip::Error on failure.
-  void run() { step(); reset(); }  // executes a statement that returns no rows
+  void run() {
+    step();
+    reset();
+  }  // executes a statement that returns no rows
   void reset();
 
   bool is_null(int col) const;

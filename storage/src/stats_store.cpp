@@ -45,7 +45,8 @@ int64_t Store::add_stats_round(const StatsRound& round, std::optional<int64_t> r
   for (size_t pos = 0; pos < round.layers.size(); ++pos) {
     const LayerStats& l = round.layers[pos];
     layer.bind(1, id).bind(2, int64_t(pos)).bind(3, l.name).run();
-    for (const auto& [k, v] : l.scalars) value.bind(1, id).bind(2, int64_t(pos)).bind(3, kScalarTag).bind(4, k).bind(5, v).run();
+    for (const auto& [k, v] : l.scalars)
+      value.bind(1, id).bind(2, int64_t(pos)).bind(3, kScalarTag).bind(4, k).bind(5, v).run();
     for (const auto& [p, m] : l.per_precision)
       for (const auto& [k, v] : m) value.bind(1, id).bind(2, int64_t(pos)).bind(3, p).bind(4, k).bind(5, v).run();
     // Vectors as raw float32 in host byte order (little-endian on every supported platform).

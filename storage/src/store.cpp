@@ -57,7 +57,9 @@ void require_run(Db& db, int64_t run_id) {
 
 namespace {
 
-uint32_t be32(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+uint32_t be32(const unsigned char* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
 
 // Checks an existing file before SQLite opens it, so a file that is not a database or is
 // truncated is reported without SQLite writing anything (no WAL switch, no journal).
@@ -73,8 +75,9 @@ void check_existing_file(const std::string& path, uintmax_t size, bool check_siz
   const auto got = in.gcount();
   static const char kMagic[16] = "SQLite format 3";  // with its terminating NUL: 16 bytes
   if (got < 16 || std::memcmp(h, kMagic, 16) != 0)
-    throw Error(path + ": not a SQLite database (it does not start with the SQLite header); was another file "
-                       "passed with --db? The file was not modified.");
+    throw Error(path +
+                ": not a SQLite database (it does not start with the SQLite header); was another file "
+                "passed with --db? The file was not modified.");
   if (got < 100)
     throw Error(path + ": truncated SQLite database (" + std::to_string(size) +
                 " bytes, shorter than its header); restore it from a copy. The file was not modified.");
@@ -85,7 +88,7 @@ void check_existing_file(const std::string& path, uintmax_t size, bool check_siz
                 "); restore it from a copy. The file was not modified.");
   const uint32_t change_counter = be32(h + 24), page_count = be32(h + 28), valid_for = be32(h + 92);
   const bool truncated = check_size && (size % page_size != 0 || (page_count != 0 && change_counter == valid_for &&
-                                                   size < uintmax_t(page_count) * page_size));
+                                                                  size < uintmax_t(page_count) * page_size));
   if (truncated)
     throw Error(path + ": truncated SQLite database (" + std::to_string(size) + " bytes, its header says " +
                 std::to_string(uintmax_t(page_count) * page_size) +
@@ -152,8 +155,9 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
                 "); it was not opened or modified — use a newer snip, or pass another --db");
   const bool empty = tables == 0 && version == 0;
   if (!empty && app_id != store_detail::kApplicationId)
-    throw Error(path + ": a SQLite database of another program (not a SNIP Workbench store); it was not modified — "
-                       "pass another --db");
+    throw Error(path +
+                ": a SQLite database of another program (not a SNIP Workbench store); it was not modified — "
+                "pass another --db");
 
   // WAL: readers never block the writer and see only committed transactions. synchronous =
   // NORMAL in WAL mode is safe against process crashes (kill -9); a power loss may drop the
@@ -173,8 +177,7 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     WriteTxn txn(db);
     // Another process may have migrated between our check and the write lock.
     const int64_t now_version = db.query_int64("PRAGMA user_version");
-    if (now_version > latest)
-      throw Error(path + ": migrated to a newer schema by another process while opening");
+    if (now_version > latest) throw Error(path + ": migrated to a newer schema by another process while opening");
     for (int64_t v = now_version; v < latest; ++v) {
       db.exec(store_detail::schema_steps()[size_t(v)]);
     }
@@ -190,8 +193,12 @@ Store::~Store() = default;
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 
-const std::string& Store::path() const { return impl_->path; }
-int Store::schema_version() const { return impl_->version; }
+const std::string& Store::path() const {
+  return impl_->path;
+}
+int Store::schema_version() const {
+  return impl_->version;
+}
 
 Store::Transaction::Transaction(Store& store) : store_(&store) {
   store_->impl_->db.exec(store_->impl_->db.txn_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT snip_user");
@@ -211,8 +218,7 @@ Store::Transaction::~Transaction() {
   auto& db = store_->impl_->db;
   const bool outer = db.txn_depth == 1;
   --db.txn_depth;
-  sqlite3_exec(db.handle(), outer ? "ROLLBACK" : "ROLLBACK TO snip_user; RELEASE snip_user", nullptr, nullptr,
-               nullptr);
+  sqlite3_exec(db.handle(), outer ? "ROLLBACK" : "ROLLBACK TO snip_user; RELEASE snip_user", nullptr, nullptr, nullptr);
 }
 
 }  // namespace snip

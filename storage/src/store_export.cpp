@@ -35,9 +35,15 @@ std::string format_duration_ms(int64_t ms) {
 }
 
 namespace {
-json opt(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
-json opt(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }  // JSON has no NaN/Inf
+json opt(const std::optional<double>& v) {
+  return v && std::isfinite(*v) ? json(*v) : json(nullptr);
+}
+json opt(const std::optional<int64_t>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+json num(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}  // JSON has no NaN/Inf
 
 std::string csv_number(double v) {
   if (std::isnan(v)) return "nan";
@@ -87,9 +93,14 @@ json run_to_json(const RunInfo& r) {
 }
 
 json metric_row_to_json(const MetricRow& m) {
-  return {{"step", m.step},           {"train_loss", num(m.train_loss)},     {"val_loss", opt(m.val_loss)},
-          {"lr", num(m.lr)},          {"grad_norm", num(m.grad_norm)},       {"tokens_per_s", num(m.tokens_per_s)},
-          {"fp4_fraction", num(m.fp4_fraction)}, {"bf16_gap", opt(m.bf16_gap)}};
+  return {{"step", m.step},
+          {"train_loss", num(m.train_loss)},
+          {"val_loss", opt(m.val_loss)},
+          {"lr", num(m.lr)},
+          {"grad_norm", num(m.grad_norm)},
+          {"tokens_per_s", num(m.tokens_per_s)},
+          {"fp4_fraction", num(m.fp4_fraction)},
+          {"bf16_gap", opt(m.bf16_gap)}};
 }
 
 json plan_solve_to_json(const PlanSolveInfo& s) {

@@ -1,9 +1,8 @@
 // Internal: Store::Impl, shared by the .cpp files that implement the Store's entities
 // (run_store, metric_store, stats_store, plan_store, validation_store), and JSON helpers.
 #pragma once
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "snip/store.h"
 #include "sqlite_db.h"

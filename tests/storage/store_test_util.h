@@ -2,6 +2,7 @@
 // bytes for "the original file is untouched" checks, raw SQLite access, and small
 // deterministic fixtures (a run spec, a statistics round, a plan).
 #pragma once
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "snip/plan.h"
 #include "snip/stats.h"
@@ -71,7 +70,9 @@ inline std::string raw_query_text(const std::string& db_path, const std::string&
   return out;
 }
 
-inline snip::ModelDims tiny_dims(int blocks = 2) { return {64, 172, blocks, 4, 2}; }
+inline snip::ModelDims tiny_dims(int blocks = 2) {
+  return {64, 172, blocks, 4, 2};
+}
 
 inline snip::RunSpec tiny_spec(const std::string& name = "tiny") {
   snip::RunSpec s;
@@ -128,8 +129,8 @@ inline snip::StatsRound sample_round(const snip::ModelDims& dims, int64_t step) 
 inline snip::Plan sample_plan(const snip::ModelDims& dims) {
   snip::Plan p;
   for (const auto& info : snip::linear_layers(dims)) {
-    const bool mlp = info.type == snip::LayerType::gate || info.type == snip::LayerType::up ||
-                     info.type == snip::LayerType::down;
+    const bool mlp =
+        info.type == snip::LayerType::gate || info.type == snip::LayerType::up || info.type == snip::LayerType::down;
     p.layers[info.name] = mlp ? snip::LinearPrecision::uniform(snip::Precision::fp4)
                               : snip::LinearPrecision{snip::Precision::fp8, snip::Precision::fp4, snip::Precision::fp8};
   }

@@ -35,7 +35,9 @@ void make_database(const std::string& path) {
   store.add_stats_round(sample_round(tiny_dims(), 10), id);
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 

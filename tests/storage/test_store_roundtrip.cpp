@@ -193,10 +193,18 @@ TEST(StoreMetrics, CurveMatchesIndependentMinMaxOracle) {
     for (const auto& r : rows) {
       std::optional<double> v;
       switch (metric) {
-        case Metric::train_loss: v = r.train_loss; break;
-        case Metric::val_loss: v = r.val_loss; break;
-        case Metric::bf16_gap: v = r.bf16_gap; break;
-        default: v = r.grad_norm; break;
+        case Metric::train_loss:
+          v = r.train_loss;
+          break;
+        case Metric::val_loss:
+          v = r.val_loss;
+          break;
+        case Metric::bf16_gap:
+          v = r.bf16_gap;
+          break;
+        default:
+          v = r.grad_norm;
+          break;
       }
       if (v) full.push_back({r.step, *v});
     }
@@ -261,7 +269,9 @@ TEST(StorePlans, PlanAndSolveInfoRoundTrip) {
   PlanSolveInfo solve;
   solve.run_id = run_id;
   solve.stats_round_id = round_id;
-  solve.options = {{"lambda", 0.1}, {"ties", {"qkv", "gate_up"}}, {"pins", {{"model.layers.0.self_attn.q_proj", "fp8"}}},
+  solve.options = {{"lambda", 0.1},
+                   {"ties", {"qkv", "gate_up"}},
+                   {"pins", {{"model.layers.0.self_attn.q_proj", "fp8"}}},
                    {"per_role", false}};
   solve.objective = 0.123456789012345;
   solve.predicted_delta_loss = 1.5e-4;

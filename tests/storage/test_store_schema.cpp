@@ -62,7 +62,10 @@ TEST(StoreSchema, NewDatabaseIsCurrentWalWithForeignKeys) {
 TEST(StoreSchema, FutureVersionIsRefusedAndUntouched) {
   TempDir dir;
   const std::string path = dir.file("future.db");
-  { Store store(path); store.create_run(tiny_spec()); }
+  {
+    Store store(path);
+    store.create_run(tiny_spec());
+  }
   raw_exec(path, "PRAGMA user_version = 99;");
   const std::string before = file_bytes(path);
   try {

@@ -31,12 +31,12 @@ class RunRecorder {
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
 
-  void record(const MetricRow& row);  // buffered; flushes when due
-  void flush();                       // writes the buffer now (one transaction)
+  void record(const MetricRow& row);                           // buffered; flushes when due
+  void flush();                                                // writes the buffer now (one transaction)
   void add_checkpoint(int64_t step, const std::string& path);  // flushes first
-  void finish();                               // flush + `finished`
-  void fail(const std::string& message);       // flush + `failed`
-  void interrupt(const std::string& reason);   // flush + `interrupted` (resumable)
+  void finish();                                               // flush + `finished`
+  void fail(const std::string& message);                       // flush + `failed`
+  void interrupt(const std::string& reason);                   // flush + `interrupted` (resumable)
 
   int64_t run_id() const { return run_id_; }
   int64_t rows_written() const { return rows_written_; }

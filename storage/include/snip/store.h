@@ -29,8 +29,8 @@ namespace snip {
 std::string default_database_path();
 
 struct StoreOptions {
-  bool create = true;               // create the file when missing (else: error)
-  int busy_timeout_ms = 5000;       // wait this long for another process's write lock
+  bool create = true;                      // create the file when missing (else: error)
+  int busy_timeout_ms = 5000;              // wait this long for another process's write lock
   bool mark_dead_runs_interrupted = true;  // on open: running runs whose process is gone -> interrupted
 };
 
@@ -55,9 +55,9 @@ class Store {
   // ---- runs --------------------------------------------------------------------------
   // A new run, `running`, owned by this process (pid, host and heartbeat are recorded).
   int64_t create_run(const RunSpec& spec);
-  RunInfo run(int64_t run_id) const;                    // throws snip::Error when missing
+  RunInfo run(int64_t run_id) const;  // throws snip::Error when missing
   std::optional<RunInfo> find_run(int64_t run_id) const;
-  std::vector<RunInfo> runs() const;                    // newest first, without checkpoints
+  std::vector<RunInfo> runs() const;  // newest first, without checkpoints
   // Terminal statuses set the end time; `message` says why a run failed or stopped.
   void set_run_status(int64_t run_id, RunStatus status, const std::string& message = "");
   void set_run_notes(int64_t run_id, const std::string& notes);
@@ -95,7 +95,7 @@ class Store {
 
   // ---- plans -------------------------------------------------------------------------
   int64_t add_plan(const Plan& plan, const PlanSolveInfo& solve = {});
-  PlanRecord plan(int64_t plan_id) const;  // throws snip::Error when missing
+  PlanRecord plan(int64_t plan_id) const;                                             // throws snip::Error when missing
   std::vector<PlanRecord> plans(std::optional<int64_t> run_id = std::nullopt) const;  // newest first
   // The plan resolved against the run's model (snip::resolve_plan): throws snip::Error naming
   // a layer the model does not have.
@@ -104,7 +104,7 @@ class Store {
   // Plan timeline: plan_id takes effect at first_step; the entry in effect before it is
   // closed at first_step - 1.
   void set_plan_in_effect(int64_t run_id, int64_t plan_id, int64_t first_step);
-  void end_plan_timeline(int64_t run_id, int64_t last_step);  // closes the open entry, if any
+  void end_plan_timeline(int64_t run_id, int64_t last_step);           // closes the open entry, if any
   std::vector<PlanTimelineEntry> plan_timeline(int64_t run_id) const;  // ascending first_step
 
   // ---- validation results (METHOD.md section 6) ----------------------------------------

@@ -2,10 +2,9 @@
 // actions: runs and validation results as JSON, metrics and plans as CSV, times as UTC text.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/store_types.h"
 

@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/layers.h"
 #include "snip/plan.h"
@@ -20,22 +19,22 @@ namespace snip {
 // running: a live process owns the run. interrupted: its process died (kill -9, power loss)
 // or stopped on request before the end; it can be resumed from its last checkpoint.
 enum class RunStatus { running = 0, finished = 1, failed = 2, interrupted = 3 };
-const char* run_status_name(RunStatus s);      // "running" "finished" "failed" "interrupted"
+const char* run_status_name(RunStatus s);        // "running" "finished" "failed" "interrupted"
 RunStatus parse_run_status(std::string_view s);  // throws snip::Error naming the accepted values
 
 // What the caller says about a run when it creates it.
 struct RunSpec {
   std::string name;
-  ModelDims dims;                                        // fixes every linear layer's shape
+  ModelDims dims;                                          // fixes every linear layer's shape
   nlohmann::json model_config = nlohmann::json::object();  // full HF-style config.json (vocab, seq len, ...)
   nlohmann::json train_config = nlohmann::json::object();  // lr schedule, steps, batch, replan_every, ...
-  std::string data_source;                               // corpus path or dataset id
-  std::string recipe = "snip";                           // scaling recipe (METHOD.md section 2)
+  std::string data_source;                                 // corpus path or dataset id
+  std::string recipe = "snip";                             // scaling recipe (METHOD.md section 2)
   int64_t seed = 0;
-  std::string method;                                    // "snip", "uniform-fp4", "manual", ...
-  std::optional<int64_t> plan_id;                        // initial plan (plans table), when there is one
-  std::optional<int64_t> parent_run_id;                  // branched from this run ...
-  std::optional<int64_t> parent_step;                    // ... at this step's checkpoint
+  std::string method;                    // "snip", "uniform-fp4", "manual", ...
+  std::optional<int64_t> plan_id;        // initial plan (plans table), when there is one
+  std::optional<int64_t> parent_run_id;  // branched from this run ...
+  std::optional<int64_t> parent_step;    // ... at this step's checkpoint
   std::string notes;
 };
 
@@ -54,12 +53,12 @@ struct RunInfo {
   std::string status_message;  // why it failed / was interrupted (empty otherwise)
   int64_t started_ms = 0;
   std::optional<int64_t> ended_ms;
-  int64_t last_step = -1;      // highest committed metrics step, -1 before the first
-  int64_t metric_rows = 0;     // committed metrics rows
+  int64_t last_step = -1;   // highest committed metrics step, -1 before the first
+  int64_t metric_rows = 0;  // committed metrics rows
   // The process that owns a running run (used to detect runs left behind by a dead process).
   int64_t owner_pid = 0;
   std::string owner_host;
-  int64_t heartbeat_ms = 0;    // last write by the owner
+  int64_t heartbeat_ms = 0;             // last write by the owner
   std::vector<Checkpoint> checkpoints;  // ascending step
 };
 
@@ -68,18 +67,18 @@ struct RunInfo {
 struct MetricRow {
   int64_t step = 0;
   double train_loss = 0.0;
-  std::optional<double> val_loss;   // when evaluated this step
+  std::optional<double> val_loss;  // when evaluated this step
   double lr = 0.0;
   double grad_norm = 0.0;
   double tokens_per_s = 0.0;
-  double fp4_fraction = 0.0;        // achieved FP4 FLOP fraction ρ of the plan in effect
-  std::optional<double> bf16_gap;   // live loss gap to a BF16 probe, when probed this step
+  double fp4_fraction = 0.0;       // achieved FP4 FLOP fraction ρ of the plan in effect
+  std::optional<double> bf16_gap;  // live loss gap to a BF16 probe, when probed this step
   bool operator==(const MetricRow&) const = default;
 };
 
 // The metrics one can draw as a curve.
 enum class Metric { train_loss, val_loss, lr, grad_norm, tokens_per_s, fp4_fraction, bf16_gap };
-const char* metric_name(Metric m);          // the column name: "train_loss", "val_loss", ...
+const char* metric_name(Metric m);           // the column name: "train_loss", "val_loss", ...
 Metric parse_metric(std::string_view name);  // throws snip::Error naming the accepted values
 
 struct CurvePoint {
@@ -91,13 +90,13 @@ struct CurvePoint {
 // Everything the planner knows about how a plan was made (the Plan itself carries method,
 // budget, achieved fraction, recipe and free-form provenance).
 struct PlanSolveInfo {
-  std::optional<int64_t> run_id;          // run the plan was made for / in
-  std::optional<int64_t> stats_round_id;  // statistics round it was computed from
+  std::optional<int64_t> run_id;                      // run the plan was made for / in
+  std::optional<int64_t> stats_round_id;              // statistics round it was computed from
   nlohmann::json options = nlohmann::json::object();  // λ, ties, pins, per-role, stages, ...
-  std::optional<double> objective;               // ILP objective Σ Q·x
-  std::optional<double> predicted_delta_loss;    // Σ ΔL of the chosen precisions
-  std::optional<double> predicted_delta_weight;  // Σ ΔW of the chosen precisions
-  std::string solver_status;                     // "optimal", "feasible", "heuristic", ...
+  std::optional<double> objective;                    // ILP objective Σ Q·x
+  std::optional<double> predicted_delta_loss;         // Σ ΔL of the chosen precisions
+  std::optional<double> predicted_delta_weight;       // Σ ΔW of the chosen precisions
+  std::string solver_status;                          // "optimal", "feasible", "heuristic", ...
   std::optional<double> solve_time_s;
   std::optional<double> mip_gap;
   bool operator==(const PlanSolveInfo&) const = default;
@@ -140,12 +139,12 @@ struct ValidationEntry {
 };
 
 struct ValidationResult {
-  int64_t id = 0;                          // set by the store
+  int64_t id = 0;  // set by the store
   std::optional<int64_t> run_id;
   std::optional<int64_t> stats_round_id;
   int64_t step = 0;
   nlohmann::json options = nlohmann::json::object();
-  std::map<std::string, double> summary;   // round-wide values, e.g. Spearman per precision
+  std::map<std::string, double> summary;  // round-wide values, e.g. Spearman per precision
   std::vector<ValidationEntry> entries;
   int64_t created_ms = 0;
 };
