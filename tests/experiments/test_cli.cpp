@@ -1,0 +1,97 @@
+// The experiment subcommands end to end (run from the snip build path, like tests/numerics):
+// `snip collect` writes a snip-stats/1 file that round-trips and stores the round, `snip validate`
+// and `snip compare` print one JSON object each, and bad input exits 1 with a message.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "exp_test_util.h"
+#include "snip/stats.h"
+
+#ifndef SNIP_BINARY
+#error "SNIP_BINARY must be defined to the path of the built snip executable"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string out;  // stdout only (progress goes to stderr)
+};
+
+CliResult run_snip(const std::string& args) {
+  CliResult r;
+  const std::string cmd = std::string(SNIP_BINARY) + " " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class ExperimentCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = (fs::temp_directory_path() / ("snip-exp-cli-" + std::to_string(::getpid()))).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    snip::Trainer t(exptest::tiny_config("bf16", 10));
+    t.run();
+    t.save_checkpoint(dir_ + "/ck");
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string dir_;
+};
+std::string ExperimentCli::dir_;
+
+TEST_F(ExperimentCli, CollectWritesARoundTrippingStatsFileAndStoresIt) {
+  const std::string out = dir_ + "/stats.json", db = dir_ + "/exp.db";
+  const CliResult r = run_snip("collect --checkpoint " + dir_ + "/ck --out " + out + " --db " + db + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["step"], 10);
+  EXPECT_EQ(j["estimates"].size(), 14u);
+  EXPECT_TRUE(j["stats_round_id"].is_number_integer());
+  std::ifstream f(out);
+  std::stringstream s;
+  s << f.rdbuf();
+  const snip::StatsRound round = snip::stats_from_json(s.str(), out);
+  EXPECT_EQ(round.layers.size(), 14u);
+  EXPECT_EQ(snip::stats_from_json(snip::stats_to_json(round)), round);
+  EXPECT_TRUE(fs::exists(db));
+}
+
+TEST_F(ExperimentCli, ValidateAndComparePrintJson) {
+  const CliResult v = run_snip("validate --checkpoint " + dir_ + "/ck --batches 1 --no-weight-truth --json");
+  ASSERT_EQ(v.code, 0) << v.out;
+  const nlohmann::json jv = nlohmann::json::parse(v.out);
+  EXPECT_EQ(jv["entries"].size(), 28u);
+  EXPECT_FALSE(jv["correlations"].empty());
+  const CliResult c =
+      run_snip("compare --checkpoint " + dir_ + "/ck --budget 0.5 --steps 2 --cooldown 1 --eval-batches 1 --seeds 1 --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const nlohmann::json jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(jc["rows"].size(), 14u);  // one random seed
+  EXPECT_EQ(jc["rows"][0]["method"], "uniform-bf16");
+}
+
+TEST_F(ExperimentCli, BadInputExitsOne) {
+  EXPECT_EQ(run_snip("collect --checkpoint " + dir_ + "/missing").code, 1);
+  EXPECT_EQ(run_snip("validate --checkpoint " + dir_ + "/ck --batches 9999").code, 1);  // more than the validation stream holds
+  EXPECT_NE(run_snip("compare --checkpoint " + dir_ + "/ck --budget 1.5").code, 0);
+}
+
+}  // namespace
