@@ -114,7 +114,9 @@ void run_sweep_cmd(const SweepCliOptions& o) {
                 num(p.result.predicted_q).c_str(), num(p.result.predicted_dl).c_str(),
                 num(p.result.predicted_dw).c_str(), join(p.same_plan_as, ", ").c_str());
   }
-  std::printf("(* = below the budget: a uniform reference point, not a solution)\n");
+  bool any_below = false;
+  for (const auto& p : points) any_below = any_below || (p.ok && !p.result.meets_budget());
+  if (any_below) std::printf("(* = below the budget: a uniform reference point, not a solution)\n");
 }
 
 void setup_sweep(CLI::App& app) {
