@@ -138,6 +138,34 @@ void BM_CurveDownsampled(benchmark::State& state) {
   }
 }
 
+// A monitor view's refresh: six curves of one run, in one scan (Store::curves) ...
+const std::vector<snip::Metric> kMonitorMetrics = {snip::Metric::train_loss,   snip::Metric::val_loss,
+                                                   snip::Metric::lr,           snip::Metric::grad_norm,
+                                                   snip::Metric::fp4_fraction, snip::Metric::bf16_gap};
+
+void BM_SixCurvesOneScan(benchmark::State& state) {
+  const CurveDb& db = curve_db();
+  snip::Store store(db.path);
+  const auto got = store.curves(db.run_id, kMonitorMetrics, kCurvePoints);
+  for (snip::Metric m : kMonitorMetrics)
+    check(got.at(m) == store.curve(db.run_id, m, kCurvePoints), "curves() equals curve() per metric");
+  for (auto _ : state) {
+    auto c = store.curves(db.run_id, kMonitorMetrics, kCurvePoints);
+    benchmark::DoNotOptimize(c.size());
+  }
+}
+
+// ... against six separate curve() calls (the reference).
+void BM_SixCurvesSeparately(benchmark::State& state) {
+  const CurveDb& db = curve_db();
+  snip::Store store(db.path);
+  for (auto _ : state)
+    for (snip::Metric m : kMonitorMetrics) {
+      auto c = store.curve(db.run_id, m, kCurvePoints);
+      benchmark::DoNotOptimize(c.data());
+    }
+}
+
 // Reference: loading every row of the run (what a plot without downsampling would do).
 void BM_CurveFullLoad(benchmark::State& state) {
   const CurveDb& db = curve_db();
@@ -156,6 +184,8 @@ BENCHMARK(BM_InsertOneCommitPerRow)
     ->MinTime(2.0);
 BENCHMARK(BM_CurveDownsampled)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CurveFullLoad)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SixCurvesOneScan)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SixCurvesSeparately)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Collects per-benchmark real time per iteration and the rows/s counters for the summary.
 class Collector : public benchmark::ConsoleReporter {
@@ -222,6 +252,15 @@ int main(int argc, char** argv) {
   if (!std::isnan(curve_s) && !std::isnan(full_s))
     std::printf("  reference, full 100k-row load:  %.2f ms [%.2f] -> downsampled is %.2fx faster [%.2fx]\n",
                 full_s * 1e3, full_cpu * 1e3, full_s / curve_s, full_cpu / curve_cpu);
+  const double six_one = find(reporter.seconds, "BM_SixCurvesOneScan");
+  const double six_one_cpu = find(reporter.cpu_seconds, "BM_SixCurvesOneScan");
+  const double six_sep = find(reporter.seconds, "BM_SixCurvesSeparately");
+  const double six_sep_cpu = find(reporter.cpu_seconds, "BM_SixCurvesSeparately");
+  if (!std::isnan(six_one) && !std::isnan(six_sep))
+    std::printf(
+        "  six curves, one scan:           %.2f ms [%.2f] vs six curve() calls %.2f ms [%.2f] -> %.2fx [%.2fx]\n",
+        six_one * 1e3, six_one_cpu * 1e3, six_sep * 1e3, six_sep_cpu * 1e3, six_sep / six_one,
+        six_sep_cpu / six_one_cpu);
   // Remove only what this run created (--db-dir may name a directory with other files).
   std::error_code ec;
   for (const char* f : kDbFiles)

@@ -122,4 +122,27 @@ std::vector<CurvePoint> Store::curve(int64_t run_id, Metric metric, int max_poin
   return downsample_min_max(points, max_points);
 }
 
+std::map<Metric, std::vector<CurvePoint>> Store::curves(int64_t run_id, std::span<const Metric> metrics, int max_points,
+                                                        int64_t first_step, int64_t last_step) const {
+  if (max_points < 2)
+    throw Error("a curve needs at least 2 points (a minimum and a maximum), got " + std::to_string(max_points));
+  std::map<Metric, std::vector<CurvePoint>> out;
+  if (metrics.empty()) return out;
+  std::string sql = "SELECT step";
+  for (Metric m : metrics) sql += std::string(", ") + metric_name(m);  // names from the enum, never user text
+  sql += " FROM metrics WHERE run_id = ? AND step BETWEEN ? AND ? ORDER BY step";
+  Stmt st(impl_->db, sql);
+  st.bind(1, run_id).bind(2, first_step).bind(3, last_step);
+  std::vector<std::vector<CurvePoint>*> dest;
+  for (Metric m : metrics) dest.push_back(&out[m]);
+  while (st.step()) {
+    const int64_t step = st.column_int64(0);
+    for (size_t i = 0; i < dest.size(); ++i)
+      if (!st.is_null(int(i) + 1)) dest[i]->push_back({step, st.column_double(int(i) + 1)});
+  }
+  for (auto& [m, points] : out)
+    if (points.size() > size_t(max_points)) points = downsample_min_max(points, max_points);
+  return out;
+}
+
 }  // namespace snip

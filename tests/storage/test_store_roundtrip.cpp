@@ -225,6 +225,24 @@ TEST(StoreMetrics, CurveMatchesIndependentMinMaxOracle) {
   EXPECT_THROW(store.curve(id, Metric::train_loss, 1), Error);
 }
 
+TEST(StoreMetrics, CurvesFromOneScanEqualSingleCurves) {
+  TempDir dir;
+  Store store(dir.file("w.db"));
+  const int64_t id = store.create_run(tiny_spec());
+  std::vector<MetricRow> rows;
+  for (int s = 0; s < 3000; ++s) rows.push_back(row_for_step(s));
+  store.append_metrics(id, rows);
+  const std::vector<Metric> all = {Metric::train_loss,   Metric::val_loss,     Metric::lr,      Metric::grad_norm,
+                                   Metric::tokens_per_s, Metric::fp4_fraction, Metric::bf16_gap};
+  for (int max_points : {2, 300, 5000}) {
+    const auto got = store.curves(id, all, max_points, 10, 2900);
+    ASSERT_EQ(got.size(), all.size());
+    for (Metric m : all)
+      EXPECT_EQ(got.at(m), store.curve(id, m, max_points, 10, 2900)) << metric_name(m) << " " << max_points;
+  }
+  EXPECT_TRUE(store.curves(id, {}, 100).empty());
+}
+
 TEST(StoreStats, RoundTripIsLossless) {
   TempDir dir;
   Store store(dir.file("w.db"));
