@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "exp_test_util.h"
@@ -179,6 +180,73 @@ TEST(StatsRound, RejectsBadOptions) {
   snip::StatsRoundOptions z;
   z.lr = 0;
   EXPECT_THROW(snip::collect_stats_round(t.model(), t.optimizer(), in.data(), tgt.data(), z), snip::Error);
+}
+
+}  // namespace
+
+namespace {
+
+// The local residual maps (METHOD.md 5.2 step 1) are the model's own backward: fed the clean
+// backward's input gradients, they must reproduce the residual-gradient increments of the
+// main backward (all GEMMs in FP32, so the model's dgrads and the maps' FP32 dgrads agree):
+//   map(dX_o) = map(dX_q) + map(dX_k) + map(dX_v) = ∂L/∂R_b − ∂L/∂M_b
+//   map(dX_down) = map(dX_gate) + map(dX_up)     = ∂L/∂M_b − ∂L/∂R_{b+1}
+// and the sibling ‖δG‖² of o / down are the model's ‖dY‖² at q, k, v / gate, up.
+TEST(StatsRound, LocalResidualMapsAreTheModelsOwnBackward) {
+  const snip::ModelConfig c = snip::preset_config("tiny");
+  const int B = 2, T = 16;
+  snip::Llama m(c, B, T);
+  m.init_weights(11);
+  [](auto& mm) {
+    if constexpr (requires { mm.set_retain_intermediates(true); }) mm.set_retain_intermediates(true);
+  }(m);
+  m.set_precisions(std::vector<snip::LinearPrecision>(size_t(m.num_linear_layers()),
+                                                      snip::LinearPrecision::uniform(snip::Precision::fp32)));
+  std::mt19937 rng(5);
+  std::vector<int32_t> in(size_t(B * T)), tgt(in.size());
+  for (auto& x : in) x = int32_t(rng() % 256);
+  for (auto& x : tgt) x = int32_t(rng() % 256);
+  m.forward(in.data(), tgt.data());
+  m.zero_grads();
+  m.backward(1.0);
+  const int64_t n = int64_t(B) * T * c.hidden_size;
+  auto rel_diff = [n](const std::vector<float>& a, const float* hi, const float* lo) {
+    double d = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double e = double(hi[i]) - double(lo[i]);
+      d += (a[size_t(i)] - e) * (a[size_t(i)] - e), ref += e * e;
+    }
+    return std::sqrt(d / ref);
+  };
+  for (int b = 0; b < c.num_hidden_layers; ++b) {
+    const int li = b * 7;
+    std::vector<float> r_o, r_q, r_k, r_v, r_down, r_gate, r_up;
+    std::map<std::string, double> sib_o, sib_down;
+    const double sq_o = snip::map_dgrad_to_residual(m, li + 3, m.linear(li + 3).dX, &r_o, &sib_o);
+    snip::map_dgrad_to_residual(m, li + 0, m.linear(li + 0).dX, &r_q);
+    snip::map_dgrad_to_residual(m, li + 1, m.linear(li + 1).dX, &r_k);
+    snip::map_dgrad_to_residual(m, li + 2, m.linear(li + 2).dX, &r_v);
+    snip::map_dgrad_to_residual(m, li + 6, m.linear(li + 6).dX, &r_down, &sib_down);
+    snip::map_dgrad_to_residual(m, li + 4, m.linear(li + 4).dX, &r_gate);
+    snip::map_dgrad_to_residual(m, li + 5, m.linear(li + 5).dX, &r_up);
+    EXPECT_LT(rel_diff(r_o, m.residual_grad(b), m.residual_mid_grad(b)), 1e-4) << "block " << b;
+    std::vector<float> qkv(r_q.size()), gu(r_gate.size());
+    for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = r_q[i] + r_k[i] + r_v[i], gu[i] = r_gate[i] + r_up[i];
+    EXPECT_LT(rel_diff(qkv, m.residual_grad(b), m.residual_mid_grad(b)), 1e-4) << "block " << b;
+    EXPECT_LT(rel_diff(r_down, m.residual_mid_grad(b), m.residual_grad(b + 1)), 1e-4) << "block " << b;
+    EXPECT_LT(rel_diff(gu, m.residual_mid_grad(b), m.residual_grad(b + 1)), 1e-4) << "block " << b;
+    double r_o_sq = 0;
+    for (float x : r_o) r_o_sq += double(x) * x;
+    EXPECT_NEAR(sq_o, r_o_sq, 1e-9 * r_o_sq);
+    const char* sib_names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+    for (int t : {0, 1, 2, 4, 5}) {
+      const auto v = m.linear(li + t);
+      double dy_sq = 0;
+      for (int64_t i = 0; i < v.rows * v.N; ++i) dy_sq += double(v.dY[i]) * v.dY[i];
+      const double got = t <= 2 ? sib_o.at(sib_names[t]) : sib_down.at(sib_names[t]);
+      EXPECT_NEAR(got / dy_sq, 1.0, 1e-4) << "block " << b << " " << sib_names[t];
+    }
+  }
 }
 
 }  // namespace

@@ -78,6 +78,7 @@ class LocalBackward {
   }
 
   int idx(LayerType t) const { return b_ * kLayersPerBlock + int(t); }
+  const Buf& last_residual_err() const { return dr_; }
 
   // Layer t's dgrad error δdX (BT, K_t) -> ‖δr‖² at R_b (q,k,v,o) or M_b (gate,up,down); the
   // sibling output-gradient errors ‖δG‖² for o (at q,k,v) and down (at gate,up) go to *sib.
@@ -433,6 +434,18 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
                                  {"reference", "bf16"},
                                  {"weight_divergence_mode", "local"}};
   return round;
+}
+
+double map_dgrad_to_residual(const Llama& model, int index, const float* ddx, std::vector<float>* residual_err,
+                             std::map<std::string, double>* sibling_sq) {
+  SNIP_ASSERT(index >= 0 && index < model.num_linear_layers());
+  LocalBackward local(model, index / kLayersPerBlock);
+  std::vector<std::pair<LayerType, double>> sib;
+  const double r = local.resid_err_sq(LayerType(index % kLayersPerBlock), ddx, &sib);
+  if (residual_err) *residual_err = local.last_residual_err();
+  if (sibling_sq)
+    for (const auto& [t, v] : sib) (*sibling_sq)[layer_type_short_name(t)] = v;
+  return r;
 }
 
 void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,

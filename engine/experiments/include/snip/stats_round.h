@@ -13,6 +13,7 @@
 // dim; BT = B·T rows. Per linear layer: X (BT,K), W (N,K), Y = X·Wᵀ (BT,N), G = dY (BT,N).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,17 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
 // recipe and the next training batch (peeked without advancing the data position). `options`
 // supplies precisions/noise/seed; step, lr, grad_clip and batch_id are taken from the trainer.
 StatsRound collect_stats_round(Trainer& trainer, StatsRoundOptions options = {});
+
+// METHOD.md 5.2 step 1 on its own (the round runs the same code): maps a gradient error δdX at
+// the input of linear layer `index` (BT, K) exactly through the local backward to its residual
+// point — input_layernorm backward to R_b for q/k/v; attention backward, the q/k/v dgrads (FP32)
+// and input_layernorm backward for o; post_attention_layernorm backward to M_b for gate/up;
+// SwiGLU backward, the gate/up dgrads and post_attention_layernorm backward for down — and
+// returns ‖δr‖². `residual_err` (optional) receives δr (BT, C); `sibling_sq` (optional) the
+// exact ‖δG‖² at the sibling outputs ("q","k","v" for o; "gate","up" for down). Needs the
+// model's forward (and retained intermediates) of the batch in question.
+double map_dgrad_to_residual(const Llama& model, int index, const float* ddx, std::vector<float>* residual_err = nullptr,
+                             std::map<std::string, double>* sibling_sq = nullptr);
 
 // The next training micro-batch of `trainer` (what its next step() will train on first),
 // without advancing its data position. inputs/targets: (B, T).
