@@ -249,6 +249,40 @@ TEST_F(WorkbenchTest, TrainingRunStreamsMetricsIntoMonitorAndStore) {
   EXPECT_GE(rv->runs_table()->rowCount(), 1);
 }
 
+TEST_F(WorkbenchTest, AdaptiveSnipRunStoresRoundsPlansAndProbes) {
+  auto w = open_window();
+  RunView* rv = w->run_view();
+  set_tiny_form(rv, 6);
+  rv->precision_combo()->setCurrentIndex(6);  // adaptive SNIP
+  rv->adaptive_budget()->setValue(50.0);
+  rv->adaptive_replan()->setValue(3);
+  rv->adaptive_probe()->setValue(2);
+  QSignalSpy plans(w->worker(), &TrainingWorker::plan_made);
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 120000));
+  ASSERT_EQ(ended.at(0).at(1).toString(), "finished") << ended.at(0).at(2).toString().toStdString();
+  const qint64 run_id = ended.at(0).at(0).toLongLong();
+  EXPECT_EQ(plans.count(), 2);  // before step 1 and before step 4
+  snip::Store store(db_.toStdString());
+  EXPECT_EQ(store.stats_rounds(run_id).size(), 2u);
+  const auto timeline = store.plan_timeline(run_id);
+  ASSERT_EQ(timeline.size(), 2u);
+  EXPECT_EQ(timeline[0].first_step, 1);
+  EXPECT_EQ(timeline[1].first_step, 4);
+  int probed = 0;
+  for (const snip::MetricRow& m : store.metrics(run_id)) {
+    EXPECT_GE(m.fp4_fraction, 0.5) << "step " << m.step;
+    probed += m.bf16_gap.has_value();
+  }
+  EXPECT_EQ(probed, 3);  // steps 1, 3, 5
+  // The Sensitivity view can walk through this run's rounds.
+  w->workbench()->poll_now();
+  w->workbench()->use_stats_round(store.stats_rounds(run_id).front().id);
+  EXPECT_EQ(w->sensitivity_view()->step_slider()->maximum(), 1);
+  EXPECT_GT(w->sensitivity_view()->heatmap()->data().values.size(), 0u);
+}
+
 TEST_F(WorkbenchTest, StopSavesAResumableCheckpoint) {
   auto w = open_window();
   RunView* rv = w->run_view();

@@ -225,14 +225,17 @@ void CompareView::rebuild() {
 
 void CompareView::export_table_csv(const QString& path) const {
   std::string csv;
-  for (int c = 0; c < table_->columnCount(); ++c)
-    csv += (c ? "," : "") + table_->horizontalHeaderItem(c)->text().toStdString();
+  for (int c = 0; c < table_->columnCount(); ++c) {
+    if (c) csv += ',';
+    csv += table_->horizontalHeaderItem(c)->text().toStdString();
+  }
   csv += "\n";
   for (int r = 0; r < table_->rowCount(); ++r) {
     for (int c = 0; c < table_->columnCount(); ++c) {
       QString cell = table_->item(r, c) ? table_->item(r, c)->text() : QString();
       if (cell.contains(',') || cell.contains('"')) cell = '"' + cell.replace('"', QStringLiteral("\"\"")) + '"';
-      csv += (c ? "," : "") + cell.toStdString();
+      if (c) csv += ',';
+      csv += cell.toStdString();
     }
     csv += "\n";
   }

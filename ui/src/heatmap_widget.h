@@ -5,6 +5,7 @@
 #pragma once
 #include <QString>
 #include <QStringList>
+#include <QMouseEvent>
 #include <QWidget>
 #include <functional>
 #include <set>
@@ -54,6 +55,8 @@ class HeatmapWidget : public QWidget {
   void paintEvent(QPaintEvent*) override;
   void mouseMoveEvent(QMouseEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
+  // A double click is two clicks (each press already counted), not a third.
+  void mouseDoubleClickEvent(QMouseEvent* event) override { event->accept(); }
   void leaveEvent(QEvent*) override;
 
  private:

@@ -4,6 +4,7 @@
 // reference plan (compare mode) are outlined; pinned layers carry a corner mark.
 #pragma once
 #include <QString>
+#include <QMouseEvent>
 #include <QWidget>
 #include <map>
 #include <vector>
@@ -42,6 +43,8 @@ class PlanGrid : public QWidget {
  protected:
   void paintEvent(QPaintEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
+  // A double click is two clicks (each press already counted), not a third.
+  void mouseDoubleClickEvent(QMouseEvent* event) override { event->accept(); }
   bool event(QEvent*) override;  // tooltips
 
  private:

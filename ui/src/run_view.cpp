@@ -77,11 +77,40 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   precision_combo_ = new QComboBox(box);
   precision_combo_->addItems({tr("BF16 everywhere"), tr("FP8 everywhere"), tr("FP4 everywhere"),
                               tr("FP32 (no quantization)"), tr("Plan file…"), tr("Stored plan"),
-                              tr("Adaptive SNIP (needs the statistics round)")});
-  // The adaptive loop needs engine support for statistics rounds that is not in this build yet.
-  if (auto* model = qobject_cast<QStandardItemModel*>(precision_combo_->model()))
-    model->item(kAdaptive)->setEnabled(false);
+                              tr("Adaptive SNIP (re-plan during training)")});
   form->addRow(tr("Precision:"), precision_combo_);
+  // Adaptive SNIP: statistics round + ILP every N steps at the FP4 budget (METHOD.md 9).
+  adaptive_box_ = new QWidget(box);
+  auto* adaptive_row = new QHBoxLayout(adaptive_box_);
+  adaptive_row->setContentsMargins(0, 0, 0, 0);
+  adaptive_budget_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_budget_->setRange(0.0, 100.0);
+  adaptive_budget_->setDecimals(1);
+  adaptive_budget_->setValue(75.0);
+  adaptive_budget_->setSuffix(QStringLiteral(" %"));
+  adaptive_budget_->setToolTip(tr("FP4 FLOP fraction ρ every plan must reach"));
+  adaptive_replan_ = new QSpinBox(adaptive_box_);
+  adaptive_replan_->setRange(0, 1000000);
+  adaptive_replan_->setValue(100);
+  adaptive_replan_->setToolTip(tr("Steps between statistics rounds and re-solves (0: plan once at the start)"));
+  adaptive_probe_ = new QSpinBox(adaptive_box_);
+  adaptive_probe_->setRange(0, 1000000);
+  adaptive_probe_->setValue(25);
+  adaptive_probe_->setToolTip(tr("Steps between BF16 probes: the live loss gap to a BF16 forward (0: never)"));
+  adaptive_lambda_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_lambda_->setRange(0.0, 10.0);
+  adaptive_lambda_->setSingleStep(0.05);
+  adaptive_lambda_->setValue(0.1);
+  adaptive_lambda_->setToolTip(tr("λ in Q = ΔL̂ + λ·ΔŴ (λ = 1 is not neutral)"));
+  adaptive_row->addWidget(new QLabel(tr("ρ"), adaptive_box_));
+  adaptive_row->addWidget(adaptive_budget_);
+  adaptive_row->addWidget(new QLabel(tr("every"), adaptive_box_));
+  adaptive_row->addWidget(adaptive_replan_);
+  adaptive_row->addWidget(new QLabel(tr("probe"), adaptive_box_));
+  adaptive_row->addWidget(adaptive_probe_);
+  adaptive_row->addWidget(new QLabel(tr("λ"), adaptive_box_));
+  adaptive_row->addWidget(adaptive_lambda_);
+  form->addRow(tr("SNIP:"), adaptive_box_);
   plan_edit_ = path_row(box, form, tr("Plan file:"), tr("snip-plan/1 JSON (with “Plan file…”)"), tr("Plans (*.json)"));
   stored_plan_combo_ = new QComboBox(box);
   form->addRow(tr("Stored plan:"), stored_plan_combo_);
@@ -171,6 +200,7 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
     const int p = precision_combo_->currentIndex();
     plan_edit_->setEnabled(p == kPlanFile);
     stored_plan_combo_->setEnabled(p == kStoredPlan);
+    adaptive_box_->setEnabled(p == kAdaptive);
   };
   connect(precision_combo_, &QComboBox::currentIndexChanged, this, update_enabled);
   // A preset fixes the longest sequence: keep T within it.
@@ -254,7 +284,20 @@ TrainRequest RunView::make_request() const {
       r.method = QString::fromStdString(c.plan.method.empty() ? "plan" : c.plan.method);
       break;
     }
-    default: throw snip::Error("adaptive SNIP training is not available in this build (no statistics-round support)");
+    case kAdaptive: {
+      snip::AdaptiveOptions a;
+      a.method = snip::Method::snip;
+      a.request.budget = adaptive_budget_->value() / 100.0;
+      a.replan_every = adaptive_replan_->value();
+      a.bf16_probe_every = adaptive_probe_->value();
+      a.estimator.lambda = adaptive_lambda_->value();
+      a.stats.seed = c.seed;
+      c.precision = "bf16";  // until the first plan, made before step 1
+      r.adaptive = a;
+      r.method = "snip";
+      break;
+    }
+    default: throw snip::Error("unknown precision choice");
   }
   r.run_name = name_edit_->text().trimmed();
   if (r.run_name.isEmpty())

@@ -38,6 +38,9 @@ class RunView : public QWidget {
   QLineEdit* data_edit() const { return data_edit_; }
   QLineEdit* plan_edit() const { return plan_edit_; }
   QPushButton* start_button() const { return start_button_; }
+  QDoubleSpinBox* adaptive_budget() const { return adaptive_budget_; }
+  QSpinBox* adaptive_replan() const { return adaptive_replan_; }
+  QSpinBox* adaptive_probe() const { return adaptive_probe_; }
   QPushButton* pause_button() const { return pause_button_; }
   QPushButton* stop_button() const { return stop_button_; }
   QProgressBar* progress_bar() const { return progress_; }
@@ -72,6 +75,11 @@ class RunView : public QWidget {
   QSpinBox* eval_spin_ = nullptr;
   QSpinBox* save_spin_ = nullptr;
   QLineEdit* name_edit_ = nullptr;
+  QWidget* adaptive_box_ = nullptr;
+  QDoubleSpinBox* adaptive_budget_ = nullptr;
+  QSpinBox* adaptive_replan_ = nullptr;
+  QSpinBox* adaptive_probe_ = nullptr;
+  QDoubleSpinBox* adaptive_lambda_ = nullptr;
   QPushButton* start_button_ = nullptr;
   QPushButton* pause_button_ = nullptr;
   QPushButton* stop_button_ = nullptr;

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "live_metrics.h"
+#include "snip/adaptive.h"
 #include "snip/trainer.h"
 
 namespace snip {
@@ -29,6 +30,9 @@ struct TrainRequest {
   int64_t save_every = 0;         // periodic checkpoints (0: only at the end / on stop)
   QString method;                 // stored with the run: "uniform-fp4", "plan", ...
   std::optional<int64_t> plan_id; // stored plan the run starts with
+  // Adaptive SNIP (METHOD.md 9): statistics round + ILP every replan_every steps, optional BF16
+  // probe; every round, plan and its step range go to the store.
+  std::optional<snip::AdaptiveOptions> adaptive;
 };
 
 // A step as the UI sees it (throttled: at most one per kProgressIntervalMs).
@@ -63,6 +67,8 @@ class TrainingWorker : public QObject {
   // status: "finished", "interrupted" (stopped; resumable from `checkpoint`) or "failed".
   void run_ended(qint64 run_id, const QString& status, const QString& message, const QString& checkpoint);
   void warning(const QString& message);
+  // Adaptive SNIP stored a new statistics round and plan (plan_id in effect from first_step).
+  void plan_made(qint64 run_id, qint64 plan_id, qint64 first_step, double achieved_fraction);
 
  private:
   std::shared_ptr<LiveMetrics> live_;
@@ -71,6 +77,8 @@ class TrainingWorker : public QObject {
   std::atomic<bool> busy_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
+  snip::Trainer::Callback trainer_callback_;  // worker thread only
+  std::optional<double> pending_gap_;         // BF16-probe gap of the step being recorded
 };
 
 }  // namespace snip::ui

@@ -125,7 +125,8 @@ void Workbench::poll_now() {
   // A cheap fingerprint of what the views show; any change (another process writing) refreshes them.
   QString fp;
   try {
-    store_->mark_dead_runs_interrupted();
+    // Read-only: a write here could wait on the training thread's write lock and freeze the UI
+    // (runs left by dead processes are marked interrupted when a store opens).
     for (const snip::RunInfo& r : store_->runs())
       fp += QStringLiteral("%1:%2:%3:%4;").arg(r.id).arg(int(r.status)).arg(r.last_step).arg(r.metric_rows);
     fp += QStringLiteral("|p%1|s%2").arg(store_->plans().size()).arg(store_->stats_rounds().size());
