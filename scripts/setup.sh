@@ -11,9 +11,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libsentencepiece-dev
   xvfb xauth fonts-dejavu-core
-  zlib1g-dev python3-numpy
+  zlib1g-dev python3-numpy python3-torch
 )
-if [ "${SNIP_WITH_TORCH:-0}" = "1" ]; then packages+=(python3-torch); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,9 @@
+"""snip_torch: the SNIP Workbench's bridge into PyTorch training (issue 8).
+
+- formats / quant: FORMATS.md numerics, bit-identical to `snip quantize`.
+- apply_plan: fake-quantized linear layers following a `snip-plan/1` file.
+- collect_stats: one SNIP statistics round (METHOD.md section 4) -> `snip-stats/1`.
+- Replanner: collect, `snip solve`, apply the new plan at a step boundary.
+"""
+from .formats import RngKey, bf16_round, round_elem  # noqa: F401
+from .quant import QuantSpec, QuantError, fake_quantize, recipe_spec  # noqa: F401

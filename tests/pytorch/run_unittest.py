@@ -1,0 +1,20 @@
+"""CTest driver for the snip_torch Python tests: exits 77 (CTest SKIP_RETURN_CODE) only when
+torch itself cannot be imported, otherwise runs the named unittest modules of
+integrations/pytorch/tests and exits with their status."""
+import sys
+import unittest
+from pathlib import Path
+
+try:
+    import torch  # noqa: F401
+    import numpy  # noqa: F401
+except ImportError as e:
+    print(f"SKIP: {e}; install Debian's python3-torch (scripts/setup.sh) to run the snip_torch tests")
+    sys.exit(77)
+
+root = Path(__file__).resolve().parents[2] / "integrations" / "pytorch"
+sys.path.insert(0, str(root))
+sys.path.insert(0, str(root / "tests"))
+suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:])
+result = unittest.TextTestRunner(verbosity=2).run(suite)
+sys.exit(0 if result.wasSuccessful() else 1)
