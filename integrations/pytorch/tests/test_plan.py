@@ -1,0 +1,106 @@
+"""apply_plan and the fake-quantized linear layer: GEMM roles, reduction-dimension tiling,
+BF16 output rounding, plan validation."""
+import json
+import sys
+import tempfile
+import unittest
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from snip_torch import formats as F  # noqa: E402
+from snip_torch import quant as Q  # noqa: E402
+from snip_torch.plan import PlanError, apply_plan, current_plan, read_plan, uniform_plan  # noqa: E402
+from snip_torch.qlinear import QuantLinear  # noqa: E402
+from snip_torch.tiny_llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+
+def ref_gemm(a, b):
+    return (a.double() @ b.double()).float()
+
+
+class QLinearTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(160, 48, bias=False)
+        with torch.no_grad():  # rows of very different magnitude: row- and column-wise tiles differ
+            self.lin.weight.mul_(10.0 ** (torch.rand(48, 1) * 4 - 2))
+        self.x = torch.randn(2, 70, 160, requires_grad=True)  # T = 140: partial 128/32/16 tiles
+
+    def run_layer(self, prec, recipe="mx"):
+        from snip_torch.qlinear import RecipeOptions
+        q = QuantLinear(self.lin, "model.layers.0.self_attn.q_proj", 0, prec, RecipeOptions(recipe))
+        y = q(self.x)
+        dy = torch.randn_like(y)
+        dx, dw = torch.autograd.grad(y, [self.x, q.weight], dy)
+        return y, dy, dx, dw
+
+    def test_each_gemm_quantizes_along_its_reduction_dim(self):
+        prec = {"fprop": "fp8", "dgrad": "fp4", "wgrad": "bf16"}
+        y, dy, dx, dw = self.run_layer(prec)
+        X, W, G = self.x.detach().reshape(-1, 160), self.lin.weight.detach(), dy.reshape(-1, 48)
+        e8 = lambda a, br, bc, fmt: Q.fake_quantize(a, Q.QuantSpec(fmt, br, bc, "e8m0"))  # noqa: E731
+        y_ref = F.bf16_round(ref_gemm(e8(X, 1, 32, "e4m3"), e8(W, 1, 32, "e4m3").t()))   # K runs along columns
+        dx_ref = F.bf16_round(ref_gemm(e8(G, 1, 32, "e2m1"), e8(W, 32, 1, "e2m1")))      # N: dY cols, W rows
+        dw_ref = F.bf16_round(ref_gemm(F.bf16_round(G).t(), F.bf16_round(X)))            # BF16: no scaling
+        for got, ref, what in ((y.reshape(-1, 48), y_ref, "fprop"), (dx.reshape(-1, 160), dx_ref, "dgrad"),
+                               (dw, dw_ref, "wgrad")):
+            # equal up to FP32 summation order, then one BF16 rounding: at most 1 BF16 ulp apart
+            rel = ((got - ref).abs() / ref.abs().clamp(min=1e-3)).max().item()
+            self.assertLess(rel, 2 ** -7, what)
+        # the wrong tiling direction gives a visibly different dgrad
+        wrong = F.bf16_round(ref_gemm(e8(G, 1, 32, "e2m1"), e8(W, 1, 32, "e2m1")))
+        self.assertGreater((wrong - dx_ref).abs().max().item(), 1e-3)
+
+    def test_fp32_plan_is_plain_linear(self):
+        y, dy, dx, dw = self.run_layer({"fprop": "fp32", "dgrad": "fp32", "wgrad": "fp32"})
+        y2 = self.lin(self.x)
+        dx2, dw2 = torch.autograd.grad(y2, [self.x, self.lin.weight], dy)
+        self.assertTrue(torch.allclose(y, y2, atol=1e-6) and torch.allclose(dx, dx2, atol=1e-6)
+                        and torch.allclose(dw, dw2, atol=1e-5))
+
+
+class ApplyPlanTest(unittest.TestCase):
+    def test_wraps_named_layers_and_replans_in_place(self):
+        torch.manual_seed(1)
+        m = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2))
+        params_before = {id(p) for p in m.parameters()}
+        plan = uniform_plan(m, "fp8")
+        plan["layers"]["model.layers.1.mlp.down_proj"] = {"fprop": "fp4", "dgrad": "fp8", "wgrad": "fp4"}
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "plan.json"
+            path.write_text(json.dumps(plan))
+            wrapped = apply_plan(m, path)
+        self.assertEqual(len(wrapped), 14)
+        self.assertIsInstance(m.model.layers[1].mlp.down_proj, QuantLinear)
+        self.assertEqual(m.model.layers[1].mlp.down_proj.precisions["fprop"], "fp4")
+        self.assertEqual(m.model.layers[1].mlp.down_proj.layer_index, 13)
+        self.assertEqual({id(p) for p in m.parameters()}, params_before)  # optimizer state stays valid
+        self.assertIn("model.layers.0.self_attn.q_proj.weight", m.state_dict())
+        apply_plan(m, uniform_plan(m, "fp4"))
+        self.assertIs(m.model.layers[1].mlp.down_proj, wrapped["model.layers.1.mlp.down_proj"])
+        self.assertTrue(all(p["wgrad"] == "fp4" for p in current_plan(m).values()))
+
+    def test_bad_plans_are_errors_naming_the_problem(self):
+        m = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1))
+        bad = uniform_plan(m, "fp8")
+        bad["layers"]["model.layers.5.mlp.up_proj"] = {"fprop": "fp8", "dgrad": "fp8", "wgrad": "fp8"}
+        with self.assertRaisesRegex(PlanError, "model.layers.5.mlp.up_proj"):
+            apply_plan(m, bad)
+        with self.assertRaisesRegex(PlanError, "fprop must be one of"):
+            read_plan({"format": "snip-plan/1", "layers": {"model.layers.0.mlp.up_proj": {"fprop": "fp6"}}})
+        with self.assertRaisesRegex(PlanError, "snip-plan/1"):
+            read_plan({"format": "snip-stats/1"})
+        partial = uniform_plan(m, "fp4")
+        del partial["layers"]["model.layers.0.mlp.up_proj"]
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            apply_plan(m, partial)
+        self.assertTrue(any("up_proj" in str(x.message) for x in w))
+        self.assertEqual(m.model.layers[0].mlp.up_proj.precisions["fprop"], "bf16")
+
+
+if __name__ == "__main__":
+    unittest.main()
