@@ -7,3 +7,7 @@
 """
 from .formats import RngKey, bf16_round, round_elem  # noqa: F401
 from .quant import QuantSpec, QuantError, fake_quantize, recipe_spec  # noqa: F401
+from .plan import apply_plan, current_plan, read_plan, set_step, uniform_plan  # noqa: F401,E402
+from .qlinear import QuantLinear, RecipeOptions  # noqa: F401,E402
+from .stats import collect_stats, write_stats  # noqa: F401,E402
+from .replan import Replanner  # noqa: F401,E402

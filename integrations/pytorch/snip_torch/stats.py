@@ -12,6 +12,7 @@ loss scaled by 1/world (so gradients are the global batch's): sums over tokens a
 norms are all-reduced by summation, weight gradients and their quantization errors are summed
 before the AdamW terms are formed, mean-type globals are averaged, and rank 0 writes the file.
 """
+import copy
 import json
 import math
 import os
@@ -239,7 +240,11 @@ def collect_stats(model: nn.Module, batch, optimizer: torch.optim.Optimizer, *, 
         # ---- forward-noise passes: antithetic curvature at Z, FP64 ----------------------------
         with torch.no_grad():
             Zd = Z.detach()
-            head = root.head if hasattr(root, "head") else (lambda z: root.lm_head(root.model.norm(z)))
+            # The head (final norm + lm_head) runs in FP64 on copies, so the tiny antithetic
+            # differences are not drowned by FP32 logit rounding (the C++ head is FP32).
+            norm64 = copy.deepcopy(root.model.norm).double()
+            lm64 = copy.deepcopy(root.lm_head).double()
+            head = lambda z: lm64(norm64(z.double()))  # noqa: E731
             l0 = float(loss_fn(head(Zd), batch))
             sd, esq = 0.0, 0.0
             for _ in range(noise_passes):
