@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -27,7 +26,9 @@ struct CollectOptions {
   bool json = false;
 };
 
-double nan_to_null_guard(double v) { return std::isfinite(v) ? v : 0.0; }
+double nan_to_null_guard(double v) {
+  return std::isfinite(v) ? v : 0.0;
+}
 
 void run_collect(const CollectOptions& o) {
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
@@ -58,9 +59,12 @@ void run_collect(const CollectOptions& o) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : est.layers)
       layers.push_back({{"layer", l.name},
-                        {"dl_fp8", nan_to_null_guard(l.dl[p8])}, {"dl_fp4", nan_to_null_guard(l.dl[p4])},
-                        {"dw_fp8", nan_to_null_guard(l.dw[p8])}, {"dw_fp4", nan_to_null_guard(l.dw[p4])},
-                        {"q_fp8", nan_to_null_guard(l.q[p8])},   {"q_fp4", nan_to_null_guard(l.q[p4])}});
+                        {"dl_fp8", nan_to_null_guard(l.dl[p8])},
+                        {"dl_fp4", nan_to_null_guard(l.dl[p4])},
+                        {"dw_fp8", nan_to_null_guard(l.dw[p8])},
+                        {"dw_fp4", nan_to_null_guard(l.dw[p4])},
+                        {"q_fp8", nan_to_null_guard(l.q[p8])},
+                        {"q_fp4", nan_to_null_guard(l.q[p4])}});
     nlohmann::json j = {{"checkpoint", o.checkpoint},
                         {"step", round.step},
                         {"batch_id", round.batch_id},
@@ -76,9 +80,9 @@ void run_collect(const CollectOptions& o) {
   }
   std::printf("statistics round: %s, step %lld, batch %s (%lld tokens), %.2f s\n", o.checkpoint.c_str(),
               (long long)round.step, round.batch_id.c_str(), (long long)round.tokens, secs);
-  std::printf("  L0 %.5f  curvature c %.4g  sigma_eps %.3g  sigma_eta %.3g  k_t %.3g\n",
-              round.globals.at("loss0"), round.globals.at("curvature"), round.globals.at("sigma_eps"),
-              round.globals.at("sigma_eta"), round.globals.at("k_t"));
+  std::printf("  L0 %.5f  curvature c %.4g  sigma_eps %.3g  sigma_eta %.3g  k_t %.3g\n", round.globals.at("loss0"),
+              round.globals.at("curvature"), round.globals.at("sigma_eps"), round.globals.at("sigma_eta"),
+              round.globals.at("k_t"));
   std::printf("  %-34s %10s %10s %10s %10s %8s %8s\n", "layer", "dL fp8", "dL fp4", "dW fp8", "dW fp4", "Q fp8",
               "Q fp4");
   for (const auto& l : est.layers)
@@ -92,8 +96,9 @@ void run_collect(const CollectOptions& o) {
 void setup_collect(CLI::App& app) {
   auto opts = std::make_shared<CollectOptions>();
   auto* cmd = app.add_subcommand(
-      "collect", "Run one SNIP statistics round (clean BF16 pass, 3 backward-noise and 3 forward-noise passes) on a "
-                 "checkpoint's next training batch and save the raw statistics");
+      "collect",
+      "Run one SNIP statistics round (clean BF16 pass, 3 backward-noise and 3 forward-noise passes) on a "
+      "checkpoint's next training batch and save the raw statistics");
   cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)")->required();
   cmd->add_option("--data", opts->data, "Token data (text, folder or llm.c .bin); default: the run's data");
   cmd->add_option("--batch-size", opts->batch_size, "Rows B of the statistics batch; default: the run's");

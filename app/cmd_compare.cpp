@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -35,9 +34,12 @@ void run_compare_cmd(const CompareCliOptions& o) {
   });
   if (!o.json) std::fprintf(stderr, "\n");
   if (o.json) {
-    nlohmann::json j = {{"checkpoint", o.checkpoint},  {"start_step", rep.start_step},
-                        {"budget", rep.budget},        {"steps", o.steps},
-                        {"recipe", rep.recipe},        {"noise_floor_train", rep.noise_floor_train},
+    nlohmann::json j = {{"checkpoint", o.checkpoint},
+                        {"start_step", rep.start_step},
+                        {"budget", rep.budget},
+                        {"steps", o.steps},
+                        {"recipe", rep.recipe},
+                        {"noise_floor_train", rep.noise_floor_train},
                         {"noise_floor_val", rep.noise_floor_val}};
     for (const auto& r : rep.rows)
       j["rows"].push_back({{"method", r.method},
@@ -65,9 +67,10 @@ void run_compare_cmd(const CompareCliOptions& o) {
                 r.achieved_fraction, r.train_loss_last, r.val_loss_plan, r.val_loss_bf16, r.gap_train, r.gap_val_plan,
                 cmp.c_str());
   }
-  std::printf("noise floor (perturbed-weights control): train %.4f, val %.4f; gaps closer to SNIP's than this are "
-              "\"no difference\"\n",
-              rep.noise_floor_train, rep.noise_floor_val);
+  std::printf(
+      "noise floor (perturbed-weights control): train %.4f, val %.4f; gaps closer to SNIP's than this are "
+      "\"no difference\"\n",
+      rep.noise_floor_train, rep.noise_floor_val);
 }
 
 void setup_compare(CLI::App& app) {
@@ -78,9 +81,11 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)")->required();
   cmd->add_option("--budget", opts->budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--steps", opts->steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
-  cmd->add_option("--recipe", opts->recipe, "Scaling recipe: snip (tiles) or tensor (per-tensor, harsh); default: the run's");
+  cmd->add_option("--recipe", opts->recipe,
+                  "Scaling recipe: snip (tiles) or tensor (per-tensor, harsh); default: the run's");
   cmd->add_option("--seeds", opts->seeds, "Seeds of the random baseline")->check(CLI::Range(0, 100));
-  cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")->check(CLI::Range(0, 100000));
+  cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--eval-batches", opts->eval_batches, "Validation batches")->check(CLI::Range(1, 100000));
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { run_compare_cmd(*opts); });

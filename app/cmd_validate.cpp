@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -25,7 +24,9 @@ struct ValidateCliOptions {
   bool no_weights = false, json = false;
 };
 
-nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json num_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 
 void run_validate(const ValidateCliOptions& o) {
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
@@ -47,7 +48,8 @@ void run_validate(const ValidateCliOptions& o) {
     r.step = rep.step;
     r.options = rep.options;
     for (const auto& c : rep.correlations)
-      if (std::isfinite(c.spearman)) r.summary["spearman." + c.predictor + "." + c.truth + "." + c.precision] = c.spearman;
+      if (std::isfinite(c.spearman))
+        r.summary["spearman." + c.predictor + "." + c.truth + "." + c.precision] = c.spearman;
     for (const auto& e : rep.entries) r.entries.push_back({e.layer, snip::precision_name(e.precision), e.values});
     id = store.add_validation(r);
     tx.commit();
@@ -57,8 +59,11 @@ void run_validate(const ValidateCliOptions& o) {
     nlohmann::json j = {{"checkpoint", o.checkpoint}, {"step", rep.step}, {"options", rep.options}};
     j["validation_id"] = id ? nlohmann::json(*id) : nlohmann::json(nullptr);
     for (const auto& c : rep.correlations)
-      j["correlations"].push_back({{"predictor", c.predictor}, {"truth", c.truth}, {"precision", c.precision},
-                                   {"spearman", num_or_null(c.spearman)}, {"n", c.n}});
+      j["correlations"].push_back({{"predictor", c.predictor},
+                                   {"truth", c.truth},
+                                   {"precision", c.precision},
+                                   {"spearman", num_or_null(c.spearman)},
+                                   {"n", c.n}});
     for (const auto& e : rep.entries) {
       nlohmann::json v;
       for (const auto& [k, x] : e.values) v[k] = num_or_null(x);
@@ -67,8 +72,8 @@ void run_validate(const ValidateCliOptions& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::printf("ablation validation: %s, step %lld, %d batches, recipe %s\n", o.checkpoint.c_str(),
-              (long long)rep.step, rep.batches, rep.options.value("recipe", "").c_str());
+  std::printf("ablation validation: %s, step %lld, %d batches, recipe %s\n", o.checkpoint.c_str(), (long long)rep.step,
+              rep.batches, rep.options.value("recipe", "").c_str());
   std::printf("  %-34s %-4s %11s %11s %11s %11s %11s %11s\n", "layer", "prec", "dL_true", "dL_true(2)", "dL_pred",
               "dW_bwd_true", "dW_pred", "dW_full");
   for (const auto& e : rep.entries) {
@@ -78,9 +83,9 @@ void run_validate(const ValidateCliOptions& o) {
                 v("snip_dw"), v("dw_true_full"));
   }
   std::printf("\nSpearman rank correlation (per precision and for the FP4-FP8 difference; never pooled)\n");
-  const std::vector<std::string> truths = vo.weight_truth
-                                              ? std::vector<std::string>{"dl_true", "dl_true2", "dw_true_bwd", "dw_true_full"}
-                                              : std::vector<std::string>{"dl_true", "dl_true2"};
+  const std::vector<std::string> truths =
+      vo.weight_truth ? std::vector<std::string>{"dl_true", "dl_true2", "dw_true_bwd", "dw_true_full"}
+                      : std::vector<std::string>{"dl_true", "dl_true2"};
   std::printf("  %-12s", "predictor");
   for (const auto& t : truths) std::printf(" | %-25s", t.c_str());
   std::printf("\n  %-12s", "");
@@ -98,16 +103,19 @@ void run_validate(const ValidateCliOptions& o) {
 
 void setup_validate(CLI::App& app) {
   auto opts = std::make_shared<ValidateCliOptions>();
-  auto* cmd = app.add_subcommand("validate",
-                                 "Ablation truth for SNIP's estimators: quantize one layer at a time and rank-correlate "
-                                 "measured loss/weight divergence with the predictions (METHOD.md section 6)");
+  auto* cmd =
+      app.add_subcommand("validate",
+                         "Ablation truth for SNIP's estimators: quantize one layer at a time and rank-correlate "
+                         "measured loss/weight divergence with the predictions (METHOD.md section 6)");
   cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)")->required();
-  cmd->add_option("--batches", opts->batches, "Sequential validation batches to average over")->check(CLI::Range(1, 10000));
+  cmd->add_option("--batches", opts->batches, "Sequential validation batches to average over")
+      ->check(CLI::Range(1, 10000));
   cmd->add_option("--recipe", opts->recipe, "Scaling recipe: snip, mx, nvfp4, tensor; default: the run's");
   cmd->add_option("--data", opts->data, "Token data; default: the run's data");
   cmd->add_option("--batch-size", opts->batch_size, "Rows B per batch; default: the run's");
   cmd->add_option("--seq-len", opts->seq_len, "Tokens T per row; default: the run's");
-  cmd->add_option("--noise-passes", opts->noise_passes, "Noise passes of each statistics round")->check(CLI::Range(1, 1000));
+  cmd->add_option("--noise-passes", opts->noise_passes, "Noise passes of each statistics round")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--lambda", opts->lambda, "lambda of SNIP's Q");
   cmd->add_option("--seed", opts->seed, "Seed of the noise and of stochastic rounding");
   cmd->add_flag("--no-weight-truth", opts->no_weights, "Skip the weight-divergence truth (3 fwd+bwd per layer)");

@@ -76,7 +76,7 @@ void BM_StatsRound(benchmark::State& state) {
   state.counters["round_ms"] = ms;
   state.counters["step_bf16_ms"] = g_step_ms;
   state.counters["step_fp4_ms"] = g_fp4_step_ms;
-  state.counters["x_step"] = ms / g_step_ms;        // rounds cost this many BF16 training steps
+  state.counters["x_step"] = ms / g_step_ms;  // rounds cost this many BF16 training steps
   state.counters["x_step_fp4"] = ms / g_fp4_step_ms;
 }
 BENCHMARK(BM_StatsRound)->Unit(benchmark::kMillisecond)->Iterations(3);

@@ -2,16 +2,14 @@
 // `snip collect` writes a snip-stats/1 file that round-trips and stores the round, `snip validate`
 // and `snip compare` print one JSON object each, and bad input exits 1 with a message.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "exp_test_util.h"
 #include "snip/stats.h"
@@ -80,8 +78,8 @@ TEST_F(ExperimentCli, ValidateAndComparePrintJson) {
   const nlohmann::json jv = nlohmann::json::parse(v.out);
   EXPECT_EQ(jv["entries"].size(), 28u);
   EXPECT_FALSE(jv["correlations"].empty());
-  const CliResult c =
-      run_snip("compare --checkpoint " + dir_ + "/ck --budget 0.5 --steps 2 --cooldown 1 --eval-batches 1 --seeds 1 --json");
+  const CliResult c = run_snip("compare --checkpoint " + dir_ +
+                               "/ck --budget 0.5 --steps 2 --cooldown 1 --eval-batches 1 --seeds 1 --json");
   ASSERT_EQ(c.code, 0) << c.out;
   const nlohmann::json jc = nlohmann::json::parse(c.out);
   EXPECT_EQ(jc["rows"].size(), 14u);  // one random seed
@@ -90,7 +88,8 @@ TEST_F(ExperimentCli, ValidateAndComparePrintJson) {
 
 TEST_F(ExperimentCli, BadInputExitsOne) {
   EXPECT_EQ(run_snip("collect --checkpoint " + dir_ + "/missing").code, 1);
-  EXPECT_EQ(run_snip("validate --checkpoint " + dir_ + "/ck --batches 9999").code, 1);  // more than the validation stream holds
+  EXPECT_EQ(run_snip("validate --checkpoint " + dir_ + "/ck --batches 9999").code,
+            1);  // more than the validation stream holds
   EXPECT_NE(run_snip("compare --checkpoint " + dir_ + "/ck --budget 1.5").code, 0);
 }
 

@@ -2,7 +2,6 @@
 // steps: every method appears, identical plans are trained once and flagged, BF16 is the zero
 // of the gaps, the controls define a noise floor, and the checkpoint is never written.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>

@@ -40,7 +40,8 @@ TEST(StatsRound, LeavesTheTrainingTrajectoryBitIdentical) {
       ASSERT_EQ(r.layers.size(), 14u);
       EXPECT_EQ(r.step, 3);
       // the round ran at BF16 but the trainer's FP4 plan is back in place
-      for (const auto& p : with_round.model().precisions()) EXPECT_EQ(p, snip::LinearPrecision::uniform(snip::Precision::fp4));
+      for (const auto& p : with_round.model().precisions())
+        EXPECT_EQ(p, snip::LinearPrecision::uniform(snip::Precision::fp4));
     }
     loss_plain.push_back(plain.step().train_loss);
     loss_round.push_back(with_round.step().train_loss);

@@ -1,7 +1,6 @@
 // Validation tests (METHOD.md section 6): Spearman with ties by hand, and estimator sanity on a
 // briefly trained tiny model — SNIP's ΔL ranks layers like the measured single-layer ablation.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -52,9 +51,10 @@ TEST_F(ValidateTiny, SnipLossDivergenceRanksLayersLikeTheAblation) {
   const double r4 = rep.spearman("snip_dl", "dl_true", "fp4");
   const double r4_2 = rep.spearman("snip_dl", "dl_true2", "fp4");
   const double rw = rep.spearman("snip_dw", "dw_true_bwd", "fp4");
-  std::printf("tiny, 2 batches: Spearman snip_dl~dl_true fp4 %.3f, ~dl_true2 fp4 %.3f, snip_dw~dw_true_bwd fp4 %.3f, "
-              "snip_dl~dl_true fp8 %.3f, fp4-fp8 %.3f\n",
-              r4, r4_2, rw, rep.spearman("snip_dl", "dl_true", "fp8"), rep.spearman("snip_dl", "dl_true", "fp4-fp8"));
+  std::printf(
+      "tiny, 2 batches: Spearman snip_dl~dl_true fp4 %.3f, ~dl_true2 fp4 %.3f, snip_dw~dw_true_bwd fp4 %.3f, "
+      "snip_dl~dl_true fp8 %.3f, fp4-fp8 %.3f\n",
+      r4, r4_2, rw, rep.spearman("snip_dl", "dl_true", "fp8"), rep.spearman("snip_dl", "dl_true", "fp4-fp8"));
   // After only 60 steps the first-order term ⟨G, δY⟩ dominates the raw truth on held-out
   // batches (it came out −0.73 here: quantization noise still acts as shrinkage towards a
   // lower loss); the raw truth is asserted on a longer-trained model in test_experiments_slow.
@@ -62,7 +62,8 @@ TEST_F(ValidateTiny, SnipLossDivergenceRanksLayersLikeTheAblation) {
   EXPECT_GT(rw, 0.0);
   // FP4 hurts more than FP8 in the measured truth for most layers
   int more = 0;
-  for (size_t i = 0; i + 1 < rep.entries.size(); i += 2) more += rep.entries[i + 1].values.at("dl_true2") > rep.entries[i].values.at("dl_true2");
+  for (size_t i = 0; i + 1 < rep.entries.size(); i += 2)
+    more += rep.entries[i + 1].values.at("dl_true2") > rep.entries[i].values.at("dl_true2");
   EXPECT_GE(more, 10);
   // the model's precisions are restored (BF16 as loaded)
   for (const auto& p : s.model->precisions()) EXPECT_EQ(p, snip::LinearPrecision::uniform(snip::Precision::bf16));

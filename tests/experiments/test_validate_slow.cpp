@@ -2,7 +2,6 @@
 // the layers like the RAW measured single-layer ablation ΔL_true (first-order term included),
 // per precision FP4 and for the FP4−FP8 difference (METHOD.md section 6).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>

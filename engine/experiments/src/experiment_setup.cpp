@@ -33,7 +33,8 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
   if (batch_size > 0) s.config.batch_size = batch_size;
   if (seq_len > 0) s.config.seq_len = seq_len;
   if (s.config.seq_len > s.config.model.max_position_embeddings)
-    throw Error("sequence length " + std::to_string(s.config.seq_len) + " exceeds the model's max_position_embeddings " +
+    throw Error("sequence length " + std::to_string(s.config.seq_len) +
+                " exceeds the model's max_position_embeddings " +
                 std::to_string(s.config.model.max_position_embeddings) + "; use a smaller --seq-len");
   if (!same_data) s.position = DataPosition{0, 0, s.config.seed};
   auto tok = make_tokenizer(s.config.tokenizer);
@@ -41,12 +42,13 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
   const size_t need = size_t(s.config.batch_size) * size_t(s.config.seq_len) + 1;
   if (s.data.train.size() < need)
     throw Error("training data " + s.data.source + " has " + std::to_string(s.data.train.size()) +
-                " tokens, fewer than one batch needs (" + std::to_string(need) + "); use a smaller --batch-size/--seq-len");
+                " tokens, fewer than one batch needs (" + std::to_string(need) +
+                "); use a smaller --batch-size/--seq-len");
   s.model = std::make_unique<Llama>(s.config.model, s.config.batch_size, s.config.seq_len);
   read_checkpoint_model(dir, *s.model);
   s.model->set_recipe(Recipe::named(s.config.recipe));
-  s.model->set_precisions(std::vector<LinearPrecision>(size_t(s.model->num_linear_layers()),
-                                                       LinearPrecision::uniform(Precision::bf16)));
+  s.model->set_precisions(
+      std::vector<LinearPrecision>(size_t(s.model->num_linear_layers()), LinearPrecision::uniform(Precision::bf16)));
   s.opt = std::make_unique<AdamW<float>>(s.model->num_params(), s.config.adamw);
   read_checkpoint_optimizer(dir, *s.model, *s.opt);
   return s;

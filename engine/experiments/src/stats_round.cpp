@@ -61,8 +61,8 @@ class LocalBackward {
     const LlamaParams<float>& p = m.params();
     // rstd of input_layernorm (on R_b) and post_attention_layernorm (on M_b)
     loc_.rstd1.resize(size_t(BT_)), loc_.rstd2.resize(size_t(BT_)), loc_.scratch_ln.resize(size_t(BT_ * C_));
-    ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd1.data(), m.residual(b_), p.attn_norm + b_ * C_, BT_,
-                         int(C_), c.rms_norm_eps);
+    ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd1.data(), m.residual(b_), p.attn_norm + b_ * C_, BT_, int(C_),
+                         c.rms_norm_eps);
     ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd2.data(), m.residual_mid(b_), p.mlp_norm + b_ * C_, BT_,
                          int(C_), c.rms_norm_eps);
     // RoPE'd q, k and softmax probabilities P (B,NH,T,T)
@@ -105,7 +105,8 @@ class LocalBackward {
         sib->push_back({LayerType::k, sum_sq(dk.data(), BT_ * KD_)});
         sib->push_back({LayerType::v, sum_sq(dv.data(), BT_ * KD_)});
         // their dgrads (exact FP32 maps), summed into ∂/∂ln1, then input_layernorm backward
-        dgrad_sum({{dq.data(), p.wq + b_ * QD_ * C_, QD_}, {dk.data(), p.wk + b_ * KD_ * C_, KD_},
+        dgrad_sum({{dq.data(), p.wq + b_ * QD_ * C_, QD_},
+                   {dk.data(), p.wk + b_ * KD_ * C_, KD_},
                    {dv.data(), p.wv + b_ * KD_ * C_, KD_}});
         return norm_back(dln_.data(), false);
       }
@@ -160,10 +161,12 @@ class LocalBackward {
 
 // The model keeps every layer's hook tensors only when asked (set_retain_intermediates, newer
 // model versions); these helpers compile against either version.
-template <class M> void set_retain(M& m, bool retain) {
+template <class M>
+void set_retain(M& m, bool retain) {
   if constexpr (requires { m.set_retain_intermediates(retain); }) m.set_retain_intermediates(retain);
 }
-template <class M> bool retains(const M& m) {
+template <class M>
+bool retains(const M& m) {
   if constexpr (requires { m.retains_intermediates(); })
     return m.retains_intermediates();
   else
@@ -369,7 +372,8 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
       ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
       ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
       ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
-      ls.scalars[k::kLayerAdamAGain] = (gam_sum > 0 && x_sum > 0) ? a_gain_num / (gam_sum * x_sum) : a_sum / double(N * K);
+      ls.scalars[k::kLayerAdamAGain] =
+          (gam_sum > 0 && x_sum > 0) ? a_gain_num / (gam_sum * x_sum) : a_sum / double(N * K);
       ls.scalars[k::kLayerUpdateNorm] = std::sqrt(u_sq);
       if (o.record_vectors) {
         ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
@@ -421,7 +425,8 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
     }
   }
 
-  round.options = nlohmann::json{{"precisions", [&] {
+  round.options = nlohmann::json{{"precisions",
+                                  [&] {
                                     nlohmann::json a = nlohmann::json::array();
                                     for (Precision p : o.precisions) a.push_back(precision_name(p));
                                     return a;

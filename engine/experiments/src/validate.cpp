@@ -51,9 +51,9 @@ namespace {
 // The next AdamW update of every linear weight (optimizer.h's formula at t+1, with the
 // trainer's global-norm clipping over ALL gradients), laid out layer after layer.
 struct Updates {
-  std::vector<float> u;          // concatenated linear-layer updates
-  std::vector<int64_t> offset;   // per linear layer, into u
-  std::vector<double> norm_sq;   // ‖u_k‖²
+  std::vector<float> u;         // concatenated linear-layer updates
+  std::vector<int64_t> offset;  // per linear layer, into u
+  std::vector<double> norm_sq;  // ‖u_k‖²
 };
 
 void next_updates(const Llama& m, const AdamW<float>& opt, double lr, double clip, Updates& out) {
@@ -128,7 +128,9 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
   rep.batches = o.batches;
   for (int l = 0; l < NL; ++l)
     for (Precision p : o.precisions) rep.entries.push_back({m.linear(l).name, p, {}});
-  auto entry = [&](int l, size_t pi) -> std::map<std::string, double>& { return rep.entries[size_t(l) * NP + pi].values; };
+  auto entry = [&](int l, size_t pi) -> std::map<std::string, double>& {
+    return rep.entries[size_t(l) * NP + pi].values;
+  };
 
   std::vector<int32_t> in, tgt;
   Updates clean, quant;
@@ -214,7 +216,8 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
   for (const auto& pr : predictors)
     for (const auto& tr : truths) {
       for (size_t pi = 0; pi < NP; ++pi)
-        rep.correlations.push_back({pr, tr, precision_name(o.precisions[pi]), spearman(column(pr, pi), column(tr, pi)), NL});
+        rep.correlations.push_back(
+            {pr, tr, precision_name(o.precisions[pi]), spearman(column(pr, pi), column(tr, pi)), NL});
       if (i8 && i4) {
         std::vector<double> a = column(pr, *i4), b = column(tr, *i4);
         const std::vector<double> a8 = column(pr, *i8), b8 = column(tr, *i8);
@@ -224,9 +227,10 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
     }
   nlohmann::json precs = nlohmann::json::array();
   for (Precision p : o.precisions) precs.push_back(precision_name(p));
-  rep.options = {{"batches", o.batches},     {"precisions", precs},       {"lambda", o.estimator.lambda},
-                 {"noise_passes", o.stats.noise_passes}, {"weight_truth", o.weight_truth},
-                 {"recipe", m.recipe().name()}, {"checkpoint", setup.checkpoint}, {"batch", "val sequential"}};
+  rep.options = {{"batches", o.batches},           {"precisions", precs},
+                 {"lambda", o.estimator.lambda},   {"noise_passes", o.stats.noise_passes},
+                 {"weight_truth", o.weight_truth}, {"recipe", m.recipe().name()},
+                 {"checkpoint", setup.checkpoint}, {"batch", "val sequential"}};
   return rep;
 }
 

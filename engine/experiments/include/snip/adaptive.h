@@ -32,26 +32,26 @@
 namespace snip {
 
 struct AdaptiveOptions {
-  Method method = Method::snip;   // any planner method; cost-based ones use the round's costs
-  PlanRequest request;            // budget ρ, ties, stages, pins, seed ...
-  EstimatorOptions estimator;     // λ (default 0.1)
-  StatsRoundOptions stats;        // precisions, noise passes, seed (step/lr/batch come from the trainer)
-  int64_t replan_every = 100;     // steps between rounds; ≤ 0: plan once, before the first step
-  int64_t bf16_probe_every = 0;   // steps between BF16 probes; ≤ 0: never
+  Method method = Method::snip;  // any planner method; cost-based ones use the round's costs
+  PlanRequest request;           // budget ρ, ties, stages, pins, seed ...
+  EstimatorOptions estimator;    // λ (default 0.1)
+  StatsRoundOptions stats;       // precisions, noise passes, seed (step/lr/batch come from the trainer)
+  int64_t replan_every = 100;    // steps between rounds; ≤ 0: plan once, before the first step
+  int64_t bf16_probe_every = 0;  // steps between BF16 probes; ≤ 0: never
 };
 
 struct PlanEvent {
-  int64_t first_step = 0;   // first step (1-based) trained under this plan
-  PlanResult result;        // the plan and its solve report (status, ρ_achieved, objective, ...)
-  StatsRound round;         // the raw statistics it was made from
-  double round_seconds = 0; // wall time of the statistics round
-  bool changed = true;      // false when the new plan equals the one in effect
+  int64_t first_step = 0;    // first step (1-based) trained under this plan
+  PlanResult result;         // the plan and its solve report (status, ρ_achieved, objective, ...)
+  StatsRound round;          // the raw statistics it was made from
+  double round_seconds = 0;  // wall time of the statistics round
+  bool changed = true;       // false when the new plan equals the one in effect
 };
 
 struct ProbeEvent {
-  int64_t step = 0;          // the probe ran on the batch of this (1-based) step, before it trained
-  double quantized_loss = 0; // forward under the plan in effect
-  double bf16_loss = 0;      // forward with every linear layer in BF16
+  int64_t step = 0;           // the probe ran on the batch of this (1-based) step, before it trained
+  double quantized_loss = 0;  // forward under the plan in effect
+  double bf16_loss = 0;       // forward with every linear layer in BF16
   double gap() const { return quantized_loss - bf16_loss; }
 };
 

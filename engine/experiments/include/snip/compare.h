@@ -18,30 +18,30 @@
 namespace snip {
 
 struct CompareOptions {
-  double budget = 0.75;                       // ρ
-  int64_t steps = 200;                        // training steps per plan
-  std::string recipe;                         // "" = the checkpoint's recipe; "tensor" = the harsh regime
-  int random_seeds = 2;                       // random ×k
+  double budget = 0.75;  // ρ
+  int64_t steps = 200;   // training steps per plan
+  std::string recipe;    // "" = the checkpoint's recipe; "tensor" = the harsh regime
+  int random_seeds = 2;  // random ×k
   std::vector<double> lambdas = {0, 0.1, 0.3, 1};
-  int cooldown_steps = 20;                    // LR decays linearly to 0 over these extra steps before val
-  int eval_batches = 8;                       // sequential validation batches
-  int last_window = 50;                       // train-loss mean over the last this-many steps
-  double control_rel = 1e-4;                  // weight perturbation of the noise-floor control
+  int cooldown_steps = 20;    // LR decays linearly to 0 over these extra steps before val
+  int eval_batches = 8;       // sequential validation batches
+  int last_window = 50;       // train-loss mean over the last this-many steps
+  double control_rel = 1e-4;  // weight perturbation of the noise-floor control
   int control_seeds = 2;
-  StatsRoundOptions stats;                    // the round the cost-based plans come from
+  StatsRoundOptions stats;  // the round the cost-based plans come from
 };
 
 struct CompareRow {
-  std::string method;            // "snip λ=0.1", "random s1", "uniform-fp4", "control s1", ...
+  std::string method;  // "snip λ=0.1", "random s1", "uniform-fp4", "control s1", ...
   Plan plan;
   double achieved_fraction = 0;
-  double train_loss_last = 0;    // mean over the last `last_window` steps
-  double val_loss_plan = 0;      // after the cooldown, forward under the plan
-  double val_loss_bf16 = 0;      // after the cooldown, forward in BF16
-  double gap_train = 0;          // train_loss_last − uniform-bf16's
-  double gap_val_plan = 0;       // val_loss_plan − uniform-bf16's
-  bool control = false;          // a noise-floor control run
-  std::string same_plan_as;      // earlier row with the identical plan (not trained again), or ""
+  double train_loss_last = 0;      // mean over the last `last_window` steps
+  double val_loss_plan = 0;        // after the cooldown, forward under the plan
+  double val_loss_bf16 = 0;        // after the cooldown, forward in BF16
+  double gap_train = 0;            // train_loss_last − uniform-bf16's
+  double gap_val_plan = 0;         // val_loss_plan − uniform-bf16's
+  bool control = false;            // a noise-floor control run
+  std::string same_plan_as;        // earlier row with the identical plan (not trained again), or ""
   bool differs_from_snip = false;  // |gap_train − SNIP(λ=0.1)'s| > noise floor
   std::vector<std::string> notes;
 };

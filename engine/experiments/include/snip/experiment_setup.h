@@ -15,12 +15,12 @@
 namespace snip {
 
 struct ExperimentSetup {
-  std::string checkpoint;            // directory it came from
-  TrainConfig config;                // the run's configuration (batch/seq/data overrides applied)
-  int64_t step = 0;                  // optimizer steps done at the checkpoint
-  DataPosition position;             // the run's next training batch
-  std::unique_ptr<Llama> model;      // at (config.batch_size, config.seq_len); recipe set, all BF16
-  std::unique_ptr<AdamW<float>> opt; // the checkpoint's moments and t
+  std::string checkpoint;             // directory it came from
+  TrainConfig config;                 // the run's configuration (batch/seq/data overrides applied)
+  int64_t step = 0;                   // optimizer steps done at the checkpoint
+  DataPosition position;              // the run's next training batch
+  std::unique_ptr<Llama> model;       // at (config.batch_size, config.seq_len); recipe set, all BF16
+  std::unique_ptr<AdamW<float>> opt;  // the checkpoint's moments and t
   TokenData data;
 
   // The training batch at the checkpoint's data position (+ `offset` batches), what the run

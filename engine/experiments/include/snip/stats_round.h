@@ -6,8 +6,8 @@
 // The round is read-only for training: it never writes the weights, the AdamW moments or t,
 // the data loader or any RNG of the trainer. It overwrites the model's activations, gradients
 // and probe buffers (the next training step recomputes them) and restores the model's
-// per-layer precisions and intermediate-retention setting. A test checks that a trajectory is bit-identical with and without a
-// round in the middle.
+// per-layer precisions and intermediate-retention setting. A test checks that a trajectory is bit-identical with and
+// without a round in the middle.
 //
 // Shape legend: B batch, T sequence, C model dim, NH heads, KVH kv heads, HD head dim, F ffn
 // dim; BT = B·T rows. Per linear layer: X (BT,K), W (N,K), Y = X·Wᵀ (BT,N), G = dY (BT,N).
@@ -29,16 +29,16 @@ class Trainer;
 struct StatsRoundOptions {
   // Candidate precisions measured per layer (LayerStats::per_precision); bf16 is the reference.
   std::vector<Precision> precisions = {Precision::fp8, Precision::fp4};
-  int noise_passes = 3;           // backward-noise passes and antithetic forward-noise pairs (each)
-  double sigma_eta_rel = 1e-2;    // σ_η = sigma_eta_rel · RMS(Z)
-  uint64_t seed = 1;              // noise RNG; also the stochastic-rounding key of the quantized GEMMs
-  int64_t step = 0;               // training step the round belongs to (StatsRound::step, SR key)
-  std::string batch_id;           // e.g. "train:e0:b37"
+  int noise_passes = 3;         // backward-noise passes and antithetic forward-noise pairs (each)
+  double sigma_eta_rel = 1e-2;  // σ_η = sigma_eta_rel · RMS(Z)
+  uint64_t seed = 1;            // noise RNG; also the stochastic-rounding key of the quantized GEMMs
+  int64_t step = 0;             // training step the round belongs to (StatsRound::step, SR key)
+  std::string batch_id;         // e.g. "train:e0:b37"
   // AdamW linearization (METHOD.md 5.2): the round predicts the update of the NEXT optimizer
   // step (t+1) at learning rate `lr`, with the step's global-norm clipping (≤ 0: off).
   double lr = 0;
   double grad_clip = 1.0;
-  bool record_vectors = true;     // gain_y / x_col_sq vectors (needed to recompute a^w later)
+  bool record_vectors = true;  // gain_y / x_col_sq vectors (needed to recompute a^w later)
 };
 
 // Runs one round on the batch (inputs, targets: (B, T) ids, the model's batch shape) with the
@@ -48,8 +48,8 @@ struct StatsRoundOptions {
 // Recorded beyond stats_keys.h: globals "grad_clip_scale" s (the clip factor of this batch's
 // gradient; k_t includes it: k_t = s·η_t(1−β1)/(1−β1^{t+1}), because a clipped step scales every
 // gradient error by s too) and "loss0_resid" (L(Z) through loss_from_residual, the L₀ of c).
-StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs,
-                               const int32_t* targets, const StatsRoundOptions& options);
+StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
+                               const StatsRoundOptions& options);
 
 // The same on a trainer's state: its model, optimizer, learning rate of the next step, clipping,
 // recipe and the next training batch (peeked without advancing the data position). `options`
@@ -64,7 +64,8 @@ StatsRound collect_stats_round(Trainer& trainer, StatsRoundOptions options = {})
 // returns ‖δr‖². `residual_err` (optional) receives δr (BT, C); `sibling_sq` (optional) the
 // exact ‖δG‖² at the sibling outputs ("q","k","v" for o; "gate","up" for down). Needs the
 // model's forward (and retained intermediates) of the batch in question.
-double map_dgrad_to_residual(const Llama& model, int index, const float* ddx, std::vector<float>* residual_err = nullptr,
+double map_dgrad_to_residual(const Llama& model, int index, const float* ddx,
+                             std::vector<float>* residual_err = nullptr,
                              std::map<std::string, double>* sibling_sq = nullptr);
 
 // The next training micro-batch of `trainer` (what its next step() will train on first),

@@ -14,11 +14,10 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/estimator.h"
 #include "snip/experiment_setup.h"
@@ -27,11 +26,11 @@
 namespace snip {
 
 struct ValidateOptions {
-  int batches = 8;                 // sequential validation batches
+  int batches = 8;  // sequential validation batches
   std::vector<Precision> precisions = {Precision::fp8, Precision::fp4};
-  StatsRoundOptions stats;         // noise passes, seed (lr/step/clip come from the checkpoint)
-  EstimatorOptions estimator;      // λ for snip_q
-  bool weight_truth = true;        // measure dw_true_* (3 forward+backward per layer × precision)
+  StatsRoundOptions stats;     // noise passes, seed (lr/step/clip come from the checkpoint)
+  EstimatorOptions estimator;  // λ for snip_q
+  bool weight_truth = true;    // measure dw_true_* (3 forward+backward per layer × precision)
 };
 
 // One layer × precision, averaged over the batches. Keys as in the file comment.
@@ -52,10 +51,10 @@ struct Correlation {
 struct ValidationReport {
   int64_t step = 0;
   int batches = 0;
-  std::vector<AblationEntry> entries;       // layer-major, precisions in option order
+  std::vector<AblationEntry> entries;  // layer-major, precisions in option order
   std::vector<Correlation> correlations;
   nlohmann::json options = nlohmann::json::object();
-  std::vector<StatsRound> rounds;           // one per batch
+  std::vector<StatsRound> rounds;  // one per batch
   // The correlation for (predictor, truth, precision), NaN when absent.
   double spearman(const std::string& predictor, const std::string& truth, const std::string& precision) const;
 };
