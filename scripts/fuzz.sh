@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Bounded libFuzzer run of every parser of outside input (issue 7): builds the fuzz targets with
+# clang + ASan + UBSan in build-fuzz, runs each for SECONDS (default 60) on a copy of its seed
+# corpus (tests/fuzz/corpus/<target>/), and prints one table row per target: executions, time,
+# corpus growth, and the crash file if it found one. Exit status 1 when any target crashed.
+#   scripts/fuzz.sh [SECONDS]     env: SNIP_FUZZ_TARGETS="plan stats" to run a subset, JOBS=2
+set -euo pipefail
+seconds="${1:-60}"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build="${SNIP_FUZZ_BUILD_DIR:-$here/build-fuzz}"
+jobs="${JOBS:-2}"
+targets=(${SNIP_FUZZ_TARGETS:-safetensors config token_file plan stats costs_csv store})
+
+# The whole tree is compiled by clang with the sanitizers (SNIP_ASAN) and libFuzzer's coverage
+# instrumentation (fuzzer-no-link); only the fuzz_* executables link libFuzzer's main.
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -g" -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link -g" \
+  -DSNIP_ASAN=ON -DSNIP_FUZZ=ON -DSNIP_BUILD_GUI=OFF -DSNIP_BUILD_BENCH=OFF >/dev/null
+ninja -C "$build" -j "$jobs" "${targets[@]/#/fuzz_}"
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+rows=()
+status=0
+for t in "${targets[@]}"; do
+  work="$build/fuzz-work/$t"
+  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  cp "$here/tests/fuzz/corpus/$t/"* "$work/corpus/"
+  seeds=$(ls "$work/corpus" | wc -l)
+  echo "== fuzz_$t for ${seconds}s ($seeds seeds)"
+  start=$(date +%s)
+  set +e
+  "$build/tests/fuzz/fuzz_$t" "$work/corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len=131072 -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$work/log.txt" 2>&1
+  rc=$?
+  set -e
+  took=$(( $(date +%s) - start ))
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log.txt" | grep -o '[0-9]*$' | tail -1)
+  [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$work/log.txt" | tail -1 | tr -d '#')
+  finds=$(ls "$work/corpus" | wc -l)
+  crash=$(ls "$work/artifacts" 2>/dev/null | head -1)
+  if [ "$rc" -ne 0 ] || [ -n "$crash" ]; then
+    status=1
+    result="CRASH rc=$rc ${crash:+$work/artifacts/$crash}"
+    grep -m3 -E 'ERROR|runtime error|terminate|SUMMARY' "$work/log.txt" || true
+  else
+    result="clean"
+  fi
+  rows+=("$(printf '%-12s %10s %6ss %7s -> %-6s %s' "$t" "${execs:-?}" "$took" "$seeds" "$finds" "$result")")
+done
+echo
+printf '%-12s %10s %7s %18s %s\n' target executions time "corpus (seeds->)" result
+printf '%s\n' "${rows[@]}"
+exit $status
