@@ -36,6 +36,13 @@ const int kB = std::atoi(env_or("SNIP_BENCH_B", "8").c_str());
 const int kT = std::atoi(env_or("SNIP_BENCH_T", "256").c_str());
 
 std::map<std::string, double> g_tokens_per_s;  // precision -> measured
+std::map<std::string, double> g_cpu_s;         // precision -> process CPU seconds per step (all threads)
+
+double process_cpu_seconds() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 // One full optimizer step: zero grads, forward, backward, clip, AdamW.
 struct StepRig {
@@ -68,7 +75,11 @@ void BM_TrainStep(benchmark::State& state) {
   StepRig rig(p);
   rig.step(0);  // warm-up (page faults, OpenBLAS buffers)
   int64_t s = 1;
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : state) benchmark::DoNotOptimize(rig.step(s++));
+  // Process CPU time per step (both threads): on a loaded shared machine wall time mostly
+  // measures the scheduler; CPU time measures the work.
+  state.counters["cpu_s_per_step"] = (process_cpu_seconds() - cpu0) / double(state.iterations());
   const double tokens = double(state.iterations()) * kB * kT;
   state.counters["tokens_per_s"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(snip::precision_name(p)) + " " + kPreset + " B=" + std::to_string(kB) +
@@ -119,8 +130,11 @@ int main(int argc, char** argv) {
    public:
     void ReportRuns(const std::vector<Run>& runs) override {
       for (const auto& r : runs) {
+        const std::string p = r.report_label.substr(0, r.report_label.find(' '));
         auto it = r.counters.find("tokens_per_s");
-        if (it != r.counters.end()) g_tokens_per_s[r.report_label.substr(0, r.report_label.find(' '))] = it->second;
+        if (it != r.counters.end()) g_tokens_per_s[p] = it->second;
+        auto c = r.counters.find("cpu_s_per_step");
+        if (c != r.counters.end()) g_cpu_s[p] = c->second;
       }
       ConsoleReporter::ReportRuns(runs);
     }
@@ -169,6 +183,11 @@ int main(int argc, char** argv) {
     for (const auto& [p, tps] : g_tokens_per_s)
       std::printf("ratio %s: ours %.0f tokens/s = %.2fx torch fp32 (target fp32 >= 1.5x)\n", p.c_str(), tps,
                   tps / torch_tps);
+    const double torch_cpu = j["cpu_s"];
+    std::printf("torch CPU seconds per step: %.3f\n", torch_cpu);
+    for (const auto& [p, c] : g_cpu_s)
+      std::printf("cpu %s: ours %.3f CPU s/step; torch / ours CPU = %.2fx; fp4/fp32 CPU = %.2f\n", p.c_str(), c,
+                  torch_cpu / c, g_cpu_s.count("fp32") ? c / g_cpu_s["fp32"] : 0.0);
     if (g_tokens_per_s.count("fp32") && g_tokens_per_s.count("fp4"))
       std::printf("ratio fp4 step time / fp32 step time = %.2f (target <= 1.25)\n",
                   g_tokens_per_s["fp32"] / g_tokens_per_s["fp4"]);
