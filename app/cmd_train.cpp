@@ -11,6 +11,7 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +49,14 @@ struct TrainOptions {
   int eval_batches = 8;
   uint64_t seed = 1337;
   bool json = false;
+  std::vector<std::string> given;  // options the user set explicitly
 };
+
+// Options that define a run; on --resume they come from the checkpoint.
+const char* const kRunDefiningOptions[] = {"--data",   "--tokenizer", "--batch-size",   "--seq-len", "--grad-accum",
+                                           "--lr",     "--lr-min",    "--warmup",       "--schedule", "--weight-decay",
+                                           "--beta1",  "--beta2",     "--clip",         "--precision", "--recipe",
+                                           "--seed",   "--eval-every", "--eval-batches"};
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) {
@@ -122,6 +130,9 @@ void run_train(const TrainOptions& o) {
   if (!o.resume.empty()) {
     if (!o.preset.empty() || !o.config.empty())
       throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
+    for (const auto& name : o.given)
+      std::fprintf(stderr, "warning: %s is ignored with --resume: the run continues with its saved settings\n",
+                   name.c_str());
     trainer = snip::Trainer::resume(o.resume, o.steps);
     if (out.empty()) out = o.resume;
     if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
@@ -227,7 +238,12 @@ void setup_train(CLI::App& app) {
   cmd->add_option("--eval-batches", o->eval_batches, "Sequential validation batches per evaluation");
   cmd->add_option("--seed", o->seed, "Seed of the weights, the data order and stochastic rounding");
   cmd->add_flag("--json", o->json, "Print one JSON object per step on stdout instead of a progress bar");
-  cmd->callback([o] { run_train(*o); });
+  cmd->callback([o, cmd] {
+    o->given.clear();
+    for (const char* name : kRunDefiningOptions)
+      if (cmd->count(name) > 0) o->given.push_back(name);
+    run_train(*o);
+  });
 }
 SNIP_REGISTER_COMMAND("train", setup_train);
 

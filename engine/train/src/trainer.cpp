@@ -1,6 +1,8 @@
 // Trainer: the optimizer-step loop, evaluation, checkpoints and resume (trainer.h).
 #include "snip/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 
@@ -80,6 +82,22 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
   if (config_.steps < 0) throw Error("the number of steps must be ≥ 0");
   if (!(config_.val_fraction > 0 && config_.val_fraction < 1))
     throw Error("validation fraction must be between 0 and 1");
+  {  // refuse what cannot fit before allocating it (e.g. the tinyllama-1.1b preset, meant for planning)
+    const ModelConfig& mc = config_.model;
+    const double BT = double(config_.batch_size) * config_.seq_len;
+    const double acts = double(mc.num_hidden_layers) *
+                            (BT * (6.0 * mc.hidden_size + 4.0 * mc.intermediate_size) +
+                             double(config_.batch_size) * mc.num_attention_heads * double(config_.seq_len) * config_.seq_len) +
+                        3.0 * BT * mc.vocab_size;
+    const double need = 4.0 * (4.0 * double(mc.num_parameters()) + acts);
+    const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+    if (have > 0 && need > 0.8 * have)
+      throw Error("training this model needs about " + std::to_string(int64_t(need / 1e9)) + " GB (" +
+                  std::to_string(mc.num_parameters()) + " parameters, batch " + std::to_string(config_.batch_size) +
+                  "x" + std::to_string(config_.seq_len) + ") but the machine has " +
+                  std::to_string(int64_t(have / 1e9)) + " GB; use a smaller preset or batch (large presets such as "
+                  "tinyllama-1.1b are for planning from imported statistics)");
+  }
   auto tokenizer = make_tokenizer(config_.tokenizer);
   if (tokenizer->vocab_size() > config_.model.vocab_size)
     throw Error("tokenizer " + tokenizer->name() + " has " + std::to_string(tokenizer->vocab_size()) +
