@@ -57,8 +57,6 @@ def _bf16_everywhere(root: nn.Module, recipe: Optional[str], seed: int, step: in
     """Every selectable linear layer runs BF16 for the round (plain nn.Linear layers are wrapped
     for its duration); the plan, the modules and the stochastic-rounding keys come back after."""
     saved = []
-    for full, mod in list(root.named_modules()):
-        pass
     layers = list(linear_layers(root))
     paths = {id(m): p for p, m in root.named_modules()}
     for name, idx, mod in layers:
@@ -348,7 +346,7 @@ def collect_stats(model: nn.Module, batch, optimizer: torch.optim.Optimizer, *, 
             sc["adam_a_gain"] = float((gam[:, None] * xcol[None, :] * w_el).sum()) / (gs * xs) \
                 if gs > 0 and xs > 0 else sc["adam_a"]
             sc["update_norm"] = math.sqrt(_sumsq(u))
-            for p, ddw in ls.pop("_ddw").items():
+            for p, ddw in ls.pop("_ddw", {}).items():
                 ddw = _allreduce_sum(ddw.clone())
                 pp = ls["per_precision"][p]
                 for k in ("err_fprop_x", "err_fprop_w", "err_dgrad_g", "err_dgrad_w", "err_wgrad_g", "err_wgrad_x",
