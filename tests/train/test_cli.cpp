@@ -41,8 +41,10 @@ Result run(const std::string& args) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("snip-cli-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::string leaf = "snip-cli-test-" + std::to_string(::getpid()) + "-" +
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (auto& ch : leaf) ch = ch == '/' ? '_' : ch;  // parameterized test names contain '/'
+    path = fs::temp_directory_path() / leaf;
     fs::remove_all(path);
     fs::create_directories(path);
   }
