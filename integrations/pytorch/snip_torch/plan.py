@@ -82,7 +82,8 @@ def _set_submodule(root: nn.Module, path: str, new: nn.Module) -> None:
 
 def apply_plan(model: nn.Module, plan_path: Union[str, Path, dict], recipe: Optional[str] = "snip",
                missing_default: str = "bf16", seed: int = 0, scale_mode: str = "rceil",
-               fp8_gradients_e5m2: bool = False, bf16_output: bool = True) -> Dict[str, QuantLinear]:
+               fp8_gradients_e5m2: bool = False, bf16_output: bool = True,
+               hadamard_wgrad: bool = False) -> Dict[str, QuantLinear]:
     """Wraps every linear layer the plan names with a QuantLinear at the plan's precisions
     (or updates the precisions of layers already wrapped: re-planning keeps the modules).
     recipe=None takes the plan's own recipe. Layers of the model the plan leaves out run in
@@ -90,7 +91,7 @@ def apply_plan(model: nn.Module, plan_path: Union[str, Path, dict], recipe: Opti
     model lacks is an error. Returns {HF name: QuantLinear}."""
     plan = read_plan(plan_path)
     rname = recipe or plan.get("recipe", "snip")
-    ro = RecipeOptions(rname, scale_mode, fp8_gradients_e5m2, bf16_output)
+    ro = RecipeOptions(rname, scale_mode, fp8_gradients_e5m2, bf16_output, hadamard_wgrad)
     if recipe and plan.get("recipe") and plan["recipe"] != recipe:
         warnings.warn(f"plan was made for recipe '{plan['recipe']}' but is applied with recipe '{recipe}'")
     root = unwrap(model)

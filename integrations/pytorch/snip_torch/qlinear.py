@@ -28,8 +28,12 @@ class RecipeOptions:
     scale_mode: str = "rceil"          # mx (and nvfp4's fp8 layers)
     fp8_gradients_e5m2: bool = False   # fp8 dY in E5M2 instead of E4M3
     bf16_output: bool = True           # round GEMM outputs to BF16
+    hadamard_wgrad: bool = False       # nvfp4 only: 16×16 random Hadamard transform on fp4 wgrad operands
 
     def __post_init__(self):
+        if self.hadamard_wgrad and self.name != "nvfp4":
+            raise ValueError(f"the random Hadamard transform on wgrad operands is an nvfp4 option; recipe "
+                             f"'{self.name}' does not support it (use recipe nvfp4 or turn the option off)")
         if self.name not in Q.RECIPES:
             raise ValueError(f"unknown scaling recipe '{self.name}': use one of {', '.join(Q.RECIPES)}")
         if self.scale_mode not in F.E8M0_MODES:
@@ -52,8 +56,39 @@ class GemmContext:
         return F.RngKey(self.seed, self.step, self.layer, 4 * GEMM_INDEX[gemm] + OPERAND_INDEX[operand])
 
 
+# The fixed random sign vector of the 16×16 Hadamard transform (engine/numerics/src/hadamard.cpp).
+HADAMARD16_SIGNS = (1, -1, -1, 1, 1, 1, -1, 1, -1, 1, 1, -1, -1, -1, 1, -1)
+
+
+def hadamard16_rows(a: torch.Tensor) -> torch.Tensor:
+    """M·a for every full group of 16 rows, M = H16·diag(signs)/4 (orthogonal); trailing rows
+    of a partial group are left as they are. FP32 butterflies in the engine's order, so the
+    bits match hadamard16_rows."""
+    a = a.detach().float().clone()
+    full = (a.shape[0] // 16) * 16
+    if full == 0:
+        return a
+    g = a[:full].view(-1, 16, a.shape[1]) * torch.tensor(HADAMARD16_SIGNS, dtype=torch.float32)[None, :, None]
+    h = 1
+    while h < 16:
+        g = g.view(g.shape[0], 16 // (2 * h), 2, h, a.shape[1])
+        u, v = g[:, :, 0], g[:, :, 1]
+        g = torch.stack([u + v, u - v], dim=2).view(-1, 16, a.shape[1])
+        h *= 2
+    a[:full] = (g * 0.25).view(full, a.shape[1])
+    return a
+
+
+def uses_hadamard(precision: str, gemm: str, ctx: "GemmContext") -> bool:
+    return gemm == "wgrad" and precision == "fp4" and ctx.recipe.hadamard_wgrad
+
+
 def quantize_operand(a: torch.Tensor, precision: str, gemm: str, operand: str, ctx: GemmContext) -> torch.Tensor:
-    """Exactly the operand GEMM `gemm` multiplies: `a` as stored (2D), fake-quantized."""
+    """Exactly the operand GEMM `gemm` multiplies: `a` as stored (2D), rotated along T first
+    for an nvfp4 fp4 wgrad with the Hadamard option (the rotation cancels in dYᵀ·X), then
+    fake-quantized."""
+    if uses_hadamard(precision, gemm, ctx):
+        a = hadamard16_rows(a)
     spec = ctx.recipe.spec(precision, gemm, operand)
     symbol = {"activation": "X", "weight": "W", "gradient": "dY"}[operand]
     name = f"{ctx.layer_name}: {gemm} operand {symbol} ({operand}, step {ctx.step})"

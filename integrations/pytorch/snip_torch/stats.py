@@ -159,7 +159,8 @@ def collect_stats(model: nn.Module, batch, optimizer: torch.optim.Optimizer, *, 
     recipe_name = recipe or next((m.recipe.name for _, _, m in layers if isinstance(m, QuantLinear)), "snip")
     ro = next((m.recipe for _, _, m in layers if isinstance(m, QuantLinear)), RecipeOptions(recipe_name))
     if ro.name != recipe_name:
-        ro = RecipeOptions(recipe_name, ro.scale_mode, ro.fp8_gradients_e5m2, ro.bf16_output)
+        ro = RecipeOptions(recipe_name, ro.scale_mode, ro.fp8_gradients_e5m2, ro.bf16_output,
+                           ro.hadamard_wgrad and recipe_name == "nvfp4")
 
     with _bf16_everywhere(root, recipe_name, seed, step):
         layers = list(linear_layers(root))

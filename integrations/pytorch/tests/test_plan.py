@@ -62,6 +62,27 @@ class QLinearTest(unittest.TestCase):
                         and torch.allclose(dw, dw2, atol=1e-5))
 
 
+class HadamardTest(unittest.TestCase):
+    def test_rotation_is_the_explicit_matrix_and_cancels_in_wgrad(self):
+        from snip_torch.qlinear import HADAMARD16_SIGNS, RecipeOptions, GemmContext, hadamard16_rows, qlinear_wgrad
+        a = torch.randn(40, 5)
+        H = torch.tensor([[(-1) ** bin(i & j).count("1") for j in range(16)] for i in range(16)], dtype=torch.float64)
+        M = H @ torch.diag(torch.tensor(HADAMARD16_SIGNS, dtype=torch.float64)) / 4
+        ref = a.double().clone()
+        ref[:16], ref[16:32] = M @ ref[:16], M @ ref[16:32]  # rows 32..39: a partial group, untouched
+        r = hadamard16_rows(a)
+        self.assertLess((r.double() - ref).abs().max().item(), 1e-6)
+        self.assertTrue(torch.equal(r[32:], a[32:]))
+        # with fp4 wgrad the rotated product estimates the same dW (H is orthogonal)
+        dy, x = torch.randn(64, 8), torch.randn(64, 24)
+        exact = dy.t() @ x
+        ctx = GemmContext(RecipeOptions("nvfp4", hadamard_wgrad=True, bf16_output=False))
+        rot = qlinear_wgrad(dy, x, "fp4", ctx)
+        self.assertLess(((rot - exact).norm() / exact.norm()).item(), 0.35)
+        with self.assertRaisesRegex(ValueError, "nvfp4 option"):
+            RecipeOptions("snip", hadamard_wgrad=True)
+
+
 class ApplyPlanTest(unittest.TestCase):
     def test_wraps_named_layers_and_replans_in_place(self):
         torch.manual_seed(1)
