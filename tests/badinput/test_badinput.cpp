@@ -245,6 +245,54 @@ TEST_F(BadInput, NonPositiveBatchAndTooLongSequence) {
   EXPECT_CONTAINS(r.out, "sequence length 100000 exceeds max_position_embeddings = 64");
 }
 
+TEST_F(BadInput, UnknownNamesListTheChoicesAndBadTrainingValuesAreRefused) {
+  struct Case {
+    std::string args, needle;
+  };
+  const std::vector<Case> cases = {
+      {"train --preset huge --steps 1", "unknown model preset \"huge\"; choose one of: tiny, small, medium"},
+      {"train --preset tiny --steps 1 --schedule linear", "unknown learning-rate schedule \"linear\"; choose constant or cosine"},
+      {"train --preset tiny --steps 1 --lr -1", "learning rate must be a positive number"},
+      {"train --preset tiny --steps 1 --lr nan", "learning rate must be a positive number"},
+      {"train --preset tiny --steps 1 --warmup -4", "warmup steps must be"},
+      {"solve --stats " + stats() + " --budget 0.5 --method best", "unknown method 'best' (expected one of: snip,"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args + (c.args.rfind("train", 0) == 0 ? " --out " + p("x_names") : ""));
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
+    EXPECT_CONTAINS(r.out, c.needle);
+    EXPECT_FALSE(fs::exists(p("x_names"))) << c.args;
+  }
+}
+
+TEST_F(BadInput, BrokenTrainerStateOrConfigInACheckpoint) {
+  const std::string a = checkpoint_copy("ck_state");
+  write_bytes(fs::path(a) / "trainer_state.json", "{}");
+  Result r = run("train --resume " + a);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_CONTAINS(r.out, "trainer_state.json: not a snip trainer state");
+  const std::string b = checkpoint_copy("ck_config");
+  write_bytes(fs::path(b) / "config.json", "{\"hidden_size\":");
+  r = run("eval --checkpoint " + b);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_CONTAINS(r.out, b + "/config.json: not valid JSON");
+}
+
+TEST_F(BadInput, ImportAndShowRefuseWhatTheyCannotUse) {
+  fs::copy_file(p("good.db"), p("imp.db"), fs::copy_options::overwrite_existing);
+  write_bytes(p("plan9.json"), R"({"format":"snip-plan/9","layers":{}})");
+  Result r = run("import --db " + p("imp.db") + " " + p("plan9.json"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_CONTAINS(r.out, "format \"snip-plan/9\" cannot be imported (expected snip-plan/1 or snip-stats/1)");
+  write_bytes(p("array.json"), "[1,2]");
+  r = run("import --db " + p("imp.db") + " " + p("array.json"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_CONTAINS(r.out, "no \"format\" member");
+  r = run("show --db " + p("imp.db") + " --run 42");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_CONTAINS(r.out, "run 42 does not exist (list runs with `snip runs --db");
+}
+
 // BUG (found in this pass): app/cmd_train.cpp turns a negative --steps into the default 500
 // (`c.steps = o.steps > 0 ? o.steps : 500;`) and trains for minutes instead of refusing it.
 TEST_F(BadInput, DISABLED_NegativeStepsAreRefused) {
