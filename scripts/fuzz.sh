@@ -3,7 +3,9 @@
 # clang + ASan + UBSan in build-fuzz, runs each for SECONDS (default 60) on a copy of its seed
 # corpus (tests/fuzz/corpus/<target>/), and prints one table row per target: executions, time,
 # corpus growth, and the crash file if it found one. Exit status 1 when any target crashed.
-#   scripts/fuzz.sh [SECONDS]     env: SNIP_FUZZ_TARGETS="plan stats" to run a subset, JOBS=2
+#   scripts/fuzz.sh [SECONDS]     env: SNIP_FUZZ_TARGETS="plan stats" to run a subset, JOBS=2 (build),
+#   SNIP_FUZZ_KEEP_GOING=1 to keep fuzzing after a crash (libFuzzer -fork=1 -ignore_crashes=1) and
+#   report the distinct crash messages, to see what else hides behind a known bug.
 set -euo pipefail
 seconds="${1:-60}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +23,8 @@ ninja -C "$build" -j "$jobs" "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+keep_going=()
+if [ "${SNIP_FUZZ_KEEP_GOING:-0}" = 1 ]; then keep_going=(-fork=1 -ignore_crashes=1); fi
 rows=()
 status=0
 for t in "${targets[@]}"; do
@@ -32,7 +36,7 @@ for t in "${targets[@]}"; do
   start=$(date +%s)
   set +e
   "$build/tests/fuzz/fuzz_$t" "$work/corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=131072 -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$work/log.txt" 2>&1
+    -max_len=131072 -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${keep_going[@]}" >"$work/log.txt" 2>&1
   rc=$?
   set -e
   took=$(( $(date +%s) - start ))
@@ -40,10 +44,12 @@ for t in "${targets[@]}"; do
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$work/log.txt" | tail -1 | tr -d '#')
   finds=$(ls "$work/corpus" | wc -l)
   crash=$(ls "$work/artifacts" 2>/dev/null | head -1)
+  ncrash=$(ls "$work/artifacts" 2>/dev/null | wc -l)
   if [ "$rc" -ne 0 ] || [ -n "$crash" ]; then
     status=1
-    result="CRASH rc=$rc ${crash:+$work/artifacts/$crash}"
-    grep -m3 -E 'ERROR|runtime error|terminate|SUMMARY' "$work/log.txt" || true
+    result="CRASH rc=$rc, $ncrash crash file(s) ${crash:+e.g. $work/artifacts/$crash}"
+    # The distinct causes (uncaught exception text, sanitizer summary), most frequent first.
+    grep -E '^ +what\(\)|^SUMMARY|runtime error' "$work/log.txt" | sed -E "s/'[^']*'/'…'/g" | sort | uniq -c | sort -rn | head -5 || true
   else
     result="clean"
   fi
