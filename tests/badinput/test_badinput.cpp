@@ -302,8 +302,9 @@ TEST_F(BadInput, DISABLED_NegativeStepsAreRefused) {
   EXPECT_FALSE(fs::exists(p("x_neg")));
 }
 
-// BUG (found in this pass): the trainer accepts --clip -1, --beta1 1.5 and --save-every -1
-// silently (engine/train/src/trainer.cpp validates lr, warmup, batch and steps only).
+// BUG (found in this pass): `snip train` accepts --beta1 1.5 / --beta2 -0.5 (a meaningless
+// AdamW), --clip -1 (silently no clipping; the help says 0 disables) and --save-every -1
+// (silently never): engine/train/src/trainer.cpp validates lr, warmup, batch and steps only.
 TEST_F(BadInput, DISABLED_OutOfRangeOptimizerOptionsAreRefused) {
   for (const char* opt : {"--clip -1", "--beta1 1.5", "--beta2 -0.5", "--save-every -1"}) {
     const Result r = run(std::string("train --preset tiny --batch-size 2 --seq-len 16 --steps 1 ") + opt +
