@@ -5,9 +5,13 @@
 - collect_stats: one SNIP statistics round (METHOD.md section 4) -> `snip-stats/1`.
 - Replanner: collect, `snip solve`, apply the new plan at a step boundary.
 """
-from .formats import RngKey, bf16_round, round_elem  # noqa: F401
-from .quant import QuantSpec, QuantError, fake_quantize, recipe_spec  # noqa: F401
-from .plan import apply_plan, current_plan, read_plan, set_step, uniform_plan  # noqa: F401,E402
-from .qlinear import QuantLinear, RecipeOptions  # noqa: F401,E402
-from .stats import collect_stats, write_stats  # noqa: F401,E402
-from .replan import Replanner  # noqa: F401,E402
+from .formats import RngKey, bf16_round, round_elem
+from .plan import apply_plan, current_plan, read_plan, set_step, uniform_plan
+from .qlinear import QuantLinear, RecipeOptions
+from .quant import QuantError, QuantSpec, fake_quantize, recipe_spec
+from .replan import Replanner
+from .stats import collect_stats, write_stats
+
+__all__ = ["RngKey", "bf16_round", "round_elem", "apply_plan", "current_plan", "read_plan", "set_step",
+           "uniform_plan", "QuantLinear", "RecipeOptions", "QuantError", "QuantSpec", "fake_quantize",
+           "recipe_spec", "Replanner", "collect_stats", "write_stats"]

@@ -9,7 +9,7 @@ Shapes: X (T,K) activations, W (N,K) weight, Y/dY (T,N), dX (T,K), dW (N,K).
   wgrad  dW = Q(dY)ᵀ·Q(X)  reduction over T
 """
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 from torch import nn

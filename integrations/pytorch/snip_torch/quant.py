@@ -6,7 +6,6 @@ block is block_rows × block_cols with 0 meaning "the whole dimension" ({0, 0} i
 partial blocks at the edges are blocks of their own.
 """
 from dataclasses import dataclass, replace
-from typing import Optional
 
 import torch
 

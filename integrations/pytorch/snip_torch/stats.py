@@ -26,7 +26,7 @@ import torch.nn.functional as Fn
 from torch import nn
 
 from . import qlinear as QL
-from .plan import LAYER_TYPES, linear_layers, unwrap
+from .plan import linear_layers, unwrap
 from .qlinear import GemmContext, QuantLinear, RecipeOptions
 
 GEMM_OPERANDS = (  # key, operand tensor, GEMM, role

@@ -2,7 +2,6 @@
 bit, for every element format, recipe, operand role, E8M0 scale mode and rounding (stochastic
 too: both sides use the same counter-based RNG), on random and adversarial tensors."""
 import json
-import os
 import subprocess
 import sys
 import tempfile
