@@ -12,6 +12,13 @@ except ImportError as e:
     print(f"SKIP: {e}; install Debian's python3-torch (scripts/setup.sh) to run the snip_torch tests")
     sys.exit(77)
 
+import os  # noqa: E402
+
+snip_bin = os.environ.get("SNIP_BIN")
+if snip_bin and not os.access(snip_bin, os.X_OK):  # CTest sets it: a missing build is a failure, not a skip
+    print(f"FAIL: SNIP_BIN={snip_bin} is not an executable; build it first (ninja -C <build> snip)")
+    sys.exit(1)
+
 root = Path(__file__).resolve().parents[2] / "integrations" / "pytorch"
 sys.path.insert(0, str(root))
 sys.path.insert(0, str(root / "tests"))
