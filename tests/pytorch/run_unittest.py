@@ -1,6 +1,7 @@
 """CTest driver for the snip_torch Python tests: exits 77 (CTest SKIP_RETURN_CODE) only when
 torch itself cannot be imported, otherwise runs the named unittest modules of
 integrations/pytorch/tests and exits with their status."""
+import os
 import sys
 import unittest
 from pathlib import Path
@@ -11,8 +12,6 @@ try:
 except ImportError as e:
     print(f"SKIP: {e}; install Debian's python3-torch (scripts/setup.sh) to run the snip_torch tests")
     sys.exit(77)
-
-import os  # noqa: E402
 
 snip_bin = os.environ.get("SNIP_BIN")
 if snip_bin and not os.access(snip_bin, os.X_OK):  # CTest sets it: a missing build is a failure, not a skip
