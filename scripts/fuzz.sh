@@ -40,8 +40,9 @@ for t in "${targets[@]}"; do
   rc=$?
   set -e
   took=$(( $(date +%s) - start ))
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log.txt" | grep -o '[0-9]*$' | tail -1)
-  [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$work/log.txt" | tail -1 | tr -d '#')
+  # (|| true: a log without these lines must not end the script under pipefail)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/log.txt" | grep -o '[0-9]*$' | tail -1 || true)
+  [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$work/log.txt" | tail -1 | tr -d '#' || true)
   finds=$(ls "$work/corpus" | wc -l)
   crash=$(ls "$work/artifacts" 2>/dev/null | head -1)
   ncrash=$(ls "$work/artifacts" 2>/dev/null | wc -l)
