@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "command.h"
 #include "snip/checkpoint.h"
@@ -83,8 +82,8 @@ void run_eval(const EvalOptions& o) {
     loader.next(in.data(), tgt.data());
     const double loss = model.forward(in.data(), tgt.data());
     if (!std::isfinite(loss))
-      throw snip::Error("batch " + std::to_string(i) + ": loss is not finite (first non-finite tensor: " +
-                        model.first_nonfinite_activation() + ")");
+      throw snip::Error("batch " + std::to_string(i) +
+                        ": loss is not finite (first non-finite tensor: " + model.first_nonfinite_activation() + ")");
     sum += loss;
     if (!o.grads_out.empty()) model.backward(1.0 / double(n));  // gradient of the mean loss
   }
@@ -92,10 +91,11 @@ void run_eval(const EvalOptions& o) {
   const int64_t tokens = n * B * T;
   if (!o.grads_out.empty()) snip::write_model_grads(o.grads_out, model);
   if (o.json) {
-    nlohmann::json j{{"loss", mean},        {"tokens", tokens},   {"batches", n},
-                     {"batch_size", B},     {"seq_len", T},       {"checkpoint", o.checkpoint},
-                     {"data", data.source}, {"split", o.split},   {"recipe", recipe},
-                     {"precision", o.plan.empty() ? o.precision : "plan:" + o.plan}};
+    nlohmann::json j{{"loss", mean},        {"tokens", tokens},
+                     {"batches", n},        {"batch_size", B},
+                     {"seq_len", T},        {"checkpoint", o.checkpoint},
+                     {"data", data.source}, {"split", o.split},
+                     {"recipe", recipe},    {"precision", o.plan.empty() ? o.precision : "plan:" + o.plan}};
     if (!o.grads_out.empty()) j["grads_out"] = o.grads_out;
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -107,8 +107,9 @@ void run_eval(const EvalOptions& o) {
 
 void setup_eval(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
-  auto* cmd = app.add_subcommand("eval", "Mean loss of a checkpoint on sequential batches (llm.c convention), "
-                                         "optionally with every parameter's gradient");
+  auto* cmd = app.add_subcommand("eval",
+                                 "Mean loss of a checkpoint on sequential batches (llm.c convention), "
+                                 "optionally with every parameter's gradient");
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint directory (config.json + model.safetensors)")->required();
   cmd->add_option("--data", o->data, "Text or llm.c token file; default: the bundled corpus");
   cmd->add_option("--split", o->split, "Which part of the stream: all (default), train or val (the last 5%)");

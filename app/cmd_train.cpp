@@ -10,10 +10,9 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "snip/error.h"
@@ -53,10 +52,10 @@ struct TrainOptions {
 };
 
 // Options that define a run; on --resume they come from the checkpoint.
-const char* const kRunDefiningOptions[] = {"--data",   "--tokenizer", "--batch-size",   "--seq-len", "--grad-accum",
-                                           "--lr",     "--lr-min",    "--warmup",       "--schedule", "--weight-decay",
-                                           "--beta1",  "--beta2",     "--clip",         "--precision", "--recipe",
-                                           "--seed",   "--eval-every", "--eval-batches"};
+const char* const kRunDefiningOptions[] = {"--data",  "--tokenizer",  "--batch-size",  "--seq-len",   "--grad-accum",
+                                           "--lr",    "--lr-min",     "--warmup",      "--schedule",  "--weight-decay",
+                                           "--beta1", "--beta2",      "--clip",        "--precision", "--recipe",
+                                           "--seed",  "--eval-every", "--eval-batches"};
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) {
@@ -89,9 +88,14 @@ class Progress {
     smoothed_tps_ = smoothed_tps_ == 0 ? m.tokens_per_s : 0.9 * smoothed_tps_ + 0.1 * m.tokens_per_s;
     if (m.val_loss) last_val_ = *m.val_loss;
     if (json_) {
-      nlohmann::json j{{"step", m.step},         {"total_steps", m.total_steps}, {"train_loss", m.train_loss},
-                       {"lr", m.lr},             {"grad_norm", m.grad_norm},     {"tokens_per_s", m.tokens_per_s},
-                       {"fp4_fraction", m.fp4_fraction}, {"tokens_seen", m.tokens_seen}};
+      nlohmann::json j{{"step", m.step},
+                       {"total_steps", m.total_steps},
+                       {"train_loss", m.train_loss},
+                       {"lr", m.lr},
+                       {"grad_norm", m.grad_norm},
+                       {"tokens_per_s", m.tokens_per_s},
+                       {"fp4_fraction", m.fp4_fraction},
+                       {"tokens_seen", m.tokens_seen}};
       if (m.val_loss) j["val_loss"] = *m.val_loss;
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
@@ -168,8 +172,8 @@ void run_train(const TrainOptions& o) {
   const auto& cfg = trainer->config();
   if (!o.json)
     std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
-                 (long long)trainer->model().num_params(), trainer->data().source.c_str(), cfg.batch_size,
-                 cfg.seq_len, cfg.grad_accum, (long long)cfg.steps,
+                 (long long)trainer->model().num_params(), trainer->data().source.c_str(), cfg.batch_size, cfg.seq_len,
+                 cfg.grad_accum, (long long)cfg.steps,
                  cfg.plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
                                          : ("plan " + cfg.plan.method + ", recipe " + cfg.recipe).c_str(),
                  out.c_str());

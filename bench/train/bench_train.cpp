@@ -13,11 +13,10 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/atomic_file.h"
 #include "snip/llama.h"
@@ -53,8 +52,8 @@ struct StepRig {
   explicit StepRig(snip::Precision p) {
     model.init_weights(1);
     model.set_recipe(snip::Recipe::named("snip"));
-    model.set_precisions(std::vector<snip::LinearPrecision>(size_t(7 * cfg.num_hidden_layers),
-                                                            snip::LinearPrecision::uniform(p)));
+    model.set_precisions(
+        std::vector<snip::LinearPrecision>(size_t(7 * cfg.num_hidden_layers), snip::LinearPrecision::uniform(p)));
     std::mt19937_64 rng(2);
     in.resize(size_t(kB) * kT), tgt.resize(in.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t(rng() % 256), tgt[i] = int32_t(rng() % 256);
@@ -150,16 +149,18 @@ int main(int argc, char** argv) {
     const int64_t L = cfg.num_hidden_layers, NH = cfg.num_attention_heads, HD = cfg.head_dim();
     const int64_t KD = int64_t(cfg.num_key_value_heads) * HD, V = cfg.vocab_size;
     // What backward needs per block: R, ln1, q, k, v, probs, att, M, ln2, gate, up, h (+ final norm, logits, probs)
-    const int64_t acts = L * (BT * (4 * C + NH * HD * 2 + 2 * KD + 3 * F) + int64_t(kB) * NH * kT * kT) + BT * (C + 2 * V);
+    const int64_t acts =
+        L * (BT * (4 * C + NH * HD * 2 + 2 * KD + 3 * F) + int64_t(kB) * NH * kT * kT) + BT * (C + 2 * V);
     const double theory = 4.0 * double(4 * P + acts);
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     const double peak = double(ru.ru_maxrss) * 1024.0;
     const auto mu = rig.model.memory_use();
-    std::printf("memory: peak RSS %.1f MB; theoretical params+grads+AdamW+activations %.1f MB; ratio %.2f "
-                "(arenas: params %.1f, grads %.1f, activations %.1f, backward buffers %.1f MB)\n",
-                peak / 1e6, theory / 1e6, peak / theory, mu.params / 1e6, mu.grads / 1e6, mu.activations / 1e6,
-                mu.backward / 1e6);
+    std::printf(
+        "memory: peak RSS %.1f MB; theoretical params+grads+AdamW+activations %.1f MB; ratio %.2f "
+        "(arenas: params %.1f, grads %.1f, activations %.1f, backward buffers %.1f MB)\n",
+        peak / 1e6, theory / 1e6, peak / theory, mu.params / 1e6, mu.grads / 1e6, mu.activations / 1e6,
+        mu.backward / 1e6);
   }
 
   // PyTorch reference, same model/batch/seq len.

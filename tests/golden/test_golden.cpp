@@ -5,9 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
@@ -19,9 +18,9 @@ namespace {
 
 const std::string kDir = SNIP_GOLDEN_DIR "/tiny";
 // float32 engine vs float64 reference
-constexpr double kLossTolF32 = 2e-5;          // absolute, on a loss of ~4.8
-constexpr double kLogitRelTolF32 = 1e-5;      // max |Δ| / max |logit|
-constexpr double kGradRelL2TolF32 = 1e-5;     // per tensor ‖Δg‖/‖g‖
+constexpr double kLossTolF32 = 2e-5;       // absolute, on a loss of ~4.8
+constexpr double kLogitRelTolF32 = 1e-5;   // max |Δ| / max |logit|
+constexpr double kGradRelL2TolF32 = 1e-5;  // per tensor ‖Δg‖/‖g‖
 // Weights after 3 AdamW steps at lr 1e-2: Adam divides by sqrt(v), so elements whose gradient is
 // almost zero amplify float32 noise in the gradient up to a fraction of lr; bound the worst
 // element by 3% of one step and the typical one through the relative L2 of the updates.
@@ -52,9 +51,11 @@ struct Golden {
   }
 };
 
-template <class R> double rel_l2(const R* a, const std::vector<float>& b) {
+template <class R>
+double rel_l2(const R* a, const std::vector<float>& b) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(b[i]) * b[i];
+  for (size_t i = 0; i < b.size(); ++i)
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(b[i]) * b[i];
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
@@ -69,7 +70,8 @@ TEST(Golden, ForwardAndGradientsMatchPyTorch) {
   const auto logits = g.tensor("logits", {int64_t(g.B) * g.T, V});
   double max_diff = 0, max_abs = 0;
   for (size_t i = 0; i < logits.size(); ++i)
-    max_diff = std::max(max_diff, std::fabs(double(m.logits()[i]) - logits[i])), max_abs = std::max(max_abs, std::fabs(double(logits[i])));
+    max_diff = std::max(max_diff, std::fabs(double(m.logits()[i]) - logits[i])),
+    max_abs = std::max(max_abs, std::fabs(double(logits[i])));
   EXPECT_LT(max_diff / max_abs, kLogitRelTolF32);
   m.backward();
   for (const auto& t : m.param_tensors()) {

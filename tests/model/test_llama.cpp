@@ -13,7 +13,7 @@
 namespace {
 
 constexpr double kFdStep = 1e-5;
-constexpr double kFdTol = 1e-6;          // double model vs central differences (abs + rel)
+constexpr double kFdTol = 1e-6;            // double model vs central differences (abs + rel)
 constexpr double kFloatGradRelTol = 2e-4;  // float path vs double path, per tensor, relative L2
 constexpr double kFloatLossTol = 1e-5;
 
@@ -32,7 +32,8 @@ void random_tokens(std::vector<int32_t>& in, std::vector<int32_t>& tgt, int n, i
 }
 
 // Perturbs norm weights away from 1 so their gradients are exercised in a generic point.
-template <class R> void jitter_norms(snip::LlamaModel<R>& m, uint64_t seed) {
+template <class R>
+void jitter_norms(snip::LlamaModel<R>& m, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.5, 1.5);
   for (const auto& t : m.param_tensors())
@@ -188,7 +189,8 @@ TEST(Hooks, ResidualLossAndProbeBackward) {
       ASSERT_NEAR(m.probe_residual_grad(b)[i], 3 * m.residual_grad(b)[i], 1e-12);
       ASSERT_NEAR(m.probe_residual_mid_grad(b)[i], 3 * m.residual_mid_grad(b)[i], 1e-12);
     }
-  for (int64_t i = 0; i < m.num_params(); ++i) ASSERT_EQ(m.grad_data()[i], grads[size_t(i)]) << "parameter grads changed";
+  for (int64_t i = 0; i < m.num_params(); ++i)
+    ASSERT_EQ(m.grad_data()[i], grads[size_t(i)]) << "parameter grads changed";
 }
 
 TEST(Hooks, RetainingIntermediatesDoesNotChangeTheStep) {
@@ -202,9 +204,9 @@ TEST(Hooks, RetainingIntermediatesDoesNotChangeTheStep) {
   EXPECT_EQ(a.forward(in.data(), tgt.data()), b.forward(in.data(), tgt.data()));
   a.backward(), b.backward();
   for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.grad_data()[i], b.grad_data()[i]);
-  EXPECT_EQ(a.linear(0).dY, nullptr);   // not retained: no per-layer gradients
-  EXPECT_EQ(a.linear(6).Y, nullptr);    // down_proj output is a scratch slot
-  EXPECT_NE(a.linear(4).Y, nullptr);    // gate output is needed by backward anyway
+  EXPECT_EQ(a.linear(0).dY, nullptr);  // not retained: no per-layer gradients
+  EXPECT_EQ(a.linear(6).Y, nullptr);   // down_proj output is a scratch slot
+  EXPECT_NE(a.linear(4).Y, nullptr);   // gate output is needed by backward anyway
   EXPECT_NE(b.linear(0).dY, nullptr);
   EXPECT_GT(double(b.memory_use().backward), 1.5 * double(a.memory_use().backward));
 }

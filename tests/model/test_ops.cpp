@@ -12,8 +12,8 @@
 namespace {
 
 using Vec = std::vector<double>;
-constexpr double kStep = 1e-6;     // central-difference step
-constexpr double kRelTol = 1e-6;   // |analytic − numeric| ≤ kRelTol·(1 + |numeric|) per element
+constexpr double kStep = 1e-6;    // central-difference step
+constexpr double kRelTol = 1e-6;  // |analytic − numeric| ≤ kRelTol·(1 + |numeric|) per element
 
 Vec randn(size_t n, uint64_t seed, double scale = 1.0) {
   std::mt19937_64 rng(seed);
@@ -60,7 +60,8 @@ TEST(OpsGrad, RmsNorm) {
   check_grad("rmsnorm dw", w, loss, dw);
   // accumulate adds on top of what is there
   Vec dx2(BT * C, 1.0);
-  snip::ops::rmsnorm_backward(dx2.data(), static_cast<double*>(nullptr), dy.data(), x.data(), w.data(), rstd.data(), BT, C, true);
+  snip::ops::rmsnorm_backward(dx2.data(), static_cast<double*>(nullptr), dy.data(), x.data(), w.data(), rstd.data(), BT,
+                              C, true);
   for (int i = 0; i < BT * C; ++i) EXPECT_NEAR(dx2[i], dx[i] + 1.0, 1e-12);
 }
 

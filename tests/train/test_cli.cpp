@@ -8,11 +8,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/atomic_file.h"
 #include "snip/safetensors.h"
@@ -53,7 +52,8 @@ struct TempDir {
 };
 
 // A constant schedule without warmup: extending a run with --steps on resume keeps its learning rates.
-const std::string kTiny = "--preset tiny --batch-size 2 --seq-len 32 --eval-every 0 --seed 3 --schedule constant --warmup 0";
+const std::string kTiny =
+    "--preset tiny --batch-size 2 --seq-len 32 --eval-every 0 --seed 3 --schedule constant --warmup 0";
 
 TEST(Cli, TrainJsonLinesResumeAndEval) {
   TempDir d;
@@ -77,8 +77,8 @@ TEST(Cli, TrainJsonLinesResumeAndEval) {
   const Result straight = run("train " + kTiny + " --steps 6 --json --precision fp32 --out " + (d / "b"));
   ASSERT_EQ(straight.status, 0) << straight.out;
   const Result e1 = run("eval --checkpoint " + (d / "a") + " --batch-size 2 --seq-len 32 --batches 3 --json");
-  const Result e2 = run("eval --checkpoint " + (d / "b") + " --batch-size 2 --seq-len 32 --batches 3 --json --grads-out " +
-                        (d / "g.safetensors"));
+  const Result e2 = run("eval --checkpoint " + (d / "b") +
+                        " --batch-size 2 --seq-len 32 --batches 3 --json --grads-out " + (d / "g.safetensors"));
   ASSERT_EQ(e1.status, 0) << e1.out;
   ASSERT_EQ(e2.status, 0) << e2.out;
   const auto j1 = nlohmann::json::parse(e1.out), j2 = nlohmann::json::parse(e2.out);

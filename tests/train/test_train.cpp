@@ -1,7 +1,6 @@
 // Trainer tests: schedules and clipping, checkpoint round trip, bit-exact resume, precision
 // plans (FP4 changes the loss, BF16 stays within rounding), NaN handling, stop and set_plan.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -36,8 +35,8 @@ struct TempDir {
 
 // A small English-like text corpus (deterministic), so the tests do not depend on the bundled one.
 std::string write_corpus(const TempDir& dir) {
-  const char* words[] = {"the", "lord", "said", "unto", "moses", "and", "he", "went", "up", "into", "mountain",
-                         "of", "god", "light", "was", "good", "earth", "heaven", "water", "day", "night"};
+  const char* words[] = {"the", "lord", "said",  "unto", "moses", "and",   "he",     "went",  "up",  "into", "mountain",
+                         "of",  "god",  "light", "was",  "good",  "earth", "heaven", "water", "day", "night"};
   std::mt19937_64 rng(42);
   std::string text;
   while (text.size() < 60000) {
@@ -277,7 +276,8 @@ TEST(Precision, Fp4ChangesTheLossBf16StaysWithinRounding) {
   val.next(in.data(), tgt.data());
   const auto dims = cfg.model.dims();
   auto loss_at = [&](snip::Precision p) {
-    m.set_precisions(std::vector<snip::LinearPrecision>(size_t(7 * dims.num_layers), snip::LinearPrecision::uniform(p)));
+    m.set_precisions(
+        std::vector<snip::LinearPrecision>(size_t(7 * dims.num_layers), snip::LinearPrecision::uniform(p)));
     return m.forward(in.data(), tgt.data());
   };
   const double l32 = loss_at(snip::Precision::fp32);

@@ -35,7 +35,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
 }
 
 // Sizes the arena from a list of named views, then points each view into it (llm.c style).
-template <class R> struct ArenaLayout {
+template <class R>
+struct ArenaLayout {
   std::vector<std::pair<R**, int64_t>> views;
   void add(R*& p, int64_t n) { views.push_back({&p, n}); }
   int64_t total() const {
@@ -52,7 +53,8 @@ template <class R> struct ArenaLayout {
   }
 };
 
-template <class R> bool all_finite(const R* p, int64_t n) {
+template <class R>
+bool all_finite(const R* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i])) return false;
   return true;
@@ -68,20 +70,29 @@ static LinearShape linear_shape(const ModelConfig& c, int type) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, HD = c.head_dim();
   const int64_t QD = c.num_attention_heads * HD, KD = c.num_key_value_heads * HD;
   switch (type) {
-    case 0: return {QD, C};  // q
-    case 1: return {KD, C};  // k
-    case 2: return {KD, C};  // v
-    case 3: return {C, QD};  // o
-    case 4: return {F, C};   // gate
-    case 5: return {F, C};   // up
-    default: return {C, F};  // down
+    case 0:
+      return {QD, C};  // q
+    case 1:
+      return {KD, C};  // k
+    case 2:
+      return {KD, C};  // v
+    case 3:
+      return {C, QD};  // o
+    case 4:
+      return {F, C};  // gate
+    case 5:
+      return {F, C};  // up
+    default:
+      return {C, F};  // down
   }
 }
 
-template <class R> LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T) {
+template <class R>
+LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, int T) : config_(config), B_(B), T_(T) {
   config_.validate("model config");
-  if (B <= 0 || T <= 0) throw Error("batch size and sequence length must be positive (got B=" + std::to_string(B) +
-                                    ", T=" + std::to_string(T) + ")");
+  if (B <= 0 || T <= 0)
+    throw Error("batch size and sequence length must be positive (got B=" + std::to_string(B) +
+                ", T=" + std::to_string(T) + ")");
   if (T > config_.max_position_embeddings)
     throw Error("sequence length " + std::to_string(T) + " exceeds max_position_embeddings = " +
                 std::to_string(config_.max_position_embeddings) + "; use a shorter --seq-len or a larger config");
@@ -140,9 +151,11 @@ template <class R> LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, i
 #endif
 }
 
-template <class R> LlamaModel<R>::~LlamaModel() = default;
+template <class R>
+LlamaModel<R>::~LlamaModel() = default;
 
-template <class R> void LlamaModel<R>::alloc_activations() {
+template <class R>
+void LlamaModel<R>::alloc_activations() {
   const int L = config_.num_hidden_layers, Lr = retain_ ? L : 1;
   const int64_t C = config_.hidden_size, F = config_.intermediate_size, V = config_.vocab_size;
   const int64_t HD = config_.head_dim(), NH = config_.num_attention_heads, KVH = config_.num_key_value_heads;
@@ -185,10 +198,10 @@ template <class R> void LlamaModel<R>::alloc_activations() {
   a.add(x.rope_sin, int64_t(T) * HD / 2);
   act_mem_ = a.allocate(&act_count_);
   ops::rope_table(x.rope_cos, x.rope_sin, T, int(HD), config_.rope_theta);
-
 }
 
-template <class R> void LlamaModel<R>::set_retain_intermediates(bool retain) {
+template <class R>
+void LlamaModel<R>::set_retain_intermediates(bool retain) {
   if (retain == retain_) return;
   retain_ = retain;
   alloc_activations();
@@ -196,7 +209,8 @@ template <class R> void LlamaModel<R>::set_retain_intermediates(bool retain) {
   have_forward_ = false;
 }
 
-template <class R> void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
+template <class R>
+void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
   // full: every layer keeps its dY, dX and residual gradients (hooks); otherwise one layer's
   // worth of buffers is reused (dres alternates between two slots: ∂/∂R_{l+1} is read while ∂/∂R_l is written).
   const int L = full ? config_.num_hidden_layers : 1;
@@ -217,13 +231,15 @@ template <class R> void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
   bb.mem = a.allocate(&bb.count);
 }
 
-template <class R> const ParamTensor* LlamaModel<R>::find_param(const std::string& name) const {
+template <class R>
+const ParamTensor* LlamaModel<R>::find_param(const std::string& name) const {
   for (const auto& t : tensors_)
     if (t.name == name) return &t;
   return nullptr;
 }
 
-template <class R> void LlamaModel<R>::init_weights(uint64_t seed) {
+template <class R>
+void LlamaModel<R>::init_weights(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 0.02);
   for (const auto& t : tensors_) {
@@ -233,11 +249,13 @@ template <class R> void LlamaModel<R>::init_weights(uint64_t seed) {
   }
 }
 
-template <class R> void LlamaModel<R>::zero_grads() {
+template <class R>
+void LlamaModel<R>::zero_grads() {
   std::fill(grad_mem_.get(), grad_mem_.get() + num_params_, R(0));
 }
 
-template <class R> void LlamaModel<R>::set_precisions(const std::vector<LinearPrecision>& per_layer) {
+template <class R>
+void LlamaModel<R>::set_precisions(const std::vector<LinearPrecision>& per_layer) {
   if (int(per_layer.size()) != num_linear_layers())
     throw Error("precision plan has " + std::to_string(per_layer.size()) + " layers, the model has " +
                 std::to_string(num_linear_layers()) + " — was the plan resolved against another config?");
@@ -254,7 +272,8 @@ template <class R> void LlamaModel<R>::set_precisions(const std::vector<LinearPr
   precisions_ = per_layer;
 }
 
-template <class R> void LlamaModel<R>::set_recipe(const Recipe& recipe) {
+template <class R>
+void LlamaModel<R>::set_recipe(const Recipe& recipe) {
 #ifdef SNIP_HAVE_NUMERICS
   recipe_ = std::make_unique<Recipe>(recipe);
 #endif
@@ -316,7 +335,8 @@ void LlamaModel<R>::linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int6
   SNIP_ASSERT(false);
 }
 
-template <class R> R* LlamaModel<R>::dres_slot(BackBufs& bb, int b) const {
+template <class R>
+R* LlamaModel<R>::dres_slot(BackBufs& bb, int b) const {
   return bb.dres + (bb.full ? b : (b & 1)) * int64_t(B_) * T_ * config_.hidden_size;
 }
 
@@ -330,7 +350,8 @@ void LlamaModel<R>::final_head_forward(R* lnf, R* rstd, R* logits, R* probs, R* 
   *loss = ops::crossentropy_forward(probs, losses, logits, targets_.data(), BT, int(V));
 }
 
-template <class R> double LlamaModel<R>::forward(const int32_t* inputs, const int32_t* targets) {
+template <class R>
+double LlamaModel<R>::forward(const int32_t* inputs, const int32_t* targets) {
   const int L = config_.num_hidden_layers;
   const int64_t C = config_.hidden_size, F = config_.intermediate_size, V = config_.vocab_size;
   const int NH = config_.num_attention_heads, KVH = config_.num_key_value_heads, HD = config_.head_dim();
@@ -390,7 +411,8 @@ template <class R> double LlamaModel<R>::forward(const int32_t* inputs, const in
 
 // ---- backward: the forward in reverse ----
 
-template <class R> void LlamaModel<R>::backward(double dloss) {
+template <class R>
+void LlamaModel<R>::backward(double dloss) {
   SNIP_ASSERT_MSG(have_forward_, "backward() needs a forward() first");
   const int L = config_.num_hidden_layers;
   const int64_t C = config_.hidden_size, V = config_.vocab_size, BT = int64_t(B_) * T_;
@@ -398,7 +420,7 @@ template <class R> void LlamaModel<R>::backward(double dloss) {
   // d(mean CE)/dlogits = (softmax − onehot)/BT; s_probs serves as the dlogits buffer.
   R* dlogits = a.s_probs;
   ops::crossentropy_backward(dlogits, a.probs_ce, targets_.data(), BT, int(V), dloss / double(BT));
-  gemm(true, false, V, C, BT, R(1), dlogits, V, a.lnf, C, R(1), grads_.lm_head, C);    // dW_head += dlogitsᵀ·lnf
+  gemm(true, false, V, C, BT, R(1), dlogits, V, a.lnf, C, R(1), grads_.lm_head, C);     // dW_head += dlogitsᵀ·lnf
   gemm(false, false, BT, C, V, R(1), dlogits, V, params_.lm_head, C, R(0), a.dlnf, C);  // dlnf = dlogits·W_head
   ops::rmsnorm_backward(dres_slot(main_, L), grads_.final_norm, a.dlnf, a.res + L * BT * C, params_.final_norm,
                         a.lnf_rstd, BT, int(C), /*accumulate=*/false);
@@ -406,7 +428,8 @@ template <class R> void LlamaModel<R>::backward(double dloss) {
   ops::embedding_backward(grads_.embed, dres_slot(main_, 0), inputs_.data(), BT, int(C));
 }
 
-template <class R> void LlamaModel<R>::backward_blocks(BackBufs& bb, bool weight_grads) {
+template <class R>
+void LlamaModel<R>::backward_blocks(BackBufs& bb, bool weight_grads) {
   const int L = config_.num_hidden_layers;
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int NH = config_.num_attention_heads, KVH = config_.num_key_value_heads, HD = config_.head_dim();
@@ -478,7 +501,8 @@ template <class R> void LlamaModel<R>::backward_blocks(BackBufs& bb, bool weight
 
 // ---- hooks ----
 
-template <class R> LinearView<R> LlamaModel<R>::linear(int index) const {
+template <class R>
+LinearView<R> LlamaModel<R>::linear(int index) const {
   SNIP_ASSERT(index >= 0 && index < num_linear_layers());
   const int l = index / 7, t = index % 7;
   const LinearShape s = linear_shape(config_, t);
@@ -504,14 +528,16 @@ template <class R> LinearView<R> LlamaModel<R>::linear(int index) const {
   return v;
 }
 
-template <class R> LinearView<R> LlamaModel<R>::linear(const std::string& module_name) const {
+template <class R>
+LinearView<R> LlamaModel<R>::linear(const std::string& module_name) const {
   for (int i = 0; i < num_linear_layers(); ++i)
     if (layer_names_[size_t(i)] == module_name) return linear(i);
   throw Error("the model has no linear layer \"" + module_name + "\" (it has " +
               std::to_string(config_.num_hidden_layers) + " blocks; names look like model.layers.0.self_attn.q_proj)");
 }
 
-template <class R> LinearView<R> LlamaModel<R>::probe_linear(int index) const {
+template <class R>
+LinearView<R> LlamaModel<R>::probe_linear(int index) const {
   SNIP_ASSERT_MSG(probe_.mem != nullptr, "probe_linear() needs backward_from_residual() first");
   LinearView<R> v = linear(index);
   const int l = index / 7, t = index % 7;
@@ -522,34 +548,41 @@ template <class R> LinearView<R> LlamaModel<R>::probe_linear(int index) const {
   return v;
 }
 
-template <class R> const R* LlamaModel<R>::residual(int b) const {
+template <class R>
+const R* LlamaModel<R>::residual(int b) const {
   SNIP_ASSERT(b >= 0 && b <= config_.num_hidden_layers);
   return acts_.res + b * int64_t(B_) * T_ * config_.hidden_size;
 }
-template <class R> const R* LlamaModel<R>::residual_mid(int b) const {
+template <class R>
+const R* LlamaModel<R>::residual_mid(int b) const {
   SNIP_ASSERT(b >= 0 && b < config_.num_hidden_layers);
   return acts_.mid + b * int64_t(B_) * T_ * config_.hidden_size;
 }
-template <class R> const R* LlamaModel<R>::residual_grad(int b) const {
+template <class R>
+const R* LlamaModel<R>::residual_grad(int b) const {
   SNIP_ASSERT_MSG(main_.full, "residual_grad() needs set_retain_intermediates(true)");
   SNIP_ASSERT(b >= 0 && b <= config_.num_hidden_layers);
   return main_.dres + b * int64_t(B_) * T_ * config_.hidden_size;
 }
-template <class R> const R* LlamaModel<R>::residual_mid_grad(int b) const {
+template <class R>
+const R* LlamaModel<R>::residual_mid_grad(int b) const {
   SNIP_ASSERT_MSG(main_.full, "residual_mid_grad() needs set_retain_intermediates(true)");
   SNIP_ASSERT(b >= 0 && b < config_.num_hidden_layers);
   return main_.dmid + b * int64_t(B_) * T_ * config_.hidden_size;
 }
-template <class R> const R* LlamaModel<R>::probe_residual_grad(int b) const {
+template <class R>
+const R* LlamaModel<R>::probe_residual_grad(int b) const {
   SNIP_ASSERT(probe_.mem != nullptr && b >= 0 && b <= config_.num_hidden_layers);
   return probe_.dres + b * int64_t(B_) * T_ * config_.hidden_size;
 }
-template <class R> const R* LlamaModel<R>::probe_residual_mid_grad(int b) const {
+template <class R>
+const R* LlamaModel<R>::probe_residual_mid_grad(int b) const {
   SNIP_ASSERT(probe_.mem != nullptr && b >= 0 && b < config_.num_hidden_layers);
   return probe_.dmid + b * int64_t(B_) * T_ * config_.hidden_size;
 }
 
-template <class R> double LlamaModel<R>::loss_from_residual(const R* Z) {
+template <class R>
+double LlamaModel<R>::loss_from_residual(const R* Z) {
   SNIP_ASSERT_MSG(have_forward_, "loss_from_residual() needs a forward() first (for the targets)");
   Acts& a = acts_;
   double loss = 0;
@@ -557,7 +590,8 @@ template <class R> double LlamaModel<R>::loss_from_residual(const R* Z) {
   return loss;
 }
 
-template <class R> void LlamaModel<R>::backward_from_residual(const R* dZ) {
+template <class R>
+void LlamaModel<R>::backward_from_residual(const R* dZ) {
   SNIP_ASSERT_MSG(have_forward_, "backward_from_residual() needs a forward() first");
   if (!probe_.mem) alloc_backbufs(probe_, /*full=*/true);
   const int64_t n = int64_t(B_) * T_ * config_.hidden_size;
@@ -567,7 +601,8 @@ template <class R> void LlamaModel<R>::backward_from_residual(const R* dZ) {
 
 // ---- non-finite detection ----
 
-template <class R> std::string LlamaModel<R>::first_nonfinite_activation() const {
+template <class R>
+std::string LlamaModel<R>::first_nonfinite_activation() const {
   const int L = config_.num_hidden_layers;
   const int64_t BT = int64_t(B_) * T_, C = config_.hidden_size, V = config_.vocab_size;
   const Acts& a = acts_;
@@ -590,14 +625,16 @@ template <class R> std::string LlamaModel<R>::first_nonfinite_activation() const
   return "";
 }
 
-template <class R> std::string LlamaModel<R>::first_nonfinite_param(bool values) const {
+template <class R>
+std::string LlamaModel<R>::first_nonfinite_param(bool values) const {
   const R* base = values ? param_mem_.get() : grad_mem_.get();
   for (const auto& t : tensors_)
     if (!all_finite(base + t.offset, t.numel)) return t.name;
   return "";
 }
 
-template <class R> typename LlamaModel<R>::MemoryUse LlamaModel<R>::memory_use() const {
+template <class R>
+typename LlamaModel<R>::MemoryUse LlamaModel<R>::memory_use() const {
   MemoryUse m;
   m.params = num_params_ * int64_t(sizeof(R));
   m.grads = num_params_ * int64_t(sizeof(R));

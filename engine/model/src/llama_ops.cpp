@@ -15,10 +15,12 @@
 
 namespace snip::ops {
 
-template <class R> void embedding_forward(R* out, const int32_t* tokens, const R* wte, int64_t BT, int C) {
+template <class R>
+void embedding_forward(R* out, const int32_t* tokens, const R* wte, int64_t BT, int C) {
   for (int64_t bt = 0; bt < BT; ++bt) std::memcpy(out + bt * C, wte + int64_t(tokens[bt]) * C, sizeof(R) * C);
 }
-template <class R> void embedding_backward(R* dwte, const R* dout, const int32_t* tokens, int64_t BT, int C) {
+template <class R>
+void embedding_backward(R* dwte, const R* dout, const int32_t* tokens, int64_t BT, int C) {
   for (int64_t bt = 0; bt < BT; ++bt) {
     R* row = dwte + int64_t(tokens[bt]) * C;
     const R* d = dout + bt * C;
@@ -26,7 +28,8 @@ template <class R> void embedding_backward(R* dwte, const R* dout, const int32_t
   }
 }
 
-template <class R> void rmsnorm_forward(R* y, R* rstd, const R* x, const R* w, int64_t BT, int C, double eps) {
+template <class R>
+void rmsnorm_forward(R* y, R* rstd, const R* x, const R* w, int64_t BT, int C, double eps) {
   parallel_for(BT, BT * C, [&](int64_t lo, int64_t hi) {
     for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
       const R* xr = x + bt * C;
@@ -69,7 +72,8 @@ void rmsnorm_backward(R* dx, R* dw, const R* dy, const R* x, const R* w, const R
   }
 }
 
-template <class R> void rope_table(R* cos_t, R* sin_t, int T, int HD, double theta) {
+template <class R>
+void rope_table(R* cos_t, R* sin_t, int T, int HD, double theta) {
   const int h = HD / 2;
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < h; ++i) {
@@ -80,7 +84,8 @@ template <class R> void rope_table(R* cos_t, R* sin_t, int T, int HD, double the
     }
 }
 
-template <class R> void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
+template <class R>
+void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
   const int h = HD / 2;
   parallel_for(int64_t(B) * T, int64_t(B) * T * H * HD, [&](int64_t lo, int64_t hi) {
     for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
@@ -122,7 +127,8 @@ void rope_backward(R* dx, const R* dy, const R* cos_t, const R* sin_t, int B, in
 }
 
 template <class R>
-void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD) {
+void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH,
+                           int HD) {
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;  // row strides
@@ -163,8 +169,8 @@ void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v,
 }
 
 template <class R>
-void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
-                        int T, int NH, int KVH, int HD) {
+void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v,
+                            int B, int T, int NH, int KVH, int HD) {
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;
@@ -228,7 +234,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
 }
 // The softmax rows between two GEMMs run on the calling thread: waking pool workers right after
 // an OpenBLAS call makes them fight OpenBLAS's still-spinning threads for the cores.
-template <class F> void run_rows(int64_t n, const F& fn) { fn(0, n); }
+template <class F>
+void run_rows(int64_t n, const F& fn) {
+  fn(0, n);
+}
 
 }  // namespace
 
@@ -298,7 +307,8 @@ void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, cons
     }
 }
 
-template <class R> void swiglu_forward(R* h, const R* g, const R* u, int64_t n) {
+template <class R>
+void swiglu_forward(R* h, const R* g, const R* u, int64_t n) {
   parallel_for(n, n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = int64_t(lo); i < int64_t(hi); ++i) {
       const R s = R(1) / (R(1) + std::exp(-g[i]));
@@ -306,7 +316,8 @@ template <class R> void swiglu_forward(R* h, const R* g, const R* u, int64_t n) 
     }
   });
 }
-template <class R> void swiglu_backward(R* dg, R* du, const R* dh, const R* g, const R* u, int64_t n) {
+template <class R>
+void swiglu_backward(R* dg, R* du, const R* dh, const R* g, const R* u, int64_t n) {
   parallel_for(n, n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = int64_t(lo); i < int64_t(hi); ++i) {
       const R s = R(1) / (R(1) + std::exp(-g[i]));
@@ -317,7 +328,8 @@ template <class R> void swiglu_backward(R* dg, R* du, const R* dh, const R* g, c
   });
 }
 
-template <class R> void residual_forward(R* out, const R* a, const R* b, int64_t n) {
+template <class R>
+void residual_forward(R* out, const R* a, const R* b, int64_t n) {
   parallel_for(n, n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
   });
@@ -361,24 +373,24 @@ void crossentropy_backward(R* dlogits, const R* probs, const int32_t* targets, i
   });
 }
 
-#define SNIP_INSTANTIATE_OPS(R)                                                                                    \
-  template void embedding_forward<R>(R*, const int32_t*, const R*, int64_t, int);                                 \
-  template void embedding_backward<R>(R*, const R*, const int32_t*, int64_t, int);                                \
-  template void rmsnorm_forward<R>(R*, R*, const R*, const R*, int64_t, int, double);                             \
-  template void rmsnorm_backward<R>(R*, R*, const R*, const R*, const R*, const R*, int64_t, int, bool);          \
-  template void rope_table<R>(R*, R*, int, int, double);                                                          \
-  template void rope_forward<R>(R*, const R*, const R*, const R*, int, int, int, int);                            \
-  template void rope_backward<R>(R*, const R*, const R*, const R*, int, int, int, int);                           \
-  template void attention_forward<R>(R*, R*, const R*, const R*, const R*, int, int, int, int, int);              \
-  template void attention_forward_ref<R>(R*, R*, const R*, const R*, const R*, int, int, int, int, int);          \
-  template void attention_backward_ref<R>(R*, R*, R*, const R*, const R*, const R*, const R*, const R*, int, int, \
-                                          int, int, int);                                                         \
-  template void attention_backward<R>(R*, R*, R*, const R*, const R*, const R*, const R*, const R*, int, int, int, \
-                                      int, int);                                                                  \
-  template void swiglu_forward<R>(R*, const R*, const R*, int64_t);                                               \
-  template void swiglu_backward<R>(R*, R*, const R*, const R*, const R*, int64_t);                                \
-  template void residual_forward<R>(R*, const R*, const R*, int64_t);                                             \
-  template double crossentropy_forward<R>(R*, R*, const R*, const int32_t*, int64_t, int);                        \
+#define SNIP_INSTANTIATE_OPS(R)                                                                                        \
+  template void embedding_forward<R>(R*, const int32_t*, const R*, int64_t, int);                                      \
+  template void embedding_backward<R>(R*, const R*, const int32_t*, int64_t, int);                                     \
+  template void rmsnorm_forward<R>(R*, R*, const R*, const R*, int64_t, int, double);                                  \
+  template void rmsnorm_backward<R>(R*, R*, const R*, const R*, const R*, const R*, int64_t, int, bool);               \
+  template void rope_table<R>(R*, R*, int, int, double);                                                               \
+  template void rope_forward<R>(R*, const R*, const R*, const R*, int, int, int, int);                                 \
+  template void rope_backward<R>(R*, const R*, const R*, const R*, int, int, int, int);                                \
+  template void attention_forward<R>(R*, R*, const R*, const R*, const R*, int, int, int, int, int);                   \
+  template void attention_forward_ref<R>(R*, R*, const R*, const R*, const R*, int, int, int, int, int);               \
+  template void attention_backward_ref<R>(R*, R*, R*, const R*, const R*, const R*, const R*, const R*, int, int, int, \
+                                          int, int);                                                                   \
+  template void attention_backward<R>(R*, R*, R*, const R*, const R*, const R*, const R*, const R*, int, int, int,     \
+                                      int, int);                                                                       \
+  template void swiglu_forward<R>(R*, const R*, const R*, int64_t);                                                    \
+  template void swiglu_backward<R>(R*, R*, const R*, const R*, const R*, int64_t);                                     \
+  template void residual_forward<R>(R*, const R*, const R*, int64_t);                                                  \
+  template double crossentropy_forward<R>(R*, R*, const R*, const int32_t*, int64_t, int);                             \
   template void crossentropy_backward<R>(R*, const R*, const int32_t*, int64_t, int, double);
 
 SNIP_INSTANTIATE_OPS(float)

@@ -21,19 +21,18 @@ ModelDims ModelConfig::dims() const {
 int64_t ModelConfig::num_parameters() const {
   const int64_t C = hidden_size, F = intermediate_size, V = vocab_size, HD = head_dim();
   const int64_t NH = num_attention_heads, KVH = num_key_value_heads;
-  const int64_t per_block = C                       // input_layernorm
-                            + NH * HD * C           // q
-                            + 2 * KVH * HD * C      // k, v
-                            + C * NH * HD           // o
-                            + C                     // post_attention_layernorm
-                            + 3 * F * C;            // gate, up, down
+  const int64_t per_block = C                   // input_layernorm
+                            + NH * HD * C       // q
+                            + 2 * KVH * HD * C  // k, v
+                            + C * NH * HD       // o
+                            + C                 // post_attention_layernorm
+                            + 3 * F * C;        // gate, up, down
   return V * C + num_hidden_layers * per_block + C + (tie_word_embeddings ? 0 : V * C);
 }
 
 void ModelConfig::validate(const std::string& source) const {
   auto positive = [&](const char* name, int v) {
-    if (v <= 0)
-      throw Error(source + ": " + name + " = " + std::to_string(v) + " must be a positive integer");
+    if (v <= 0) throw Error(source + ": " + name + " = " + std::to_string(v) + " must be a positive integer");
   };
   positive("hidden_size", hidden_size);
   positive("intermediate_size", intermediate_size);
@@ -68,8 +67,7 @@ int get_int(const nlohmann::json& j, const char* key, const std::string& source,
     throw Error(source + ": missing required field \"" + key + "\"");
   }
   const auto& v = j[key];
-  if (!v.is_number_integer())
-    throw Error(source + ": field \"" + key + "\" must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw Error(source + ": field \"" + key + "\" must be an integer, got " + v.dump());
   const int64_t x = v.get<int64_t>();
   if (x <= 0 || x > (int64_t(1) << 30))
     throw Error(source + ": field \"" + key + "\" = " + std::to_string(x) + " must be a positive integer");
@@ -181,6 +179,8 @@ ModelConfig preset_config(const std::string& name) {
   return c;
 }
 
-std::vector<std::string> preset_names() { return {"tiny", "small", "medium", "tinyllama-1.1b"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny", "small", "medium", "tinyllama-1.1b"};
+}
 
 }  // namespace snip

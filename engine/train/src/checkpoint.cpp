@@ -58,7 +58,9 @@ void write_model_grads(const std::string& path, const Llama& model) {
   write_safetensors(path, tensor_refs(model, model.grad_data(), ""), {{"format", "pt"}, {"content", "gradients"}});
 }
 
-void read_model_weights(const std::string& path, Llama& model) { read_tensors(path, model, model.param_data(), ""); }
+void read_model_weights(const std::string& path, Llama& model) {
+  read_tensors(path, model, model.param_data(), "");
+}
 
 void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW<float>& opt,
                       const nlohmann::json& trainer_state) {
@@ -72,8 +74,8 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec) || ec)
-    throw Error("cannot create checkpoint directory " + tmp + ": " + (ec ? ec.message() : "exists") +
-                " (is " + parent.string() + " writable?)");
+    throw Error("cannot create checkpoint directory " + tmp + ": " + (ec ? ec.message() : "exists") + " (is " +
+                parent.string() + " writable?)");
   try {
     write_config_file(tmp + "/config.json", model.config());
     write_model_weights(tmp + "/model.safetensors", model);
@@ -125,7 +127,9 @@ nlohmann::json read_trainer_state(const std::string& dir) {
   }
 }
 
-void read_checkpoint_model(const std::string& dir, Llama& model) { read_model_weights(dir + "/model.safetensors", model); }
+void read_checkpoint_model(const std::string& dir, Llama& model) {
+  read_model_weights(dir + "/model.safetensors", model);
+}
 
 void read_checkpoint_optimizer(const std::string& dir, const Llama& model, AdamW<float>& opt) {
   const std::string path = dir + "/optimizer.safetensors";

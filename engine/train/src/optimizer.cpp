@@ -37,13 +37,15 @@ void AdamW<R>::step(R* params, const R* grads, const std::vector<ParamTensor>& t
   }
 }
 
-template <class R> double grad_global_norm(const R* grads, int64_t n) {
+template <class R>
+double grad_global_norm(const R* grads, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += double(grads[i]) * double(grads[i]);
   return std::sqrt(s);
 }
 
-template <class R> double clip_grad_global_norm(R* grads, int64_t n, double max_norm) {
+template <class R>
+double clip_grad_global_norm(R* grads, int64_t n, double max_norm) {
   const double norm = grad_global_norm(grads, n);
   if (max_norm > 0 && std::isfinite(norm)) {
     const double coef = max_norm / (norm + 1e-6);

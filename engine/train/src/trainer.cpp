@@ -15,26 +15,32 @@
 namespace snip {
 
 nlohmann::json train_config_to_json(const TrainConfig& c) {
-  return nlohmann::json{
-      {"model", config_to_json(c.model)},
-      {"data_path", c.data_path},
-      {"tokenizer", c.tokenizer},
-      {"val_fraction", c.val_fraction},
-      {"batch_size", c.batch_size},
-      {"seq_len", c.seq_len},
-      {"grad_accum", c.grad_accum},
-      {"steps", c.steps},
-      {"schedule", {{"kind", c.schedule.kind}, {"lr", c.schedule.lr}, {"lr_min", c.schedule.lr_min},
-                    {"warmup", c.schedule.warmup}, {"total", c.schedule.total}}},
-      {"adamw", {{"beta1", c.adamw.beta1}, {"beta2", c.adamw.beta2}, {"eps", c.adamw.eps},
-                 {"weight_decay", c.adamw.weight_decay}}},
-      {"grad_clip", c.grad_clip},
-      {"seed", c.seed},
-      {"eval_every", c.eval_every},
-      {"eval_batches", c.eval_batches},
-      {"plan", nlohmann::json::parse(plan_to_json(c.plan))},
-      {"precision", c.precision},
-      {"recipe", c.recipe}};
+  return nlohmann::json{{"model", config_to_json(c.model)},
+                        {"data_path", c.data_path},
+                        {"tokenizer", c.tokenizer},
+                        {"val_fraction", c.val_fraction},
+                        {"batch_size", c.batch_size},
+                        {"seq_len", c.seq_len},
+                        {"grad_accum", c.grad_accum},
+                        {"steps", c.steps},
+                        {"schedule",
+                         {{"kind", c.schedule.kind},
+                          {"lr", c.schedule.lr},
+                          {"lr_min", c.schedule.lr_min},
+                          {"warmup", c.schedule.warmup},
+                          {"total", c.schedule.total}}},
+                        {"adamw",
+                         {{"beta1", c.adamw.beta1},
+                          {"beta2", c.adamw.beta2},
+                          {"eps", c.adamw.eps},
+                          {"weight_decay", c.adamw.weight_decay}}},
+                        {"grad_clip", c.grad_clip},
+                        {"seed", c.seed},
+                        {"eval_every", c.eval_every},
+                        {"eval_batches", c.eval_batches},
+                        {"plan", nlohmann::json::parse(plan_to_json(c.plan))},
+                        {"precision", c.precision},
+                        {"recipe", c.recipe}};
 }
 
 TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source) {
@@ -85,9 +91,9 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
   {  // refuse what cannot fit before allocating it (e.g. the tinyllama-1.1b preset, meant for planning)
     const ModelConfig& mc = config_.model;
     const double BT = double(config_.batch_size) * config_.seq_len;
-    const double acts = double(mc.num_hidden_layers) *
-                            (BT * (6.0 * mc.hidden_size + 4.0 * mc.intermediate_size) +
-                             double(config_.batch_size) * mc.num_attention_heads * double(config_.seq_len) * config_.seq_len) +
+    const double acts = double(mc.num_hidden_layers) * (BT * (6.0 * mc.hidden_size + 4.0 * mc.intermediate_size) +
+                                                        double(config_.batch_size) * mc.num_attention_heads *
+                                                            double(config_.seq_len) * config_.seq_len) +
                         3.0 * BT * mc.vocab_size;
     const double need = 4.0 * (4.0 * double(mc.num_parameters()) + acts);
     const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
@@ -95,7 +101,8 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
       throw Error("training this model needs about " + std::to_string(int64_t(need / 1e9)) + " GB (" +
                   std::to_string(mc.num_parameters()) + " parameters, batch " + std::to_string(config_.batch_size) +
                   "x" + std::to_string(config_.seq_len) + ") but the machine has " +
-                  std::to_string(int64_t(have / 1e9)) + " GB; use a smaller preset or batch (large presets such as "
+                  std::to_string(int64_t(have / 1e9)) +
+                  " GB; use a smaller preset or batch (large presets such as "
                   "tinyllama-1.1b are for planning from imported statistics)");
   }
   auto tokenizer = make_tokenizer(config_.tokenizer);
@@ -248,22 +255,23 @@ double Trainer::evaluate(int batches) {
 nlohmann::json Trainer::trainer_state() const {
   const DataPosition pos = train_loader_->position();
   TrainConfig cfg = config_;
-  return nlohmann::json{{"format", "snip-trainer-state/1"},
-                        {"step", step_},
-                        {"tokens_seen", tokens_seen_},
-                        {"data", {{"source", data_.source},
-                                  {"epoch", pos.epoch},
-                                  {"batch_in_epoch", pos.batch_in_epoch},
-                                  {"seed", pos.seed}}},
-                        // Stochastic rounding is counter-based: its state is (seed, step).
-                        {"rng", {{"seed", config_.seed}, {"step", step_}}},
-                        {"adamw_t", opt_->t()},
-                        {"recipe", config_.recipe},
-                        {"plan", nlohmann::json::parse(plan_to_json(config_.plan))},
-                        {"config", train_config_to_json(cfg)}};
+  return nlohmann::json{
+      {"format", "snip-trainer-state/1"},
+      {"step", step_},
+      {"tokens_seen", tokens_seen_},
+      {"data",
+       {{"source", data_.source}, {"epoch", pos.epoch}, {"batch_in_epoch", pos.batch_in_epoch}, {"seed", pos.seed}}},
+      // Stochastic rounding is counter-based: its state is (seed, step).
+      {"rng", {{"seed", config_.seed}, {"step", step_}}},
+      {"adamw_t", opt_->t()},
+      {"recipe", config_.recipe},
+      {"plan", nlohmann::json::parse(plan_to_json(config_.plan))},
+      {"config", train_config_to_json(cfg)}};
 }
 
-void Trainer::save_checkpoint(const std::string& dir) const { write_checkpoint(dir, *model_, *opt_, trainer_state()); }
+void Trainer::save_checkpoint(const std::string& dir) const {
+  write_checkpoint(dir, *model_, *opt_, trainer_state());
+}
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps) {
   const ModelConfig model_cfg = read_checkpoint_config(dir);
@@ -273,7 +281,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
     throw Error(source + ": not a snip trainer state (missing config/step/data)");
   TrainConfig cfg = train_config_from_json(state["config"], source);
   if (!(cfg.model == model_cfg))
-    throw Error(dir + ": config.json differs from the model config in trainer_state.json — the checkpoint is inconsistent");
+    throw Error(dir +
+                ": config.json differs from the model config in trainer_state.json — the checkpoint is inconsistent");
   if (total_steps > 0) cfg.steps = total_steps, cfg.schedule.total = total_steps;
   std::unique_ptr<Trainer> t(new Trainer(cfg, /*init_weights=*/false));
   read_checkpoint_model(dir, *t->model_);

@@ -44,7 +44,8 @@ namespace snip {
 class Recipe;
 
 // Views into one parameter-shaped arena (parameters, gradients, AdamW moments all share it).
-template <class R> struct LlamaParams {
+template <class R>
+struct LlamaParams {
   R* embed = nullptr;       // (V, C)        model.embed_tokens.weight
   R* attn_norm = nullptr;   // (L, C)        model.layers.N.input_layernorm.weight
   R* wq = nullptr;          // (L, NH*HD, C) model.layers.N.self_attn.q_proj.weight
@@ -68,12 +69,13 @@ struct ParamTensor {
 };
 
 // Read-only view of one linear layer Y = X·Wᵀ after forward/backward.
-template <class R> struct LinearView {
-  std::string name;  // HF module name
-  int index = 0;     // block*7 + type
-  int64_t rows = 0;  // BT
-  int64_t K = 0;     // in_features
-  int64_t N = 0;     // out_features
+template <class R>
+struct LinearView {
+  std::string name;       // HF module name
+  int index = 0;          // block*7 + type
+  int64_t rows = 0;       // BT
+  int64_t K = 0;          // in_features
+  int64_t N = 0;          // out_features
   const R* X = nullptr;   // (BT, K)
   const R* Y = nullptr;   // (BT, N)
   const R* dY = nullptr;  // (BT, N)  G_l
@@ -82,7 +84,8 @@ template <class R> struct LinearView {
   const R* dW = nullptr;  // (N, K)   null for probe views
 };
 
-template <class R> class LlamaModel {
+template <class R>
+class LlamaModel {
  public:
   // Allocates every arena for batches of B rows × T tokens (T ≤ max_position_embeddings).
   LlamaModel(const ModelConfig& config, int B, int T);
@@ -138,8 +141,8 @@ template <class R> class LlamaModel {
   // ---- hooks (see the file comment) ----
   LinearView<R> linear(int index) const;
   LinearView<R> linear(const std::string& module_name) const;  // throws snip::Error when unknown
-  const R* residual(int b) const;      // R_b (BT, C), b in [0, L]; residual(L) = Z
-  const R* residual_mid(int b) const;  // M_b (BT, C), b in [0, L)
+  const R* residual(int b) const;                              // R_b (BT, C), b in [0, L]; residual(L) = Z
+  const R* residual_mid(int b) const;                          // M_b (BT, C), b in [0, L)
   const R* final_residual() const { return residual(config_.num_hidden_layers); }
   const R* residual_grad(int b) const;      // ∂L/∂R_b from backward()
   const R* residual_mid_grad(int b) const;  // ∂L/∂M_b from backward()
@@ -181,38 +184,38 @@ template <class R> class LlamaModel {
   LlamaParams<R> params_, grads_;
 
   struct Acts {
-    R* res = nullptr;         // (L+1, BT, C) R_b; res[L] = Z
-    R* mid = nullptr;         // (L, BT, C)   M_b
-    R* ln1 = nullptr;         // (L, BT, C)   input_layernorm output (X of q, k, v)
-    R* ln1_rstd = nullptr;    // (L, BT)
-    R* q_lin = nullptr;       // (L, BT, NH*HD) q_proj output before RoPE (1 slot unless retained)
-    R* k_lin = nullptr;       // (L, BT, KVH*HD) (1 slot unless retained)
-    R* v = nullptr;           // (L, BT, KVH*HD)
-    R* q_rot = nullptr;       // (L, BT, NH*HD) after RoPE
-    R* k_rot = nullptr;       // (L, BT, KVH*HD)
-    R* probs = nullptr;       // (L, B, NH, T, T)
-    R* att = nullptr;         // (L, BT, NH*HD) attention output (X of o)
-    R* o_out = nullptr;       // (L, BT, C) (1 slot unless retained)
-    R* ln2 = nullptr;         // (L, BT, C)   post_attention_layernorm output (X of gate, up)
-    R* ln2_rstd = nullptr;    // (L, BT)
-    R* gate = nullptr;        // (L, BT, F)
-    R* up = nullptr;          // (L, BT, F)
-    R* hmlp = nullptr;        // (L, BT, F)   silu(gate)·up (X of down)
-    R* down_out = nullptr;    // (L, BT, C) (1 slot unless retained)
-    R* lnf = nullptr;         // (BT, C)
-    R* lnf_rstd = nullptr;    // (BT)
-    R* logits = nullptr;      // (BT, V)
-    R* probs_ce = nullptr;    // (BT, V) softmax, then dlogits in backward
-    R* losses = nullptr;      // (BT)
-    R* dlnf = nullptr;        // (BT, C) scratch
+    R* res = nullptr;       // (L+1, BT, C) R_b; res[L] = Z
+    R* mid = nullptr;       // (L, BT, C)   M_b
+    R* ln1 = nullptr;       // (L, BT, C)   input_layernorm output (X of q, k, v)
+    R* ln1_rstd = nullptr;  // (L, BT)
+    R* q_lin = nullptr;     // (L, BT, NH*HD) q_proj output before RoPE (1 slot unless retained)
+    R* k_lin = nullptr;     // (L, BT, KVH*HD) (1 slot unless retained)
+    R* v = nullptr;         // (L, BT, KVH*HD)
+    R* q_rot = nullptr;     // (L, BT, NH*HD) after RoPE
+    R* k_rot = nullptr;     // (L, BT, KVH*HD)
+    R* probs = nullptr;     // (L, B, NH, T, T)
+    R* att = nullptr;       // (L, BT, NH*HD) attention output (X of o)
+    R* o_out = nullptr;     // (L, BT, C) (1 slot unless retained)
+    R* ln2 = nullptr;       // (L, BT, C)   post_attention_layernorm output (X of gate, up)
+    R* ln2_rstd = nullptr;  // (L, BT)
+    R* gate = nullptr;      // (L, BT, F)
+    R* up = nullptr;        // (L, BT, F)
+    R* hmlp = nullptr;      // (L, BT, F)   silu(gate)·up (X of down)
+    R* down_out = nullptr;  // (L, BT, C) (1 slot unless retained)
+    R* lnf = nullptr;       // (BT, C)
+    R* lnf_rstd = nullptr;  // (BT)
+    R* logits = nullptr;    // (BT, V)
+    R* probs_ce = nullptr;  // (BT, V) softmax, then dlogits in backward
+    R* losses = nullptr;    // (BT)
+    R* dlnf = nullptr;      // (BT, C) scratch
     // loss_from_residual scratch (leaves the cached activations alone)
-    R* s_lnf = nullptr;       // (BT, C)
-    R* s_rstd = nullptr;      // (BT)
-    R* s_logits = nullptr;    // (BT, V)
-    R* s_probs = nullptr;     // (BT, V)
-    R* s_losses = nullptr;    // (BT)
-    R* rope_cos = nullptr;    // (T, HD/2)
-    R* rope_sin = nullptr;    // (T, HD/2)
+    R* s_lnf = nullptr;     // (BT, C)
+    R* s_rstd = nullptr;    // (BT)
+    R* s_logits = nullptr;  // (BT, V)
+    R* s_probs = nullptr;   // (BT, V)
+    R* s_losses = nullptr;  // (BT)
+    R* rope_cos = nullptr;  // (T, HD/2)
+    R* rope_sin = nullptr;  // (T, HD/2)
   } acts_;
   std::unique_ptr<R[]> act_mem_;
   int64_t act_count_ = 0;
@@ -220,10 +223,10 @@ template <class R> class LlamaModel {
   // Backward buffers: per layer and linear type, the output gradient dY and input gradient dX,
   // plus the residual-stream gradients. Two sets: `main` (backward) and `probe` (backward_from_residual).
   struct BackBufs {
-    R* dy[7] = {};   // (L, BT, N_type)
-    R* dx[7] = {};   // (L, BT, K_type)
-    R* dres = nullptr;  // (L+1, BT, C) ∂/∂R_b
-    R* dmid = nullptr;  // (L, BT, C)   ∂/∂M_b
+    R* dy[7] = {};        // (L, BT, N_type)
+    R* dx[7] = {};        // (L, BT, K_type)
+    R* dres = nullptr;    // (L+1, BT, C) ∂/∂R_b
+    R* dmid = nullptr;    // (L, BT, C)   ∂/∂M_b
     R* dq_rot = nullptr;  // (BT, NH*HD) scratch
     R* dk_rot = nullptr;  // (BT, KVH*HD) scratch
     R* dln = nullptr;     // (BT, C) scratch

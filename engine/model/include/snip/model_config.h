@@ -1,23 +1,22 @@
 // Llama model configuration in Hugging Face `config.json` field names, its validation, and the
 // named presets (tiny, small, medium, tinyllama-1.1b).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/layers.h"
 
 namespace snip {
 
 struct ModelConfig {
-  int hidden_size = 0;               // C
-  int intermediate_size = 0;         // F
-  int num_hidden_layers = 0;         // L
-  int num_attention_heads = 0;       // NH
-  int num_key_value_heads = 0;       // KVH (grouped-query attention; == NH for multi-head)
-  int vocab_size = 0;                // V
-  int max_position_embeddings = 0;   // longest sequence the model is used with
+  int hidden_size = 0;              // C
+  int intermediate_size = 0;        // F
+  int num_hidden_layers = 0;        // L
+  int num_attention_heads = 0;      // NH
+  int num_key_value_heads = 0;      // KVH (grouped-query attention; == NH for multi-head)
+  int vocab_size = 0;               // V
+  int max_position_embeddings = 0;  // longest sequence the model is used with
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   bool tie_word_embeddings = false;  // lm_head.weight is model.embed_tokens.weight

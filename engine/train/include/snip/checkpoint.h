@@ -6,9 +6,8 @@
 // The directory is written as a whole into a temporary sibling and swapped in atomically, so a
 // reader (or a crash) sees the previous checkpoint or the new one, never a mix.
 #pragma once
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "snip/llama.h"
 #include "snip/optimizer.h"

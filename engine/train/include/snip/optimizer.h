@@ -21,7 +21,8 @@ struct AdamWConfig {
 // One AdamW state over a parameter arena (m and v share the parameter layout).
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //   p ← p − lr/(1−β1^t) · m / (sqrt(v)/sqrt(1−β2^t) + eps)
-template <class R> class AdamW {
+template <class R>
+class AdamW {
  public:
   AdamW(int64_t num_params, AdamWConfig config);
   // One update of every tensor of `tensors` (offsets into params/grads); t advances by one.
@@ -43,10 +44,12 @@ template <class R> class AdamW {
 };
 
 // L2 norm of all gradients (accumulated in double, fixed order).
-template <class R> double grad_global_norm(const R* grads, int64_t n);
+template <class R>
+double grad_global_norm(const R* grads, int64_t n);
 // PyTorch clip_grad_norm_: g ← g · min(1, max_norm / (norm + 1e-6)). Returns the norm before clipping.
 // max_norm ≤ 0 disables clipping.
-template <class R> double clip_grad_global_norm(R* grads, int64_t n, double max_norm);
+template <class R>
+double clip_grad_global_norm(R* grads, int64_t n, double max_norm);
 
 // Learning rate at step s (0-based).
 //   constant: lr (after warmup)

@@ -9,11 +9,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/dataset.h"
 #include "snip/llama.h"
@@ -26,20 +25,20 @@ namespace snip {
 // Everything that defines a run (saved in trainer_state.json, so a resume continues it exactly).
 struct TrainConfig {
   ModelConfig model;
-  std::string data_path;         // "" = the bundled corpus
+  std::string data_path;  // "" = the bundled corpus
   std::string tokenizer = "byte";
   double val_fraction = 0.05;
-  int batch_size = 8;            // B rows per micro-batch
-  int seq_len = 256;             // T
-  int grad_accum = 1;            // micro-batches per optimizer step
-  int64_t steps = 1000;          // total optimizer steps of the run
+  int batch_size = 8;    // B rows per micro-batch
+  int seq_len = 256;     // T
+  int grad_accum = 1;    // micro-batches per optimizer step
+  int64_t steps = 1000;  // total optimizer steps of the run
   LrSchedule schedule;
   AdamWConfig adamw;
-  double grad_clip = 1.0;        // global-norm clipping; ≤ 0 disables
-  uint64_t seed = 1337;          // weights, data order and stochastic rounding
-  int64_t eval_every = 100;      // validation loss every N steps (0 = never)
-  int eval_batches = 8;          // sequential validation batches per evaluation
-  Plan plan;                     // precision per layer; empty layers map = uniform `precision`
+  double grad_clip = 1.0;          // global-norm clipping; ≤ 0 disables
+  uint64_t seed = 1337;            // weights, data order and stochastic rounding
+  int64_t eval_every = 100;        // validation loss every N steps (0 = never)
+  int eval_batches = 8;            // sequential validation batches per evaluation
+  Plan plan;                       // precision per layer; empty layers map = uniform `precision`
   std::string precision = "fp32";  // used when the plan is empty: fp32 | bf16 | fp8 | fp4
   std::string recipe = "snip";     // scaling recipe of the quantized GEMMs
 };
@@ -48,15 +47,15 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& s
 
 // One optimizer step's report.
 struct StepMetrics {
-  int64_t step = 0;                   // 1-based: the number of optimizer steps done
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
   int64_t total_steps = 0;
-  double train_loss = 0;              // mean over the step's micro-batches
-  std::optional<double> val_loss;     // when evaluated at this step
+  double train_loss = 0;           // mean over the step's micro-batches
+  std::optional<double> val_loss;  // when evaluated at this step
   double lr = 0;
-  double grad_norm = 0;               // before clipping
-  double tokens_per_s = 0;            // this step
+  double grad_norm = 0;     // before clipping
+  double tokens_per_s = 0;  // this step
   double step_seconds = 0;
-  double fp4_fraction = 0;            // achieved FP4 FLOP fraction of the plan in effect
+  double fp4_fraction = 0;  // achieved FP4 FLOP fraction of the plan in effect
   int64_t tokens_seen = 0;
 };
 
@@ -86,7 +85,10 @@ class Trainer {
   // when the run reached its total step count.
   bool run(int64_t save_every = 0, const std::string& out_dir = "");
   // From any thread: stop after the current step / pause and resume between steps.
-  void request_stop() { stop_.store(true); resume_cv_.notify_all(); }
+  void request_stop() {
+    stop_.store(true);
+    resume_cv_.notify_all();
+  }
   void set_paused(bool paused);
   bool stop_requested() const { return stop_.load(); }
 
