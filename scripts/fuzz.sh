@@ -6,6 +6,8 @@
 #   scripts/fuzz.sh [SECONDS]     env: SNIP_FUZZ_TARGETS="plan stats" to run a subset, JOBS=2 (build),
 #   SNIP_FUZZ_KEEP_GOING=1 to keep fuzzing after a crash (libFuzzer -fork=1 -ignore_crashes=1) and
 #   report the distinct crash messages, to see what else hides behind a known bug.
+# Crash inputs kept in tests/fuzz/regressions/<target>/ are replayed first; any that still crashes
+# makes the exit status 1.
 set -euo pipefail
 seconds="${1:-60}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,6 +34,17 @@ for t in "${targets[@]}"; do
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
   cp "$here/tests/fuzz/corpus/$t/"* "$work/corpus/"
   seeds=$(ls "$work/corpus" | wc -l)
+  # Replay the crash inputs found earlier (tests/fuzz/regressions/<target>/): each must now pass.
+  regr=""
+  if [ -d "$here/tests/fuzz/regressions/$t" ]; then
+    n=0 bad=0
+    for f in "$here/tests/fuzz/regressions/$t/"*; do
+      n=$((n + 1))
+      "$build/tests/fuzz/fuzz_$t" "$f" >/dev/null 2>&1 || bad=$((bad + 1))
+    done
+    regr="; regressions: $bad of $n still crash"
+    [ "$bad" -eq 0 ] || status=1
+  fi
   echo "== fuzz_$t for ${seconds}s ($seeds seeds)"
   start=$(date +%s)
   set +e
@@ -54,7 +67,7 @@ for t in "${targets[@]}"; do
   else
     result="clean"
   fi
-  rows+=("$(printf '%-12s %10s %6ss %7s -> %-6s %s' "$t" "${execs:-?}" "$took" "$seeds" "$finds" "$result")")
+  rows+=("$(printf '%-12s %10s %6ss %7s -> %-6s %s%s' "$t" "${execs:-?}" "$took" "$seeds" "$finds" "$result" "$regr")")
 done
 echo
 printf '%-12s %10s %7s %18s %s\n' target executions time "corpus (seeds->)" result
