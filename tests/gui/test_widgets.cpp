@@ -115,4 +115,14 @@ TEST(PlanGrid, HighlightsExactlyTheDifferingLayersAndReportsClicks) {
   QTest::mouseClick(&grid, Qt::LeftButton, {}, grid.layer_rect(12).center());
   ASSERT_EQ(clicked.count(), 1);
   EXPECT_EQ(clicked.at(0).at(0).toInt(), 12);
+  // Regression: a double click is two clicks (Qt 6 sends press, release, press, double-click,
+  // release; QWidget's default double-click handler would count a third).
+  const QPointF at = grid.layer_rect(12).center();
+  for (QEvent::Type type : {QEvent::MouseButtonPress, QEvent::MouseButtonRelease, QEvent::MouseButtonPress,
+                            QEvent::MouseButtonDblClick, QEvent::MouseButtonRelease}) {
+    QMouseEvent event(type, at, grid.mapToGlobal(at), Qt::LeftButton,
+                      type == QEvent::MouseButtonRelease ? Qt::NoButton : Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&grid, &event);
+  }
+  EXPECT_EQ(clicked.count(), 3);
 }

@@ -106,6 +106,8 @@ TEST_F(WorkbenchTest, BudgetSliderResolvesAPlanThatMeetsTheTarget) {
 TEST_F(WorkbenchTest, PinnedLayersAreHonoured) {
   seed_stats("small");
   auto w = open_window();
+  w->show_view("plan");  // clicks go to the visible grid
+  QCoreApplication::processEvents();
   PlanView* pv = w->plan_view();
   QSignalSpy shown(pv, &PlanView::plan_shown);
   pv->budget_slider()->setValue(700);
