@@ -1,26 +1,31 @@
 """CTest driver for the snip_torch Python tests: exits 77 (CTest SKIP_RETURN_CODE) only when
 torch itself cannot be imported, otherwise runs the named unittest modules of
-integrations/pytorch/tests and exits with their status."""
+integrations/pytorch/tests and exits with their status. Everything runs under the __main__
+guard: torch.multiprocessing's spawn re-imports this file in its child processes."""
 import os
 import sys
 import unittest
 from pathlib import Path
 
-try:
-    import torch  # noqa: F401
-    import numpy  # noqa: F401
-except ImportError as e:
-    print(f"SKIP: {e}; install Debian's python3-torch (scripts/setup.sh) to run the snip_torch tests")
-    sys.exit(77)
 
-snip_bin = os.environ.get("SNIP_BIN")
-if snip_bin and not os.access(snip_bin, os.X_OK):  # CTest sets it: a missing build is a failure, not a skip
-    print(f"FAIL: SNIP_BIN={snip_bin} is not an executable; build it first (ninja -C <build> snip)")
-    sys.exit(1)
+def main() -> int:
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e}; install Debian's python3-torch (scripts/setup.sh) to run the snip_torch tests")
+        return 77
+    snip_bin = os.environ.get("SNIP_BIN")
+    if snip_bin and not os.access(snip_bin, os.X_OK):  # CTest sets it: a missing build is a failure, not a skip
+        print(f"FAIL: SNIP_BIN={snip_bin} is not an executable; build it first (ninja -C <build> snip)")
+        return 1
+    root = Path(__file__).resolve().parents[2] / "integrations" / "pytorch"
+    sys.path.insert(0, str(root))
+    sys.path.insert(0, str(root / "tests"))
+    suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    return 0 if result.wasSuccessful() else 1
 
-root = Path(__file__).resolve().parents[2] / "integrations" / "pytorch"
-sys.path.insert(0, str(root))
-sys.path.insert(0, str(root / "tests"))
-suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:])
-result = unittest.TextTestRunner(verbosity=2).run(suite)
-sys.exit(0 if result.wasSuccessful() else 1)
+
+if __name__ == "__main__":
+    sys.exit(main())
