@@ -283,6 +283,14 @@ TEST_F(WorkbenchTest, AdaptiveSnipRunStoresRoundsPlansAndProbes) {
   w->workbench()->use_stats_round(store.stats_rounds(run_id).front().id);
   EXPECT_EQ(w->sensitivity_view()->step_slider()->maximum(), 1);
   EXPECT_GT(w->sensitivity_view()->heatmap()->data().values.size(), 0u);
+  // The plan timeline mode: one row per plan in effect, each layer's FP4 share matching the plan.
+  w->sensitivity_view()->mode_combo()->setCurrentIndex(2);
+  const HeatmapData& tl = w->sensitivity_view()->heatmap()->data();
+  ASSERT_EQ(tl.rows, 2);
+  ASSERT_EQ(tl.cols, 14);
+  const auto first_plan = plan_per_layer(store.plan(timeline[0].plan_id).plan, 2);
+  for (int l = 0; l < 14; ++l)
+    EXPECT_EQ(tl.values[l], first_plan[l].fprop == snip::Precision::fp4 ? 1.0 : 0.0) << "layer " << l;
 }
 
 TEST_F(WorkbenchTest, StopSavesAResumableCheckpoint) {

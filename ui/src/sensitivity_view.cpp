@@ -11,6 +11,7 @@
 
 #include "heatmap_widget.h"
 #include "snip/layers.h"
+#include "plan_view.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -40,7 +41,8 @@ SensitivityView::SensitivityView(Workbench* workbench, QWidget* parent) : QWidge
   scale_combo_ = new QComboBox(this);
   scale_combo_->addItems({tr("Log colour"), tr("Linear colour")});
   mode_combo_ = new QComboBox(this);
-  mode_combo_->addItems({tr("Blocks × layer type"), tr("Layer × step (rounds of the run)")});
+  mode_combo_->addItems({tr("Blocks × layer type"), tr("Layer × step (rounds of the run)"),
+                         tr("Plan timeline (FP4 share per layer × step range)")});
   step_slider_ = new QSlider(Qt::Horizontal, this);
   step_slider_->setToolTip(tr("Move through the statistics rounds of this run"));
   step_label_ = new QLabel(this);
@@ -186,7 +188,35 @@ void SensitivityView::redraw() {
   try {
     snip::EstimatorOptions options;
     options.lambda = lambda_;
-    if (src.round) {
+    if (mode_combo_->currentIndex() == 2) {
+      // The plan timeline of the round's run: one row per plan in effect, 1 = all GEMMs FP4.
+      std::optional<int64_t> run_id;
+      for (const auto& r : rounds_)
+        if (src.round_id && r.id == *src.round_id) run_id = r.run_id;
+      snip::Store* store = workbench_->store();
+      const int blocks = src.num_blocks();
+      data.value_name = tr("FP4 share of the layer's GEMMs");
+      data.log_colour = false;
+      data.cols = blocks * snip::kLayersPerBlock;
+      data.col_labels.clear();
+      for (int l = 0; l < data.cols; ++l)
+        data.col_labels << QStringLiteral("%1.%2").arg(l / snip::kLayersPerBlock)
+                               .arg(QString::fromLatin1(snip::layer_type_short_name(snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
+      if (run_id && store) {
+        for (const snip::PlanTimelineEntry& e : store->plan_timeline(*run_id)) {
+          const std::vector<snip::LinearPrecision> layers = plan_per_layer(store->plan(e.plan_id).plan, blocks);
+          for (const snip::LinearPrecision& lp : layers)
+            data.values.push_back(((lp.fprop == snip::Precision::fp4) + (lp.dgrad == snip::Precision::fp4) +
+                                   (lp.wgrad == snip::Precision::fp4)) / 3.0);
+          data.row_labels << (e.last_step ? tr("steps %1–%2").arg(e.first_step).arg(*e.last_step)
+                                          : tr("steps %1–").arg(e.first_step));
+          ++data.rows;
+        }
+      }
+      info_label_->setText(run_id ? tr("Plan timeline of run %1: which layers ran in FP4 over which steps.").arg(*run_id)
+                                  : tr("The plan timeline needs a statistics round that belongs to a run."));
+      if (data.rows == 0) data = HeatmapData{};
+    } else if (src.round) {
       estimates_ = snip::estimate_divergences(*src.round, options);
       data.value_name = metric_combo_->currentText() + QStringLiteral(" (") + precision_combo_->currentText() + ")";
       info_label_->setText(tr("%1 · %2 tokens · curvature c = %3 · λ = %4 (Q only). Click a cell to pin that layer in "
