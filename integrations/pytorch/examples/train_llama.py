@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[3]
 def load_tokens(path: str) -> torch.Tensor:
     p = Path(path)
     raw = gzip.open(p, "rb").read() if p.suffix == ".gz" else p.read_bytes()
-    return torch.tensor(list(raw[: 4_000_000]), dtype=torch.long)
+    return torch.frombuffer(bytearray(raw[:4_000_000]), dtype=torch.uint8).long()  # byte tokens, vocab 256
 
 
 def batch_at(tokens: torch.Tensor, step: int, batch: int, seq: int, seed: int) -> torch.Tensor:
