@@ -187,6 +187,10 @@ TEST_F(WorkbenchTest, CompareViewShowsTwoPlansWithTheirDifferences) {
   EXPECT_FALSE(expected.empty());
   EXPECT_EQ(w->compare_view()->grids()[1]->differing_layers(), expected);
   EXPECT_GE(w->compare_view()->table()->rowCount(), 2);
+  // A compare experiment needs a checked run with a checkpoint: without one, a clear message.
+  w->compare_view()->launch_compare_experiment();
+  EXPECT_FALSE(w->compare_view()->experiment_running());
+  EXPECT_TRUE(w->message_text().contains("checkpoint")) << w->message_text().toStdString();
   const QString csv = dir_.filePath("compare.csv");
   w->compare_view()->export_table_csv(csv);
   EXPECT_GT(QFileInfo(csv).size(), 40);

@@ -1,7 +1,17 @@
 // CompareView: plans side by side with differences, overlaid loss curves, a comparison table.
 #include "compare_view.h"
 
+#include <QCoreApplication>
+#include <QDoubleSpinBox>
+#include <QFileInfo>
 #include <QGroupBox>
+#include <QPlainTextEdit>
+#include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSpinBox>
+#include <QStandardPaths>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -17,6 +27,7 @@
 #include "plan_grid.h"
 #include "plan_view.h"
 #include "snip/atomic_file.h"
+#include "snip/error.h"
 #include "snip/layers.h"
 #include "workbench.h"
 
@@ -43,6 +54,38 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   pick_layout->addWidget(plan_list_, 1);
   pick_layout->addWidget(new QLabel(tr("Runs:"), pick));
   pick_layout->addWidget(run_list_, 1);
+  // Compare experiment (METHOD.md 6): continue the checked run's newest checkpoint under every
+  // method's plan, in the background via the `snip compare` tool, with progress.
+  auto* experiment = new QGroupBox(tr("Compare experiment (snip compare)"), pick);
+  auto* ex_layout = new QVBoxLayout(experiment);
+  auto* ex_row = new QHBoxLayout();
+  experiment_budget_ = new QDoubleSpinBox(experiment);
+  experiment_budget_->setRange(0.0, 1.0);
+  experiment_budget_->setSingleStep(0.05);
+  experiment_budget_->setValue(0.75);
+  experiment_budget_->setToolTip(tr("FP4 FLOP fraction ρ of every plan"));
+  experiment_steps_ = new QSpinBox(experiment);
+  experiment_steps_->setRange(1, 1000000);
+  experiment_steps_->setValue(200);
+  experiment_steps_->setToolTip(tr("Training steps per plan"));
+  ex_row->addWidget(new QLabel(tr("ρ"), experiment));
+  ex_row->addWidget(experiment_budget_);
+  ex_row->addWidget(new QLabel(tr("steps"), experiment));
+  ex_row->addWidget(experiment_steps_);
+  ex_layout->addLayout(ex_row);
+  experiment_button_ = new QPushButton(tr("Run on the checked run's checkpoint"), experiment);
+  experiment_progress_ = new QProgressBar(experiment);
+  experiment_progress_->setRange(0, 1);
+  experiment_progress_->setValue(0);
+  experiment_output_ = new QPlainTextEdit(experiment);
+  experiment_output_->setReadOnly(true);
+  experiment_output_->setMaximumHeight(90);
+  experiment_output_->setPlaceholderText(tr("The result table appears here"));
+  ex_layout->addWidget(experiment_button_);
+  ex_layout->addWidget(experiment_progress_);
+  ex_layout->addWidget(experiment_output_);
+  pick_layout->addWidget(experiment);
+  connect(experiment_button_, &QPushButton::clicked, this, &CompareView::launch_compare_experiment);
   pick->setMinimumWidth(260);
   pick->setMaximumWidth(340);
 
@@ -240,6 +283,73 @@ void CompareView::export_table_csv(const QString& path) const {
     csv += "\n";
   }
   snip::write_file_atomic(path.toStdString(), csv);
+}
+
+QString CompareView::snip_executable() {
+  const QString beside = QCoreApplication::applicationDirPath() + QStringLiteral("/snip");
+  if (QFileInfo(beside).isExecutable()) return beside;
+  const QString build_tree = QCoreApplication::applicationDirPath() + QStringLiteral("/../app/snip");
+  if (QFileInfo(build_tree).isExecutable()) return QFileInfo(build_tree).canonicalFilePath();
+  return QStandardPaths::findExecutable(QStringLiteral("snip"));
+}
+
+bool CompareView::experiment_running() const { return experiment_ && experiment_->state() != QProcess::NotRunning; }
+
+void CompareView::launch_compare_experiment() {
+  if (experiment_running()) {
+    workbench_->report(MessageLevel::warning, tr("A compare experiment is already running"));
+    return;
+  }
+  snip::Store* store = workbench_->store();
+  try {
+    if (!store) throw snip::Error("no database is open");
+    std::optional<snip::Checkpoint> checkpoint;
+    for (int i = 0; i < run_list_->count() && !checkpoint; ++i)
+      if (run_list_->item(i)->checkState() == Qt::Checked) {
+        const auto cps = store->checkpoints(run_list_->item(i)->data(Qt::UserRole).toLongLong());
+        if (!cps.empty()) checkpoint = cps.back();
+      }
+    if (!checkpoint) throw snip::Error("check a run that has a checkpoint (runs save one when they finish or are stopped)");
+    const QString snip = snip_executable();
+    if (snip.isEmpty()) throw snip::Error("the `snip` command-line tool was not found beside snip-workbench or on PATH");
+    delete experiment_;
+    experiment_ = new QProcess(this);
+    experiment_output_->clear();
+    experiment_progress_->setRange(0, 0);  // busy until the first progress line
+    connect(experiment_, &QProcess::readyReadStandardError, this, [this] {
+      // Progress lines: "\r[done/total] method"
+      static const QRegularExpression re(QStringLiteral("\\[(\\d+)/(\\d+)\\]\\s*([^\\r\\n]*)"));
+      const QString text = QString::fromUtf8(experiment_->readAllStandardError());
+      QRegularExpressionMatchIterator it = re.globalMatch(text);
+      while (it.hasNext()) {
+        const QRegularExpressionMatch m = it.next();
+        experiment_progress_->setRange(0, m.captured(2).toInt());
+        experiment_progress_->setValue(m.captured(1).toInt());
+        experiment_progress_->setFormat(m.captured(3).trimmed() + QStringLiteral(" %v/%m"));
+      }
+      for (const QString& line : text.split(QRegularExpression(QStringLiteral("[\\r\\n]")), Qt::SkipEmptyParts))
+        if (!re.match(line).hasMatch() && !line.trimmed().isEmpty()) experiment_output_->appendPlainText(line.trimmed());
+    });
+    connect(experiment_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
+      experiment_output_->appendPlainText(QString::fromUtf8(experiment_->readAllStandardOutput()));
+      experiment_progress_->setRange(0, 1);
+      experiment_progress_->setValue(code == 0 && status == QProcess::NormalExit ? 1 : 0);
+      if (code == 0 && status == QProcess::NormalExit)
+        workbench_->report(MessageLevel::info, tr("Compare experiment finished; the table is in the Compare view"));
+      else
+        workbench_->report(MessageLevel::error, tr("Compare experiment failed (exit %1): %2")
+                                                    .arg(code)
+                                                    .arg(experiment_output_->toPlainText().right(400)));
+      experiment_button_->setEnabled(true);
+      emit workbench_->data_changed();
+    });
+    experiment_button_->setEnabled(false);
+    experiment_->start(snip, {QStringLiteral("compare"), QStringLiteral("--checkpoint"), QString::fromStdString(checkpoint->path),
+                              QStringLiteral("--budget"), QString::number(experiment_budget_->value()),
+                              QStringLiteral("--steps"), QString::number(experiment_steps_->value())});
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Cannot start the compare experiment: %1").arg(error_text(e)));
+  }
 }
 
 }  // namespace snip::ui

@@ -6,8 +6,14 @@
 #include <QWidget>
 #include <vector>
 
+class QDoubleSpinBox;
 class QHBoxLayout;
 class QListWidget;
+class QPlainTextEdit;
+class QProcess;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
 class QTableWidget;
 
 namespace snip::ui {
@@ -27,6 +33,11 @@ class CompareView : public QWidget {
   QTableWidget* table() const { return table_; }
   CurveChart* loss_chart() const { return loss_; }
   void export_table_csv(const QString& path) const;
+  // The `snip` command-line tool next to this executable (build tree) or on PATH; empty if none.
+  static QString snip_executable();
+  // Starts `snip compare` in the background on the newest checkpoint of the first checked run.
+  void launch_compare_experiment();
+  bool experiment_running() const;
 
  public slots:
   void refresh_lists();
@@ -42,6 +53,12 @@ class CompareView : public QWidget {
   PlanGrid* hint_ = nullptr;  // "No plan" when nothing is checked
   CurveChart* loss_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QDoubleSpinBox* experiment_budget_ = nullptr;
+  QSpinBox* experiment_steps_ = nullptr;
+  QPushButton* experiment_button_ = nullptr;
+  QProgressBar* experiment_progress_ = nullptr;
+  QPlainTextEdit* experiment_output_ = nullptr;
+  QProcess* experiment_ = nullptr;
 };
 
 }  // namespace snip::ui
