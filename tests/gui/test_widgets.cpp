@@ -1,6 +1,9 @@
 // Widget-level tests: curve smoothing/downsampling math, bulk chart refresh, heatmap hover and
 // click, plan grid differences and pins.
 #include <QApplication>
+#include <QFile>
+#include <QImage>
+#include <QTemporaryDir>
 #include <QElapsedTimer>
 #include <QSignalSpy>
 #include <QTest>
@@ -10,6 +13,7 @@
 #include "curve_chart.h"
 #include "heatmap_widget.h"
 #include "plan_grid.h"
+#include "snip/error.h"
 
 using namespace snip::ui;
 
@@ -71,6 +75,19 @@ TEST(CurveChart, ManyBulkUpdatesCoalesceIntoFewRedraws) {
   chart.set_curves({Curve{"train", {{0, 0.0}, {1, -1.0}, {2, 0.5}, {3, 0.25}}, {}}});
   chart.redraw_now();
   EXPECT_TRUE(chart.log_scale());
+  // Exports: PNG decodes at the widget's size, SVG is an SVG document, CSV has every raw point.
+  QTemporaryDir dir;
+  chart.export_png(dir.filePath("c.png"));
+  chart.export_svg(dir.filePath("c.svg"));
+  chart.export_csv(dir.filePath("c.csv"));
+  EXPECT_FALSE(QImage(dir.filePath("c.png")).isNull());
+  QFile svg(dir.filePath("c.svg"));
+  ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+  EXPECT_TRUE(svg.readAll().contains("<svg"));
+  QFile csv(dir.filePath("c.csv"));
+  ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
+  EXPECT_EQ(csv.readAll().count('\n'), 5);  // header + 4 points (non-positive ones too: CSV is raw)
+  EXPECT_THROW(chart.export_png("/nonexistent-dir/c.png"), snip::Error);
 }
 
 TEST(Heatmap, HoverShowsExactValueAndClickReportsTheCell) {
