@@ -1,4 +1,5 @@
 // `snip runs`: lists the runs of an experiment database as a table (or JSON).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -47,7 +48,7 @@ void run_runs(const RunsOptions& o) {
     char loss_text[32] = "-";
     if (loss) std::snprintf(loss_text, sizeof loss_text, "%.4f", *loss);
     std::printf("%5lld  %-24s  %-11s  %8lld  %10s  %-12s  %-6s  %-20s  %s\n", (long long)r.id,
-                fit(r.spec.name, 24).c_str(), snip::run_status_name(r.status), (long long)(r.last_step + 1), loss_text,
+                fit(r.spec.name, 24).c_str(), snip::run_status_name(r.status), (long long)std::max<int64_t>(r.last_step, 0), loss_text,
                 fit(r.spec.method.empty() ? "-" : r.spec.method, 12).c_str(), fit(r.spec.recipe, 6).c_str(),
                 snip::format_utc_ms(r.started_ms).c_str(), snip::format_duration_ms(end - r.started_ms).c_str());
   }
