@@ -2,11 +2,10 @@
 // same engine and store as the GUI; errors from bad input are printed, never crashes.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 
 #include "command.h"
 #include "snip/error.h"
+#include "snip/store.h"
 
 namespace snip::cli {
 
@@ -15,19 +14,7 @@ std::vector<CommandRegistration>& command_registry() {
   return registry;
 }
 
-std::string default_db_path() {
-  std::filesystem::path dir;
-  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
-    dir = std::filesystem::path(xdg) / "snip-workbench";
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    dir = std::filesystem::path(home) / ".local" / "share" / "snip-workbench";
-  } else {
-    dir = std::filesystem::current_path() / ".snip-workbench";
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  return (dir / "workbench.db").string();
-}
+std::string default_db_path() { return snip::default_database_path(); }
 
 std::string default_corpus_path() { return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz"; }
 
