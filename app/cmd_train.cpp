@@ -147,6 +147,11 @@ class Progress {
 };
 
 void run_train(const TrainOptions& o) {
+  if (o.steps < 0) throw snip::Error("--steps must be ≥ 0 (got " + std::to_string(o.steps) + ")");
+  if (o.save_every < 0) throw snip::Error("--save-every must be ≥ 0 (0: save only at the end)");
+  if (o.eval_every < 0) throw snip::Error("--eval-every must be ≥ 0 (0: never evaluate)");
+  if (o.replan_every < 0 || o.bf16_probe_every < 0)
+    throw snip::Error("--replan-every and --bf16-probe-every must be ≥ 0");
   std::unique_ptr<snip::Trainer> trainer;
   std::string out = o.out;
   if (!o.resume.empty()) {
@@ -168,7 +173,7 @@ void run_train(const TrainOptions& o) {
     c.batch_size = o.batch_size;
     c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(256, c.model.max_position_embeddings);
     c.grad_accum = o.grad_accum;
-    c.steps = o.steps > 0 ? o.steps : 500;
+    c.steps = o.steps > 0 ? o.steps : 500;  // 0: the default
     c.schedule.kind = o.schedule;
     c.schedule.lr = o.lr;
     c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;

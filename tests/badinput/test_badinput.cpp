@@ -1,7 +1,7 @@
 // Tests backing rows of docs/BAD_INPUT.md that no other area's test covers: what a user sees
 // (message and exit status of the real `snip` binary) for broken checkpoints, databases, token
 // files, statistics, costs, infeasible budgets and bad command-line values, plus the fuzzers'
-// regression inputs. Tests named DISABLED_* document bugs found in this pass (see BAD_INPUT.md).
+// regression inputs. Regression tests name the bug they guard against (see docs/BAD_INPUT.md).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -293,19 +293,19 @@ TEST_F(BadInput, ImportAndShowRefuseWhatTheyCannotUse) {
   EXPECT_CONTAINS(r.out, "run 42 does not exist (list runs with `snip runs --db");
 }
 
-// BUG (found in this pass): app/cmd_train.cpp turns a negative --steps into the default 500
+// Regression (found in the reliability pass, fixed): app/cmd_train.cpp turned a negative --steps into the default 500
 // (`c.steps = o.steps > 0 ? o.steps : 500;`) and trains for minutes instead of refusing it.
-TEST_F(BadInput, DISABLED_NegativeStepsAreRefused) {
+TEST_F(BadInput, NegativeStepsAreRefused) {
   const Result r = run("train --preset tiny --batch-size 2 --seq-len 16 --steps -3 --out " + p("x_neg"));
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_CONTAINS(r.out, "--steps");
   EXPECT_FALSE(fs::exists(p("x_neg")));
 }
 
-// BUG (found in this pass): `snip train` accepts --beta1 1.5 / --beta2 -0.5 (a meaningless
+// Regression (found in the reliability pass, fixed): `snip train` accepted --beta1 1.5 / --beta2 -0.5 (a meaningless
 // AdamW), --clip -1 (silently no clipping; the help says 0 disables) and --save-every -1
 // (silently never): engine/train/src/trainer.cpp validates lr, warmup, batch and steps only.
-TEST_F(BadInput, DISABLED_OutOfRangeOptimizerOptionsAreRefused) {
+TEST_F(BadInput, OutOfRangeOptimizerOptionsAreRefused) {
   for (const char* opt : {"--clip -1", "--beta1 1.5", "--beta2 -0.5", "--save-every -1"}) {
     const Result r = run(std::string("train --preset tiny --batch-size 2 --seq-len 16 --steps 1 ") + opt +
                          " --out " + p("x_opt"));
@@ -316,13 +316,13 @@ TEST_F(BadInput, DISABLED_OutOfRangeOptimizerOptionsAreRefused) {
 
 // ---- regression inputs of the fuzzers (library level) -----------------------------------
 
-// BUG (found by hand while cataloguing, reachable by fuzz_stats / fuzz_plan): a number too
+// Regression (found by hand while cataloguing, reachable by fuzz_stats / fuzz_plan; fixed): a number too
 // large for a double makes nlohmann::json throw out_of_range.406, which stats_from_json and
 // plan_from_json do not catch (they catch json::parse_error only), so the user sees
 // "error: [json.exception.out_of_range.406] number overflow parsing '1e999'" without the file
 // name, and the fuzz targets abort on an uncaught exception.
 // Fix: catch `const json::exception&` in engine/core/src/stats.cpp:40 and engine/core/src/plan.cpp:24.
-TEST(BadInputRegression, DISABLED_StatsNumberOverflowIsASnipErrorNamingTheFile) {
+TEST(BadInputRegression, StatsNumberOverflowIsASnipErrorNamingTheFile) {
   try {
     snip::stats_from_json(R"({"format":"snip-stats/1","step":1e999,"layers":[]})", "big.stats.json");
     FAIL() << "accepted a number that overflows a double";
@@ -331,7 +331,7 @@ TEST(BadInputRegression, DISABLED_StatsNumberOverflowIsASnipErrorNamingTheFile) 
   }
 }
 
-TEST(BadInputRegression, DISABLED_PlanNumberOverflowIsASnipErrorNamingTheFile) {
+TEST(BadInputRegression, PlanNumberOverflowIsASnipErrorNamingTheFile) {
   try {
     snip::plan_from_json(R"({"format":"snip-plan/1","budget":1e999,"layers":{}})", "big.plan.json");
     FAIL() << "accepted a number that overflows a double";

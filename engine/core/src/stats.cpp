@@ -37,7 +37,7 @@ StatsRound stats_from_json(const std::string& text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors and number overflow (1e999)
     throw Error(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object() || !j.contains("format") || j["format"] != "snip-stats/1")

@@ -86,6 +86,11 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
   if (config_.batch_size <= 0 || config_.seq_len <= 0 || config_.grad_accum <= 0)
     throw Error("batch size, sequence length and gradient accumulation must be positive");
   if (config_.steps < 0) throw Error("the number of steps must be ≥ 0");
+  if (!(config_.adamw.beta1 >= 0 && config_.adamw.beta1 < 1) || !(config_.adamw.beta2 >= 0 && config_.adamw.beta2 < 1))
+    throw Error("AdamW beta1 and beta2 must be in [0, 1) (got " + std::to_string(config_.adamw.beta1) + ", " +
+                std::to_string(config_.adamw.beta2) + "); typical values are 0.9 and 0.95");
+  if (!(config_.adamw.weight_decay >= 0)) throw Error("weight decay must be ≥ 0");
+  if (!(config_.grad_clip >= 0)) throw Error("gradient clipping norm must be ≥ 0 (0 disables clipping)");
   if (!(config_.val_fraction > 0 && config_.val_fraction < 1))
     throw Error("validation fraction must be between 0 and 1");
   {  // refuse what cannot fit before allocating it (e.g. the tinyllama-1.1b preset, meant for planning)
@@ -184,7 +189,7 @@ StepMetrics Trainer::step() {
         culprit = culprit.empty() ? "first non-finite tensor: " + m.first_nonfinite_activation()
                                   : "non-finite weight: " + culprit;
         throw Error(where + "the training loss is " + (std::isnan(loss) ? "NaN" : "infinite") + " (" + culprit +
-                    "). Training stopped before the update; the last saved checkpoint is kept. "
+                    "). Training stopped before the update; the last saved checkpoint, if any, is kept. "
                     "Try a lower learning rate or a higher precision for that layer.");
       }
       m.backward(1.0 / config_.grad_accum);
@@ -193,12 +198,12 @@ StepMetrics Trainer::step() {
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind("step ", 0) == 0) throw;
-    throw Error(where + msg + " (training stopped before the update; the last saved checkpoint is kept)");
+    throw Error(where + msg + " (training stopped before the update; the last saved checkpoint, if any, is kept)");
   }
   const double gnorm = clip_grad_global_norm(m.grad_data(), m.num_params(), config_.grad_clip);
   if (!std::isfinite(gnorm))
     throw Error(where + "the gradient of " + m.first_nonfinite_param(/*values=*/false) +
-                " is not finite. Training stopped before the update; the last saved checkpoint is kept.");
+                " is not finite. Training stopped before the update; the last saved checkpoint, if any, is kept.");
   const double lr = config_.schedule.at(step_);
   opt_->step(m.param_data(), m.grad_data(), m.param_tensors(), lr);
   step_ = step_no;
