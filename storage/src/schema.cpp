@@ -180,10 +180,59 @@ CREATE INDEX validations_by_run ON validations(run_id);
 CREATE INDEX runs_by_parent ON runs(parent_run_id);
 )sql";
 
+// Version 3: plan comparisons (`snip compare`, METHOD.md section 6 training truth). One row
+// per experiment and one per arm; each arm's train-loss curve is a blob in its row (an arm is
+// not a run: no checkpoint, no owner process, and 15 arms per experiment would swamp the
+// run list), so the whole table with its curves is one query.
+const char* kMigrationV3 = R"sql(
+CREATE TABLE compares (
+  id                 INTEGER PRIMARY KEY,
+  run_id             INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  stats_round_id     INTEGER REFERENCES stats_rounds(id) ON DELETE SET NULL,
+  checkpoint         TEXT    NOT NULL,
+  start_step         INTEGER NOT NULL,
+  budget             REAL    NOT NULL,
+  recipe             TEXT    NOT NULL,
+  steps              INTEGER NOT NULL,
+  cooldown_steps     INTEGER NOT NULL,
+  eval_batches       INTEGER NOT NULL,
+  last_window        INTEGER NOT NULL,
+  control_rel        REAL    NOT NULL,
+  noise_floor_train  REAL,
+  noise_floor_val    REAL,
+  options            TEXT    NOT NULL,
+  created_ms         INTEGER NOT NULL
+);
+
+CREATE TABLE compare_rows (
+  compare_id             INTEGER NOT NULL REFERENCES compares(id) ON DELETE CASCADE,
+  position               INTEGER NOT NULL,
+  method                 TEXT    NOT NULL,
+  lambda                 REAL,
+  seed                   INTEGER,
+  achieved_fp4_fraction  REAL    NOT NULL,
+  train_loss_last        REAL,
+  val_loss_plan          REAL,
+  val_loss_bf16          REAL,
+  gap_train              REAL,
+  gap_val_plan           REAL,
+  gap_val_bf16           REAL,
+  control                INTEGER NOT NULL CHECK (control IN (0, 1)),
+  differs_from_snip      INTEGER NOT NULL CHECK (differs_from_snip IN (0, 1)),
+  same_plan_as           TEXT    NOT NULL DEFAULT '',
+  plan_id                INTEGER REFERENCES plans(id) ON DELETE SET NULL,
+  train_curve            BLOB    NOT NULL,
+  PRIMARY KEY (compare_id, position)
+) WITHOUT ROWID;
+
+CREATE INDEX compares_by_run ON compares(run_id);
+CREATE INDEX compare_rows_by_plan ON compare_rows(plan_id);
+)sql";
+
 }  // namespace
 
 const std::vector<std::string>& schema_steps() {
-  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2};
+  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2, kMigrationV3};
   return steps;
 }
 

@@ -8,7 +8,7 @@
 using namespace snip;
 using namespace snip_test;
 
-TEST(StoreSchema, MigratesVersion1ToCurrentKeepingData) {
+TEST(StoreSchema, MigratesVersion1ToCurrentKeepingData) {  // v1 -> v2 -> v3
   TempDir dir;
   const std::string path = dir.file("v1.db");
   // A v1 database exactly as version 1 of the store created it, with one run and metrics.
@@ -25,7 +25,7 @@ TEST(StoreSchema, MigratesVersion1ToCurrentKeepingData) {
   ASSERT_EQ(raw_query_text(path, "PRAGMA user_version"), "1");
   {
     Store store(path);
-    EXPECT_EQ(store.schema_version(), 2);
+    EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
     const RunInfo r = store.run(7);
     EXPECT_EQ(r.spec.name, "old run");
     EXPECT_EQ(r.status, RunStatus::finished);
@@ -40,7 +40,7 @@ TEST(StoreSchema, MigratesVersion1ToCurrentKeepingData) {
     store.append_metrics(id, std::vector<MetricRow>{row_for_step(0)});
     EXPECT_EQ(store.run(id).metric_rows, 1);
   }
-  EXPECT_EQ(raw_query_text(path, "PRAGMA user_version"), "2");
+  EXPECT_EQ(raw_query_text(path, "PRAGMA user_version"), std::to_string(Store::kSchemaVersion));
   EXPECT_EQ(raw_query_text(path, "SELECT name FROM sqlite_schema WHERE name = 'plans_by_run'"), "plans_by_run");
   EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
   // Opening again does not migrate again.

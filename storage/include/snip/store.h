@@ -1,6 +1,6 @@
 // The experiment store: one SQLite database file holding runs, per-step metrics, raw
-// statistics rounds, plans with their timeline, and validation results (storage/README.md
-// documents the schema). Plain sqlite3 underneath, value types on top.
+// statistics rounds, plans with their timeline, validation results and plan comparisons
+// (storage/README.md documents the schema). Plain sqlite3 underneath, value types on top.
 //
 // Guarantees: WAL mode, foreign keys on, a 5 s busy timeout instead of "database is locked"
 // failures; every write method is one transaction, so a reader in another process never
@@ -37,7 +37,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;  // PRAGMA user_version of a current database
+  static constexpr int kSchemaVersion = 3;  // PRAGMA user_version of a current database
 
   // Opens (or creates) the database and migrates an older schema forward. Throws snip::Error,
   // without modifying the file, for: a file that is not a SQLite database, a truncated
@@ -118,6 +118,16 @@ class Store {
   int64_t add_validation(const ValidationResult& result);
   ValidationResult validation(int64_t validation_id) const;  // throws snip::Error when missing
   std::vector<ValidationResult> validations(std::optional<int64_t> run_id = std::nullopt) const;  // without entries
+
+  // ---- plan comparisons (METHOD.md section 6, training truth; `snip compare`) -----------
+  // Inserts the experiment and all its rows in one transaction; returns its id. Throws
+  // snip::Error for a run, statistics round or plan id that does not exist.
+  int64_t insert_compare(const CompareRecord& compare);
+  // Newest first, without rows (row_count says how many); only those of run_id when given.
+  std::vector<CompareRecord> list_compares(std::optional<int64_t> run_id = std::nullopt) const;
+  std::vector<CompareRowRecord> compare_rows(int64_t compare_id) const;  // report order; throws when missing
+  CompareRecord compare(int64_t compare_id) const;                       // with rows; throws when missing
+  void delete_compare(int64_t compare_id);                               // with its rows (plans stay)
 
   // Groups several write calls into one transaction (nested calls join it). Commits when
   // commit() is called; rolls back when destroyed uncommitted (e.g. by an exception).
