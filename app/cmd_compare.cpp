@@ -1,25 +1,110 @@
 // `snip compare`: the training truth of METHOD.md section 6 — from one checkpoint, train N steps
 // under each plan at the same FP4 budget (SNIP at several λ, random, min-err, min-rel-err,
 // e-layer-type, e-layer-id, uniform) plus a noise-floor control, and print the loss gaps to BF16.
+// The table (with each arm's train-loss curve, its plan and the statistics round the plans came
+// from) is stored in the experiment database unless --no-db.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "command.h"
 #include "snip/compare.h"
 #include "snip/error.h"
+#include "snip/store.h"
 
 namespace {
 
 struct CompareCliOptions {
-  std::string checkpoint, recipe;
+  std::string checkpoint, recipe, db;
   double budget = 0.75;
   int64_t steps = 200;
   int seeds = 2, cooldown = 20, eval_batches = 8;
-  bool json = false;
+  bool json = false, no_db = false;
 };
+
+nlohmann::json num_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+// The stored run one of whose checkpoints is this directory, if any (newest run first).
+std::optional<int64_t> run_of_checkpoint(const snip::Store& store, const std::string& checkpoint) {
+  std::error_code ec;
+  const auto want = std::filesystem::weakly_canonical(checkpoint, ec);
+  if (ec) return std::nullopt;
+  for (const auto& r : store.runs())
+    for (const auto& c : store.checkpoints(r.id)) {
+      std::error_code ec2;
+      if (std::filesystem::weakly_canonical(c.path, ec2) == want && !ec2) return r.id;
+    }
+  return std::nullopt;
+}
+
+// Stores the report: its statistics round, one plan per trained arm (the controls share the
+// SNIP reference's), and the comparison with every row and curve. One transaction.
+int64_t store_report(snip::Store& store, const CompareCliOptions& o, const snip::CompareOptions& co,
+                     const snip::CompareReport& rep) {
+  snip::Store::Transaction tx(store);
+  snip::CompareRecord c;
+  c.run_id = run_of_checkpoint(store, o.checkpoint);
+  c.stats_round_id = store.add_stats_round(rep.round, c.run_id);
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(o.checkpoint, ec);
+  c.checkpoint = ec ? o.checkpoint : abs.lexically_normal().string();
+  c.start_step = rep.start_step;
+  c.budget = rep.budget;
+  c.recipe = rep.recipe;
+  c.steps = co.steps;
+  c.cooldown_steps = co.cooldown_steps;
+  c.eval_batches = co.eval_batches;
+  c.last_window = co.last_window;
+  c.control_rel = co.control_rel;
+  c.noise_floor_train = rep.noise_floor_train;
+  c.noise_floor_val = rep.noise_floor_val;
+  c.options = {{"random_seeds", co.random_seeds}, {"lambdas", co.lambdas}, {"control_seeds", co.control_seeds}};
+  std::map<std::string, int64_t> plan_of;  // method -> stored plan id
+  for (const auto& r : rep.rows) {
+    snip::CompareRowRecord row;
+    row.method = r.method;
+    row.lambda = r.lambda;
+    if (r.seed) row.seed = int64_t(*r.seed);
+    row.achieved_fraction = r.achieved_fraction;
+    row.train_loss_last = r.train_loss_last;
+    row.val_loss_plan = r.val_loss_plan;
+    row.val_loss_bf16 = r.val_loss_bf16;
+    row.gap_train = r.gap_train;
+    row.gap_val_plan = r.gap_val_plan;
+    row.gap_val_bf16 = r.gap_val_bf16;
+    row.control = r.control;
+    row.differs_from_snip = r.differs_from_snip;
+    row.same_plan_as = r.same_plan_as;
+    row.train_curve = r.train_curve;
+    if (r.control) {
+      for (const auto& q : rep.rows)  // the SNIP reference row with this plan
+        if (!q.control && q.lambda && q.plan.layers == r.plan.layers && plan_of.count(q.method)) {
+          row.plan_id = plan_of.at(q.method);
+          break;
+        }
+    } else {
+      snip::PlanSolveInfo info;
+      info.run_id = c.run_id;
+      info.stats_round_id = c.stats_round_id;
+      info.options = {{"compare", true}};
+      if (r.lambda) info.options["lambda"] = *r.lambda;
+      if (r.seed) info.options["seed"] = *r.seed;
+      info.solver_status = "compare";
+      row.plan_id = plan_of[r.method] = store.add_plan(r.plan, info);
+    }
+    c.rows.push_back(std::move(row));
+  }
+  const int64_t id = store.insert_compare(c);
+  tx.commit();
+  return id;
+}
 
 void run_compare_cmd(const CompareCliOptions& o) {
   snip::CompareOptions co;
@@ -33,6 +118,13 @@ void run_compare_cmd(const CompareCliOptions& o) {
     if (!o.json) std::fprintf(stderr, "\r[%d/%d] %-60s", done, total, m.c_str());
   });
   if (!o.json) std::fprintf(stderr, "\n");
+  std::optional<int64_t> compare_id;
+  std::string db_path;
+  if (!o.no_db) {
+    snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+    db_path = store.path();
+    compare_id = store_report(store, o, co, rep);
+  }
   if (o.json) {
     nlohmann::json j = {{"checkpoint", o.checkpoint},
                         {"start_step", rep.start_step},
@@ -41,14 +133,18 @@ void run_compare_cmd(const CompareCliOptions& o) {
                         {"recipe", rep.recipe},
                         {"noise_floor_train", rep.noise_floor_train},
                         {"noise_floor_val", rep.noise_floor_val}};
+    j["compare_id"] = compare_id ? nlohmann::json(*compare_id) : nlohmann::json(nullptr);
     for (const auto& r : rep.rows)
       j["rows"].push_back({{"method", r.method},
+                           {"lambda", r.lambda ? nlohmann::json(*r.lambda) : nlohmann::json(nullptr)},
+                           {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
                            {"achieved_fraction", r.achieved_fraction},
-                           {"train_loss_last", r.train_loss_last},
-                           {"val_loss_plan", r.val_loss_plan},
-                           {"val_loss_bf16", r.val_loss_bf16},
-                           {"gap_train", r.gap_train},
-                           {"gap_val_plan", r.gap_val_plan},
+                           {"train_loss_last", num_or_null(r.train_loss_last)},
+                           {"val_loss_plan", num_or_null(r.val_loss_plan)},
+                           {"val_loss_bf16", num_or_null(r.val_loss_bf16)},
+                           {"gap_train", num_or_null(r.gap_train)},
+                           {"gap_val_plan", num_or_null(r.gap_val_plan)},
+                           {"gap_val_bf16", num_or_null(r.gap_val_bf16)},
                            {"control", r.control},
                            {"same_plan_as", r.same_plan_as},
                            {"differs_from_snip", r.differs_from_snip},
@@ -71,6 +167,9 @@ void run_compare_cmd(const CompareCliOptions& o) {
       "noise floor (perturbed-weights control): train %.4f, val %.4f; gaps closer to SNIP's than this are "
       "\"no difference\"\n",
       rep.noise_floor_train, rep.noise_floor_val);
+  if (compare_id)
+    std::printf("stored compare %lld in %s (snip show --compare %lld)\n", (long long)*compare_id, db_path.c_str(),
+                (long long)*compare_id);
 }
 
 void setup_compare(CLI::App& app) {
@@ -87,6 +186,9 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")
       ->check(CLI::Range(0, 100000));
   cmd->add_option("--eval-batches", opts->eval_batches, "Validation batches")->check(CLI::Range(1, 100000));
+  cmd->add_option("--db", opts->db,
+                  "Experiment database to store the table in (default: the user's workbench database)");
+  cmd->add_flag("--no-db", opts->no_db, "Do not store the table in a database");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { run_compare_cmd(*opts); });
 }

@@ -1,5 +1,7 @@
-// `snip runs`: lists the runs of an experiment database as a table (or JSON).
+// `snip runs`: lists the runs of an experiment database as a table (or JSON); with
+// --compares, the stored `snip compare` tables instead.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -13,7 +15,7 @@ namespace {
 struct RunsOptions {
   std::string db;
   std::string status;
-  bool json = false;
+  bool json = false, compares = false;
 };
 
 std::string fit(std::string s, size_t width) {
@@ -21,9 +23,42 @@ std::string fit(std::string s, size_t width) {
   return s;
 }
 
+// The stored comparisons: one line (or JSON object) each, newest first.
+void list_compares(const snip::Store& store, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!json)
+    std::printf("%5s  %5s  %-8s  %6s  %7s  %6s  %5s  %11s  %-20s  %s\n", "ID", "RUN", "RECIPE", "BUDGET", "FROM", "STEPS",
+                "ROWS", "NOISE FLOOR", "CREATED (UTC)", "CHECKPOINT");
+  for (const auto& c : store.list_compares()) {
+    if (json) {
+      out.push_back({{"id", c.id},
+                     {"run_id", c.run_id ? nlohmann::json(*c.run_id) : nlohmann::json(nullptr)},
+                     {"checkpoint", c.checkpoint},
+                     {"start_step", c.start_step},
+                     {"budget", c.budget},
+                     {"recipe", c.recipe},
+                     {"steps", c.steps},
+                     {"rows", c.row_count},
+                     {"noise_floor_train", std::isfinite(c.noise_floor_train) ? nlohmann::json(c.noise_floor_train)
+                                                                             : nlohmann::json(nullptr)},
+                     {"created", snip::format_utc_ms(c.created_ms)}});
+      continue;
+    }
+    std::printf("%5lld  %5s  %-8s  %6.3f  %7lld  %6lld  %5lld  %11.4f  %-20s  %s\n", (long long)c.id,
+                c.run_id ? std::to_string(*c.run_id).c_str() : "-", fit(c.recipe, 8).c_str(), c.budget,
+                (long long)c.start_step, (long long)c.steps, (long long)c.row_count, c.noise_floor_train,
+                snip::format_utc_ms(c.created_ms).c_str(), c.checkpoint.c_str());
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+}
+
 void run_runs(const RunsOptions& o) {
   // An explicit --db must exist (a typo must not silently show an empty new database).
   snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
+  if (o.compares) {
+    list_compares(store, o.json);
+    return;
+  }
   std::optional<snip::RunStatus> only;
   if (!o.status.empty()) only = snip::parse_run_status(o.status);
   auto runs = store.runs();
@@ -60,6 +95,8 @@ void setup_runs(CLI::App& app) {
   auto* cmd = app.add_subcommand("runs", "List the training runs stored in an experiment database");
   cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
   cmd->add_option("--status", opts->status, "Only runs with this status: running, finished, failed, interrupted");
+  cmd->add_flag("--compares", opts->compares,
+                "List the stored plan comparisons (`snip compare`) instead of runs; show one with snip show --compare ID");
   cmd->add_flag("--json", opts->json, "Print a JSON array of runs instead of a table");
   cmd->callback([opts] { run_runs(*opts); });
 }

@@ -1,5 +1,6 @@
 // `snip show`: summarizes one run: configuration, status, progress, metrics, checkpoints,
-// plan timeline, statistics rounds and validation results.
+// plan timeline, statistics rounds, validation results and plan comparisons; or, with
+// --compare, prints one stored `snip compare` table.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +15,7 @@ namespace {
 
 struct ShowOptions {
   std::string db;
-  int64_t run = 0;
+  std::optional<int64_t> run, compare;
   bool json = false;
 };
 
@@ -54,16 +55,87 @@ std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
   return buf;
 }
 
+nlohmann::json num_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+// One stored `snip compare` table, printed like `snip compare` prints it.
+void show_compare(const snip::Store& store, int64_t id, bool json) {
+  const snip::CompareRecord c = store.compare(id);
+  if (json) {
+    nlohmann::json j = {{"id", c.id},
+                        {"run_id", c.run_id ? nlohmann::json(*c.run_id) : nlohmann::json(nullptr)},
+                        {"stats_round_id", c.stats_round_id ? nlohmann::json(*c.stats_round_id) : nlohmann::json(nullptr)},
+                        {"checkpoint", c.checkpoint},
+                        {"start_step", c.start_step},
+                        {"budget", c.budget},
+                        {"recipe", c.recipe},
+                        {"steps", c.steps},
+                        {"cooldown_steps", c.cooldown_steps},
+                        {"eval_batches", c.eval_batches},
+                        {"last_window", c.last_window},
+                        {"control_rel", c.control_rel},
+                        {"noise_floor_train", num_or_null(c.noise_floor_train)},
+                        {"noise_floor_val", num_or_null(c.noise_floor_val)},
+                        {"options", c.options},
+                        {"created", snip::format_utc_ms(c.created_ms)}};
+    j["rows"] = nlohmann::json::array();
+    for (const auto& r : c.rows) {
+      nlohmann::json curve = nlohmann::json::array();
+      for (double v : r.train_curve) curve.push_back(num_or_null(v));
+      j["rows"].push_back({{"method", r.method},
+                           {"lambda", r.lambda ? nlohmann::json(*r.lambda) : nlohmann::json(nullptr)},
+                           {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
+                           {"achieved_fraction", r.achieved_fraction},
+                           {"train_loss_last", num_or_null(r.train_loss_last)},
+                           {"val_loss_plan", num_or_null(r.val_loss_plan)},
+                           {"val_loss_bf16", num_or_null(r.val_loss_bf16)},
+                           {"gap_train", num_or_null(r.gap_train)},
+                           {"gap_val_plan", num_or_null(r.gap_val_plan)},
+                           {"gap_val_bf16", num_or_null(r.gap_val_bf16)},
+                           {"control", r.control},
+                           {"differs_from_snip", r.differs_from_snip},
+                           {"same_plan_as", r.same_plan_as},
+                           {"plan_id", r.plan_id ? nlohmann::json(*r.plan_id) : nlohmann::json(nullptr)},
+                           {"train_curve", curve}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::printf("compare %lld: %s from step %lld, %lld steps per plan (+%lld cooldown), budget %.3f, recipe %s\n",
+              (long long)c.id, c.checkpoint.c_str(), (long long)c.start_step, (long long)c.steps,
+              (long long)c.cooldown_steps, c.budget, c.recipe.c_str());
+  std::printf("  created %s%s\n", snip::format_utc_ms(c.created_ms).c_str(),
+              c.run_id ? (", run " + std::to_string(*c.run_id)).c_str() : "");
+  std::printf("  %-30s %8s %10s %10s %10s %10s %10s  %s\n", "method", "rho", "train(50)", "val plan", "val bf16",
+              "gap train", "gap val", "vs SNIP");
+  for (const auto& r : c.rows) {
+    std::string cmp = r.control ? "control" : (r.differs_from_snip ? "differs" : "no difference");
+    if (!r.same_plan_as.empty()) cmp += " (same plan as " + r.same_plan_as + ")";
+    std::printf("  %-30s %8.4f %10.4f %10.4f %10.4f %+10.4f %+10.4f  %s\n", r.method.substr(0, 30).c_str(),
+                r.achieved_fraction, r.train_loss_last, r.val_loss_plan, r.val_loss_bf16, r.gap_train, r.gap_val_plan,
+                cmp.c_str());
+  }
+  std::printf("noise floor (perturbed-weights control): train %.4f, val %.4f\n", c.noise_floor_train,
+              c.noise_floor_val);
+}
+
 void run_show(const ShowOptions& o) {
   // An explicit --db must exist (a typo must not silently show an empty new database).
   snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
-  const snip::RunInfo r = store.run(o.run);
+  if (o.compare) {
+    show_compare(store, *o.compare, o.json);
+    return;
+  }
+  if (!o.run) throw snip::Error("snip show: give --run ID (see `snip runs`) or --compare ID (see `snip runs --compares`)");
+  const snip::RunInfo r = store.run(*o.run);
   const auto rows = store.metrics(r.id);
   const MetricsSummary m = summarize(rows);
   const auto timeline = store.plan_timeline(r.id);
   const auto rounds = store.stats_rounds(r.id);
   const auto validations = store.validations(r.id);
   const auto plans = store.plans(r.id);
+  const auto compares = store.list_compares(r.id);
 
   if (o.json) {
     nlohmann::json j = snip::run_to_json(r);
@@ -96,6 +168,16 @@ void run_show(const ShowOptions& o) {
     nlohmann::json vj = nlohmann::json::array();
     for (const auto& v : validations) vj.push_back(snip::validation_to_json(store.validation(v.id)));
     j["validations"] = vj;
+    nlohmann::json cj = nlohmann::json::array();
+    for (const auto& c : compares)
+      cj.push_back({{"id", c.id},
+                    {"start_step", c.start_step},
+                    {"budget", c.budget},
+                    {"recipe", c.recipe},
+                    {"steps", c.steps},
+                    {"rows", c.row_count},
+                    {"noise_floor_train", num_or_null(c.noise_floor_train)}});
+    j["compares"] = cj;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -151,13 +233,22 @@ void run_show(const ShowOptions& o) {
     for (const auto& [k, x] : full.summary) std::printf("  %s=%.3f", k.c_str(), x);
     std::printf("\n");
   }
+  std::printf("  compares    %zu\n", compares.size());
+  for (const auto& c : compares)
+    std::printf("    compare %lld from step %lld: budget %.3f recipe %s, %lld steps, %lld rows, noise floor %.4f "
+                "(snip show --compare %lld)\n",
+                (long long)c.id, (long long)c.start_step, c.budget, c.recipe.c_str(), (long long)c.steps,
+                (long long)c.row_count, c.noise_floor_train, (long long)c.id);
 }
 
 void setup_show(CLI::App& app) {
   auto opts = std::make_shared<ShowOptions>();
-  auto* cmd = app.add_subcommand("show", "Summarize one run: status, progress, losses, plans and statistics rounds");
+  auto* cmd = app.add_subcommand(
+      "show", "Summarize one run (status, progress, losses, plans, statistics rounds, comparisons) or one compare table");
   cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
-  cmd->add_option("--run", opts->run, "Run id (see `snip runs`)")->required();
+  auto* run = cmd->add_option("--run", opts->run, "Run id (see `snip runs`)");
+  cmd->add_option("--compare", opts->compare, "Stored `snip compare` table id (see `snip runs --compares`)")
+      ->excludes(run);
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { run_show(*opts); });
 }

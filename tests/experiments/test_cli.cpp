@@ -79,7 +79,7 @@ TEST_F(ExperimentCli, ValidateAndComparePrintJson) {
   EXPECT_EQ(jv["entries"].size(), 28u);
   EXPECT_FALSE(jv["correlations"].empty());
   const CliResult c = run_snip("compare --checkpoint " + dir_ +
-                               "/ck --budget 0.5 --steps 2 --cooldown 1 --eval-batches 1 --seeds 1 --json");
+                               "/ck --budget 0.5 --steps 2 --cooldown 1 --eval-batches 1 --seeds 1 --no-db --json");
   ASSERT_EQ(c.code, 0) << c.out;
   const nlohmann::json jc = nlohmann::json::parse(c.out);
   EXPECT_EQ(jc["rows"].size(), 14u);  // one random seed

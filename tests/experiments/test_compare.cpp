@@ -72,6 +72,24 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
   // the controls start from perturbed weights: a non-zero floor
   EXPECT_TRUE(rep.rows[13].control && rep.rows[14].control);
   EXPECT_GT(rep.noise_floor_train, 0.0);
+  // What the store keeps: each row's per-step curve (the table's value is the mean of its last
+  // `last_window` steps), λ and seed, the BF16-forward gap, and the round the plans came from.
+  EXPECT_EQ(rep.round.layers.size(), 14u);
+  for (const auto& r : rep.rows) {
+    ASSERT_EQ(r.train_curve.size(), 4u) << r.method;
+    const double last3 = (r.train_curve[1] + r.train_curve[2] + r.train_curve[3]) / 3.0;
+    EXPECT_NEAR(r.train_loss_last, last3, 1e-12) << r.method;
+    EXPECT_EQ(r.gap_val_bf16, r.val_loss_bf16 - rep.rows[0].val_loss_bf16) << r.method;
+  }
+  EXPECT_NE(rep.rows[13].train_curve, rep.rows[2].train_curve);  // perturbed weights, another trajectory
+  EXPECT_EQ(rep.rows[1].lambda, 0.0);
+  EXPECT_EQ(rep.rows[4].lambda, 1.0);
+  EXPECT_FALSE(rep.rows[0].lambda.has_value());
+  EXPECT_EQ(rep.rows[5].seed, 1u);  // random s1
+  EXPECT_EQ(rep.rows[6].seed, 2u);  // random s2
+  EXPECT_FALSE(rep.rows[7].seed.has_value());
+  EXPECT_EQ(rep.rows[13].seed, 1001u);
+  EXPECT_EQ(rep.rows[14].lambda, 0.1);
 }
 
 TEST(Compare, RejectsBadOptions) {

@@ -13,6 +13,7 @@ namespace {
 
 struct RunResult {
   double train_last = 0, val_plan = 0, val_bf16 = 0;
+  std::vector<double> curve;  // train loss per step
 };
 
 // Extra optimizer steps on the next training batches with the learning rate decaying linearly
@@ -56,6 +57,7 @@ RunResult train_plan(const std::string& dir, int64_t start, const Plan& plan, co
   RunResult r;
   const size_t w = std::min(losses.size(), size_t(std::max(1, o.last_window)));
   for (size_t i = losses.size() - w; i < losses.size(); ++i) r.train_last += losses[i] / double(w);
+  r.curve = std::move(losses);
   cooldown(*t, o.cooldown_steps);
   r.val_plan = t->evaluate(o.eval_batches);
   const std::vector<LinearPrecision> prec = t->model().precisions();
@@ -76,19 +78,27 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   rep.budget = o.budget;
   rep.recipe = o.recipe.empty() ? t0->config().recipe : o.recipe;
   t0->model().set_recipe(Recipe::named(rep.recipe));
-  const StatsRound round = collect_stats_round(*t0, o.stats);
+  rep.round = collect_stats_round(*t0, o.stats);
+  const StatsRound& round = rep.round;
   t0.reset();
 
   // every plan, in report order
   PlanRequest req;
   req.budget = o.budget;
-  std::vector<std::pair<std::string, PlanResult>> plans;
-  auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1) {
+  struct Arm {
+    std::string name;
+    PlanResult result;
+    std::optional<double> lambda;
+    std::optional<uint64_t> seed;
+  };
+  std::vector<Arm> plans;
+  auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1,
+                 std::optional<double> lambda = std::nullopt) {
     PlanRequest r = req;
     r.seed = seed;
     PlanResult p = make_plan(in, m, r);
     p.plan.recipe = rep.recipe;
-    plans.push_back({name, std::move(p)});
+    plans.push_back({name, std::move(p), lambda, m == Method::random ? std::optional<uint64_t>(seed) : std::nullopt});
   };
   const PlannerInput base = planner_input_from_stats(round);
   add("uniform-bf16", base, Method::uniform_bf16);
@@ -99,7 +109,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
     char name[32];
     std::snprintf(name, sizeof name, "snip λ=%g", lam);
     if (std::abs(lam - 0.1) < 1e-12) snip_ref = plans.size();
-    add(name, planner_input_from_stats(round, eo), Method::snip);
+    add(name, planner_input_from_stats(round, eo), Method::snip, 1, lam);
   }
   if (snip_ref == 0) snip_ref = 1;  // no λ = 0.1: the first SNIP plan is the reference
   for (int s = 1; s <= o.random_seeds; ++s) add("random s" + std::to_string(s), base, Method::random, uint64_t(s));
@@ -112,9 +122,11 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
 
   const int total = int(plans.size()) + o.control_seeds;
   int done = 0;
-  for (const auto& [name, pr] : plans) {
+  for (const auto& [name, pr, lambda, seed] : plans) {
     CompareRow row;
     row.method = name;
+    row.lambda = lambda;
+    row.seed = seed;
     row.plan = pr.plan;
     row.achieved_fraction = pr.achieved_fraction;
     row.notes = pr.notes;
@@ -122,12 +134,13 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
       if (prev.plan.layers == row.plan.layers) {
         row.same_plan_as = prev.method;
         row.train_loss_last = prev.train_loss_last, row.val_loss_plan = prev.val_loss_plan;
-        row.val_loss_bf16 = prev.val_loss_bf16;
+        row.val_loss_bf16 = prev.val_loss_bf16, row.train_curve = prev.train_curve;
         break;
       }
     if (row.same_plan_as.empty()) {
       const RunResult r = train_plan(dir, rep.start_step, row.plan, o, rep.recipe, 0, 0);
       row.train_loss_last = r.train_last, row.val_loss_plan = r.val_plan, row.val_loss_bf16 = r.val_bf16;
+      row.train_curve = r.curve;
     }
     rep.rows.push_back(std::move(row));
     if (progress) progress(++done, total, name);
@@ -138,11 +151,14 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
     char name[64];
     std::snprintf(name, sizeof name, "control s%d (w×(1+%g·ξ))", s, o.control_rel);
     row.method = name;  // the SNIP reference plan (λ = 0.1) from perturbed weights
+    row.lambda = snip.lambda;
+    row.seed = 1000 + uint64_t(s);
     row.plan = snip.plan;
     row.achieved_fraction = snip.achieved_fraction;
     row.control = true;
-    const RunResult r = train_plan(dir, rep.start_step, row.plan, o, rep.recipe, o.control_rel, 1000 + uint64_t(s));
+    const RunResult r = train_plan(dir, rep.start_step, row.plan, o, rep.recipe, o.control_rel, *row.seed);
     row.train_loss_last = r.train_last, row.val_loss_plan = r.val_plan, row.val_loss_bf16 = r.val_bf16;
+    row.train_curve = r.curve;
     rep.noise_floor_train = std::max(rep.noise_floor_train, std::abs(r.train_last - snip.train_loss_last));
     rep.noise_floor_val = std::max(rep.noise_floor_val, std::abs(r.val_plan - snip.val_loss_plan));
     rep.rows.push_back(std::move(row));
@@ -153,6 +169,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   for (CompareRow& r : rep.rows) {
     r.gap_train = r.train_loss_last - bf16.train_loss_last;
     r.gap_val_plan = r.val_loss_plan - bf16.val_loss_plan;
+    r.gap_val_bf16 = r.val_loss_bf16 - bf16.val_loss_bf16;
     r.differs_from_snip = !r.control && std::abs(r.gap_train - snip_gap) > rep.noise_floor_train;
   }
   return rep;

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct CompareOptions {
 
 struct CompareRow {
   std::string method;  // "snip λ=0.1", "random s1", "uniform-fp4", "control s1", ...
+  std::optional<double> lambda;  // SNIP's λ (SNIP rows and the controls)
+  std::optional<uint64_t> seed;  // the random baseline's seed, or the control's perturbation seed
   Plan plan;
   double achieved_fraction = 0;
   double train_loss_last = 0;      // mean over the last `last_window` steps
@@ -40,10 +43,12 @@ struct CompareRow {
   double val_loss_bf16 = 0;        // after the cooldown, forward in BF16
   double gap_train = 0;            // train_loss_last − uniform-bf16's
   double gap_val_plan = 0;         // val_loss_plan − uniform-bf16's
+  double gap_val_bf16 = 0;         // val_loss_bf16 − uniform-bf16's
   bool control = false;            // a noise-floor control run
   std::string same_plan_as;        // earlier row with the identical plan (not trained again), or ""
   bool differs_from_snip = false;  // |gap_train − SNIP(λ=0.1)'s| > noise floor
   std::vector<std::string> notes;
+  std::vector<double> train_curve;  // train loss of each step (a copy of the earlier row's when same_plan_as)
 };
 
 struct CompareReport {
@@ -53,6 +58,7 @@ struct CompareReport {
   std::vector<CompareRow> rows;
   double noise_floor_train = 0;  // max |train_loss_last(control) − train_loss_last(SNIP λ=0.1)|
   double noise_floor_val = 0;    // the same for val_loss_plan
+  StatsRound round;              // the statistics round the cost-based plans were made from
 };
 
 // Progress: (rows done, rows total, method name).
