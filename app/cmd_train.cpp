@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cmath>
+#include <chrono>
 #include <filesystem>
 #include <optional>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -23,7 +22,7 @@
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
-#include "snip/run_recorder.h"
+#include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
 
@@ -203,142 +202,64 @@ void run_train(const TrainOptions& o) {
 
   Progress progress(o.json);
 
+  std::optional<snip::AdaptiveOptions> adaptive;
+  if (o.replan_every > 0 || !o.method.empty()) {
+    snip::AdaptiveOptions ao;
+    ao.method = snip::parse_method(o.method.empty() ? "snip" : o.method);
+    ao.request.budget = o.budget;
+    ao.request.ties = o.ties;
+    ao.request.seed = cfg.seed;
+    ao.estimator.lambda = o.lambda;
+    ao.replan_every = o.replan_every;
+    ao.bf16_probe_every = o.bf16_probe_every;
+    adaptive = ao;
+  }
+
   // ---- the experiment store: the run, its metrics, checkpoints, and (adaptive) rounds and plans
   std::unique_ptr<snip::Store> store;
-  std::unique_ptr<snip::RunRecorder> recorder;
   int64_t run_id = 0;
   if (!o.no_db) {
-    const std::string db_path = o.db.empty() ? snip::cli::default_db_path() : o.db;
-    store = std::make_unique<snip::Store>(db_path);
-    std::optional<int64_t> resumed_run;
-    if (!o.resume.empty()) {  // find the run this checkpoint belongs to
-      const std::string want = std::filesystem::weakly_canonical(o.resume).string();
-      for (const auto& r : store->runs())
-        for (const auto& ck : store->checkpoints(r.id))
-          if (std::filesystem::weakly_canonical(ck.path).string() == want) resumed_run = r.id;
-    }
-    if (resumed_run) {
-      run_id = *resumed_run;
-      store->claim_run(run_id, trainer->step_count());
-    } else {
-      snip::RunSpec spec;
-      spec.name = o.name.empty() ? std::filesystem::path(out).filename().string() : o.name;
-      spec.dims = cfg.model.dims();
-      spec.model_config = snip::config_to_json(cfg.model);
-      spec.train_config = snip::train_config_to_json(cfg);
-      if (o.replan_every > 0 || !o.method.empty())
-        spec.train_config["adaptive"] = {{"method", o.method.empty() ? "snip" : o.method}, {"budget", o.budget},
-                                         {"replan_every", o.replan_every}, {"bf16_probe_every", o.bf16_probe_every},
-                                         {"lambda", o.lambda}, {"ties", o.ties}};
-      spec.data_source = cfg.data_path.empty() ? snip::bundled_corpus_path() : cfg.data_path;
-      spec.recipe = cfg.recipe;
-      spec.seed = int64_t(cfg.seed);
-      spec.method = !o.method.empty() ? o.method
-                    : cfg.plan.layers.empty() ? "uniform-" + cfg.precision
-                    : cfg.plan.method.empty() ? "manual" : cfg.plan.method;
-      if (!o.resume.empty()) spec.notes = "resumed from checkpoint " + o.resume;
-      run_id = store->create_run(spec);
-      if (!cfg.plan.layers.empty()) {
-        snip::PlanSolveInfo info;
-        info.run_id = run_id;
-        info.solver_status = "file";
-        store->set_plan_in_effect(run_id, store->add_plan(cfg.plan, info), trainer->step_count() + 1);
-      }
-    }
-    recorder = std::make_unique<snip::RunRecorder>(*store, run_id);
+    store = std::make_unique<snip::Store>(o.db.empty() ? snip::cli::default_db_path() : o.db);
+    snip::RunDescription description;
+    description.name = o.name.empty() ? std::filesystem::path(out).filename().string() : o.name;
+    run_id = snip::open_recorded_run(*store, *trainer, description, adaptive, o.resume).id;
     if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)run_id, store->path().c_str());
   }
 
-  std::optional<double> pending_gap;  // BF16-probe gap of the coming step (adaptive runs)
-  auto on_step = [&](const snip::StepMetrics& m) {
+  snip::RecordedTrainingOptions options;
+  options.save_every = o.save_every;
+  options.checkpoint_dir = out;
+  options.adaptive = adaptive;
+  options.stop_reason = "stopped by Ctrl-C";
+  snip::RecordedTraining training(*trainer, store.get(), run_id, options);
+  training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
-    if (recorder) {
-      snip::MetricRow row;
-      row.step = m.step;
-      row.train_loss = m.train_loss;
-      row.val_loss = m.val_loss;
-      row.lr = m.lr;
-      row.grad_norm = m.grad_norm;
-      row.tokens_per_s = m.tokens_per_s;
-      row.fp4_fraction = m.fp4_fraction;
-      row.bf16_gap = pending_gap;
-      recorder->record(row);
-    }
     return !g_interrupted.load();
+  };
+  training.on_plan = [&](const snip::PlanEvent& e, int64_t) {
+    if (!o.json)
+      std::fprintf(stderr, "\nstep %lld: statistics round %.1fs, plan %s at budget %.3f -> FP4 fraction %.4f (%s)%s\n",
+                   (long long)e.first_step, e.round_seconds, e.result.method.c_str(), o.budget,
+                   e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
   };
 
   g_interrupted.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
-  bool finished = false;
+  snip::TrainingOutcome outcome;
   try {
-    if (o.replan_every > 0 || !o.method.empty()) {
-      snip::AdaptiveOptions ao;
-      ao.method = snip::parse_method(o.method.empty() ? "snip" : o.method);
-      ao.request.budget = o.budget;
-      ao.request.ties = o.ties;
-      ao.request.seed = cfg.seed;
-      ao.estimator.lambda = o.lambda;
-      ao.replan_every = o.replan_every;
-      ao.bf16_probe_every = o.bf16_probe_every;
-      snip::AdaptiveController controller(*trainer, ao);
-      std::optional<snip::ProbeEvent> probe;
-      controller.on_plan([&](const snip::PlanEvent& e) {
-        if (!o.json)
-          std::fprintf(stderr, "\nstep %lld: statistics round %.1fs, plan %s at budget %.3f -> FP4 fraction %.4f (%s)%s\n",
-                       (long long)e.first_step, e.round_seconds, e.result.method.c_str(), o.budget,
-                       e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
-        if (!store) return;
-        const int64_t round_id = store->add_stats_round(e.round, run_id);
-        snip::PlanSolveInfo info;
-        info.run_id = run_id;
-        info.stats_round_id = round_id;
-        info.options = {{"lambda", o.lambda}, {"ties", o.ties}, {"replan_every", o.replan_every}};
-        if (std::isfinite(e.result.objective)) info.objective = e.result.objective;
-        if (std::isfinite(e.result.predicted_dl)) info.predicted_delta_loss = e.result.predicted_dl;
-        if (std::isfinite(e.result.predicted_dw)) info.predicted_delta_weight = e.result.predicted_dw;
-        if (std::isfinite(e.result.mip_gap)) info.mip_gap = e.result.mip_gap;
-        info.solver_status = e.result.status;
-        info.solve_time_s = e.result.solve_ms / 1000.0;
-        store->set_plan_in_effect(run_id, store->add_plan(e.result.plan, info), e.first_step);
-      });
-      controller.on_probe([&](const snip::ProbeEvent& p) { probe = p; });
-      finished = controller.run([&](const snip::StepMetrics& m) {
-        pending_gap.reset();
-        if (probe && probe->step == m.step) pending_gap = probe->gap();
-        const bool go_on = on_step(m);
-        if (o.save_every > 0 && m.step % o.save_every == 0) {
-          trainer->save_checkpoint(out);
-          if (recorder) recorder->add_checkpoint(m.step, out);
-        }
-        return go_on;
-      });
-      if (store) store->end_plan_timeline(run_id, trainer->step_count());
-    } else {
-      trainer->set_callback(on_step);
-      finished = trainer->run(o.save_every, out);
-    }
-  } catch (const std::exception& e) {
+    outcome = training.run();
+  } catch (const std::exception&) {
     std::signal(SIGINT, previous);
     progress.end_line();
-    if (recorder) recorder->fail(e.what());
-    throw;  // NaN/Inf and bad input: the last saved checkpoint is kept as it is
+    throw;  // NaN/Inf and bad input: the run is marked failed, the last saved checkpoint is kept as it is
   }
   std::signal(SIGINT, previous);
-  const bool just_saved = o.save_every > 0 && trainer->step_count() % o.save_every == 0 && trainer->step_count() > 0;
-  if (!just_saved) trainer->save_checkpoint(out);
   progress.end_line();
-  if (recorder) {
-    recorder->add_checkpoint(trainer->step_count(), out);
-    if (finished)
-      recorder->finish();
-    else
-      recorder->interrupt("stopped by Ctrl-C at step " + std::to_string(trainer->step_count()));
-  }
-  if (!finished) {
+  if (!outcome.finished) {
     std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: snip train --resume %s)\n",
-                 (long long)trainer->step_count(), out.c_str(), out.c_str());
+                 (long long)outcome.step, out.c_str(), out.c_str());
   } else if (!o.json) {
-    std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)trainer->step_count(), out.c_str());
+    std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)outcome.step, out.c_str());
   }
 }
 

@@ -1,0 +1,120 @@
+// A training run recorded in the experiment store: the one place that wires a snip::Trainer
+// (and, for adaptive SNIP, an AdaptiveController) to a snip::Store. Every step becomes a metric
+// row (with the BF16-probe gap when one ran), every statistics round and plan of an adaptive
+// run is stored with its place in the plan timeline, checkpoints are saved and listed with the
+// run, and the run ends `finished`, `interrupted` (stopped; resumable) or `failed`.
+//
+// The `snip train` command and the GUI's training worker both sit on it; they only add their
+// own front (a progress bar and Ctrl-C; Qt signals and the live chart buffer):
+//
+//   snip::Store store(db);
+//   auto trainer = std::make_unique<snip::Trainer>(config);     // or Trainer::resume(dir)
+//   const snip::RecordedRun run = snip::open_recorded_run(store, *trainer, description, adaptive, resumed_from);
+//   snip::RecordedTraining training(*trainer, &store, run.id, options);
+//   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) { return !stop; };
+//   const snip::TrainingOutcome out = training.run();            // throws (run marked failed)
+//
+// Resuming continues the exact trajectory: the run a checkpoint belongs to is claimed again
+// (its rows after the checkpoint's step are dropped: those steps are trained again), and an
+// adaptive run makes its next statistics round at the step the uninterrupted run would have.
+// No Qt.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "snip/adaptive.h"
+#include "snip/store.h"
+#include "snip/trainer.h"
+
+namespace snip {
+
+// The adaptive settings as stored with a run (RunSpec::train_config["adaptive"]): method,
+// budget, re-plan and probe intervals, λ, ties, per-role, seeds and the statistics round's
+// options. from_json takes what an older run stored (missing keys keep their defaults) and
+// throws snip::Error naming `source` for a value of the wrong type or an unknown method.
+nlohmann::json adaptive_options_to_json(const AdaptiveOptions& o);
+AdaptiveOptions adaptive_options_from_json(const nlohmann::json& j, const std::string& source);
+
+// What a recorded run says about itself beyond the trainer's configuration.
+struct RunDescription {
+  std::string name;
+  std::string method;              // "": the adaptive method, "uniform-<precision>", the plan's method or "manual"
+  std::optional<int64_t> plan_id;  // stored plan the run starts with (else the config's plan is stored)
+  std::string notes;
+};
+
+// The run in `store` one of whose checkpoints is `checkpoint_dir` (paths compared canonically).
+std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::string& checkpoint_dir);
+
+struct RecordedRun {
+  int64_t id = 0;
+  bool resumed = false;  // an existing run claimed again (else a new run)
+};
+
+// The run `trainer` records into. With `resumed_from` (the checkpoint the trainer was resumed
+// from) belonging to a run of `store`, that run is claimed again at the trainer's step; else a
+// new run is created from the trainer's configuration (a resumed one noting its checkpoint),
+// with its starting plan (description.plan_id, or the config's plan stored as a "file" plan)
+// in effect from the trainer's next step. Throws snip::Error when another live process still
+// writes the claimed run.
+RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDescription& description,
+                              const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from = "");
+
+struct RecordedTrainingOptions {
+  int64_t save_every = 0;            // also a checkpoint every N steps (0: only at the end / on stop)
+  std::string checkpoint_dir;        // where checkpoints go
+  bool checkpoint_per_step = false;  // true: <dir>/step-<N> each (all kept); false: <dir> rewritten
+  std::optional<AdaptiveOptions> adaptive;  // adaptive SNIP: rounds + re-solves during training
+  std::string stop_reason = "stopped";      // an interrupted run's message: "<reason> at step N"
+};
+
+struct TrainingOutcome {
+  bool finished = false;   // reached the total step count (else stopped)
+  int64_t step = 0;        // steps done
+  std::string checkpoint;  // the final checkpoint's directory
+};
+
+class RecordedTraining {
+ public:
+  // `store` may be null: nothing is recorded (run_id is then unused). Both must outlive this.
+  RecordedTraining(Trainer& trainer, Store* store, int64_t run_id, RecordedTrainingOptions options);
+  ~RecordedTraining();
+  RecordedTraining(const RecordedTraining&) = delete;
+  RecordedTraining& operator=(const RecordedTraining&) = delete;
+
+  // Called on the training thread. on_step: after each step's row is recorded and before a
+  // periodic checkpoint; returning false stops after this step. on_plan: after an adaptive
+  // round and its plan are stored (plan_id 0 without a store).
+  std::function<bool(const StepMetrics&, const MetricRow&)> on_step;
+  std::function<void(const PlanEvent&, int64_t plan_id)> on_plan;
+
+  // Trains to the total step count or until stopped, saves the final checkpoint and marks the
+  // run finished or interrupted. An engine error (NaN loss, infeasible budget, ...) marks the
+  // run failed and is rethrown; the last saved checkpoint is kept as it is.
+  TrainingOutcome run();
+
+  // From any thread: stop after the current step; hold between steps.
+  void request_stop();
+  void set_paused(bool paused);
+
+ private:
+  std::string checkpoint_path(int64_t step) const;
+  bool wait_while_paused();  // false when stopped
+
+  Trainer& trainer_;
+  Store* store_;
+  int64_t run_id_;
+  RecordedTrainingOptions options_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::mutex pause_mutex_;
+  std::condition_variable pause_cv_;
+};
+
+}  // namespace snip
