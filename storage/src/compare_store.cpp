@@ -37,8 +37,8 @@ CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
   c.control_rel = st.column_double(11);
   c.noise_floor_train = st.column_double(12);
   c.noise_floor_val = st.column_double(13);
-  c.options = store_detail::parse_json_column(st.column_text(14),
-                                              db_path + ": compare " + std::to_string(c.id) + " options");
+  c.options =
+      store_detail::parse_json_column(st.column_text(14), db_path + ": compare " + std::to_string(c.id) + " options");
   c.created_ms = st.column_int64(15);
   c.row_count = st.column_int64(16);
   return c;
@@ -47,8 +47,8 @@ CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
 void require_exists(store_detail::Db& db, const char* sql, int64_t id, const std::string& what) {
   Stmt st(db, sql);
   st.bind(1, id);
-  if (!st.step()) throw Error(db.path() + ": the comparison names " + what + " " + std::to_string(id) +
-                              ", which does not exist");
+  if (!st.step())
+    throw Error(db.path() + ": the comparison names " + what + " " + std::to_string(id) + ", which does not exist");
 }
 
 }  // namespace

@@ -103,8 +103,8 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   }
   EXPECT_EQ(c.rows[0].method, "uniform-bf16");
   EXPECT_EQ(c.rows[0].gap_train, 0.0);
-  EXPECT_EQ(c.rows[2].lambda, 0.1);  // "snip λ=0.1"
-  EXPECT_EQ(c.rows[5].seed, 1);      // "random s1"
+  EXPECT_EQ(c.rows[2].lambda, 0.1);                       // "snip λ=0.1"
+  EXPECT_EQ(c.rows[5].seed, 1);                           // "random s1"
   EXPECT_TRUE(c.rows[12].control && c.rows[13].control);  // the controls reuse the SNIP reference plan
   EXPECT_EQ(store.plan(*c.rows[12].plan_id).plan.layers, store.plan(*c.rows[2].plan_id).plan.layers);
   EXPECT_NE(c.rows[0].train_curve, c.rows[11].train_curve);  // BF16 and uniform FP4 trained differently

@@ -238,8 +238,7 @@ TEST(StoreCompare, MigratesVersion2ToVersion3KeepingData) {
     EXPECT_EQ(store.list_compares(3).size(), 1u);
   }
   EXPECT_EQ(raw_query_text(path, "PRAGMA user_version"), "3");
-  EXPECT_EQ(raw_query_text(path, "SELECT name FROM sqlite_schema WHERE name = 'compares_by_run'"),
-            "compares_by_run");
+  EXPECT_EQ(raw_query_text(path, "SELECT name FROM sqlite_schema WHERE name = 'compares_by_run'"), "compares_by_run");
   EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(raw_query_text(path, "PRAGMA foreign_key_check"), "");
 }
