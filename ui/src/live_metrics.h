@@ -12,10 +12,11 @@ namespace snip::ui {
 
 class LiveMetrics {
  public:
-  void reset(int64_t run_id) {
+  // A new run; `rows` are the steps it already has (a resumed run's rows up to its checkpoint).
+  void reset(int64_t run_id, std::vector<snip::MetricRow> rows = {}) {
     std::lock_guard lock(mu_);
     run_id_ = run_id;
-    rows_.clear();
+    rows_ = std::move(rows);
   }
   void append(const snip::MetricRow& row) {
     std::lock_guard lock(mu_);

@@ -103,6 +103,7 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   connect(run_view_, &RunView::start_requested, this, &MainWindow::start_training);
   connect(run_view_, &RunView::pause_toggled, this, &MainWindow::toggle_pause);
   connect(run_view_, &RunView::stop_requested, this, &MainWindow::stop_training);
+  connect(run_view_, &RunView::resume_requested, this, &MainWindow::start_request);
   connect(run_view_, &RunView::monitor_requested, this, [this](qint64 id) {
     monitor_view_->show_run(id);
     show_view(QStringLiteral("monitor"));
@@ -205,6 +206,7 @@ void MainWindow::build_menus() {
   run->addAction(tr("&Start"), QKeySequence(tr("Ctrl+R")), this, &MainWindow::start_training);
   run->addAction(tr("&Pause / resume"), QKeySequence(tr("Ctrl+P")), this, &MainWindow::toggle_pause);
   run->addAction(tr("S&top (saves a checkpoint)"), QKeySequence(tr("Ctrl+.")), this, &MainWindow::stop_training);
+  run->addAction(run_view_->resume_action());
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   const QStringList titles = {tr("Run"), tr("Monitor"), tr("Sensitivity"), tr("Plan"), tr("Compare")};
@@ -313,6 +315,18 @@ void MainWindow::start_training() {
     request = run_view_->make_request();
   } catch (const std::exception& e) {
     show_message(MessageLevel::error, tr("Cannot start: %1").arg(error_text(e)));
+    return;
+  }
+  start_request(request);
+}
+
+void MainWindow::start_request(const TrainRequest& request) {
+  if (training()) {
+    show_message(MessageLevel::warning, tr("A run is already training; stop it first (Ctrl+.)"));
+    return;
+  }
+  if (!workbench_->store()) {
+    show_message(MessageLevel::error, tr("No database is open: File › Open database"));
     return;
   }
   paused_ = false;

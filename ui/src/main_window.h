@@ -60,6 +60,8 @@ class MainWindow : public QMainWindow {
 
  public slots:
   void start_training();
+  // Starts the run a request describes (a new run, or one resumed from a checkpoint).
+  void start_request(const snip::ui::TrainRequest& request);
   void toggle_pause();
   void stop_training();
   void show_message(snip::ui::MessageLevel level, const QString& text);

@@ -1,12 +1,15 @@
 // RunView: the run form, run controls with progress, and the table of stored runs.
 #include "run_view.h"
 
+#include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -21,12 +24,14 @@
 
 #include "snip/error.h"
 #include "snip/model_config.h"
+#include "snip/recorded_training.h"
 #include "workbench.h"
 
 namespace snip::ui {
 
 namespace {
 enum PrecisionChoice { kBf16 = 0, kFp8, kFp4, kFp32, kPlanFile, kStoredPlan, kAdaptive };
+constexpr int kStatusRole = Qt::UserRole + 1;  // runs table: the run's snip::RunStatus
 
 QString format_duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("—");
@@ -77,12 +82,26 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   precision_combo_ = new QComboBox(box);
   precision_combo_->addItems({tr("BF16 everywhere"), tr("FP8 everywhere"), tr("FP4 everywhere"),
                               tr("FP32 (no quantization)"), tr("Plan file…"), tr("Stored plan"),
-                              tr("Adaptive SNIP (re-plan during training)")});
+                              tr("Adaptive (re-plan during training)")});
   form->addRow(tr("Precision:"), precision_combo_);
-  // Adaptive SNIP: statistics round + ILP every N steps at the FP4 budget (METHOD.md 9).
+  // Adaptive re-planning (METHOD.md 9): a statistics round + a plan by the chosen method every N
+  // steps at the FP4 budget; λ and the round's options as `snip train --method ...` takes them.
   adaptive_box_ = new QWidget(box);
-  auto* adaptive_row = new QHBoxLayout(adaptive_box_);
-  adaptive_row->setContentsMargins(0, 0, 0, 0);
+  auto* adaptive_grid = new QGridLayout(adaptive_box_);
+  adaptive_grid->setContentsMargins(0, 0, 0, 0);
+  adaptive_method_ = new QComboBox(adaptive_box_);
+  // The methods that re-make a plan from each round (uniform-* would never change).
+  for (snip::Method m : snip::kAllMethods) {
+    const QString name = QString::fromLatin1(snip::method_name(m));
+    if (!name.startsWith(QLatin1String("uniform"))) adaptive_method_->addItem(name);
+  }
+  adaptive_method_->setToolTip(tr("How each round's plan is made: SNIP's ILP on Q = ΔL̂ + λ·ΔŴ, or a baseline"));
+  adaptive_lambda_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_lambda_->setRange(0.0, 10.0);
+  adaptive_lambda_->setDecimals(3);
+  adaptive_lambda_->setSingleStep(0.05);
+  adaptive_lambda_->setValue(0.1);
+  adaptive_lambda_->setToolTip(tr("λ in Q = ΔL̂ + λ·ΔŴ (λ = 1 is not neutral)"));
   adaptive_budget_ = new QDoubleSpinBox(adaptive_box_);
   adaptive_budget_->setRange(0.0, 100.0);
   adaptive_budget_->setDecimals(1);
@@ -97,20 +116,38 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   adaptive_probe_->setRange(0, 1000000);
   adaptive_probe_->setValue(25);
   adaptive_probe_->setToolTip(tr("Steps between BF16 probes: the live loss gap to a BF16 forward (0: never)"));
-  adaptive_lambda_ = new QDoubleSpinBox(adaptive_box_);
-  adaptive_lambda_->setRange(0.0, 10.0);
-  adaptive_lambda_->setSingleStep(0.05);
-  adaptive_lambda_->setValue(0.1);
-  adaptive_lambda_->setToolTip(tr("λ in Q = ΔL̂ + λ·ΔŴ (λ = 1 is not neutral)"));
-  adaptive_row->addWidget(new QLabel(tr("ρ"), adaptive_box_));
-  adaptive_row->addWidget(adaptive_budget_);
-  adaptive_row->addWidget(new QLabel(tr("every"), adaptive_box_));
-  adaptive_row->addWidget(adaptive_replan_);
-  adaptive_row->addWidget(new QLabel(tr("probe"), adaptive_box_));
-  adaptive_row->addWidget(adaptive_probe_);
-  adaptive_row->addWidget(new QLabel(tr("λ"), adaptive_box_));
-  adaptive_row->addWidget(adaptive_lambda_);
-  form->addRow(tr("SNIP:"), adaptive_box_);
+  const snip::StatsRoundOptions round_defaults;
+  adaptive_noise_passes_ = new QSpinBox(adaptive_box_);
+  adaptive_noise_passes_->setRange(1, 64);
+  adaptive_noise_passes_->setValue(round_defaults.noise_passes);
+  adaptive_noise_passes_->setToolTip(tr("Statistics round: backward-noise passes and forward-noise pairs (each)"));
+  adaptive_sigma_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_sigma_->setDecimals(4);
+  adaptive_sigma_->setRange(1e-4, 1.0);
+  adaptive_sigma_->setSingleStep(0.005);
+  adaptive_sigma_->setValue(round_defaults.sigma_eta_rel);
+  adaptive_sigma_->setToolTip(tr("Statistics round: injected noise σ_η relative to the RMS of the activations"));
+  adaptive_ties_ = new QCheckBox(tr("tie q/k/v, gate/up"), adaptive_box_);
+  adaptive_ties_->setToolTip(tr("One precision for q/k/v and one for gate/up of a block (fused kernels)"));
+  adaptive_per_role_ = new QCheckBox(tr("per role"), adaptive_box_);
+  adaptive_per_role_->setToolTip(tr("Choose fprop and the backward GEMMs (dgrad, wgrad) separately"));
+  adaptive_grid->addWidget(new QLabel(tr("method"), adaptive_box_), 0, 0);
+  adaptive_grid->addWidget(adaptive_method_, 0, 1);
+  adaptive_grid->addWidget(new QLabel(tr("λ"), adaptive_box_), 0, 2);
+  adaptive_grid->addWidget(adaptive_lambda_, 0, 3);
+  adaptive_grid->addWidget(new QLabel(tr("ρ"), adaptive_box_), 0, 4);
+  adaptive_grid->addWidget(adaptive_budget_, 0, 5);
+  adaptive_grid->addWidget(new QLabel(tr("re-plan every"), adaptive_box_), 1, 0);
+  adaptive_grid->addWidget(adaptive_replan_, 1, 1);
+  adaptive_grid->addWidget(new QLabel(tr("BF16 probe every"), adaptive_box_), 1, 2, 1, 3);
+  adaptive_grid->addWidget(adaptive_probe_, 1, 5);
+  adaptive_grid->addWidget(new QLabel(tr("noise passes"), adaptive_box_), 2, 0);
+  adaptive_grid->addWidget(adaptive_noise_passes_, 2, 1);
+  adaptive_grid->addWidget(new QLabel(tr("σ_η"), adaptive_box_), 2, 2);
+  adaptive_grid->addWidget(adaptive_sigma_, 2, 3);
+  adaptive_grid->addWidget(adaptive_ties_, 3, 0, 1, 3);
+  adaptive_grid->addWidget(adaptive_per_role_, 3, 3, 1, 3);
+  form->addRow(tr("Adaptive:"), adaptive_box_);
   plan_edit_ = path_row(box, form, tr("Plan file:"), tr("snip-plan/1 JSON (with “Plan file…”)"), tr("Plans (*.json)"));
   stored_plan_combo_ = new QComboBox(box);
   form->addRow(tr("Stored plan:"), stored_plan_combo_);
@@ -159,10 +196,16 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   pause_button_->setToolTip(tr("Pause / resume between steps (Ctrl+P)"));
   stop_button_ = new QPushButton(tr("Stop"), box);
   stop_button_->setToolTip(tr("Stop after this step and save a checkpoint (Ctrl+.)"));
+  resume_button_ = new QPushButton(tr("Resume from checkpoint…"), box);
+  resume_button_->setToolTip(tr("Continue a run saved in a checkpoint directory, exactly where it stopped (Ctrl+Shift+R)"));
+  resume_action_ = new QAction(tr("Resume from &checkpoint…"), this);
+  resume_action_->setShortcut(QKeySequence(tr("Ctrl+Shift+R")));
+  resume_action_->setToolTip(resume_button_->toolTip());
   auto* buttons = new QHBoxLayout();
   buttons->addWidget(start_button_);
   buttons->addWidget(pause_button_);
   buttons->addWidget(stop_button_);
+  buttons->addWidget(resume_button_);
   form->addRow(buttons);
   progress_ = new QProgressBar(box);
   progress_->setRange(0, 1);
@@ -185,6 +228,12 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   auto* runs_box = new QGroupBox(tr("Runs in this database (also those made by the snip command)"), this);
   auto* runs_layout = new QVBoxLayout(runs_box);
   runs_layout->addWidget(runs_table_);
+  resume_run_button_ = new QPushButton(tr("Resume selected run"), runs_box);
+  resume_run_button_->setToolTip(tr("Continue a stopped or interrupted run from its newest checkpoint"));
+  auto* runs_buttons = new QHBoxLayout();
+  runs_buttons->addStretch(1);
+  runs_buttons->addWidget(resume_run_button_);
+  runs_layout->addLayout(runs_buttons);
 
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(box);
@@ -193,6 +242,10 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   connect(start_button_, &QPushButton::clicked, this, &RunView::start_requested);
   connect(pause_button_, &QPushButton::clicked, this, &RunView::pause_toggled);
   connect(stop_button_, &QPushButton::clicked, this, &RunView::stop_requested);
+  connect(resume_button_, &QPushButton::clicked, this, &RunView::choose_checkpoint_and_resume);
+  connect(resume_action_, &QAction::triggered, this, &RunView::choose_checkpoint_and_resume);
+  connect(resume_run_button_, &QPushButton::clicked, this, &RunView::resume_selected_run);
+  connect(runs_table_, &QTableWidget::itemSelectionChanged, this, &RunView::update_resume_enabled);
   connect(runs_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (auto* item = runs_table_->item(row, 0)) emit monitor_requested(item->data(Qt::UserRole).toLongLong());
   });
@@ -223,7 +276,11 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
 }
 
 void RunView::set_training(bool training, bool paused) {
+  training_ = training;
   start_button_->setEnabled(!training);
+  resume_button_->setEnabled(!training);
+  resume_action_->setEnabled(!training);
+  update_resume_enabled();
   pause_button_->setEnabled(training);
   stop_button_->setEnabled(training);
   pause_button_->setText(paused ? tr("Resume") : tr("Pause"));
@@ -286,15 +343,20 @@ TrainRequest RunView::make_request() const {
     }
     case kAdaptive: {
       snip::AdaptiveOptions a;
-      a.method = snip::Method::snip;
+      a.method = snip::parse_method(adaptive_method_->currentText().toStdString());
       a.request.budget = adaptive_budget_->value() / 100.0;
+      a.request.ties = adaptive_ties_->isChecked();
+      a.request.per_role = adaptive_per_role_->isChecked();
+      a.request.seed = c.seed;
       a.replan_every = adaptive_replan_->value();
       a.bf16_probe_every = adaptive_probe_->value();
       a.estimator.lambda = adaptive_lambda_->value();
+      a.stats.noise_passes = adaptive_noise_passes_->value();
+      a.stats.sigma_eta_rel = adaptive_sigma_->value();
       a.stats.seed = c.seed;
       c.precision = "bf16";  // until the first plan, made before step 1
       r.adaptive = a;
-      r.method = "snip";
+      r.method = adaptive_method_->currentText();
       break;
     }
     default: throw snip::Error("unknown precision choice");
@@ -344,7 +406,10 @@ void RunView::refresh_runs() {
                              QDateTime::fromMSecsSinceEpoch(r.started_ms).toString(QStringLiteral("yyyy-MM-dd hh:mm"))};
     for (int c = 0; c < 8; ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
-      if (c == 0) item->setData(Qt::UserRole, qlonglong(r.id));
+      if (c == 0) {
+        item->setData(Qt::UserRole, qlonglong(r.id));
+        item->setData(kStatusRole, int(r.status));
+      }
       if (!r.status_message.empty()) item->setToolTip(QString::fromStdString(r.status_message));
       runs_table_->setItem(i, c, item);
     }
@@ -357,6 +422,81 @@ void RunView::refresh_runs() {
                                     .arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
                                 qlonglong(p.id));
   stored_plan_combo_->setCurrentIndex(std::max(0, stored_plan_combo_->findData(selected)));
+  update_resume_enabled();
+}
+
+qint64 RunView::selected_run() const {
+  const QList<QTableWidgetItem*> items = runs_table_->selectedItems();
+  if (items.isEmpty()) return 0;
+  const QTableWidgetItem* id_item = runs_table_->item(items.front()->row(), 0);
+  return id_item ? id_item->data(Qt::UserRole).toLongLong() : 0;
+}
+
+void RunView::update_resume_enabled() {
+  // A run that stopped before its end (by the user, Ctrl-C, a crash or an engine error) can go on.
+  bool resumable = false;
+  const QList<QTableWidgetItem*> items = runs_table_->selectedItems();
+  if (!items.isEmpty())
+    if (const QTableWidgetItem* id_item = runs_table_->item(items.front()->row(), 0)) {
+      const auto status = snip::RunStatus(id_item->data(kStatusRole).toInt());
+      resumable = status == snip::RunStatus::interrupted || status == snip::RunStatus::failed;
+    }
+  resume_run_button_->setEnabled(resumable && !training_);
+}
+
+TrainRequest RunView::make_resume_request(const QString& checkpoint_dir) const {
+  TrainRequest r;
+  r.resume_from = checkpoint_dir;
+  r.db_path = workbench_->database_path();
+  r.checkpoint_root = QFileInfo(r.db_path).absolutePath() + QStringLiteral("/checkpoints");
+  r.save_every = save_spin_->value();
+  r.run_name = QStringLiteral("resumed · %1").arg(QFileInfo(checkpoint_dir).fileName());
+  // A checkpoint of an adaptive run of this database goes on re-planning with that run's settings.
+  if (snip::Store* store = workbench_->store()) {
+    if (const std::optional<int64_t> id = snip::find_run_of_checkpoint(*store, checkpoint_dir.toStdString())) {
+      const snip::RunInfo run = store->run(*id);
+      r.run_name = QString::fromStdString(run.spec.name);
+      if (run.spec.train_config.contains("adaptive"))
+        r.adaptive = snip::adaptive_options_from_json(run.spec.train_config["adaptive"],
+                                                      "run " + std::to_string(run.id) + " (adaptive settings)");
+    }
+  }
+  return r;
+}
+
+TrainRequest RunView::make_resume_request_for_run(qint64 run_id) const {
+  snip::Store* store = workbench_->store();
+  if (!store) throw snip::Error("no database is open");
+  const std::vector<snip::Checkpoint> checkpoints = store->checkpoints(run_id);
+  if (checkpoints.empty())
+    throw snip::Error("run " + std::to_string(run_id) +
+                      " saved no checkpoint, so it cannot be resumed: start it again as a new run");
+  return make_resume_request(QString::fromStdString(checkpoints.back().path));  // the newest step
+}
+
+void RunView::choose_checkpoint_and_resume() {
+  if (training_) return;
+  const QString dir = QFileDialog::getExistingDirectory(
+      this, tr("Resume from checkpoint"), QFileInfo(workbench_->database_path()).absolutePath() + QStringLiteral("/checkpoints"));
+  if (!dir.isEmpty()) resume_from_checkpoint(dir);
+}
+
+void RunView::resume_from_checkpoint(const QString& checkpoint_dir) {
+  try {
+    emit resume_requested(make_resume_request(checkpoint_dir));
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Cannot resume: %1").arg(error_text(e)));
+  }
+}
+
+void RunView::resume_selected_run() {
+  const qint64 run_id = selected_run();
+  if (run_id == 0 || training_) return;
+  try {
+    emit resume_requested(make_resume_request_for_run(run_id));
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Cannot resume run #%1: %2").arg(run_id).arg(error_text(e)));
+  }
 }
 
 }  // namespace snip::ui

@@ -1,13 +1,18 @@
 // The Run view: choose a preset or config file, data (the bundled corpus by default), recipe,
-// precision (uniform BF16/FP8/FP4/FP32 or a plan file or a stored plan), steps, seed, batch and
-// learning rate; start, pause/resume and stop (stop saves a checkpoint); a progress bar with ETA
-// and tokens/s; and the table of every run in the database (double-click to monitor one).
+// precision (uniform BF16/FP8/FP4/FP32, a plan file, a stored plan, or adaptive re-planning with
+// its method, λ, budget, intervals and statistics-round options), steps, seed, batch and
+// learning rate; start, pause/resume and stop (stop saves a checkpoint); resume a run from a
+// checkpoint directory or a stopped run from the table (it continues its exact trajectory in the
+// run that saved it); a progress bar with ETA and tokens/s; and the table of every run in the
+// database (double-click to monitor one).
 #pragma once
 #include <QWidget>
 #include <optional>
 
 #include "training_worker.h"
 
+class QAction;
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -28,12 +33,20 @@ class RunView : public QWidget {
 
   // The request the form describes; throws snip::Error for an invalid form (bad config file, ...).
   TrainRequest make_request() const;
+  // Continuing the run saved in `checkpoint_dir`: its settings come from the checkpoint (and, for
+  // an adaptive run of this database, its stored adaptive settings); checkpoint interval from the
+  // form. A missing or corrupt directory is reported by the worker when it starts.
+  TrainRequest make_resume_request(const QString& checkpoint_dir) const;
+  // Continuing stored run `run_id` from its newest checkpoint; throws snip::Error when it has none.
+  TrainRequest make_resume_request_for_run(qint64 run_id) const;
 
   QComboBox* preset_combo() const { return preset_combo_; }
   QComboBox* precision_combo() const { return precision_combo_; }
   QSpinBox* steps_spin() const { return steps_spin_; }
   QSpinBox* batch_spin() const { return batch_spin_; }
   QSpinBox* seq_spin() const { return seq_spin_; }
+  QSpinBox* eval_spin() const { return eval_spin_; }
+  QSpinBox* save_spin() const { return save_spin_; }
   QLineEdit* config_edit() const { return config_edit_; }
   QLineEdit* data_edit() const { return data_edit_; }
   QLineEdit* plan_edit() const { return plan_edit_; }
@@ -41,12 +54,22 @@ class RunView : public QWidget {
   QDoubleSpinBox* adaptive_budget() const { return adaptive_budget_; }
   QSpinBox* adaptive_replan() const { return adaptive_replan_; }
   QSpinBox* adaptive_probe() const { return adaptive_probe_; }
+  QComboBox* adaptive_method() const { return adaptive_method_; }
+  QDoubleSpinBox* adaptive_lambda() const { return adaptive_lambda_; }
+  QSpinBox* adaptive_noise_passes() const { return adaptive_noise_passes_; }
+  QDoubleSpinBox* adaptive_sigma() const { return adaptive_sigma_; }
+  QCheckBox* adaptive_ties() const { return adaptive_ties_; }
+  QCheckBox* adaptive_per_role() const { return adaptive_per_role_; }
+  QPushButton* resume_button() const { return resume_button_; }
+  QPushButton* resume_run_button() const { return resume_run_button_; }
+  QAction* resume_action() const { return resume_action_; }
   QPushButton* pause_button() const { return pause_button_; }
   QPushButton* stop_button() const { return stop_button_; }
   QProgressBar* progress_bar() const { return progress_; }
   QTableWidget* runs_table() const { return runs_table_; }
 
   void set_training(bool training, bool paused = false);
+  qint64 selected_run() const;  // 0: none
   void show_progress(const StepUpdate& u);
 
  signals:
@@ -54,11 +77,19 @@ class RunView : public QWidget {
   void pause_toggled();
   void stop_requested();
   void monitor_requested(qint64 run_id);
+  void resume_requested(const snip::ui::TrainRequest& request);
 
  public slots:
   void refresh_runs();
+  // Asks for a checkpoint directory, then emits resume_requested.
+  void choose_checkpoint_and_resume();
+  void resume_from_checkpoint(const QString& checkpoint_dir);
+  // The run selected in the table, from its newest checkpoint.
+  void resume_selected_run();
 
  private:
+  void update_resume_enabled();
+
   Workbench* workbench_;
   QComboBox* preset_combo_ = nullptr;
   QLineEdit* config_edit_ = nullptr;
@@ -80,6 +111,15 @@ class RunView : public QWidget {
   QSpinBox* adaptive_replan_ = nullptr;
   QSpinBox* adaptive_probe_ = nullptr;
   QDoubleSpinBox* adaptive_lambda_ = nullptr;
+  QComboBox* adaptive_method_ = nullptr;
+  QSpinBox* adaptive_noise_passes_ = nullptr;
+  QDoubleSpinBox* adaptive_sigma_ = nullptr;
+  QCheckBox* adaptive_ties_ = nullptr;
+  QCheckBox* adaptive_per_role_ = nullptr;
+  QPushButton* resume_button_ = nullptr;
+  QPushButton* resume_run_button_ = nullptr;
+  QAction* resume_action_ = nullptr;
+  bool training_ = false;
   QPushButton* start_button_ = nullptr;
   QPushButton* pause_button_ = nullptr;
   QPushButton* stop_button_ = nullptr;

@@ -1,9 +1,11 @@
-// The training worker: a QObject living on its own QThread that runs snip::Trainer and turns
-// the engine's plain step callback into Qt signals carrying value types. Metrics go three ways
-// from the callback: the RunRecorder (batched SQLite writes through the worker's own Store
-// connection), the LiveMetrics buffer (the Monitor view's timer reads it) and a throttled
-// progress signal. Stop/pause come from the UI thread through thread-safe calls; the loop
-// checks them at step boundaries. Stopping saves a checkpoint; engine errors become signals.
+// The training worker: a QObject living on its own QThread that runs a snip::RecordedTraining
+// (the trainer wired to the store, shared with `snip train`: metric rows, adaptive rounds and
+// plans, checkpoints, run status through the worker's own Store connection) and turns its plain
+// callbacks into Qt signals carrying value types: each step's row also goes to the LiveMetrics
+// buffer (the Monitor view's timer reads it) and a throttled progress signal. Stop/pause come
+// from the UI thread through thread-safe calls; the loop checks them at step boundaries.
+// Stopping saves a checkpoint; a run resumed from a checkpoint continues its exact trajectory
+// in the run that saved it; engine errors become signals.
 #pragma once
 #include <QObject>
 #include <QString>
@@ -17,18 +19,19 @@
 #include "snip/trainer.h"
 
 namespace snip {
-class Trainer;
+class RecordedTraining;
 }
 
 namespace snip::ui {
 
 struct TrainRequest {
-  snip::TrainConfig config;
+  snip::TrainConfig config;       // a new run (unused when resuming)
+  QString resume_from;            // continue the run saved in this checkpoint directory
   QString db_path;
   QString run_name;
   QString checkpoint_root;        // checkpoints go to <root>/run-<id>/step-<N>
   int64_t save_every = 0;         // periodic checkpoints (0: only at the end / on stop)
-  QString method;                 // stored with the run: "uniform-fp4", "plan", ...
+  QString method;                 // stored with the run: "uniform-fp4", "plan", ... ("": derived)
   std::optional<int64_t> plan_id; // stored plan the run starts with
   // Adaptive SNIP (METHOD.md 9): statistics round + ILP every replan_every steps, optional BF16
   // probe; every round, plan and its step range go to the store.
@@ -72,13 +75,11 @@ class TrainingWorker : public QObject {
 
  private:
   std::shared_ptr<LiveMetrics> live_;
-  std::mutex trainer_mutex_;
-  snip::Trainer* trainer_ = nullptr;  // valid while run() runs; guarded by trainer_mutex_
+  std::mutex session_mutex_;
+  snip::RecordedTraining* session_ = nullptr;  // valid while run() trains; guarded by session_mutex_
   std::atomic<bool> busy_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
-  snip::Trainer::Callback trainer_callback_;  // worker thread only
-  std::optional<double> pending_gap_;         // BF16-probe gap of the step being recorded
 };
 
 }  // namespace snip::ui
