@@ -1,5 +1,6 @@
 // snip-workbench: the desktop workbench. `--db FILE` opens a database (default: the user's
-// data directory); `--screenshot-dir DIR` renders each main view to DIR/<view>.png and exits 0.
+// data directory); `--screenshot-dir DIR` renders each main view to DIR/<view>.png and exits 0,
+// or exits 1 with the reason on stderr when the database cannot be opened or DIR written.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
@@ -8,6 +9,7 @@
 
 #include "main_window.h"
 #include "plan_view.h"
+#include "workbench.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -30,6 +32,14 @@ int main(int argc, char** argv) {
 
   snip::ui::MainWindow window(parser.value(db_option));
   if (parser.isSet(shot_option)) {
+    // Screenshots of a workbench without its database would show empty views and pass for a
+    // success; a script needs to know.
+    if (!window.workbench()->store()) {
+      const QString why = window.workbench()->last_open_error();
+      std::fprintf(stderr, "snip-workbench: cannot render screenshots: %s\n",
+                   qPrintable(why.isEmpty() ? QStringLiteral("no database could be opened") : why));
+      return 1;
+    }
     window.resize(1280, 800);
     window.show();
     int status = 0;

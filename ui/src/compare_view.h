@@ -1,15 +1,20 @@
-// The Compare view: pick two or more stored plans and runs; plan grids side by side with the
-// cells that differ from the first plan highlighted, the runs' loss curves overlaid on one
-// chart, and a table (method, budget, achieved FP4 fraction, final train/val loss, gap to
-// BF16) that exports as CSV.
+// The Compare view: pick stored plans, runs and compare experiments; plan grids side by side
+// with the cells that differ from the first plan highlighted, the train-loss curves of the runs
+// and of the experiments' arms overlaid on one chart, and one sortable table (method, budget,
+// achieved FP4 fraction, train loss over the last 50 steps, validation loss, gaps to BF16,
+// whether an arm differs from SNIP beyond the noise floor) that exports as CSV. Compare
+// experiments (METHOD.md section 6: continue a run's checkpoint under every method's plan) are
+// launched from here as a background `snip compare --db` process with progress; it stores the
+// table through the store's API and the view shows it when it ends.
 #pragma once
 #include <QWidget>
+#include <map>
 #include <vector>
 
 class QDoubleSpinBox;
 class QHBoxLayout;
+class QLabel;
 class QListWidget;
-class QPlainTextEdit;
 class QProcess;
 class QProgressBar;
 class QPushButton;
@@ -25,40 +30,89 @@ class Workbench;
 class CompareView : public QWidget {
   Q_OBJECT
  public:
-  CompareView(Workbench* workbench, QWidget* parent = nullptr);
+  // Table columns, in order.
+  enum Column {
+    col_source,
+    col_method,
+    col_budget,
+    col_achieved,
+    col_train,
+    col_val,
+    col_gap_train,
+    col_gap_val,
+    col_vs_snip,
+    col_predicted,
+    num_columns
+  };
 
-  // Checks exactly these plans / runs (tests and the screenshot mode use this).
-  void select(const std::vector<int64_t>& plan_ids, const std::vector<int64_t>& run_ids);
+  CompareView(Workbench* workbench, QWidget* parent = nullptr);
+  ~CompareView() override;
+
+  // Checks exactly these plans / runs / compare experiments (tests and the screenshot mode).
+  void select(const std::vector<int64_t>& plan_ids, const std::vector<int64_t>& run_ids,
+              const std::vector<int64_t>& compare_ids = {});
   const std::vector<PlanGrid*>& grids() const { return grids_; }
   QTableWidget* table() const { return table_; }
   CurveChart* loss_chart() const { return loss_; }
+  QListWidget* compare_list() const { return compare_list_; }
+  QDoubleSpinBox* experiment_budget_spin() const { return experiment_budget_; }
+  QSpinBox* experiment_steps_spin() const { return experiment_steps_; }
+  QProgressBar* experiment_progress() const { return experiment_progress_; }
+  // The table as CSV in the order shown (sorted or not); numbers at full precision. Throws
+  // snip::Error when the file cannot be written.
   void export_table_csv(const QString& path) const;
   // The `snip` command-line tool next to this executable (build tree) or on PATH; empty if none.
   static QString snip_executable();
-  // Starts `snip compare` in the background on the newest checkpoint of the first checked run.
+  // Starts `snip compare --db <this database>` in the background on the newest existing
+  // checkpoint of the first checked run; progress in the view, the stored result is checked
+  // and shown when it ends.
   void launch_compare_experiment();
+  void cancel_compare_experiment();
   bool experiment_running() const;
+  // Blocks until the running experiment ends (tests); returns false on timeout.
+  bool wait_for_experiment(int timeout_ms);
+
+ signals:
+  // A launched experiment ended: its stored id (0 when it failed or was cancelled).
+  void experiment_finished(qint64 compare_id);
 
  public slots:
   void refresh_lists();
   void rebuild();
 
+ protected:
+  void showEvent(QShowEvent* event) override;
+
  private:
+  void on_data_changed();
+  void experiment_ended(int exit_code, bool crashed);
+  std::vector<int64_t> checked(QListWidget* list) const;
+
   Workbench* workbench_;
   QListWidget* plan_list_ = nullptr;
   QListWidget* run_list_ = nullptr;
+  QListWidget* compare_list_ = nullptr;
   QWidget* grids_host_ = nullptr;
   QHBoxLayout* grids_layout_ = nullptr;
   std::vector<PlanGrid*> grids_;
   PlanGrid* hint_ = nullptr;  // "No plan" when nothing is checked
   CurveChart* loss_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QLabel* table_note_ = nullptr;
   QDoubleSpinBox* experiment_budget_ = nullptr;
   QSpinBox* experiment_steps_ = nullptr;
   QPushButton* experiment_button_ = nullptr;
+  QPushButton* cancel_button_ = nullptr;
   QProgressBar* experiment_progress_ = nullptr;
-  QPlainTextEdit* experiment_output_ = nullptr;
+  QLabel* experiment_status_ = nullptr;
   QProcess* experiment_ = nullptr;
+  QString experiment_stdout_, experiment_stderr_;
+  bool experiment_cancelled_ = false;
+  // What the shown table was built from; a data change that leaves it equal skips the rebuild
+  // (the 1.5 s poll during training must not re-read every checked run).
+  QString built_from_;
+  std::map<int64_t, QString> run_state_;  // run id -> "status:last_step" from the last refresh
+  bool stale_ = false;                    // data changed while hidden
 };
 
 }  // namespace snip::ui

@@ -98,6 +98,63 @@ std::vector<QPointF> downsample_minmax(const std::vector<QPointF>& points, int m
   return out;
 }
 
+MinMaxDecimator::MinMaxDecimator(int max_points) : max_buckets_(std::max<size_t>(2, size_t(std::max(4, max_points)) / 2 / 2 * 2)) {}
+
+void MinMaxDecimator::clear() {
+  width_ = 1;
+  added_ = 0;
+  full_.clear();
+  partial_ = Bucket{};
+}
+
+void MinMaxDecimator::Bucket::add(const QPointF& p, size_t i) {
+  if (count == 0 || p.y() < min.y()) min = p, min_i = i;
+  if (count == 0 || p.y() > max.y()) max = p, max_i = i;
+  ++count;
+}
+
+void MinMaxDecimator::Bucket::merge(const Bucket& later) {
+  if (later.count == 0) return;
+  if (count == 0 || later.min.y() < min.y()) min = later.min, min_i = later.min_i;
+  if (count == 0 || later.max.y() > max.y()) max = later.max, max_i = later.max_i;
+  count += later.count;
+}
+
+void MinMaxDecimator::add(const QPointF& p) {
+  if (!std::isfinite(p.x()) || !std::isfinite(p.y())) return;
+  partial_.add(p, added_++);
+  if (partial_.count < width_) return;
+  full_.push_back(partial_);
+  partial_ = Bucket{};
+  if (full_.size() < max_buckets_) return;
+  // Halve the resolution: merge neighbours (max_buckets_ is even), double the width.
+  for (size_t i = 0; i < full_.size() / 2; ++i) {
+    Bucket b = full_[2 * i];
+    b.merge(full_[2 * i + 1]);
+    full_[i] = b;
+  }
+  full_.resize(full_.size() / 2);
+  width_ *= 2;
+}
+
+void MinMaxDecimator::append_to(QList<QPointF>& out) const {
+  out.reserve(out.size() + qsizetype(2 * (full_.size() + 1)));
+  auto emit_bucket = [&out](const Bucket& b) {
+    if (b.count == 0) return;
+    if (b.min_i == b.max_i) {
+      out.push_back(b.min);
+    } else if (b.min_i < b.max_i) {
+      out.push_back(b.min);
+      out.push_back(b.max);
+    } else {
+      out.push_back(b.max);
+      out.push_back(b.min);
+    }
+  };
+  for (const Bucket& b : full_) emit_bucket(b);
+  emit_bucket(partial_);
+}
+
 CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* parent)
     : QWidget(parent), title_(title), y_label_(y_label), x_label_(tr("step")), marker_x_(std::nan("")) {
   chart_ = new QChart();
@@ -148,12 +205,30 @@ CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* pa
 
 void CurveChart::set_curves(std::vector<Curve> curves) {
   curves_ = std::move(curves);
+  reset_tracks();
   schedule_redraw();
+}
+
+void CurveChart::append_points(const std::vector<std::vector<QPointF>>& new_points) {
+  SNIP_ASSERT(new_points.size() <= curves_.size());
+  bool any = false;
+  for (size_t i = 0; i < new_points.size(); ++i) {
+    curves_[i].points.insert(curves_[i].points.end(), new_points[i].begin(), new_points[i].end());
+    any |= !new_points[i].empty();
+  }
+  if (any) schedule_redraw();
+}
+
+void CurveChart::reset_tracks() {
+  tracks_.clear();
+  for (size_t i = 0; i < curves_.size(); ++i)
+    tracks_.push_back(Track{0, 0.0, 1.0, MinMaxDecimator(max_display_points_), MinMaxDecimator(max_display_points_)});
 }
 
 void CurveChart::set_smoothing(double weight) {
   smoothing_ = std::clamp(weight, 0.0, 0.99);
   smoothing_label_->setText(QString::number(smoothing_, 'f', 2));
+  reset_tracks();
   const int slider_value = int(std::lround(smoothing_ * 100));
   if (smoothing_slider_->value() != slider_value) smoothing_slider_->setValue(slider_value);
   schedule_redraw();
@@ -163,6 +238,7 @@ void CurveChart::set_log_scale(bool on) {
   if (log_check_->isChecked() != on) log_check_->setChecked(on);
   if (log_scale_ == on) return;
   log_scale_ = on;
+  reset_tracks();
   rebuild_axes();
   schedule_redraw();
 }
@@ -261,23 +337,37 @@ void CurveChart::redraw_now() {
     series = chart_->series();
   }
 
+  // Feed each curve's points not seen yet into its EMA and decimators: O(new points).
+  if (tracks_.size() != curves_.size()) reset_tracks();
+  const double w = std::min(smoothing_, 0.999);
   Range xr, yr;
+  QList<QPointF> raw, smooth;
   for (size_t i = 0; i < curves_.size(); ++i) {
-    std::vector<QPointF> raw = curves_[i].points;
-    if (log_scale_) std::erase_if(raw, [](const QPointF& p) { return !(p.y() > 0.0); });
-    std::vector<QPointF> smooth = smooth_ema(raw, smoothing_);
-    raw = downsample_minmax(raw, max_display_points_);
-    smooth = downsample_minmax(smooth, max_display_points_);
+    Track& t = tracks_[i];
+    const std::vector<QPointF>& pts = curves_[i].points;
+    for (; t.fed < pts.size(); ++t.fed) {
+      const QPointF& p = pts[t.fed];
+      if (log_scale_ && !(p.y() > 0.0)) continue;
+      t.raw.add(p);
+      if (!smoothing_on || !std::isfinite(p.y())) continue;
+      // smooth_ema's recurrence, continued from the last point.
+      t.ema = w * t.ema + (1.0 - w) * p.y();
+      t.debias *= w;
+      t.smooth.add(QPointF(p.x(), t.ema / (1.0 - t.debias)));
+    }
+    raw.clear();
+    smooth.clear();
+    t.raw.append_to(raw);
+    if (smoothing_on) t.smooth.append_to(smooth);
     for (const QPointF& p : raw) {
       xr.add(p.x());
       yr.add(p.y());
     }
     auto* raw_series = static_cast<QLineSeries*>(series[int(2 * i)]);
     auto* smooth_series = static_cast<QLineSeries*>(series[int(2 * i + 1)]);
-    raw_series->replace(QList<QPointF>(raw.begin(), raw.end()));
+    raw_series->replace(raw);
     raw_series->setVisible(smoothing_on);
-    smooth_series->replace(smoothing_on ? QList<QPointF>(smooth.begin(), smooth.end())
-                                        : QList<QPointF>(raw.begin(), raw.end()));
+    smooth_series->replace(smoothing_on ? smooth : raw);
   }
   if (!xr.valid()) xr = Range{0.0, 1.0};
   if (!yr.valid()) yr = log_scale_ ? Range{0.1, 1.0} : Range{0.0, 1.0};

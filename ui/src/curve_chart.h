@@ -2,6 +2,8 @@
 // for 100k-step runs: curves are handed over in bulk, the chart redraws on a single-shot
 // timer with QXYSeries::replace(), each curve is EMA-smoothed with the raw curve drawn faintly
 // behind it, downsampled for display (min/max per bucket keeps spikes), with a log-scale toggle.
+// A live run appends: smoothing and downsampling then continue from where they stopped, so a
+// redraw costs the new points plus the ≤ 2,000 shown ones, not the run's length.
 #pragma once
 #include <QColor>
 #include <QPointF>
@@ -35,6 +37,33 @@ std::vector<QPointF> smooth_ema(const std::vector<QPointF>& points, double weigh
 // bucket keeps its minimum and maximum in x order, so spikes survive downsampling.
 std::vector<QPointF> downsample_minmax(const std::vector<QPointF>& points, int max_points);
 
+// Min/max downsampling that takes points as they arrive: buckets of `width` consecutive points
+// keep their minimum and maximum; when max_points/2 buckets are full, neighbours merge and the
+// width doubles. add() is O(1) amortised and the output holds at most max_points + 2 points,
+// in x order, with every spike. Non-finite values are skipped (they cannot be drawn).
+class MinMaxDecimator {
+ public:
+  explicit MinMaxDecimator(int max_points = 2000);
+  void clear();
+  void add(const QPointF& p);
+  void append_to(QList<QPointF>& out) const;
+  size_t bucket_width() const { return width_; }
+  size_t points_added() const { return added_; }
+
+ private:
+  struct Bucket {
+    QPointF min, max;
+    size_t min_i = 0, max_i = 0, count = 0;
+    void add(const QPointF& p, size_t i);
+    void merge(const Bucket& later);
+  };
+  size_t max_buckets_;
+  size_t width_ = 1;
+  size_t added_ = 0;
+  std::vector<Bucket> full_;
+  Bucket partial_;
+};
+
 class CurveChart : public QWidget {
   Q_OBJECT
  public:
@@ -42,6 +71,9 @@ class CurveChart : public QWidget {
 
   // Replaces every curve; the redraw happens on the refresh timer (never per call).
   void set_curves(std::vector<Curve> curves);
+  // Appends points to the existing curves (new_points[i] to curve i, in step order): a live
+  // run's bulk update. The redraw's cost does not grow with the curves' length.
+  void append_points(const std::vector<std::vector<QPointF>>& new_points);
   const std::vector<Curve>& curves() const { return curves_; }
 
   void set_smoothing(double weight);  // 0 = none
@@ -72,6 +104,7 @@ class CurveChart : public QWidget {
  private:
   void schedule_redraw();
   void rebuild_axes();
+  void reset_tracks();
   QAbstractAxis* make_y_axis();
 
   QString title_;
@@ -85,6 +118,14 @@ class CurveChart : public QWidget {
   int max_display_points_ = 2000;
   int redraw_count_ = 0;
   QTimer redraw_timer_;
+  // Per curve: how many points the display state has consumed, the EMA state and the two
+  // decimators (raw and smoothed). Reset when curves are replaced or smoothing/log scale change.
+  struct Track {
+    size_t fed = 0;
+    double ema = 0.0, debias = 1.0;
+    MinMaxDecimator raw, smooth;
+  };
+  std::vector<Track> tracks_;
 
   QChart* chart_ = nullptr;
   QChartView* view_ = nullptr;

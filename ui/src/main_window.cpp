@@ -12,12 +12,18 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
+#include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTabWidget>
 #include <QToolButton>
 #include <QVBoxLayout>
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "compare_view.h"
 #include "curve_chart.h"
@@ -34,6 +40,34 @@ namespace snip::ui {
 
 namespace {
 constexpr int kInfoMessageMs = 8000;  // info messages fade; warnings and errors stay until closed
+constexpr uint64_t kUiSliceNs = 1'000'000;  // the UI thread's scheduler slice: 1 ms (default 3 ms)
+}
+
+bool request_short_ui_slice() {
+#if defined(__linux__) && defined(SYS_sched_setattr)
+  // Linux's EEVDF scheduler (6.12+) gives a task that asks for a shorter slice an earlier
+  // deadline, so when the UI thread wakes it preempts CPU-bound work (ours or other programs')
+  // instead of waiting for a 3 ms slice to run out. No privilege needed; older kernels ignore
+  // the slice (or refuse, which changes nothing).
+  // struct sched_attr of <linux/sched/types.h> (which clashes with glibc's <sched.h>); its
+  // layout is the kernel's stable ABI (SCHED_ATTR_SIZE_VER1, 56 bytes).
+  struct {
+    uint32_t size, sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+    uint32_t sched_util_min, sched_util_max;
+  } attr{};
+  static_assert(sizeof attr == 56);
+  attr.size = sizeof attr;
+  attr.sched_policy = SCHED_OTHER;
+  attr.sched_nice = getpriority(PRIO_PROCESS, 0);
+  attr.sched_runtime = kUiSliceNs;
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+#else
+  return false;
+#endif
 }
 
 QStringList MainWindow::view_names() {
@@ -51,12 +85,18 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
   worker_thread_.setObjectName(QStringLiteral("snip-training"));
-  worker_thread_.start();
+  // Training yields the CPU to the UI thread: IdlePriority is SCHED_IDLE on Linux, so a waking
+  // UI thread preempts the worker (and the engine threads it starts, which inherit the policy)
+  // at once, while training still gets every cycle the UI leaves; the worker also raises the
+  // nice value of the engine's pre-existing BLAS threads (training_worker.cpp).
+  worker_thread_.start(QThread::IdlePriority);
+  request_short_ui_slice();
 
   // Message bar above the views: non-blocking, closable.
   message_bar_ = new QWidget(this);
   message_bar_->setAutoFillBackground(true);
   auto* bar_layout = new QHBoxLayout(message_bar_);
+  message_layout_ = bar_layout;
   bar_layout->setContentsMargins(8, 4, 4, 4);
   message_label_ = new QLabel(message_bar_);
   message_label_->setWordWrap(true);
@@ -142,14 +182,29 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
     show_message(MessageLevel::info, tr("Pin changed in the Plan view (click the layer again to cycle FP8 → FP4 → none)"));
   });
   connect(workbench_, &Workbench::database_changed, this, [this] {
-    status_db_->setText(tr("Database: %1").arg(workbench_->database_path()));
+    update_database_status();
     select_defaults();
+  });
+  // A database that cannot be opened: the message says why; these buttons offer the way on.
+  connect(workbench_, &Workbench::database_open_failed, this, [this] {
+    update_database_status();
+    add_message_action(tr("Open another database…"), [this] { open_database_dialog(); });
+    add_message_action(tr("New database…"), [this] { new_database_dialog(); });
   });
 
   build_menus();
   resize(1280, 800);
   restore_settings();
-  workbench_->open_database(db_path.isEmpty() ? QString::fromStdString(snip::default_database_path()) : db_path);
+  QString path = db_path;
+  if (path.isEmpty()) {
+    try {
+      path = QString::fromStdString(snip::default_database_path());
+    } catch (const std::exception& e) {  // e.g. the data directory cannot be created
+      show_message(MessageLevel::error, tr("No default database: %1").arg(error_text(e)));
+    }
+  }
+  if (!path.isEmpty()) workbench_->open_database(path);
+  update_database_status();
 }
 
 MainWindow::~MainWindow() {
@@ -161,6 +216,7 @@ MainWindow::~MainWindow() {
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open database…"), QKeySequence::Open, this, &MainWindow::open_database_dialog);
+  file->addAction(tr("&New database…"), QKeySequence::New, this, &MainWindow::new_database_dialog);
   file->addSeparator();
   file->addAction(tr("&Import statistics/costs…"), QKeySequence(tr("Ctrl+I")), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Import statistics or costs"), {},
@@ -238,12 +294,16 @@ void MainWindow::select_defaults() {
       if (!rounds.empty())
         workbench_->use_stats_round(std::max_element(rounds.begin(), rounds.end(), [](auto& a, auto& b) { return a.id < b.id; })->id);
     }
-    std::vector<int64_t> plans, runs;
+    // Compare: the two newest plans, three newest runs and the newest compare experiment.
+    std::vector<int64_t> plans, runs, compares;
     for (const auto& p : store->plans())
       if (plans.size() < 2) plans.push_back(p.id);
     for (const auto& r : store->runs())
       if (runs.size() < 3) runs.push_back(r.id);
-    compare_view_->select(plans, runs);
+    const auto stored_compares = store->list_compares();
+    if (!stored_compares.empty()) compares.push_back(stored_compares.front().id);
+    compare_view_->refresh_lists();
+    compare_view_->select(plans, runs, compares);
   } catch (const std::exception& e) {
     show_message(MessageLevel::error, tr("Reading the database failed: %1").arg(error_text(e)));
   }
@@ -258,6 +318,33 @@ void MainWindow::open_database_dialog() {
     return;
   }
   workbench_->open_database(path);
+}
+
+void MainWindow::new_database_dialog() {
+  const QString start = workbench_->store() ? QFileInfo(workbench_->database_path()).absolutePath() : QDir::homePath();
+  const QString path = QFileDialog::getSaveFileName(this, tr("New database"), QDir(start).filePath(QStringLiteral("workbench.db")),
+                                                    tr("SNIP databases (*.db *.sqlite);;All files (*)"),
+                                                    nullptr, QFileDialog::DontConfirmOverwrite);
+  if (path.isEmpty()) return;
+  if (training()) {
+    show_message(MessageLevel::warning, tr("Stop the running training before opening another database"));
+    return;
+  }
+  // An existing file is opened, never overwritten: the store refuses one that is not a database.
+  workbench_->open_database(path);
+}
+
+void MainWindow::update_database_status() {
+  status_db_->setText(workbench_->store() ? tr("Database: %1").arg(workbench_->database_path())
+                                          : tr("No database open — File › Open database… (Ctrl+O)"));
+}
+
+void MainWindow::add_message_action(const QString& label, std::function<void()> action) {
+  auto* button = new QPushButton(label, message_bar_);
+  // Before the close button.
+  message_layout_->insertWidget(message_layout_->count() - 1, button);
+  message_actions_.append(button);
+  connect(button, &QPushButton::clicked, this, [action = std::move(action)] { action(); });
 }
 
 void MainWindow::show_view(const QString& name) {
@@ -293,6 +380,8 @@ void MainWindow::show_message(MessageLevel level, const QString& text) {
   message_bar_->setPalette(pal);
   message_label_->setPalette(pal);
   message_label_->setText(prefix + text);
+  for (QPushButton* b : message_actions_) b->deleteLater();
+  message_actions_.clear();
   message_bar_->show();
   statusBar()->showMessage(text, 10000);
   if (level == MessageLevel::info)
@@ -361,6 +450,17 @@ void MainWindow::stop_training_and_wait() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  if (compare_view_->experiment_running() && !training()) {
+    const bool stop = confirm_close_ ? confirm_close_()
+                                     : QMessageBox::question(this, tr("A compare experiment is running"),
+                                                             tr("Quitting stops the compare experiment; its table is not "
+                                                                "stored. Quit?")) == QMessageBox::Yes;
+    if (!stop) {
+      event->ignore();
+      return;
+    }
+  }
+  compare_view_->cancel_compare_experiment();
   if (training()) {
     const bool stop = confirm_close_ ? confirm_close_()
                                      : QMessageBox::question(this, tr("Training is running"),

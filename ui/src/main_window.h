@@ -13,7 +13,9 @@
 #include "training_worker.h"
 #include "workbench.h"
 
+class QHBoxLayout;
 class QLabel;
+class QPushButton;
 class QTabWidget;
 class QToolButton;
 
@@ -21,6 +23,10 @@ namespace snip::ui {
 
 class CompareView;
 class MonitorView;
+
+// Asks the scheduler for a short time slice for the calling thread (the UI thread), so it runs
+// soon after it wakes even when every core is busy; best effort, returns whether the kernel took it.
+bool request_short_ui_slice();
 class PlanView;
 class RunView;
 class SensitivityView;
@@ -53,6 +59,10 @@ class MainWindow : public QMainWindow {
   bool training() const;
   // The text of the message bar (empty when hidden).
   QString message_text() const;
+  // Buttons shown in the message bar beside the current message (e.g. "Open another
+  // database…" after a failed open); cleared by the next message.
+  void add_message_action(const QString& label, std::function<void()> action);
+  QList<QPushButton*> message_actions() const { return message_actions_; }
   // What closing during training asks; tests replace the dialog.
   void set_close_confirmation(std::function<bool()> confirm) { confirm_close_ = std::move(confirm); }
   // Stops a running training run, saving its checkpoint, and waits for the worker (bounded).
@@ -75,6 +85,8 @@ class MainWindow : public QMainWindow {
  private:
   void build_menus();
   void open_database_dialog();
+  void new_database_dialog();
+  void update_database_status();
   void select_defaults();
   void export_chart(bool svg);
   void export_metrics_csv();
@@ -96,6 +108,8 @@ class MainWindow : public QMainWindow {
   CompareView* compare_view_ = nullptr;
   QWidget* message_bar_ = nullptr;
   QLabel* message_label_ = nullptr;
+  QHBoxLayout* message_layout_ = nullptr;
+  QList<QPushButton*> message_actions_;
   QTimer message_hide_timer_;
   QLabel* status_db_ = nullptr;
   QLabel* status_training_ = nullptr;

@@ -95,7 +95,7 @@ void MonitorView::show_run(int64_t run_id) {
   run_combo_->setCurrentIndex(std::max(0, run_combo_->findData(qlonglong(run_id))));
   live_mode_ = live_ && live_->run_id() == run_id && run_id != 0;
   live_taken_ = 0;
-  for (auto* v : {&train_loss_, &val_loss_, &lr_points_, &grad_norm_points_, &fp4_points_, &bf16_gap_points_}) v->clear();
+  set_empty_curves();
   if (live_mode_)
     poll_live();
   else
@@ -106,12 +106,13 @@ void MonitorView::reload_from_store() {
   snip::Store* store = workbench_->store();
   if (!store || run_id_ == 0) return;
   try {
-    train_loss_ = to_points(store->curve(run_id_, snip::Metric::train_loss, kStoreCurvePoints));
-    val_loss_ = to_points(store->curve(run_id_, snip::Metric::val_loss, kStoreCurvePoints));
-    lr_points_ = to_points(store->curve(run_id_, snip::Metric::lr, kStoreCurvePoints));
-    grad_norm_points_ = to_points(store->curve(run_id_, snip::Metric::grad_norm, kStoreCurvePoints));
-    fp4_points_ = to_points(store->curve(run_id_, snip::Metric::fp4_fraction, kStoreCurvePoints));
-    bf16_gap_points_ = to_points(store->curve(run_id_, snip::Metric::bf16_gap, kStoreCurvePoints));
+    loss_->set_curves({Curve{tr("train"), to_points(store->curve(run_id_, snip::Metric::train_loss, kStoreCurvePoints)), {}},
+                       Curve{tr("validation"), to_points(store->curve(run_id_, snip::Metric::val_loss, kStoreCurvePoints)), {}}});
+    lr_->set_curves({Curve{tr("lr"), to_points(store->curve(run_id_, snip::Metric::lr, kStoreCurvePoints)), {}}});
+    grad_norm_->set_curves(
+        {Curve{tr("grad norm"), to_points(store->curve(run_id_, snip::Metric::grad_norm, kStoreCurvePoints)), {}}});
+    fp4_->set_curves({Curve{tr("ρ achieved"), to_points(store->curve(run_id_, snip::Metric::fp4_fraction, kStoreCurvePoints)), {}}});
+    bf16_gap_->set_curves({Curve{tr("gap"), to_points(store->curve(run_id_, snip::Metric::bf16_gap, kStoreCurvePoints)), {}}});
     const snip::RunInfo run = store->run(run_id_);
     QStringList parts = {QString::fromLatin1(snip::run_status_name(run.status)),
                          QString::fromStdString(run.spec.method.empty() ? "—" : run.spec.method),
@@ -122,7 +123,6 @@ void MonitorView::reload_from_store() {
   } catch (const std::exception& e) {
     workbench_->report(MessageLevel::error, tr("Reading run #%1 failed: %2").arg(run_id_).arg(error_text(e)));
   }
-  push_curves();
 }
 
 void MonitorView::poll_live() {
@@ -143,27 +143,32 @@ void MonitorView::poll_live() {
   }
   if (rows.empty()) return;
   live_taken_ += rows.size();
+  std::vector<QPointF> train, val, lr, grad_norm, fp4, gap;
   for (const snip::MetricRow& m : rows) {
     const double s = double(m.step);
-    train_loss_.emplace_back(s, m.train_loss);
-    if (m.val_loss) val_loss_.emplace_back(s, *m.val_loss);
-    lr_points_.emplace_back(s, m.lr);
-    grad_norm_points_.emplace_back(s, m.grad_norm);
-    fp4_points_.emplace_back(s, m.fp4_fraction);
-    if (m.bf16_gap) bf16_gap_points_.emplace_back(s, *m.bf16_gap);
+    train.emplace_back(s, m.train_loss);
+    if (m.val_loss) val.emplace_back(s, *m.val_loss);
+    lr.emplace_back(s, m.lr);
+    grad_norm.emplace_back(s, m.grad_norm);
+    fp4.emplace_back(s, m.fp4_fraction);
+    if (m.bf16_gap) gap.emplace_back(s, *m.bf16_gap);
   }
+  loss_->append_points({train, val});
+  lr_->append_points({lr});
+  grad_norm_->append_points({grad_norm});
+  fp4_->append_points({fp4});
+  bf16_gap_->append_points({gap});
   const snip::MetricRow& last = rows.back();
   summary_->setText(tr("live · step %1 · loss %2 · %3 tokens/s").arg(last.step).arg(last.train_loss, 0, 'f', 4)
                         .arg(last.tokens_per_s, 0, 'f', 0));
-  push_curves();
 }
 
-void MonitorView::push_curves() {
-  loss_->set_curves({Curve{tr("train"), train_loss_, {}}, Curve{tr("validation"), val_loss_, {}}});
-  lr_->set_curves({Curve{tr("lr"), lr_points_, {}}});
-  grad_norm_->set_curves({Curve{tr("grad norm"), grad_norm_points_, {}}});
-  fp4_->set_curves({Curve{tr("ρ achieved"), fp4_points_, {}}});
-  bf16_gap_->set_curves({Curve{tr("gap"), bf16_gap_points_, {}}});
+void MonitorView::set_empty_curves() {
+  loss_->set_curves({Curve{tr("train"), {}, {}}, Curve{tr("validation"), {}, {}}});
+  lr_->set_curves({Curve{tr("lr"), {}, {}}});
+  grad_norm_->set_curves({Curve{tr("grad norm"), {}, {}}});
+  fp4_->set_curves({Curve{tr("ρ achieved"), {}, {}}});
+  bf16_gap_->set_curves({Curve{tr("gap"), {}, {}}});
 }
 
 }  // namespace snip::ui

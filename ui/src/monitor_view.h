@@ -1,7 +1,8 @@
 // The Monitor view: live and stored training curves of one run — train and validation loss,
 // learning rate, gradient norm, achieved FP4 FLOP fraction and the BF16-probe loss gap. The
 // live run's curves come from the worker's LiveMetrics buffer on a 100 ms timer (bulk, never
-// per step); any other run's curves from the store, downsampled to 2,000 points per metric.
+// per step) and are appended to the charts, so a refresh costs the new steps, not the run's
+// length; any other run's curves come from the store, downsampled to 2,000 points per metric.
 #pragma once
 #include <QTimer>
 #include <QWidget>
@@ -28,7 +29,7 @@ class MonitorView : public QWidget {
   CurveChart* loss_chart() const { return loss_; }
   std::vector<CurveChart*> charts() const { return {loss_, lr_, grad_norm_, fp4_, bf16_gap_}; }
   // Points of the loss chart's train curve (what is shown, before display downsampling).
-  size_t train_points() const { return train_loss_.size(); }
+  size_t train_points() const { return loss_->curves().empty() ? 0 : loss_->curves().front().points.size(); }
 
  public slots:
   void refresh_runs();
@@ -36,7 +37,7 @@ class MonitorView : public QWidget {
 
  private:
   void poll_live();
-  void push_curves();
+  void set_empty_curves();
 
   Workbench* workbench_;
   std::shared_ptr<LiveMetrics> live_;
@@ -44,7 +45,6 @@ class MonitorView : public QWidget {
   bool live_mode_ = false;
   size_t live_taken_ = 0;
   QTimer live_timer_;
-  std::vector<QPointF> train_loss_, val_loss_, lr_points_, grad_norm_points_, fp4_points_, bf16_gap_points_;
 
   QComboBox* run_combo_ = nullptr;
   QLabel* summary_ = nullptr;

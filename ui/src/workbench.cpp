@@ -31,9 +31,20 @@ bool Workbench::open_database(const QString& path) {
     auto store = std::make_unique<snip::Store>(path.toStdString());
     store_ = std::move(store);
   } catch (const std::exception& e) {
-    report(MessageLevel::error, tr("Could not open the database: %1").arg(error_text(e)));
+    // The store refuses a damaged file before writing to it; say so, and how to go on in the GUI
+    // (the store's own hints speak of the CLI's --db).
+    last_open_error_ = error_text(e);
+    const QString now = store_ ? tr("Still using %1.").arg(database_path())
+                               : tr("No database is open: runs, plans and statistics cannot be listed or saved until one is.");
+    report(MessageLevel::error,
+           tr("Could not open the database %1: %2\nThe file was left as it is. Choose another with File › Open "
+              "database… (Ctrl+O) or start an empty one with File › New database… (Ctrl+N); a damaged database can be "
+              "restored from a copy. %3")
+               .arg(QFileInfo(path).fileName(), last_open_error_, now));
+    emit database_open_failed(path, last_open_error_);
     return false;
   }
+  last_open_error_.clear();
   last_fingerprint_.clear();
   emit database_changed();
   emit data_changed();
@@ -129,7 +140,10 @@ void Workbench::poll_now() {
     // (runs left by dead processes are marked interrupted when a store opens).
     for (const snip::RunInfo& r : store_->runs())
       fp += QStringLiteral("%1:%2:%3:%4;").arg(r.id).arg(int(r.status)).arg(r.last_step).arg(r.metric_rows);
-    fp += QStringLiteral("|p%1|s%2").arg(store_->plans().size()).arg(store_->stats_rounds().size());
+    fp += QStringLiteral("|p%1|s%2|c%3")
+              .arg(store_->plans().size())
+              .arg(store_->stats_rounds().size())
+              .arg(store_->list_compares().size());
   } catch (const std::exception& e) {
     poll_timer_.stop();  // one message, not one per tick
     report(MessageLevel::error, tr("Reading the database failed: %1").arg(error_text(e)));

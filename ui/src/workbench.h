@@ -34,9 +34,13 @@ class Workbench : public QObject {
   explicit Workbench(QObject* parent = nullptr);
   ~Workbench() override;
 
-  // Opens (or creates) the database; on failure reports the error and keeps the previous one.
+  // Opens (or creates) the database; on failure reports the error (what is wrong with the file
+  // and how to go on), emits database_open_failed and keeps the previous database — or none,
+  // when the first open fails. The file is never modified by a failed open.
   bool open_database(const QString& path);
   QString database_path() const;
+  // The error of the last failed open_database (empty after a successful one).
+  QString last_open_error() const { return last_open_error_; }
   snip::Store* store() { return store_.get(); }
 
   const PlanningSource& planning_source() const { return source_; }
@@ -61,6 +65,7 @@ class Workbench : public QObject {
 
  signals:
   void database_changed();     // a new file was opened
+  void database_open_failed(const QString& path, const QString& error);
   void data_changed();         // runs, metrics, plans or rounds may have changed
   void planning_source_changed();
   void message(snip::ui::MessageLevel level, const QString& text);
@@ -70,6 +75,7 @@ class Workbench : public QObject {
   PlanningSource source_;
   QTimer poll_timer_;
   QString last_fingerprint_;
+  QString last_open_error_;
 };
 
 // The same text the CLI prints for an exception escaping an engine call.

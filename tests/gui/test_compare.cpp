@@ -1,0 +1,206 @@
+// The Compare view's compare experiments, end to end on the real engine (`tiny` preset) and a
+// real database: a run trained in the window, a `snip compare --db` launched from the view in
+// the background with progress, its stored table listed and shown as a sortable table that
+// exports as CSV with the arms' loss curves on one chart; a deleted checkpoint and a cancelled
+// experiment each give a clear message and store nothing.
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <gtest/gtest.h>
+
+#include "compare_view.h"
+#include "curve_chart.h"
+#include "main_window.h"
+#include "run_view.h"
+#include "snip/store.h"
+
+using namespace snip::ui;
+
+namespace {
+
+bool wait_for(const std::function<bool()>& done, int timeout_ms = 20000) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  return done();
+}
+
+class CompareExperimentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    db_ = dir_.filePath("workbench.db");
+    w_ = std::make_unique<MainWindow>(db_);
+    w_->set_close_confirmation([] { return true; });
+    w_->resize(1280, 800);
+    w_->show();
+  }
+  void TearDown() override {
+    if (w_) w_->close();
+  }
+  // Trains a 3-step tiny run in the window; it saves a checkpoint when it finishes.
+  int64_t train_tiny_run() {
+    RunView* rv = w_->run_view();
+    rv->preset_combo()->setCurrentText("tiny");
+    rv->steps_spin()->setValue(3);
+    rv->batch_spin()->setValue(2);
+    rv->seq_spin()->setValue(32);
+    QSignalSpy ended(w_.get(), &MainWindow::run_ended);
+    w_->start_training();
+    EXPECT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000)) << w_->message_text().toStdString();
+    if (ended.count() != 1) return 0;
+    EXPECT_EQ(ended.at(0).at(1).toString(), "finished") << ended.at(0).at(2).toString().toStdString();
+    return ended.at(0).at(0).toLongLong();
+  }
+  QTemporaryDir dir_;
+  QString db_;
+  std::unique_ptr<MainWindow> w_;
+};
+
+double cell_value(QTableWidget* t, int row, int col) {
+  const QVariant v = t->item(row, col)->data(Qt::UserRole);
+  return v.isValid() ? v.toDouble() : NAN;
+}
+
+TEST_F(CompareExperimentTest, LaunchedExperimentIsStoredAndShownAsASortableExportableTable) {
+  const int64_t run_id = train_tiny_run();
+  ASSERT_GT(run_id, 0);
+  CompareView* cv = w_->compare_view();
+  w_->show_view("compare");
+  cv->select({}, {run_id});
+  cv->experiment_steps_spin()->setValue(2);
+  cv->experiment_budget_spin()->setValue(0.5);
+  QSignalSpy finished(cv, &CompareView::experiment_finished);
+  cv->launch_compare_experiment();
+  ASSERT_TRUE(cv->experiment_running()) << w_->message_text().toStdString();
+  // The window stays responsive while it runs: events are processed and progress arrives.
+  ASSERT_TRUE(cv->wait_for_experiment(600000));
+  ASSERT_EQ(finished.count(), 1);
+  const int64_t compare_id = finished.at(0).at(0).toLongLong();
+  ASSERT_GT(compare_id, 0) << w_->message_text().toStdString();
+  EXPECT_EQ(cv->experiment_progress()->value(), cv->experiment_progress()->maximum());
+
+  // Stored through the store's API, and listed.
+  snip::Store store(db_.toStdString());
+  const auto listed = store.list_compares();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].id, compare_id);
+  EXPECT_EQ(listed[0].run_id, std::optional<int64_t>(run_id));
+  const snip::CompareRecord rec = store.compare(compare_id);
+  EXPECT_DOUBLE_EQ(rec.budget, 0.5);
+  EXPECT_EQ(rec.steps, 2);
+  ASSERT_GE(rec.rows.size(), 10u);  // BF16, SNIP at several λ, the baselines, uniform, controls
+  ASSERT_EQ(cv->compare_list()->count(), 1);
+  EXPECT_EQ(cv->compare_list()->item(0)->checkState(), Qt::Checked);
+
+  // The table: one row per arm (plus the checked run), the stored numbers, the verdicts.
+  QTableWidget* t = cv->table();
+  std::map<QString, int> row_of;
+  for (int r = 0; r < t->rowCount(); ++r)
+    if (t->item(r, CompareView::col_source)->text() == QStringLiteral("compare #%1").arg(compare_id))
+      row_of[t->item(r, CompareView::col_method)->text()] = r;
+  ASSERT_EQ(row_of.size(), rec.rows.size());
+  int controls = 0;
+  for (const snip::CompareRowRecord& arm : rec.rows) {
+    const int r = row_of.at(QString::fromStdString(arm.method));
+    EXPECT_DOUBLE_EQ(cell_value(t, r, CompareView::col_achieved), arm.achieved_fraction);
+    if (std::isfinite(arm.train_loss_last)) {
+      EXPECT_DOUBLE_EQ(cell_value(t, r, CompareView::col_train), arm.train_loss_last);
+    }
+    if (std::isfinite(arm.gap_train)) {
+      EXPECT_DOUBLE_EQ(cell_value(t, r, CompareView::col_gap_train), arm.gap_train);
+    }
+    const QString verdict = t->item(r, CompareView::col_vs_snip)->text();
+    if (arm.control) {
+      ++controls;
+      EXPECT_TRUE(verdict.startsWith("control")) << verdict.toStdString();
+    } else if (arm.method != "uniform-bf16" && !(arm.lambda && std::abs(*arm.lambda - 0.1) < 1e-12)) {
+      EXPECT_TRUE(verdict.startsWith(arm.differs_from_snip ? "differs" : "within noise")) << verdict.toStdString();
+    }
+  }
+  EXPECT_EQ(controls, 2);
+  EXPECT_DOUBLE_EQ(cell_value(t, row_of.at("uniform-bf16"), CompareView::col_gap_train), 0.0);
+
+  // Sortable by a number column: ascending train loss, unknown values last.
+  t->sortItems(CompareView::col_train, Qt::AscendingOrder);
+  double previous = -INFINITY;
+  bool seen_nan = false;
+  for (int r = 0; r < t->rowCount(); ++r) {
+    const double v = cell_value(t, r, CompareView::col_train);
+    if (std::isnan(v)) {
+      seen_nan = true;
+      continue;
+    }
+    EXPECT_FALSE(seen_nan) << "a number after an unknown value at row " << r;
+    EXPECT_GE(v, previous) << "row " << r;
+    previous = v;
+  }
+
+  // CSV in the order shown, numbers at full precision.
+  const QString csv_path = dir_.filePath("compare.csv");
+  cv->export_table_csv(csv_path);
+  QFile csv(csv_path);
+  ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
+  const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
+  ASSERT_EQ(lines.size(), t->rowCount() + 1);
+  EXPECT_TRUE(lines[0].startsWith("Source,Method,Budget ρ,Achieved ρ,Train (last 50)")) << lines[0].toStdString();
+  const double first_train = cell_value(t, 0, CompareView::col_train);
+  EXPECT_NEAR(lines[1].split(',')[CompareView::col_train].toDouble(), first_train, 1e-8 * std::abs(first_train));
+
+  // The arms' train-loss curves on one chart, from the checkpoint's step on (duplicates once).
+  size_t arm_curves = 0, expected_curves = 0;
+  for (const auto& arm : rec.rows) expected_curves += arm.same_plan_as.empty() && !arm.train_curve.empty();
+  for (const Curve& c : cv->loss_chart()->curves())
+    if (c.name.startsWith(QStringLiteral("#%1 ").arg(compare_id))) {
+      ++arm_curves;
+      ASSERT_EQ(c.points.size(), 2u);
+      EXPECT_EQ(c.points.front().x(), double(rec.start_step + 1));
+    }
+  EXPECT_EQ(arm_curves, expected_curves);
+  EXPECT_GT(arm_curves, 5u);
+}
+
+TEST_F(CompareExperimentTest, DeletedCheckpointAndCancelGiveAMessageAndStoreNothing) {
+  const int64_t run_id = train_tiny_run();
+  ASSERT_GT(run_id, 0);
+  CompareView* cv = w_->compare_view();
+  cv->select({}, {run_id});
+  const auto checkpoints = snip::Store(db_.toStdString()).checkpoints(run_id);
+  ASSERT_FALSE(checkpoints.empty());
+
+  // Cancel: a long experiment stopped from the view leaves nothing in the database.
+  cv->experiment_steps_spin()->setValue(100000);
+  QSignalSpy finished(cv, &CompareView::experiment_finished);
+  cv->launch_compare_experiment();
+  ASSERT_TRUE(cv->experiment_running()) << w_->message_text().toStdString();
+  QTest::qWait(300);
+  cv->cancel_compare_experiment();
+  ASSERT_TRUE(cv->wait_for_experiment(10000));
+  ASSERT_EQ(finished.count(), 1);
+  EXPECT_EQ(finished.at(0).at(0).toLongLong(), 0);
+  EXPECT_TRUE(w_->message_text().contains("cancelled")) << w_->message_text().toStdString();
+  EXPECT_TRUE(snip::Store(db_.toStdString()).list_compares().empty());
+
+  // The checkpoint directory deleted behind the workbench's back: named in the message.
+  for (const auto& c : checkpoints) std::filesystem::remove_all(c.path);
+  cv->launch_compare_experiment();
+  EXPECT_FALSE(cv->experiment_running());
+  EXPECT_TRUE(w_->message_text().contains("no longer exists")) << w_->message_text().toStdString();
+  EXPECT_TRUE(w_->message_text().contains(QString::fromStdString(checkpoints.back().path))) << w_->message_text().toStdString();
+  // The window is still usable: the table still shows the run.
+  EXPECT_EQ(cv->table()->rowCount(), 1);
+}
+
+}  // namespace
