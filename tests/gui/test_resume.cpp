@@ -1,0 +1,236 @@
+// Resuming runs in the GUI and the adaptive run options, on real widgets, a real SQLite
+// database in a temp dir and the real engine on the `tiny` preset: a run stopped from the window
+// and resumed from the runs table continues in the same run with losses bit-identical to an
+// uninterrupted run's; a deleted or corrupt checkpoint gives an error message and leaves the
+// window usable; an adaptive run with a non-default method and λ stores plans made that way.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <filesystem>
+#include <functional>
+#include <gtest/gtest.h>
+
+#include "main_window.h"
+#include "monitor_view.h"
+#include "run_view.h"
+#include "snip/store.h"
+
+using namespace snip::ui;
+
+namespace {
+
+bool wait_until(const std::function<bool()>& done, int timeout_ms) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 10);
+  return done();
+}
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.isValid());
+    db_ = dir_.filePath("workbench.db");
+    window_ = std::make_unique<MainWindow>(db_);
+    window_->set_close_confirmation([] { return true; });
+    window_->resize(1280, 800);
+    window_->show();
+    ended_ = std::make_unique<QSignalSpy>(window_.get(), &MainWindow::run_ended);
+  }
+  void TearDown() override {
+    ended_.reset();
+    window_.reset();
+  }
+  // A quantized tiny run (FP4 everywhere) of `steps` steps, validation every 8.
+  void set_form(int steps) {
+    RunView* rv = window_->run_view();
+    rv->preset_combo()->setCurrentText("tiny");
+    rv->steps_spin()->setValue(steps);
+    rv->batch_spin()->setValue(2);
+    rv->seq_spin()->setValue(32);
+    rv->eval_spin()->setValue(8);
+    rv->precision_combo()->setCurrentIndex(2);  // FP4 everywhere
+  }
+  // Waits for the next run_ended; returns (run id, status, message).
+  std::tuple<qint64, QString, QString> wait_ended(int timeout_ms = 120000) {
+    const int before = int(ended_->count());
+    EXPECT_TRUE(wait_until([&] { return ended_->count() > before; }, timeout_ms)) << "no run_ended";
+    if (ended_->count() <= before) return {0, {}, {}};
+    const QList<QVariant> e = ended_->at(before);
+    return {e.at(0).toLongLong(), e.at(1).toString(), e.at(2).toString()};
+  }
+  // Starts the form's run and stops it after a few steps: returns the run id (status interrupted).
+  qint64 start_and_stop() {
+    const int64_t previous = window_->live_metrics()->run_id();
+    window_->start_training();
+    const auto live = window_->live_metrics();
+    EXPECT_TRUE(wait_until([&] { return live->run_id() != previous && live->size() >= 3; }, 60000));
+    window_->toggle_pause();  // holds before the next step ...
+    window_->stop_training();  // ... and stops there, saving a checkpoint
+    const auto [id, status, message] = wait_ended();
+    EXPECT_EQ(status, "interrupted") << message.toStdString();
+    return id;
+  }
+  void select_run(qint64 run_id) {
+    QTableWidget* table = window_->run_view()->runs_table();
+    for (int row = 0; row < table->rowCount(); ++row)
+      if (table->item(row, 0)->data(Qt::UserRole).toLongLong() == run_id) {
+        table->selectRow(row);
+        return;
+      }
+    ADD_FAILURE() << "run " << run_id << " is not in the runs table";
+  }
+
+  QTemporaryDir dir_;
+  QString db_;
+  std::unique_ptr<MainWindow> window_;
+  std::unique_ptr<QSignalSpy> ended_;
+};
+
+TEST_F(ResumeTest, StoppedRunResumedFromTheTableMatchesAnUninterruptedRunBitForBit) {
+  constexpr int kSteps = 24;
+  set_form(kSteps);
+  window_->start_training();
+  const auto [straight, straight_status, straight_message] = wait_ended();
+  ASSERT_EQ(straight_status, "finished") << straight_message.toStdString();
+
+  const qint64 split = start_and_stop();
+  snip::Store store(db_.toStdString());
+  const auto stopped_at = store.checkpoints(split);
+  ASSERT_EQ(stopped_at.size(), 1u);
+  ASSERT_GT(stopped_at[0].step, 0);
+  ASSERT_LT(stopped_at[0].step, kSteps) << "the run ended before it could be stopped";
+
+  // Resume from the runs table: the button is enabled for the interrupted run.
+  RunView* rv = window_->run_view();
+  window_->workbench()->poll_now();
+  emit window_->workbench()->data_changed();
+  select_run(split);
+  ASSERT_TRUE(rv->resume_run_button()->isEnabled());
+  QTest::mouseClick(rv->resume_run_button(), Qt::LeftButton);
+  EXPECT_FALSE(rv->resume_button()->isEnabled());  // training again
+  const auto [resumed, resumed_status, resumed_message] = wait_ended();
+  ASSERT_EQ(resumed_status, "finished") << resumed_message.toStdString();
+  EXPECT_EQ(resumed, split) << "a resumed run records into the run that saved the checkpoint";
+
+  EXPECT_EQ(store.runs().size(), 2u);
+  EXPECT_EQ(store.run(split).status, snip::RunStatus::finished);
+  const auto a = store.metrics(straight), b = store.metrics(split);
+  ASSERT_EQ(a.size(), size_t(kSteps));
+  ASSERT_EQ(b.size(), size_t(kSteps));
+  int evaluated = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].step, a[i].step);
+    EXPECT_EQ(b[i].train_loss, a[i].train_loss) << "step " << a[i].step;  // bit-identical
+    EXPECT_EQ(b[i].val_loss, a[i].val_loss) << "step " << a[i].step;
+    EXPECT_EQ(b[i].lr, a[i].lr) << "step " << a[i].step;
+    evaluated += a[i].val_loss.has_value();
+  }
+  EXPECT_GT(evaluated, 0);
+  const auto cps = store.checkpoints(split);
+  ASSERT_EQ(cps.size(), 2u);
+  EXPECT_EQ(cps.back().step, kSteps);
+  EXPECT_TRUE(std::filesystem::exists(cps.back().path + "/model.safetensors"));
+  // The Monitor shows the whole run: the steps before the checkpoint and the resumed ones.
+  EXPECT_TRUE(wait_until([&] { return window_->monitor_view()->train_points() == kSteps; }, 5000))
+      << window_->monitor_view()->train_points();
+  EXPECT_TRUE(rv->start_button()->isEnabled());
+}
+
+TEST_F(ResumeTest, DeletedOrCorruptCheckpointShowsAnErrorAndTheWindowStaysUsable) {
+  set_form(100000);
+  const qint64 run_id = start_and_stop();
+  snip::Store store(db_.toStdString());
+  const auto cps = store.checkpoints(run_id);
+  ASSERT_EQ(cps.size(), 1u);
+  std::filesystem::remove_all(cps[0].path);
+
+  // 1. The runs table's newest checkpoint of the run was deleted.
+  window_->workbench()->poll_now();
+  emit window_->workbench()->data_changed();
+  select_run(run_id);
+  window_->run_view()->resume_selected_run();
+  auto [id, status, message] = wait_ended(30000);
+  EXPECT_EQ(status, "failed");
+  EXPECT_FALSE(window_->training());
+  const QString shown = window_->message_text();
+  EXPECT_TRUE(shown.contains(QStringLiteral("cannot resume"))) << shown.toStdString();
+  EXPECT_TRUE(shown.contains(QString::fromStdString(cps[0].path))) << shown.toStdString();
+  EXPECT_EQ(store.run(run_id).status, snip::RunStatus::interrupted) << "a failed resume leaves the run as it was";
+
+  // 2. A directory that is not a checkpoint (a corrupt config.json), through the picker's path.
+  const QString corrupt = dir_.filePath("corrupt");
+  ASSERT_TRUE(QDir().mkpath(corrupt));
+  {
+    QFile f(corrupt + "/config.json");
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("{\"hidden_size\": ");
+  }
+  window_->run_view()->resume_from_checkpoint(corrupt);
+  std::tie(id, status, message) = wait_ended(30000);
+  EXPECT_EQ(status, "failed");
+  EXPECT_TRUE(window_->message_text().contains(corrupt)) << window_->message_text().toStdString();
+
+  // The window is usable: a new run starts and finishes.
+  RunView* rv = window_->run_view();
+  EXPECT_TRUE(rv->start_button()->isEnabled());
+  EXPECT_TRUE(rv->resume_button()->isEnabled());
+  set_form(3);
+  QTest::mouseClick(rv->start_button(), Qt::LeftButton);
+  std::tie(id, status, message) = wait_ended();
+  EXPECT_EQ(status, "finished") << message.toStdString();
+  EXPECT_EQ(store.metrics(id).size(), 3u);
+}
+
+TEST_F(ResumeTest, AdaptiveRunWithANonDefaultMethodAndLambdaStoresPlansMadeThatWay) {
+  set_form(4);
+  RunView* rv = window_->run_view();
+  rv->precision_combo()->setCurrentIndex(6);  // adaptive
+  rv->adaptive_method()->setCurrentText("min-rel-err");
+  ASSERT_EQ(rv->adaptive_method()->currentText(), "min-rel-err");
+  rv->adaptive_lambda()->setValue(0.35);
+  rv->adaptive_budget()->setValue(40.0);
+  rv->adaptive_replan()->setValue(2);
+  rv->adaptive_probe()->setValue(0);
+  rv->adaptive_noise_passes()->setValue(2);
+  rv->adaptive_ties()->setChecked(true);
+  window_->start_training();
+  const auto [run_id, status, message] = wait_ended();
+  ASSERT_EQ(status, "finished") << message.toStdString();
+
+  snip::Store store(db_.toStdString());
+  const snip::RunInfo run = store.run(run_id);
+  EXPECT_EQ(run.spec.method, "min-rel-err");
+  const nlohmann::json& adaptive = run.spec.train_config.at("adaptive");
+  EXPECT_EQ(adaptive.at("method"), "min-rel-err");
+  EXPECT_DOUBLE_EQ(adaptive.at("lambda").get<double>(), 0.35);
+  EXPECT_EQ(adaptive.at("round").at("noise_passes"), 2);
+  EXPECT_EQ(adaptive.at("ties"), true);
+  const auto timeline = store.plan_timeline(run_id);
+  ASSERT_EQ(timeline.size(), 2u);  // before steps 1 and 3
+  for (const auto& entry : timeline) {
+    const snip::PlanRecord p = store.plan(entry.plan_id);
+    EXPECT_EQ(p.plan.method, "min-rel-err");
+    EXPECT_DOUBLE_EQ(p.solve.options.at("lambda").get<double>(), 0.35);
+    EXPECT_EQ(p.solve.options.at("ties"), true);
+    EXPECT_GE(p.plan.achieved_fp4_fraction, 0.4 - 1e-12);
+    // Tied: q/k/v of every block share one precision.
+    for (int l = 0; l < 2; ++l) {
+      const std::string b = "model.layers." + std::to_string(l) + ".self_attn.";
+      EXPECT_EQ(p.plan.layers.at(b + "q_proj").fprop, p.plan.layers.at(b + "k_proj").fprop);
+      EXPECT_EQ(p.plan.layers.at(b + "q_proj").fprop, p.plan.layers.at(b + "v_proj").fprop);
+    }
+  }
+  EXPECT_EQ(store.stats_rounds(run_id).size(), 2u);
+}
+
+}  // namespace
