@@ -1,17 +1,23 @@
 // Statistics-round tests (METHOD.md section 4): the round leaves a training trajectory
 // bit-identical, the curvature does not depend on σ_η, Hutchinson at Y_l matches ‖J_l‖_F²
 // computed exactly with one-hot backward passes, the local residual maps are the model's own
-// backward, and the planner accepts the round.
+// backward, the exact ΔW mode's backward equals a brute-force model backward with one layer's
+// dgrad quantized, the round's GEMM errors equal qlinear_*'s bit for bit, and the planner accepts
+// the round.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
 
 #include "exp_test_util.h"
 #include "snip/error.h"
+#include "snip/estimator.h"
 #include "snip/planner.h"
+#include "snip/qlinear.h"
 #include "snip/stats_keys.h"
 #include "snip/stats_round.h"
 
@@ -248,6 +254,205 @@ TEST(StatsRound, LocalResidualMapsAreTheModelsOwnBackward) {
       EXPECT_NEAR(got / dy_sq, 1.0, 1e-4) << "block " << b << " " << sib_names[t];
     }
   }
+}
+
+// A tiny FP32 model with every intermediate kept, after forward + backward of a random batch.
+struct TinyFp32 {
+  snip::ModelConfig c = snip::preset_config("tiny");
+  int B = 2, T = 16;
+  snip::Llama m{c, B, T};
+  std::vector<int32_t> in, tgt;
+  TinyFp32() {
+    m.init_weights(11);
+    m.set_retain_intermediates(true);
+    std::mt19937 rng(5);
+    in.resize(size_t(B * T)), tgt.resize(in.size());
+    for (auto& x : in) x = int32_t(rng() % 256);
+    for (auto& x : tgt) x = int32_t(rng() % 256);
+  }
+  void run(const std::vector<snip::LinearPrecision>& plan) {
+    m.set_precisions(plan);
+    m.forward(in.data(), tgt.data());
+    m.zero_grads();
+    m.backward(1.0);
+  }
+};
+
+// METHOD.md 5.2 exact mode: δdX_m propagated through the frozen graph gives each upstream
+// layer's weight-gradient change. Brute force: the model's own backward with only layer m's
+// dgrad in FP4 (forward unchanged, backward linear), minus the all-FP32 backward.
+TEST(StatsRound, ExactModeBackwardEqualsTheModelsBackwardWithOneQuantizedDgrad) {
+  TinyFp32 t;
+  const int NL = t.m.num_linear_layers();
+  const std::vector<snip::LinearPrecision> fp32(size_t(NL), snip::LinearPrecision::uniform(snip::Precision::fp32));
+  t.run(fp32);
+  std::vector<std::vector<float>> g0(static_cast<size_t>(NL)), dx0(static_cast<size_t>(NL));
+  auto grads = [&](std::vector<std::vector<float>>& g) {
+    for (int l = 0; l < NL; ++l) {
+      const auto v = t.m.linear(l);
+      g[size_t(l)].assign(v.dW, v.dW + v.N * v.K);
+    }
+  };
+  grads(g0);
+  for (int l = 0; l < NL; ++l) {
+    const auto v = t.m.linear(l);
+    dx0[size_t(l)].assign(v.dX, v.dX + v.rows * v.K);
+  }
+  int checked_upstream = 0;
+  for (int mi = 0; mi < NL; ++mi) {
+    std::vector<snip::LinearPrecision> plan = fp32;
+    plan[size_t(mi)].dgrad = snip::Precision::fp4;
+    t.run(plan);
+    std::vector<std::vector<float>> g1(static_cast<size_t>(NL));
+    grads(g1);
+    const auto vm = t.m.linear(mi);
+    std::vector<float> ddx(size_t(vm.rows * vm.K));
+    for (size_t i = 0; i < ddx.size(); ++i) ddx[i] = vm.dX[i] - dx0[size_t(mi)][i];
+    const auto prop = snip::propagate_dgrad_error(t.m, mi, ddx.data());
+    ASSERT_EQ(prop.size(), size_t(NL));
+    for (int l = 0; l < NL; ++l) {
+      const snip::LayerId il{l / 7, snip::LayerType(l % 7)}, im{mi / 7, snip::LayerType(mi % 7)};
+      const auto& a = g0[size_t(l)];
+      const auto& b = g1[size_t(l)];
+      if (!snip::is_upstream(il, im)) {
+        EXPECT_TRUE(prop[size_t(l)].empty()) << "layer " << l << " is not upstream of " << mi;
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * a.size())) << "layer " << l << " m " << mi;
+        continue;
+      }
+      ASSERT_EQ(prop[size_t(l)].size(), a.size()) << "layer " << l << " m " << mi;
+      double d = 0, ref = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double e = double(b[i]) - double(a[i]);
+        d += (prop[size_t(l)][i] - e) * (prop[size_t(l)][i] - e), ref += e * e;
+      }
+      ASSERT_GT(ref, 0.0) << "layer " << l << " m " << mi;
+      EXPECT_LT(std::sqrt(d / ref), 1e-3) << "layer " << l << " m " << mi;
+      ++checked_upstream;
+    }
+  }
+  // per block: o has 3 upstream layers, gate/up 4 each, down 6 (17); every layer of block 0 is
+  // upstream of every layer of block 1 (49)
+  EXPECT_EQ(checked_upstream, 2 * 17 + 49);
+}
+
+// The round quantizes each operand once (for its error norm and its GEMM; q/k/v share one
+// quantized input, and so do gate/up) and reuses the clean pass's BF16 outputs as references.
+// Its GEMM errors must equal a plain recomputation with qlinear_* bit for bit: the snip recipe
+// (one W quantization for fprop and dgrad), mx (two) and nvfp4 with the wgrad Hadamard option.
+TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
+  snip::RecipeOptions snip_r, mx_r, nv_r;
+  mx_r.name = "mx";
+  nv_r.name = "nvfp4", nv_r.hadamard_wgrad = true;
+  for (const snip::RecipeOptions& ro : {snip_r, mx_r, nv_r}) {
+    const snip::ModelConfig c = snip::preset_config("tiny");
+    snip::Llama m(c, 2, 32);
+    m.init_weights(4);
+    m.set_recipe(snip::Recipe(ro));
+    m.set_retain_intermediates(true);
+    snip::AdamW<float> opt(m.num_params(), {});
+    std::mt19937 rng(9);
+    std::vector<int32_t> in(64), tgt(64);
+    for (auto& x : in) x = int32_t(rng() % 256);
+    for (auto& x : tgt) x = int32_t(rng() % 256);
+    snip::StatsRoundOptions o;
+    o.lr = 1e-3, o.seed = 3, o.step = 5;
+    const snip::StatsRound r = snip::collect_stats_round(m, opt, in.data(), tgt.data(), o);
+    const snip::Recipe& recipe = m.recipe();
+    for (int li = 0; li < m.num_linear_layers(); ++li) {
+      const auto v = m.linear(li);
+      const int64_t T = v.rows, K = v.K, N = v.N;
+      snip::QLinearContext ctx{&recipe, o.seed, uint64_t(o.step), uint32_t(li), v.name.c_str()};
+      std::vector<float> y0(size_t(T * N)), dx0(size_t(T * K)), dw0(size_t(N * K)), q(size_t(std::max(T * K, N * K)));
+      snip::qlinear_fprop(y0.data(), v.X, v.W, T, K, N, snip::Precision::bf16, ctx);
+      snip::qlinear_dgrad(dx0.data(), v.dY, v.W, T, K, N, snip::Precision::bf16, ctx);
+      snip::qlinear_wgrad(dw0.data(), v.dY, v.X, T, K, N, snip::Precision::bf16, ctx);
+      for (snip::Precision p : {snip::Precision::fp8, snip::Precision::fp4}) {
+        const auto& pp = r.layers[size_t(li)].per_precision.at(snip::precision_name(p));
+        const std::string where = ro.name + " " + v.name + " " + snip::precision_name(p);
+        std::vector<float> y(y0.size()), dx(dx0.size()), dw(dw0.size());
+        snip::qlinear_fprop(y.data(), v.X, v.W, T, K, N, p, ctx);
+        snip::qlinear_dgrad(dx.data(), v.dY, v.W, T, K, N, p, ctx);
+        snip::qlinear_wgrad(dw.data(), v.dY, v.X, T, K, N, p, ctx);
+        double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0;
+        for (int64_t e = 0; e < T * N; ++e) {
+          const double d = double(y[size_t(e)]) - double(y0[size_t(e)]);
+          dy_sq += d * d, g_dot += double(v.dY[e]) * d;
+        }
+        for (int64_t e = 0; e < T * K; ++e) {
+          const double d = double(dx[size_t(e)]) - double(dx0[size_t(e)]);
+          ddx_sq += d * d;
+        }
+        for (int64_t e = 0; e < N * K; ++e) {
+          const double d = double(dw[size_t(e)]) - double(dw0[size_t(e)]);
+          ddw_sq += d * d;
+        }
+        EXPECT_EQ(pp.at(k::kPrecDyErr), std::sqrt(dy_sq)) << where;
+        EXPECT_EQ(pp.at(k::kPrecGDotDy), g_dot) << where;
+        EXPECT_EQ(pp.at(k::kPrecDdxErr), std::sqrt(ddx_sq)) << where;
+        EXPECT_EQ(pp.at(k::kPrecDdwErr), std::sqrt(ddw_sq)) << where;
+        EXPECT_GT(ddw_sq, 0.0) << where;
+        auto err = [&](const float* src, int64_t rows, int64_t cols, snip::Gemm g, snip::Operand op) {
+          snip::QuantStats st;
+          snip::qlinear_quantize_operand(q.data(), src, rows, cols, p, g, op, ctx, &st);
+          return std::sqrt(st.err_sq);
+        };
+        EXPECT_EQ(pp.at(k::kPrecErrFpropX), err(v.X, T, K, snip::Gemm::fprop, snip::Operand::activation)) << where;
+        EXPECT_EQ(pp.at(k::kPrecErrFpropW), err(v.W, N, K, snip::Gemm::fprop, snip::Operand::weight)) << where;
+        EXPECT_EQ(pp.at(k::kPrecErrDgradG), err(v.dY, T, N, snip::Gemm::dgrad, snip::Operand::gradient)) << where;
+        EXPECT_EQ(pp.at(k::kPrecErrDgradW), err(v.W, N, K, snip::Gemm::dgrad, snip::Operand::weight)) << where;
+        EXPECT_EQ(pp.at(k::kPrecErrWgradG), err(v.dY, T, N, snip::Gemm::wgrad, snip::Operand::gradient)) << where;
+        EXPECT_EQ(pp.at(k::kPrecErrWgradX), err(v.X, T, K, snip::Gemm::wgrad, snip::Operand::activation)) << where;
+      }
+    }
+  }
+}
+
+// The exact ΔW mode is recorded as raw statistics (one value per upstream layer), leaves every
+// other statistic unchanged, survives the snip-stats/1 round trip, and a round without it
+// cannot be estimated in exact mode.
+TEST(StatsRound, ExactModeIsRecordedRawAndRecomputable) {
+  auto cfg = exptest::tiny_config("bf16", 4);
+  snip::Trainer t(cfg);
+  for (int s = 0; s < 3; ++s) t.step();
+  const snip::StatsRound plain = snip::collect_stats_round(t);
+  snip::StatsRoundOptions o;
+  o.exact_weight_divergence = true;
+  const snip::StatsRound r = snip::collect_stats_round(t, o);
+  EXPECT_FALSE(snip::has_exact_dw(plain));
+  ASSERT_TRUE(snip::has_exact_dw(r));
+  EXPECT_EQ(r.options.at("weight_divergence_mode"), "local+exact");
+  // one key per upstream layer and precision, nothing else new
+  for (size_t m = 0; m < r.layers.size(); ++m) {
+    const snip::LayerId im{int(m) / 7, snip::LayerType(m % 7)};
+    int upstream = 0;
+    for (int l = 0; l < int(r.layers.size()); ++l) upstream += snip::is_upstream({l / 7, snip::LayerType(l % 7)}, im);
+    for (const char* p : {"fp8", "fp4"}) {
+      const auto& a = plain.layers[m].per_precision.at(p);
+      const auto& b = r.layers[m].per_precision.at(p);
+      EXPECT_EQ(b.size(), a.size() + size_t(upstream)) << r.layers[m].name;
+      for (const auto& [key, val] : a) EXPECT_EQ(b.at(key), val) << r.layers[m].name << " " << key;
+    }
+  }
+  snip::EstimatorOptions ex;
+  ex.dw_mode = snip::DwMode::exact;
+  EXPECT_THROW(snip::estimate_divergences(plain, ex), snip::Error);
+  const snip::Estimates e_approx = snip::estimate_divergences(r), e_exact = snip::estimate_divergences(r, ex);
+  const snip::Estimates e_json = snip::estimate_divergences(snip::stats_from_json(snip::stats_to_json(r)), ex);
+  const int p4 = int(snip::Precision::fp4);
+  std::vector<double> ratio;
+  for (size_t m = 0; m < r.layers.size(); ++m) {
+    EXPECT_EQ(e_exact.layers[m].dw_own[p4], e_approx.layers[m].dw_own[p4]);
+    EXPECT_EQ(e_json.layers[m].dw[p4], e_exact.layers[m].dw[p4]);
+    EXPECT_TRUE(std::isfinite(e_exact.layers[m].dw[p4]));
+    if (m < 3) EXPECT_EQ(e_exact.layers[m].dw_upstream[p4], 0.0);  // q/k/v of block 0: nothing upstream
+    else ratio.push_back(e_exact.layers[m].dw_upstream[p4] / e_approx.layers[m].dw_upstream[p4]);
+  }
+  // the two modes estimate the same quantity: the median ratio of their upstream terms is O(1)
+  std::sort(ratio.begin(), ratio.end());
+  const double median = ratio[ratio.size() / 2];
+  std::printf("exact/approx upstream ΔW (fp4), median over layers: %.3f\n", median);
+  EXPECT_GT(median, 0.25);
+  EXPECT_LT(median, 4.0);
 }
 
 }  // namespace

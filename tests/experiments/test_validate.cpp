@@ -69,6 +69,35 @@ TEST_F(ValidateTiny, SnipLossDivergenceRanksLayersLikeTheAblation) {
   for (const auto& p : s.model->precisions()) EXPECT_EQ(p, snip::LinearPrecision::uniform(snip::Precision::bf16));
 }
 
+// METHOD.md 5.2 `exact` mode: the backward of the real δdX through the frozen graph ranks the
+// layers' backward-only weight divergence at least as well as the gain-ratio approximation.
+TEST_F(ValidateTiny, ExactWeightDivergenceAgreesWithOrBeatsApprox) {
+  snip::ExperimentSetup s = snip::load_experiment(dir_);
+  snip::ValidateOptions o;
+  o.batches = 2;
+  o.estimator.dw_mode = snip::DwMode::exact;
+  const snip::ValidationReport rep = snip::run_validation(s, o);
+  EXPECT_EQ(rep.options.at("dw_mode"), "exact");
+  for (const char* prec : {"fp8", "fp4", "fp4-fp8"}) {
+    const double approx = rep.spearman("snip_dw", "dw_true_bwd", prec);
+    const double exact = rep.spearman("snip_dw_exact", "dw_true_bwd", prec);
+    std::printf("tiny, 2 batches, %s: Spearman vs dw_true_bwd approx %.3f exact %.3f\n", prec, approx, exact);
+    ASSERT_TRUE(std::isfinite(exact)) << prec;
+    EXPECT_GE(exact, approx - 0.05) << prec;
+    EXPECT_GT(exact, 0.8) << prec;
+  }
+  // calibration: the exact prediction is close to the measured backward-only truth (linearized
+  // AdamW, FP32 backward), layer by layer, for FP4
+  int close = 0, n = 0;
+  for (const auto& e : rep.entries) {
+    if (e.precision != snip::Precision::fp4) continue;
+    const double ratio = e.values.at("snip_dw_exact") / e.values.at("dw_true_bwd");
+    ++n;
+    close += ratio > 0.5 && ratio < 2.0;
+  }
+  EXPECT_GE(close, n * 3 / 4) << close << " of " << n << " layers within 2x of the truth";
+}
+
 TEST_F(ValidateTiny, TooManyBatchesIsAnError) {
   snip::ExperimentSetup s = snip::load_experiment(dir_);
   snip::ValidateOptions o;

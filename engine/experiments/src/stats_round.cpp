@@ -1,9 +1,14 @@
 // One SNIP statistics round on a live model (stats_round.h; METHOD.md section 4, 5.2 step 1).
 #include "snip/stats_round.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
+
+#include <cblas.h>
 
 #include "snip/error.h"
 #include "snip/hutchinson.h"
@@ -31,14 +36,68 @@ double diff_sq(const float* a, const float* b, int64_t n) {
   }
   return s;
 }
-// ⟨g, a − b⟩ in double
-double dot_diff(const float* g, const float* a, const float* b, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(g[i]) * (double(a[i]) - double(b[i]));
-  return s;
+// The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings);
+// the input X's are kept in XQuant.
+struct QuantizedOperands {
+  Buf wf, gd, wd, gw;  // fprop W; dgrad dY, W; wgrad dY
+  void reserve(int64_t tn, int64_t nk) {
+    gd.resize(size_t(tn)), gw.resize(size_t(tn));
+    wf.resize(size_t(nk)), wd.resize(size_t(nk));
+  }
+};
+
+// Quantizes one operand exactly as the quantized GEMM does (qlinear_quantize_operand) into out
+// and returns ‖e_p‖.
+double quantize_err(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                    const QLinearContext& ctx) {
+  QuantStats st;
+  qlinear_quantize_operand(out, src, rows, cols, p, g, op, ctx, &st);
+  return std::sqrt(st.err_sq);
 }
-void sub(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] - b[i];
+
+// One layer input X quantized for fprop and wgrad at one precision, kept for the next layer
+// when it reads the same X (reusable: no stochastic rounding, so the layer's key does not matter).
+struct XQuant {
+  const float* src = nullptr;
+  int64_t K = 0;
+  bool reusable = false;
+  double err_f = 0, err_w = 0;
+  Buf xf, xw;
+};
+
+bool deterministic(const Recipe& recipe, Precision p, Gemm g, Operand op) {
+  return recipe.spec(p, g, op).rounding != Rounding::stochastic;
+}
+
+// True when W quantizes to the same tensor in fprop and dgrad (same spec, no stochastic
+// rounding), as with the snip recipe's 2D 128×128 weight blocks: one quantization serves both.
+bool same_weight_quantization(const Recipe& recipe, Precision p) {
+  const QuantSpec f = recipe.spec(p, Gemm::fprop, Operand::weight);
+  return f == recipe.spec(p, Gemm::dgrad, Operand::weight) && f.rounding != Rounding::stochastic;
+}
+
+// The three GEMMs of qlinear_{fprop,dgrad,wgrad} on operands already quantized by
+// qlinear_quantize_operand (so each operand is quantized once per round, not twice): the same
+// cblas_sgemm calls and the same BF16 output rounding, hence bit-identical results (a test
+// compares them with qlinear_*). With nvfp4's Hadamard option the wgrad operands arrive rotated,
+// as in qlinear_wgrad, and the rotation cancels in the product.
+void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd,
+                     const float* wd, const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
+                     const QLinearContext& ctx) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, xf, int(K), wf, int(K), 0.0f, Y,
+              int(N));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, gd, int(N), wd, int(K), 0.0f,
+              dX, int(K));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, gw, int(N), xw, int(K), 0.0f, dW,
+              int(K));
+  if (ctx.recipe->options().bf16_output && p != Precision::fp32) {
+    QuantSpec bf;
+    bf.format = ElemFormat::bf16;
+    const std::string label = std::string(ctx.layer_name) + ": statistics-round GEMM output";
+    fake_quantize(Y, Y, T, N, bf, RngKey{}, label.c_str());
+    fake_quantize(dX, dX, T, K, bf, RngKey{}, label.c_str());
+    fake_quantize(dW, dW, N, K, bf, RngKey{}, label.c_str());
+  }
 }
 
 // Recomputed per-block forward quantities the local backward maps need (the model caches them
@@ -46,6 +105,19 @@ void sub(float* out, const float* a, const float* b, int64_t n) {
 struct BlockLocal {
   Buf rstd1, rstd2, scratch_ln;  // (BT), (BT), (BT,C)
   Buf q_rot, k_rot, att, probs;  // (BT,QD), (BT,KD), (BT,QD), (B,NH,T,T)
+};
+
+// Scratch buffers of the exact-mode backward (LocalBackward's exact methods), sized for one block.
+struct ExactScratch {
+  Buf dq_rot, dk_rot, dq, dk, dv, dg, du, dln, d_att, d_h, res_a, res_b;
+  explicit ExactScratch(const ModelConfig& c, int64_t BT) {
+    const int64_t C = c.hidden_size, F = c.intermediate_size, QD = int64_t(c.num_attention_heads) * c.head_dim(),
+                  KD = int64_t(c.num_key_value_heads) * c.head_dim();
+    dq_rot.resize(size_t(BT * QD)), dq.resize(size_t(BT * QD)), d_att.resize(size_t(BT * QD));
+    dk_rot.resize(size_t(BT * KD)), dk.resize(size_t(BT * KD)), dv.resize(size_t(BT * KD));
+    dg.resize(size_t(BT * F)), du.resize(size_t(BT * F)), d_h.resize(size_t(BT * F));
+    dln.resize(size_t(BT * C)), res_a.resize(size_t(BT * C)), res_b.resize(size_t(BT * C));
+  }
 };
 
 // Maps gradient errors of one block to its residual-stream points exactly (METHOD.md 5.2 step 1).
@@ -124,7 +196,70 @@ class LocalBackward {
     return 0;
   }
 
+  // ---- exact ΔW mode (METHOD.md 5.2 `exact`): the FP32 backward of a gradient error through
+  // this block, linear in the error. visit(layer index, δG (BT, N)) is called for every linear
+  // layer whose output gradient the error reaches. `addend` (may be null) is the residual
+  // gradient that bypasses the branch (added to the norm backward's result).
+  using Visit = std::function<void(int, const float*)>;
+
+  // δ at the input of the block's first (mid = false) or second norm -> δR_b or δM_b (+ addend).
+  void norm_input_back(const float* d_ln, bool mid, const float* addend, float* out) const {
+    const LlamaParams<float>& p = m_.params();
+    const float* x = mid ? m_.residual_mid(b_) : m_.residual(b_);
+    const float* w = (mid ? p.mlp_norm : p.attn_norm) + b_ * C_;
+    const float* rstd = mid ? loc_.rstd2.data() : loc_.rstd1.data();
+    if (addend) std::memcpy(out, addend, sizeof(float) * size_t(BT_ * C_));
+    ops::rmsnorm_backward(out, static_cast<float*>(nullptr), d_ln, x, w, rstd, BT_, int(C_), addend != nullptr);
+  }
+  // δ(attention output) (BT, QD): attention backward (q, k, v visited), their dgrads,
+  // input_layernorm backward -> δR_b (+ addend).
+  void attention_input_back(const float* d_att, const float* addend, float* out, ExactScratch& s,
+                            const Visit& visit) const {
+    const LlamaParams<float>& p = m_.params();
+    ops::attention_backward(s.dq_rot.data(), s.dk_rot.data(), s.dv.data(), d_att, loc_.probs.data(),
+                            loc_.q_rot.data(), loc_.k_rot.data(), m_.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_,
+                            HD_);
+    ops::rope_backward(s.dq.data(), s.dq_rot.data(), cos_.data(), sin_.data(), B_, T_, NH_, HD_);
+    ops::rope_backward(s.dk.data(), s.dk_rot.data(), cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
+    visit(idx(LayerType::q), s.dq.data());
+    visit(idx(LayerType::k), s.dk.data());
+    visit(idx(LayerType::v), s.dv.data());
+    dgrad32(s.dln.data(), s.dq.data(), p.wq + b_ * QD_ * C_, C_, QD_, false);
+    dgrad32(s.dln.data(), s.dk.data(), p.wk + b_ * KD_ * C_, C_, KD_, true);
+    dgrad32(s.dln.data(), s.dv.data(), p.wv + b_ * KD_ * C_, C_, KD_, true);
+    norm_input_back(s.dln.data(), false, addend, out);
+  }
+  // δh (BT, F), the input of down_proj: SwiGLU backward (gate, up visited), their dgrads,
+  // post_attention_layernorm backward -> δM_b (+ addend).
+  void mlp_input_back(const float* d_h, const float* addend, float* out, ExactScratch& s, const Visit& visit) const {
+    const LlamaParams<float>& p = m_.params();
+    ops::swiglu_backward(s.dg.data(), s.du.data(), d_h, m_.linear(idx(LayerType::gate)).Y,
+                         m_.linear(idx(LayerType::up)).Y, BT_ * F_);
+    visit(idx(LayerType::gate), s.dg.data());
+    visit(idx(LayerType::up), s.du.data());
+    dgrad32(s.dln.data(), s.dg.data(), p.wgate + b_ * F_ * C_, C_, F_, false);
+    dgrad32(s.dln.data(), s.du.data(), p.wup + b_ * F_ * C_, C_, F_, true);
+    norm_input_back(s.dln.data(), true, addend, out);
+  }
+  // δM_b -> δR_b through the attention half (o visited; the residual carries δM_b past it).
+  void attention_half_back(const float* d_mid, float* out, ExactScratch& s, const Visit& visit) const {
+    visit(idx(LayerType::o), d_mid);
+    dgrad32(s.d_att.data(), d_mid, m_.params().wo + b_ * C_ * QD_, QD_, C_, false);
+    attention_input_back(s.d_att.data(), d_mid, out, s, visit);
+  }
+  // δR_{b+1} -> δM_b through the MLP half (down visited; the residual carries δR_{b+1} past it).
+  void mlp_half_back(const float* d_next, float* out, ExactScratch& s, const Visit& visit) const {
+    visit(idx(LayerType::down), d_next);
+    dgrad32(s.d_h.data(), d_next, m_.params().wdown + b_ * C_ * F_, F_, C_, false);
+    mlp_input_back(s.d_h.data(), d_next, out, s, visit);
+  }
+
  private:
+  // dX (BT, K) (+)= dY (BT, N) · W (N, K), FP32
+  void dgrad32(float* dx, const float* dy, const float* W, int64_t K, int64_t N, bool accumulate) const {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(BT_), int(K), int(N), 1.0f, dy, int(N), W, int(K),
+                accumulate ? 1.0f : 0.0f, dx, int(K));
+  }
   struct DgradTerm {
     const float* dy;  // (BT, N)
     const float* W;   // (N, C)
@@ -158,6 +293,36 @@ class LocalBackward {
   BlockLocal loc_;
   Buf cos_, sin_, dr_, dln_, tmp_;
 };
+
+// Exact ΔW mode: back-propagates δdX at the input of linear layer m through the frozen graph
+// (FP32, linear in δdX): its own block from m's input down to R_b, then every earlier block.
+// blocks[b] must exist for every b ≤ m's block.
+void exact_backward(const std::vector<std::unique_ptr<LocalBackward>>& blocks, int m, const float* ddx,
+                    ExactScratch& s, const LocalBackward::Visit& visit) {
+  const int bm = m / kLayersPerBlock;
+  float* cur = s.res_a.data();  // δR
+  float* mid = s.res_b.data();  // δM
+  const LocalBackward& lb = *blocks[size_t(bm)];
+  switch (LayerType(m % kLayersPerBlock)) {
+    case LayerType::q:
+    case LayerType::k:
+    case LayerType::v: lb.norm_input_back(ddx, false, nullptr, cur); break;
+    case LayerType::o: lb.attention_input_back(ddx, nullptr, cur, s, visit); break;
+    case LayerType::gate:
+    case LayerType::up:
+      lb.norm_input_back(ddx, true, nullptr, mid);
+      lb.attention_half_back(mid, cur, s, visit);
+      break;
+    case LayerType::down:
+      lb.mlp_input_back(ddx, nullptr, mid, s, visit);
+      lb.attention_half_back(mid, cur, s, visit);
+      break;
+  }
+  for (int b = bm - 1; b >= 0; --b) {
+    blocks[size_t(b)]->mlp_half_back(cur, mid, s, visit);
+    blocks[size_t(b)]->attention_half_back(mid, cur, s, visit);
+  }
+}
 
 // The model keeps every layer's hook tensors only when asked (set_retain_intermediates, newer
 // model versions); these helpers compile against either version.
@@ -319,8 +484,32 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
 
   // ---- per-layer statistics (needs the clean pass's activations, still cached) ---------------
   std::vector<std::pair<LayerType, double>> sib;
+  // Buffers reused by every layer (sized for the largest).
+  int64_t max_tk = 0, max_tn = 0, max_nk = 0, max_k = 0;
+  for (int i = 0; i < NL; ++i) {
+    const LinearView<float> v = model.linear(i);
+    max_tk = std::max(max_tk, v.rows * v.K), max_tn = std::max(max_tn, v.rows * v.N);
+    max_nk = std::max(max_nk, v.N * v.K), max_k = std::max(max_k, v.K);
+  }
+  QuantizedOperands qops;
+  qops.reserve(max_tn, max_nk);
+  std::vector<XQuant> xquant(o.precisions.size());
+  for (XQuant& xq : xquant) xq.xf.resize(size_t(max_tk)), xq.xw.resize(size_t(max_tk));
+  const float* xcol_src = nullptr;  // X whose column norms xcol holds (q/k/v and gate/up share X)
+  int64_t xcol_k = 0;
+  Buf yq(static_cast<size_t>(max_tn)), dxq(static_cast<size_t>(max_tk)), dwq(static_cast<size_t>(max_nk)),
+      ddx(static_cast<size_t>(max_tk));
+  std::vector<double> w(static_cast<size_t>(max_nk)), xcol(static_cast<size_t>(max_k));
+  // Exact ΔW mode keeps every block's local backward and every layer's AdamW factors w.
+  const bool exact = o.exact_weight_divergence;
+  std::vector<std::unique_ptr<LocalBackward>> blocks(static_cast<size_t>(L));
+  std::vector<std::vector<double>> w_keep(exact ? size_t(NL) : 0);
+  std::unique_ptr<ExactScratch> scratch = exact ? std::make_unique<ExactScratch>(cfg, BT) : nullptr;
+  Buf dw_err(exact ? static_cast<size_t>(max_nk) : 0);
   for (int b = 0; b < L; ++b) {
-    LocalBackward local(model, b);
+    blocks[size_t(b)] = std::make_unique<LocalBackward>(model, b);
+    if (!exact && b > 0) blocks[size_t(b - 1)].reset();
+    LocalBackward& local = *blocks[size_t(b)];
     for (LayerType type : kAllLayerTypes) {
       const int li = b * kLayersPerBlock + int(type);
       const LinearView<float> v = model.linear(li);
@@ -339,9 +528,12 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
       ls.scalars[k::kLayerJtEpsSqResid] = int(type) <= int(LayerType::o) ? jt_r[size_t(b)] : jt_m[size_t(b)];
 
       // x_j = ‖X[:, j]‖² and γ_i
-      std::vector<double> xcol(size_t(K), 0.0);
-      for (int64_t r = 0; r < T; ++r)
-        for (int64_t c = 0; c < K; ++c) xcol[size_t(c)] += double(v.X[r * K + c]) * double(v.X[r * K + c]);
+      if (xcol_src != v.X || xcol_k != K) {
+        std::fill(xcol.begin(), xcol.begin() + K, 0.0);
+        for (int64_t r = 0; r < T; ++r)
+          for (int64_t c = 0; c < K; ++c) xcol[size_t(c)] += double(v.X[r * K + c]) * double(v.X[r * K + c]);
+        xcol_src = v.X, xcol_k = K;
+      }
       const std::vector<double>& gam = gain[size_t(li)];
 
       // AdamW factors per element w_ij = 1/(√v̂_ij + ε)² and the clean update u
@@ -349,10 +541,9 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
       SNIP_ASSERT(pt != nullptr && pt->numel == N * K);
       const float* m0 = opt.m() + pt->offset;
       const float* v0 = opt.v() + pt->offset;
-      std::vector<double> w(size_t(N * K));
       double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
       double gam_sum = 0, x_sum = 0;
-      for (double x : xcol) x_sum += x;
+      for (int64_t j = 0; j < K; ++j) x_sum += xcol[size_t(j)];
       for (double g : gam) gam_sum += g;
       for (int64_t i = 0; i < N; ++i)
         for (int64_t j = 0; j < K; ++j) {
@@ -369,6 +560,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
           const double u = o.lr * ac.weight_decay * double(v.W[e]) + o.lr / bc1 * m1 / denom;
           u_sq += u * u;
         }
+      if (exact) w_keep[size_t(li)].assign(w.begin(), w.begin() + N * K);
       ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
       ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
       ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
@@ -377,49 +569,84 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
       ls.scalars[k::kLayerUpdateNorm] = std::sqrt(u_sq);
       if (o.record_vectors) {
         ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
-        ls.vectors[k::kVectorXColSq].assign(xcol.begin(), xcol.end());
+        ls.vectors[k::kVectorXColSq].assign(xcol.begin(), xcol.begin() + K);
       }
 
-      // BF16 references of the three GEMMs (what the clean pass computed)
-      Buf y_ref(size_t(T * N)), dx_ref(size_t(T * K)), dw_ref(size_t(N * K));
-      qlinear_fprop(y_ref.data(), v.X, v.W, T, K, N, Precision::bf16, ctx);
-      qlinear_dgrad(dx_ref.data(), v.dY, v.W, T, K, N, Precision::bf16, ctx);
-      qlinear_wgrad(dw_ref.data(), v.dY, v.X, T, K, N, Precision::bf16, ctx);
-      Buf yq(y_ref.size()), dxq(dx_ref.size()), dwq(dw_ref.size()), ddx(dx_ref.size());
-      Buf qbuf(size_t(std::max({T * K, T * N, N * K})));
-      for (Precision p : o.precisions) {
+      // BF16 references of the three GEMMs: the clean pass ran every layer in BF16 with this
+      // recipe, so its Y, dX and dW are exactly qlinear_*(…, bf16) (dW accumulated onto zero).
+      const float* y_ref = v.Y;
+      const float* dx_ref = v.dX;
+      const float* dw_ref = v.dW;
+      for (size_t pi = 0; pi < o.precisions.size(); ++pi) {
+        const Precision p = o.precisions[pi];
         std::map<std::string, double>& pp = ls.per_precision[precision_name(p)];
-        // ‖e_p‖ of each operand in its GEMM's tiling
-        auto err = [&](const float* src, int64_t rows, int64_t cols, Gemm g, Operand op) {
-          QuantStats st;
-          qlinear_quantize_operand(qbuf.data(), src, rows, cols, p, g, op, ctx, &st);
-          return std::sqrt(st.err_sq);
-        };
-        pp[k::kPrecErrFpropX] = err(v.X, T, K, Gemm::fprop, Operand::activation);
-        pp[k::kPrecErrFpropW] = err(v.W, N, K, Gemm::fprop, Operand::weight);
-        pp[k::kPrecErrDgradG] = err(v.dY, T, N, Gemm::dgrad, Operand::gradient);
-        pp[k::kPrecErrDgradW] = err(v.W, N, K, Gemm::dgrad, Operand::weight);
-        pp[k::kPrecErrWgradG] = err(v.dY, T, N, Gemm::wgrad, Operand::gradient);
-        pp[k::kPrecErrWgradX] = err(v.X, T, K, Gemm::wgrad, Operand::activation);
-        // exact GEMM output errors: quantized − BF16
-        qlinear_fprop(yq.data(), v.X, v.W, T, K, N, p, ctx);
-        qlinear_dgrad(dxq.data(), v.dY, v.W, T, K, N, p, ctx);
-        qlinear_wgrad(dwq.data(), v.dY, v.X, T, K, N, p, ctx);
-        pp[k::kPrecDyErr] = std::sqrt(diff_sq(yq.data(), y_ref.data(), T * N));
-        pp[k::kPrecGDotDy] = dot_diff(v.dY, yq.data(), y_ref.data(), T * N);
-        pp[k::kPrecDdxErr] = std::sqrt(diff_sq(dxq.data(), dx_ref.data(), T * K));
-        pp[k::kPrecDdwErr] = std::sqrt(diff_sq(dwq.data(), dw_ref.data(), N * K));
+        // ‖e_p‖ of each operand in its GEMM's tiling; the quantized operands are kept for the GEMMs
+        // q/k/v share X (input_layernorm output), gate/up too: a deterministic quantization of
+        // the same tensor is done once (the result cannot depend on the layer's RNG key).
+        QuantizedOperands& qo = qops;
+        XQuant& xq = xquant[pi];
+        if (xq.src != v.X || xq.K != K || !xq.reusable) {
+          xq.err_f = quantize_err(xq.xf.data(), v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
+          xq.err_w = quantize_err(xq.xw.data(), v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
+          xq.src = v.X, xq.K = K;
+          xq.reusable = deterministic(recipe, p, Gemm::fprop, Operand::activation) &&
+                        deterministic(recipe, p, Gemm::wgrad, Operand::activation);
+        }
+        pp[k::kPrecErrFpropX] = xq.err_f;
+        pp[k::kPrecErrFpropW] = quantize_err(qo.wf.data(), v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
+        pp[k::kPrecErrDgradG] = quantize_err(qo.gd.data(), v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
+        const float* wd = qo.wd.data();
+        if (same_weight_quantization(recipe, p)) {  // e.g. snip's 128×128 weight blocks: one Q(W)
+          pp[k::kPrecErrDgradW] = pp[k::kPrecErrFpropW];
+          wd = qo.wf.data();
+        } else {
+          pp[k::kPrecErrDgradW] = quantize_err(qo.wd.data(), v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
+        }
+        pp[k::kPrecErrWgradG] = quantize_err(qo.gw.data(), v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
+        pp[k::kPrecErrWgradX] = xq.err_w;
+        // exact GEMM output errors: quantized − BF16 (the GEMMs qlinear_* would run, on the same operands)
+        quantized_gemms(yq.data(), dxq.data(), dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
+                        qo.gw.data(), xq.xw.data(), T, K, N, p, ctx);
+        double dy_sq = 0, g_dot = 0;
+        for (int64_t e = 0; e < T * N; ++e) {
+          const double d = double(yq[size_t(e)]) - double(y_ref[e]);
+          dy_sq += d * d;
+          g_dot += double(v.dY[e]) * d;
+        }
+        pp[k::kPrecDyErr] = std::sqrt(dy_sq);
+        pp[k::kPrecGDotDy] = g_dot;
+        double ddx_sq = 0;
+        for (int64_t e = 0; e < T * K; ++e) {
+          const double d = double(dxq[size_t(e)]) - double(dx_ref[e]);
+          ddx_sq += d * d;
+          ddx[size_t(e)] = dxq[size_t(e)] - dx_ref[e];
+        }
+        pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
         // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-        double own = 0;
+        double ddw_sq = 0, own = 0;
         for (int64_t e = 0; e < N * K; ++e) {
-          const double d = double(dwq[size_t(e)]) - double(dw_ref[size_t(e)]);
+          const double d = double(dwq[size_t(e)]) - double(dw_ref[e]);
+          ddw_sq += d * d;
           own += d * d * w[size_t(e)];
         }
+        pp[k::kPrecDdwErr] = std::sqrt(ddw_sq);
         pp[k::kPrecOwnUpdateSq] = own;
         // upstream term: δdX mapped exactly to the residual point; siblings' δG
-        sub(ddx.data(), dxq.data(), dx_ref.data(), T * K);
         pp[k::kPrecResidErrSq] = local.resid_err_sq(type, ddx.data(), &sib);
         for (const auto& [st, val] : sib) pp[k::sibling_dg_sq_key(layer_type_short_name(st))] = val;
+        if (exact) {
+          // exact mode: δdX back-propagated through the frozen graph; every upstream layer's
+          // weight-gradient error δdW_l = δG_lᵀ·X_l, weighted elementwise by its AdamW factors
+          exact_backward(blocks, li, ddx.data(), *scratch, [&](int l, const float* dy) {
+            const LinearView<float> vl = model.linear(l);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy,
+                        int(vl.N), vl.X, int(vl.K), 0.0f, dw_err.data(), int(vl.K));
+            const std::vector<double>& wl = w_keep[size_t(l)];
+            double acc = 0;
+            for (int64_t e = 0; e < vl.N * vl.K; ++e) acc += double(dw_err[size_t(e)]) * dw_err[size_t(e)] * wl[size_t(e)];
+            pp[k::exact_upstream_sq_key(l)] = acc;
+          });
+        }
       }
       round.layers.push_back(std::move(ls));
     }
@@ -437,7 +664,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
                                  {"lr", o.lr},
                                  {"grad_clip", o.grad_clip},
                                  {"reference", "bf16"},
-                                 {"weight_divergence_mode", "local"}};
+                                 {"weight_divergence_mode", exact ? "local+exact" : "local"}};
   return round;
 }
 
@@ -451,6 +678,23 @@ double map_dgrad_to_residual(const Llama& model, int index, const float* ddx, st
   if (sibling_sq)
     for (const auto& [t, v] : sib) (*sibling_sq)[layer_type_short_name(t)] = v;
   return r;
+}
+
+std::vector<std::vector<float>> propagate_dgrad_error(const Llama& model, int index, const float* ddx) {
+  SNIP_ASSERT(index >= 0 && index < model.num_linear_layers());
+  const int bm = index / kLayersPerBlock;
+  std::vector<std::unique_ptr<LocalBackward>> blocks(static_cast<size_t>(bm + 1));
+  for (int b = 0; b <= bm; ++b) blocks[size_t(b)] = std::make_unique<LocalBackward>(model, b);
+  ExactScratch s(model.config(), int64_t(model.batch_size()) * model.seq_len());
+  std::vector<std::vector<float>> out(static_cast<size_t>(model.num_linear_layers()));
+  exact_backward(blocks, index, ddx, s, [&](int l, const float* dy) {
+    const LinearView<float> vl = model.linear(l);
+    std::vector<float>& d = out[size_t(l)];
+    d.resize(size_t(vl.N * vl.K));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy, int(vl.N), vl.X,
+                int(vl.K), 0.0f, d.data(), int(vl.K));
+  });
+  return out;
 }
 
 void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,

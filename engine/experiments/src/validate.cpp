@@ -132,6 +132,7 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
     return rep.entries[size_t(l) * NP + pi].values;
   };
 
+  const bool exact = o.stats.exact_weight_divergence || o.estimator.dw_mode == DwMode::exact;
   std::vector<int32_t> in, tgt;
   Updates clean, quant;
   for (int bi = 0; bi < o.batches; ++bi) {
@@ -141,8 +142,20 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
     so.step = setup.step, so.lr = lr, so.grad_clip = clip;
     so.precisions = o.precisions;
     so.batch_id = "val:b" + std::to_string(bi);
+    so.exact_weight_divergence = exact;
     StatsRound round = collect_stats_round(m, opt, in.data(), tgt.data(), so);
-    const Estimates est = estimate_divergences(round, o.estimator);
+    // snip_dw is always the approx mode; with the exact mode also snip_dw_exact beside it, and
+    // snip_q uses the estimator's chosen mode
+    EstimatorOptions approx_opts = o.estimator;
+    approx_opts.dw_mode = DwMode::approx;
+    const Estimates est = estimate_divergences(round, approx_opts);
+    std::optional<Estimates> est_exact;
+    if (exact) {
+      EstimatorOptions ex = o.estimator;
+      ex.dw_mode = DwMode::exact;
+      est_exact = estimate_divergences(round, ex);
+    }
+    const Estimates& est_q = o.estimator.dw_mode == DwMode::exact ? *est_exact : est;
 
     // clean reference: loss and next updates with every layer in BF16
     m.set_precisions(bf16);
@@ -189,7 +202,8 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
         }
         add("snip_dl", le.dl[int(p)]);
         add("snip_dw", le.dw[int(p)]);
-        add("snip_q", le.q[int(p)]);
+        if (est_exact) add("snip_dw_exact", est_exact->layers[size_t(l)].dw[int(p)]);
+        add("snip_q", est_q.layers[size_t(l)].q[int(p)]);
         add("min_err", le.min_err[int(p)]);
         add("min_rel_err", le.min_rel_err[int(p)]);
         add("dy_err_sq", le.dy_err_sq[int(p)]);
@@ -200,7 +214,8 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
   m.set_precisions(saved);
 
   // correlations per precision and for the FP4−FP8 difference
-  const std::vector<std::string> predictors = {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"};
+  std::vector<std::string> predictors = {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"};
+  if (exact) predictors.insert(predictors.begin() + 2, "snip_dw_exact");
   std::vector<std::string> truths = {"dl_true", "dl_true2"};
   if (o.weight_truth) truths.insert(truths.end(), {"dw_true_full", "dw_true_fwd", "dw_true_bwd"});
   auto column = [&](const std::string& key, size_t pi) {
@@ -230,6 +245,7 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
   rep.options = {{"batches", o.batches},           {"precisions", precs},
                  {"lambda", o.estimator.lambda},   {"noise_passes", o.stats.noise_passes},
                  {"weight_truth", o.weight_truth}, {"recipe", m.recipe().name()},
+                 {"dw_mode", dw_mode_name(o.estimator.dw_mode)}, {"dw_exact_recorded", exact},
                  {"checkpoint", setup.checkpoint}, {"batch", "val sequential"}};
   return rep;
 }

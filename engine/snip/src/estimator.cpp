@@ -16,6 +16,23 @@ namespace k = keys;
 
 const char* role_name(Role r) { return r == Role::fprop ? "fprop" : "backward"; }
 
+const char* dw_mode_name(DwMode m) { return m == DwMode::exact ? "exact" : "approx"; }
+
+DwMode parse_dw_mode(const std::string& s) {
+  if (s == "approx") return DwMode::approx;
+  if (s == "exact") return DwMode::exact;
+  throw Error("unknown ΔW mode '" + s + "': use approx (gain ratios, every round) or exact (rounds collected with " +
+              "--dw-mode exact)");
+}
+
+bool has_exact_dw(const StatsRound& round) {
+  for (const auto& ls : round.layers)
+    for (const auto& [p, m] : ls.per_precision)
+      for (const auto& [key, v] : m)
+        if (key.rfind(k::kPrecExactUpstreamSqPrefix, 0) == 0) return true;
+  return false;
+}
+
 bool is_upstream(LayerId l, LayerId m) {
   if (l.block != m.block) return l.block < m.block;
   // Backward order inside a block: down → gate,up → o → q,k,v. Stage numbers along the
@@ -239,6 +256,23 @@ Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& 
       double up = 0;
       if (gain_sum > 0) up += v.prec(m, p, k::kPrecResidErrSq) / v.positive_scalar(m, k::kLayerJtEpsSqResid) * gain_sum;
       for (size_t l : exact) up += factor[l] * v.prec(m, p, k::sibling_dg_sq_key(layer_type_short_name(v.ids[l].type)));
+      if (options.dw_mode == DwMode::exact) {
+        // exact mode: Σ_l k_t²·Σ_ij δdW_l²/(√v̂+ε)² / ‖u_l‖² from the recorded backward of δdX_m
+        up = 0;
+        if (p != Precision::bf16 || v.prec_map(m, p)) {
+          for (size_t l = 0; l < n; ++l) {
+            if (!is_upstream(v.ids[l], v.ids[m])) continue;
+            const auto* pm = v.prec_map(m, p);
+            const auto it = pm->find(k::exact_upstream_sq_key(v.ids[l].index()));
+            if (it == pm->end())
+              throw Error("statistics: " + e.name + ": " + precision_name(p) + " has no \"" +
+                          k::exact_upstream_sq_key(v.ids[l].index()) +
+                          "\"; the round was collected without the exact ΔW mode (snip collect --dw-mode exact)");
+            const double ul = v.positive_scalar(l, k::kLayerUpdateNorm);
+            up += v.k_t * v.k_t * it->second / (ul * ul);
+          }
+        }
+      }
       e.dw_upstream[pi] = up;
       e.dw[pi] = e.dw_own[pi] + up;
       // Section 8: local quantization errors of the six GEMM operands.

@@ -39,6 +39,11 @@ struct StatsRoundOptions {
   double lr = 0;
   double grad_clip = 1.0;
   bool record_vectors = true;  // gain_y / x_col_sq vectors (needed to recompute a^w later)
+  // METHOD.md 5.2 `exact` mode (for validation): per layer × precision, one extra FP32 backward
+  // pass seeded with the real δdX through the frozen graph, recording every upstream layer's
+  // elementwise AdamW-weighted weight-gradient error (keys::exact_upstream_sq_key). Costs about
+  // one partial backward with weight gradients per layer and precision.
+  bool exact_weight_divergence = false;
 };
 
 // Runs one round on the batch (inputs, targets: (B, T) ids, the model's batch shape) with the
@@ -67,6 +72,14 @@ StatsRound collect_stats_round(Trainer& trainer, StatsRoundOptions options = {})
 double map_dgrad_to_residual(const Llama& model, int index, const float* ddx,
                              std::vector<float>* residual_err = nullptr,
                              std::map<std::string, double>* sibling_sq = nullptr);
+
+// METHOD.md 5.2 `exact` mode on its own (the round runs the same code): back-propagates a
+// gradient error δdX (BT, K) at the input of linear layer `index` through the frozen graph in
+// FP32 — the rest of its block, then every earlier block — and returns per linear layer the
+// resulting weight-gradient error δdW_l = δG_lᵀ·X_l (N_l·K_l values, row-major); layers the
+// error does not reach (not upstream of `index`) get an empty vector. Needs the model's forward
+// (with retained intermediates) of the batch in question.
+std::vector<std::vector<float>> propagate_dgrad_error(const Llama& model, int index, const float* ddx);
 
 // The next training micro-batch of `trainer` (what its next step() will train on first),
 // without advancing its data position. inputs/targets: (B, T).

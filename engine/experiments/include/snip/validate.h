@@ -10,7 +10,9 @@
 //                  AdamW update of every linear layer k (clipping as the trainer does)
 //   dw_true_fwd  = the same with only fprop of l at p;  dw_true_bwd: only dgrad + wgrad
 // Predictions from a statistics round on the same batch (averaged the same way): snip_dl,
-// snip_dw (validated against dw_true_bwd), snip_q, min_err, min_rel_err, dy_err_sq (‖δY‖²).
+// snip_dw (approx mode, validated against dw_true_bwd), snip_q, min_err, min_rel_err, dy_err_sq
+// (‖δY‖²); with the exact ΔW mode (estimator.dw_mode = exact, or stats.exact_weight_divergence)
+// also snip_dw_exact, and snip_q then uses the estimator's mode.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -41,7 +43,7 @@ struct AblationEntry {
 };
 
 struct Correlation {
-  std::string predictor;  // snip_dl, snip_dw, snip_q, min_err, min_rel_err, dy_err_sq
+  std::string predictor;  // snip_dl, snip_dw, snip_dw_exact, snip_q, min_err, min_rel_err, dy_err_sq
   std::string truth;      // dl_true, dl_true2, dw_true_full, dw_true_fwd, dw_true_bwd
   std::string precision;  // "fp8", "fp4" or "fp4-fp8" (the difference per layer)
   double spearman = 0;    // NaN when fewer than 3 layers or a constant column

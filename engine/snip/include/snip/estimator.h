@@ -14,10 +14,22 @@
 
 namespace snip {
 
+// How ΔW's upstream term is computed (METHOD.md 5.2). approx: δdX mapped to its residual point
+// and spread by Hutchinson gain ratios with the gain-weighted AdamW factor (every round records
+// what it needs). exact: the recorded FP32 backward of the real δdX with elementwise AdamW
+// weights (only rounds collected with the exact mode have it; for validation).
+enum class DwMode { approx, exact };
+const char* dw_mode_name(DwMode m);       // "approx" "exact"
+DwMode parse_dw_mode(const std::string&);  // throws snip::Error naming the choices
+
 struct EstimatorOptions {
   double lambda = 0.1;     // λ in Q = ΔL̂ + λ·ΔŴ (5.3); λ = 1 is NOT neutral (see METHOD.md)
   bool normalize = true;   // divide ΔL and ΔW by their FP4 sums over layers (5.3); off: raw values
+  DwMode dw_mode = DwMode::approx;
 };
+
+// True when the round recorded the exact ΔW mode's statistics (StatsRoundOptions::exact_weight_divergence).
+bool has_exact_dw(const StatsRound& round);
 
 // GEMM roles a plan may choose separately (METHOD.md section 1, option): fprop alone, and
 // the backward pair (dgrad, wgrad). FLOPs split 1/3 : 2/3.

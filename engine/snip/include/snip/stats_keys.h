@@ -82,6 +82,16 @@ inline std::string sibling_dg_sq_key(const char* short_type_name) {  // "sib_dg_
   return std::string(kPrecSiblingDgSqPrefix) + short_type_name;
 }
 
+// Exact ΔW mode (METHOD.md 5.2 `exact`, recorded only when the round ran it): for every layer
+// l upstream of this layer, Σ_ij δdW_l,ij²/(√v̂_l,ij+ε)² with δdW_l the change of l's weight
+// gradient caused by this layer's dgrad error δdX(p), back-propagated through the frozen graph
+// in FP32 (without k_t², like kPrecOwnUpdateSq). Key = prefix + l's linear-layer index
+// (block·7 + type), e.g. "exact_up_sq.3".
+inline constexpr const char* kPrecExactUpstreamSqPrefix = "exact_up_sq.";
+inline std::string exact_upstream_sq_key(int layer_index) {  // "exact_up_sq.3"
+  return std::string(kPrecExactUpstreamSqPrefix) + std::to_string(layer_index);
+}
+
 // ---- per layer vectors ---------------------------------------------------------------------
 // γ_i: per-output-channel Hutchinson gain at Y_l, mean_j Σ_t (J_lᵀε_j)_{t,i}² (length N).
 inline constexpr const char* kVectorGainY = "gain_y";
