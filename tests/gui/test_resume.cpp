@@ -2,7 +2,8 @@
 // database in a temp dir and the real engine on the `tiny` preset: a run stopped from the window
 // and resumed from the runs table continues in the same run with losses bit-identical to an
 // uninterrupted run's; a deleted or corrupt checkpoint gives an error message and leaves the
-// window usable; an adaptive run with a non-default method and λ stores plans made that way.
+// window usable; an adaptive run with a non-default method and λ stores plans made that way; a
+// stopped adaptive run resumes with its stored settings on the same trajectory.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -234,3 +235,48 @@ TEST_F(ResumeTest, AdaptiveRunWithANonDefaultMethodAndLambdaStoresPlansMadeThatW
 }
 
 }  // namespace
+
+TEST_F(ResumeTest, StoppedAdaptiveRunResumesWithItsSettingsOnTheSameTrajectory) {
+  constexpr int kSteps = 12;
+  set_form(kSteps);
+  RunView* rv = window_->run_view();
+  rv->precision_combo()->setCurrentIndex(6);  // adaptive
+  rv->adaptive_budget()->setValue(50.0);
+  rv->adaptive_replan()->setValue(4);
+  rv->adaptive_probe()->setValue(0);
+  rv->adaptive_lambda()->setValue(0.2);
+  window_->start_training();
+  const auto [straight, straight_status, straight_message] = wait_ended();
+  ASSERT_EQ(straight_status, "finished") << straight_message.toStdString();
+  const qint64 split = start_and_stop();
+  snip::Store store(db_.toStdString());
+  ASSERT_EQ(store.checkpoints(split).size(), 1u);
+  ASSERT_LT(store.checkpoints(split)[0].step, kSteps) << "the run ended before it could be stopped";
+
+  // The form now says something else: the resumed run keeps its own stored settings.
+  rv->adaptive_replan()->setValue(1);
+  rv->adaptive_lambda()->setValue(5.0);
+  window_->workbench()->poll_now();
+  emit window_->workbench()->data_changed();
+  select_run(split);
+  rv->resume_selected_run();
+  const auto [resumed, status, message] = wait_ended();
+  ASSERT_EQ(status, "finished") << message.toStdString();
+  EXPECT_EQ(resumed, split);
+
+  const auto a = store.metrics(straight), b = store.metrics(split);
+  ASSERT_EQ(a.size(), size_t(kSteps));
+  ASSERT_EQ(b.size(), size_t(kSteps));
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].train_loss, a[i].train_loss) << "step " << a[i].step;  // bit-identical
+    EXPECT_EQ(b[i].fp4_fraction, a[i].fp4_fraction) << "step " << a[i].step;
+  }
+  const auto tl_a = store.plan_timeline(straight), tl_b = store.plan_timeline(split);
+  ASSERT_EQ(tl_a.size(), 3u);  // plans before steps 1, 5, 9
+  ASSERT_EQ(tl_b.size(), tl_a.size());
+  for (size_t i = 0; i < tl_a.size(); ++i) {
+    EXPECT_EQ(tl_b[i].first_step, tl_a[i].first_step);
+    EXPECT_EQ(tl_b[i].last_step, tl_a[i].last_step);
+    EXPECT_DOUBLE_EQ(store.plan(tl_b[i].plan_id).solve.options.at("lambda").get<double>(), 0.2);
+  }
+}
