@@ -19,7 +19,7 @@
 namespace {
 
 struct CollectOptions {
-  std::string checkpoint, data, db, out;
+  std::string checkpoint, data, db, out, dw_mode = "approx";
   int batch_size = 0, seq_len = 0, noise_passes = 3;
   uint64_t seed = 1;
   double lambda = 0.1;
@@ -40,6 +40,8 @@ void run_collect(const CollectOptions& o) {
   so.step = setup.step;
   so.lr = setup.next_lr();
   so.grad_clip = setup.config.grad_clip;
+  const snip::DwMode dw_mode = snip::parse_dw_mode(o.dw_mode);
+  so.exact_weight_divergence = dw_mode == snip::DwMode::exact;
   const auto t0 = std::chrono::steady_clock::now();
   const snip::StatsRound round = snip::collect_stats_round(*setup.model, *setup.opt, in.data(), tgt.data(), so);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -52,6 +54,7 @@ void run_collect(const CollectOptions& o) {
   }
   snip::EstimatorOptions eo;
   eo.lambda = o.lambda;
+  eo.dw_mode = dw_mode;
   const snip::Estimates est = snip::estimate_divergences(round, eo);
   const int p8 = int(snip::Precision::fp8), p4 = int(snip::Precision::fp4);
 
@@ -70,6 +73,7 @@ void run_collect(const CollectOptions& o) {
                         {"batch_id", round.batch_id},
                         {"tokens", round.tokens},
                         {"seconds", secs},
+                        {"dw_mode", o.dw_mode},
                         {"globals", round.globals},
                         {"out", o.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.out)},
                         {"stats_round_id", round_id ? nlohmann::json(*round_id) : nlohmann::json(nullptr)},
@@ -83,6 +87,8 @@ void run_collect(const CollectOptions& o) {
   std::printf("  L0 %.5f  curvature c %.4g  sigma_eps %.3g  sigma_eta %.3g  k_t %.3g\n", round.globals.at("loss0"),
               round.globals.at("curvature"), round.globals.at("sigma_eps"), round.globals.at("sigma_eta"),
               round.globals.at("k_t"));
+  std::printf("  dW mode %s%s\n", o.dw_mode.c_str(),
+              dw_mode == snip::DwMode::exact ? " (one extra FP32 backward per layer and precision)" : "");
   std::printf("  %-34s %10s %10s %10s %10s %8s %8s\n", "layer", "dL fp8", "dL fp4", "dW fp8", "dW fp4", "Q fp8",
               "Q fp4");
   for (const auto& l : est.layers)
@@ -109,6 +115,12 @@ void setup_collect(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", opts->seed, "Seed of the noise and of stochastic rounding");
   cmd->add_option("--lambda", opts->lambda, "lambda in Q = dL^ + lambda*dW^ for the printed estimates");
+  cmd->add_option("--dw-mode", opts->dw_mode,
+                  "Weight divergence dW's upstream term (METHOD.md 5.2): approx (Hutchinson gain ratios; what "
+                  "training uses) or exact (also record one extra FP32 backward per layer and precision seeded with "
+                  "the real dgrad error, stored raw so either mode can be recomputed; slower, for validation)")
+      ->check(CLI::IsMember({"approx", "exact"}))
+      ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   cmd->callback([opts] { run_collect(*opts); });
 }

@@ -11,11 +11,13 @@
 #include "command.h"
 #include "snip/error.h"
 #include "snip/planner.h"
+#include "stats_source.h"
 
 namespace {
 
 struct SolveOptions {
-  std::string stats, costs, out, method = "snip";
+  std::string stats, costs, out, method = "snip", db;
+  int64_t run = -1;  // --run: the latest stored round of this run
   double budget = 0.5, lambda = 0.1, bf16_max = 0.1, mip_gap = 0.0;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, no_normalize = false;
   int stages = 1, time_limit_ms = 20000;
@@ -57,7 +59,9 @@ void run_solve(const SolveOptions& o) {
   snip::EstimatorOptions est;
   est.lambda = o.lambda;
   est.normalize = !o.no_normalize;
-  const snip::PlannerInput in = snip::read_planner_input(o.stats, o.costs, est);
+  snip::cli::StatsSource src{o.stats, o.costs, o.db, o.run >= 0 ? std::optional<int64_t>(o.run) : std::nullopt, {}};
+  const snip::PlannerInput in = snip::cli::load_planner_input(src, est, "solve");
+  const bool from_stats = !o.stats.empty() || src.round_id.has_value();
   snip::PlanRequest req;
   req.budget = o.budget;
   req.per_role = o.per_role;
@@ -71,8 +75,9 @@ void run_solve(const SolveOptions& o) {
   for (const auto& p : o.pins) req.pins.insert(snip::parse_pin(p));
   const snip::Method method = snip::parse_method(o.method);
   snip::PlanResult r = snip::make_plan(in, method, req);
-  if (!o.stats.empty()) r.plan.provenance["lambda"] = o.lambda;
-  r.plan.provenance["source"] = !o.stats.empty() ? o.stats : o.costs;
+  if (from_stats) r.plan.provenance["lambda"] = o.lambda;
+  r.plan.provenance["source"] = in.snip.source;
+  if (src.round_id) r.plan.provenance["stats_round_id"] = *src.round_id;
   if (!o.out.empty()) snip::write_plan_file(o.out, r.plan);
 
   std::vector<std::string> fp4;
@@ -95,13 +100,15 @@ void run_solve(const SolveOptions& o) {
     j["solve_ms"] = r.solve_ms;
     j["fp4_layers"] = fp4;
     j["notes"] = r.notes;
+    j["costs"] = in.snip.source;
+    j["stats_round_id"] = src.round_id ? nlohmann::json(*src.round_id) : nlohmann::json(nullptr);
     j["out"] = o.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.out);
     j["plan"] = nlohmann::json::parse(snip::plan_to_json(r.plan));
     std::cout << j.dump(2) << "\n";
     return;
   }
   std::printf("method      %s (costs: %s%s)\n", r.method.c_str(), in.snip.source.c_str(),
-              o.stats.empty() ? "" : (", lambda " + fmt_g(o.lambda)).c_str());
+              from_stats ? (", lambda " + fmt_g(o.lambda)).c_str() : "");
   if (std::isnan(r.mip_gap))
     std::printf("status      %s (no solver), %.2f ms\n", r.status.c_str(), r.solve_ms);
   else
@@ -125,12 +132,21 @@ void setup_solve(CLI::App& app) {
       "Choose FP8 or FP4 for every linear layer: the SNIP ILP minimising Q = dL^ + lambda*dW^ so that at least "
       "the budget fraction of linear-layer FLOPs runs in FP4 (or a baseline method), and write a snip-plan/1 file");
   auto* stats = cmd->add_option("--stats", o->stats,
-                                "Statistics round (snip-stats/1 JSON): costs are SNIP's divergence estimates");
+                                "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
+                                "database (snip collect --db, adaptive snip train); costs are SNIP's divergence "
+                                "estimates recomputed from its raw statistics");
+  auto* run = cmd->add_option("--run", o->run,
+                              "Plan from the latest statistics round stored for this run (instead of --stats)")
+                  ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--db", o->db,
+                  "Experiment database holding the round of --stats ID / --run (default: the user's database)");
   auto* costs = cmd->add_option("--costs", o->costs,
                                 "Cost CSV (layer,precision,cost,flops[,role]; HF module names) for models trained "
                                 "elsewhere");
   stats->excludes(costs);
   costs->excludes(stats);
+  run->excludes(stats);
+  run->excludes(costs);
   cmd->add_option("--budget", o->budget, "Efficiency target rho: the FP4 fraction of linear-layer FLOPs, 0..1")
       ->required();
   cmd->add_option("--method", o->method,
@@ -160,7 +176,6 @@ void setup_solve(CLI::App& app) {
   cmd->add_option("--out", o->out, "Write the plan here (snip-plan/1 JSON, for snip train --plan)");
   cmd->add_flag("--json", o->json, "Print one JSON object (summary and plan)");
   cmd->callback([o] {
-    if (o->stats.empty() && o->costs.empty()) throw snip::Error("snip solve needs --stats FILE or --costs FILE.csv");
     run_solve(*o);
   });
 }

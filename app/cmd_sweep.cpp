@@ -10,11 +10,13 @@
 #include "command.h"
 #include "snip/error.h"
 #include "snip/sweep.h"
+#include "stats_source.h"
 
 namespace {
 
 struct SweepCliOptions {
-  std::string stats, costs, budgets = "0:1:0.05", methods;
+  std::string stats, costs, budgets = "0:1:0.05", methods, db;
+  int64_t run = -1;  // --run: the latest stored round of this run
   double lambda = 0.1, bf16_max = 0.1;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, csv = false, no_normalize = false;
   int stages = 1, seeds = 3;
@@ -39,7 +41,9 @@ void run_sweep_cmd(const SweepCliOptions& o) {
   snip::EstimatorOptions est;
   est.lambda = o.lambda;
   est.normalize = !o.no_normalize;
-  const snip::PlannerInput in = snip::read_planner_input(o.stats, o.costs, est);
+  snip::cli::StatsSource src{o.stats, o.costs, o.db, o.run >= 0 ? std::optional<int64_t>(o.run) : std::nullopt, {}};
+  const snip::PlannerInput in = snip::cli::load_planner_input(src, est, "sweep");
+  const bool from_stats = !o.stats.empty() || src.round_id.has_value();
   snip::SweepOptions opt;
   opt.budgets = snip::parse_budget_list(o.budgets);
   // Defaults: every method the input supports (min-err needs statistics).
@@ -84,7 +88,8 @@ void run_sweep_cmd(const SweepCliOptions& o) {
     }
     nlohmann::json out;
     out["costs"] = in.snip.source;
-    if (!o.stats.empty()) out["lambda"] = o.lambda;
+    if (from_stats) out["lambda"] = o.lambda;
+    if (src.round_id) out["stats_round_id"] = *src.round_id;
     out["points"] = rows;
     std::cout << out.dump(2) << "\n";
     return;
@@ -125,10 +130,18 @@ void setup_sweep(CLI::App& app) {
       "sweep",
       "Budget-vs-quality tradeoff curves: for every FP4 FLOP budget and method, the plan and its predicted "
       "quality loss under SNIP's costs (sum of Q, dL, dW)");
-  auto* stats = cmd->add_option("--stats", o->stats, "Statistics round (snip-stats/1 JSON)");
+  auto* stats = cmd->add_option("--stats", o->stats,
+                                "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
+                                "database (snip collect --db, adaptive snip train)");
+  auto* run = cmd->add_option("--run", o->run, "Use the latest statistics round stored for this run (instead of --stats)")
+                  ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--db", o->db,
+                  "Experiment database holding the round of --stats ID / --run (default: the user's database)");
   auto* costs = cmd->add_option("--costs", o->costs, "Cost CSV (layer,precision,cost,flops[,role])");
   stats->excludes(costs);
   costs->excludes(stats);
+  run->excludes(stats);
+  run->excludes(costs);
   cmd->add_option("--budgets", o->budgets, "FP4 FLOP fractions: a list 0,0.25,0.5 or ranges start:stop:step")
       ->capture_default_str();
   cmd->add_option("--methods", o->methods,
@@ -149,7 +162,6 @@ void setup_sweep(CLI::App& app) {
   auto* csv = cmd->add_flag("--csv", o->csv, "Print CSV rows");
   json->excludes(csv);
   cmd->callback([o] {
-    if (o->stats.empty() && o->costs.empty()) throw snip::Error("snip sweep needs --stats FILE or --costs FILE.csv");
     run_sweep_cmd(*o);
   });
 }

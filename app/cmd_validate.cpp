@@ -17,7 +17,7 @@
 namespace {
 
 struct ValidateCliOptions {
-  std::string checkpoint, data, db, recipe;
+  std::string checkpoint, data, db, recipe, dw_mode = "approx";
   int batches = 8, batch_size = 0, seq_len = 0, noise_passes = 3;
   double lambda = 0.1;
   uint64_t seed = 1;
@@ -36,6 +36,8 @@ void run_validate(const ValidateCliOptions& o) {
   vo.stats.noise_passes = o.noise_passes;
   vo.stats.seed = o.seed;
   vo.estimator.lambda = o.lambda;
+  vo.estimator.dw_mode = snip::parse_dw_mode(o.dw_mode);
+  vo.stats.exact_weight_divergence = vo.estimator.dw_mode == snip::DwMode::exact;
   vo.weight_truth = !o.no_weights;
   const snip::ValidationReport rep = snip::run_validation(setup, vo);
 
@@ -86,16 +88,33 @@ void run_validate(const ValidateCliOptions& o) {
   const std::vector<std::string> truths =
       vo.weight_truth ? std::vector<std::string>{"dl_true", "dl_true2", "dw_true_bwd", "dw_true_full"}
                       : std::vector<std::string>{"dl_true", "dl_true2"};
-  std::printf("  %-12s", "predictor");
+  std::printf("  %-13s", "predictor");
   for (const auto& t : truths) std::printf(" | %-25s", t.c_str());
-  std::printf("\n  %-12s", "");
+  std::printf("\n  %-13s", "");
   for (size_t i = 0; i < truths.size(); ++i) std::printf(" | %7s %7s %9s", "fp8", "fp4", "fp4-fp8");
   std::printf("\n");
-  for (const char* pr : {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"}) {
-    std::printf("  %-12s", pr);
+  const bool exact = vo.estimator.dw_mode == snip::DwMode::exact;
+  std::vector<std::string> predictors = {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"};
+  if (exact) predictors.insert(predictors.begin() + 2, "snip_dw_exact");
+  for (const auto& prs : predictors) {
+    const char* pr = prs.c_str();
+    std::printf("  %-13s", pr);
     for (const auto& t : truths)
       std::printf(" | %7.3f %7.3f %9.3f", rep.spearman(pr, t, "fp8"), rep.spearman(pr, t, "fp4"),
                   rep.spearman(pr, t, "fp4-fp8"));
+    std::printf("\n");
+  }
+  if (vo.weight_truth) {
+    // METHOD.md 5.2: the ΔW estimator against backward-only truth, approx beside exact
+    auto trio = [&](const char* pr) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%.3f / %.3f / %.3f", rep.spearman(pr, "dw_true_bwd", "fp8"),
+                    rep.spearman(pr, "dw_true_bwd", "fp4"), rep.spearman(pr, "dw_true_bwd", "fp4-fp8"));
+      return std::string(buf);
+    };
+    std::printf("\ndW vs backward-only truth (Spearman fp8 / fp4 / fp4-fp8): approx %s", trio("snip_dw").c_str());
+    if (exact) std::printf("   exact %s", trio("snip_dw_exact").c_str());
+    else std::printf("   (exact: --dw-mode exact)");
     std::printf("\n");
   }
   if (id) std::printf("stored validation %lld in %s\n", (long long)*id, o.db.c_str());
@@ -117,6 +136,12 @@ void setup_validate(CLI::App& app) {
   cmd->add_option("--noise-passes", opts->noise_passes, "Noise passes of each statistics round")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--lambda", opts->lambda, "lambda of SNIP's Q");
+  cmd->add_option("--dw-mode", opts->dw_mode,
+                  "Weight divergence dW's upstream term (METHOD.md 5.2): approx (dgrad error mapped to its residual "
+                  "point and spread by Hutchinson gain ratios) or exact (one extra FP32 backward per layer and "
+                  "precision seeded with the real dgrad error; slower). exact reports snip_dw_exact beside snip_dw")
+      ->check(CLI::IsMember({"approx", "exact"}))
+      ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the noise and of stochastic rounding");
   cmd->add_flag("--no-weight-truth", opts->no_weights, "Skip the weight-divergence truth (3 fwd+bwd per layer)");
   cmd->add_option("--db", opts->db, "Store the validation result (and its first statistics round) here");
