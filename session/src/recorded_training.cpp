@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "snip/dataset.h"
 #include "snip/error.h"
