@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -21,23 +22,57 @@ std::string dir_of(const std::string& path) {
   if (slash == 0) return "/";
   return path.substr(0, slash);
 }
+
+// Fault injection for the reliability tests (tests/reliability/, docs/BAD_INPUT.md), for machines
+// where a full or read-only file system cannot be mounted:
+//   SNIP_FAULT_WRITE=ENOSPC[:substring]   the write() fails with ENOSPC after half of the bytes
+//   SNIP_FAULT_WRITE=EROFS[:substring]    the open() of the temp file fails with EROFS
+// for every path containing `substring` (every path when it is left out). Unset: no effect.
+int injected_fault(const std::string& path, bool at_open) {
+  const char* spec = std::getenv("SNIP_FAULT_WRITE");
+  if (spec == nullptr || *spec == '\0') return 0;
+  const std::string s(spec);
+  const auto colon = s.find(':');
+  const std::string kind = s.substr(0, colon);
+  if (colon != std::string::npos && path.find(s.substr(colon + 1)) == std::string::npos) return 0;
+  if (kind == "ENOSPC") return at_open ? 0 : ENOSPC;
+  if (kind == "EROFS") return at_open ? EROFS : 0;
+  return 0;
+}
+
+// What to do about a failed write, and that an existing file at `path` was kept.
+std::string advice(int e, const std::string& path) {
+  struct stat st {};
+  const std::string kept = ::stat(path.c_str(), &st) == 0 ? "; the previous " + path + " is intact" : "";
+  if (e == ENOSPC || e == EDQUOT) return " (the disk is full: free some space or write somewhere else" + kept + ")";
+  if (e == EROFS || e == EACCES || e == EPERM)
+    return " (the location is read-only or not writable: choose a writable directory" + kept + ")";
+  return kept.empty() ? "" : " (" + kept.substr(2) + ")";
+}
 }  // namespace
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot write " + path + ": " + std::strerror(errno) + " (is the directory writable?)");
+  const int open_fault = injected_fault(path, /*at_open=*/true);
+  int fd = open_fault ? (errno = open_fault, -1) : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int e = errno;
+    throw Error("cannot write " + path + ": " + std::strerror(e) + advice(e, path));
+  }
+  // An injected ENOSPC lets the first half be written, as a disk that fills up mid-file does.
+  const int write_fault = injected_fault(path, /*at_open=*/false);
+  const size_t limit = write_fault ? size / 2 : size;
   const char* p = static_cast<const char*>(data);
   size_t left = size;
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    const size_t done = size - left;
+    ssize_t n = done >= limit ? (errno = write_fault, -1) : ::write(fd, p, limit - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error("cannot write " + path + ": " + std::strerror(e) +
-                  (e == ENOSPC ? " (free some disk space and try again; the previous file is intact)" : ""));
+      throw Error("cannot write " + path + ": " + std::strerror(e) + advice(e, path));
     }
     p += n;
     left -= size_t(n);
@@ -46,13 +81,13 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     int e = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": fsync failed: " + std::strerror(e));
+    throw Error("cannot write " + path + ": fsync failed: " + std::strerror(e) + advice(e, path));
   }
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": rename failed: " + std::strerror(e));
+    throw Error("cannot write " + path + ": rename failed: " + std::strerror(e) + advice(e, path));
   }
   int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

@@ -69,13 +69,25 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   const fs::path target(dir);
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
+  // Every failure names the checkpoint, the cause and what was kept (disk full, read-only, ...).
+  const bool had_previous = fs::exists(target, ec);
+  const auto failed = [&](const std::string& why) {
+    return Error("cannot save checkpoint " + dir + ": " + why +
+                 (had_previous ? "; the previous checkpoint in " + dir + " is intact"
+                               : "; no checkpoint was written"));
+  };
+  // A checkpoint with a NaN/Inf weight would replace the last good one with one that cannot train.
+  if (const std::string bad = model.first_nonfinite_param(/*values=*/true); !bad.empty())
+    throw failed("weight " + bad + " is not finite (training diverged?); it was not saved");
   fs::create_directories(parent, ec);
-  if (ec) throw Error("cannot create " + parent.string() + ": " + ec.message());
+  if (ec)
+    throw failed("cannot create " + parent.string() + ": " + ec.message() +
+                 " (choose a writable location for the checkpoint)");
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec) || ec)
-    throw Error("cannot create checkpoint directory " + tmp + ": " + (ec ? ec.message() : "exists") + " (is " +
-                parent.string() + " writable?)");
+    throw failed("cannot create " + tmp + ": " + (ec ? ec.message() : "exists") + " (is " + parent.string() +
+                 " writable? choose a writable location for the checkpoint)");
   try {
     write_config_file(tmp + "/config.json", model.config());
     write_model_weights(tmp + "/model.safetensors", model);
@@ -85,6 +97,9 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
                       {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
     write_file_atomic(tmp + "/trainer_state.json", trainer_state.dump(2) + "\n");
     fsync_dir(tmp);
+  } catch (const Error& e) {
+    fs::remove_all(tmp, ec);
+    throw failed(e.what());
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
@@ -97,17 +112,23 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
     } else {
       const std::string old = dir + ".old-" + std::to_string(::getpid());
       fs::remove_all(old, ec);
-      if (::rename(dir.c_str(), old.c_str()) != 0 || ::rename(tmp.c_str(), dir.c_str()) != 0) {
+      if (::rename(dir.c_str(), old.c_str()) != 0) {
         const int e = errno;
         fs::remove_all(tmp, ec);
-        throw Error("cannot replace checkpoint " + dir + ": " + std::strerror(e));
+        throw failed(std::string("cannot replace it: ") + std::strerror(e));
+      }
+      if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+        const int e = errno;
+        ::rename(old.c_str(), dir.c_str());  // put the previous checkpoint back
+        fs::remove_all(tmp, ec);
+        throw failed(std::string("cannot replace it: ") + std::strerror(e));
       }
       fs::remove_all(old, ec);
     }
   } else if (::rename(tmp.c_str(), dir.c_str()) != 0) {
     const int e = errno;
     fs::remove_all(tmp, ec);
-    throw Error("cannot write checkpoint " + dir + ": " + std::strerror(e));
+    throw failed(std::string("cannot rename ") + tmp + " to it: " + std::strerror(e));
   }
   fsync_dir(parent.string());
 }

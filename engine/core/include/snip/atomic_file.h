@@ -7,8 +7,11 @@
 
 namespace snip {
 
-// Throws snip::Error naming the path and the OS error (disk full, read-only, ...). On
-// failure the previous file at `path` is untouched and no temp file is left behind.
+// Throws snip::Error naming the path, the OS error and what to do (disk full, read-only, ...).
+// On failure the previous file at `path` is untouched and no temp file is left behind.
+// Tests inject failures with the environment variable SNIP_FAULT_WRITE=ENOSPC[:substring]
+// (the write fails half-way) or EROFS[:substring] (the temp file cannot be created), for
+// paths containing `substring`; see atomic_file.cpp.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 inline void write_file_atomic(const std::string& path, std::string_view text) {
   write_file_atomic(path, text.data(), text.size());
