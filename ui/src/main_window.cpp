@@ -85,11 +85,11 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
   worker_thread_.setObjectName(QStringLiteral("snip-training"));
-  // Training yields the CPU to the UI thread: IdlePriority is SCHED_IDLE on Linux, so a waking
-  // UI thread preempts the worker (and the engine threads it starts, which inherit the policy)
-  // at once, while training still gets every cycle the UI leaves; the worker also raises the
-  // nice value of the engine's pre-existing BLAS threads (training_worker.cpp).
-  worker_thread_.start(QThread::IdlePriority);
+  // The worker runs the engine at nice +5 (training_worker.cpp). Not SCHED_IDLE
+  // (QThread::IdlePriority): that starved training behind any other busy process of the same
+  // session (measured: no step in 120 s beside a compiler). The UI thread instead asks for a
+  // short slice, so it runs soon after it wakes however busy the cores are.
+  worker_thread_.start();
   request_short_ui_slice();
 
   // Message bar above the views: non-blocking, closable.
