@@ -1,32 +1,37 @@
-// A minimal fork-join over contiguous index ranges for the quantization kernels. Threads
-// are spawned per call and joined before returning (no idle spinning threads that would
-// compete with OpenBLAS's own threads during the GEMM that follows).
+// A fork-join over contiguous index ranges for the quantization kernels, on the shared
+// blocking thread pool of snip_core (snip/thread_pool.h). Earlier versions spawned and joined
+// std::threads on every call: ~400 thread starts per training step, each of which had to win
+// a core from OpenBLAS's yielding worker before the caller could go on.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <thread>
-#include <vector>
 
-#include "snip/quant.h"
+#include "snip/thread_pool.h"
 
 namespace snip::detail {
 
-// Calls f(thread_index, begin, end) on up to `threads` contiguous chunks of [0, n), each at
-// least `grain` long; thread_index < threads. f must not throw.
+// Chunks per thread: with more chunks than threads, a thread that starts late (its core is
+// busy) leaves its share to the others instead of holding everyone up.
+constexpr int kChunksPerThread = 4;
+
+inline int chunks_for_threads(int threads) {
+  return threads <= 1 ? 1 : threads * kChunksPerThread;
+}
+
+// Calls f(chunk, begin, end) on up to `max_chunks` contiguous chunks of [0, n), each at least
+// `grain` long (one chunk, on the calling thread, when n < 2·grain); chunk < max_chunks, so
+// per-chunk scratch sized max_chunks suffices. The chunk boundaries depend only on
+// (max_chunks, n, grain), never on timing or on which thread runs a chunk. f must not throw.
 template <class F>
-void parallel_chunks(int threads, int64_t n, int64_t grain, F&& f) {
+void parallel_chunks(int max_chunks, int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
-  int64_t chunks = std::min<int64_t>(std::max(threads, 1), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+  const int64_t chunks =
+      std::min<int64_t>(std::max(max_chunks, 1), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
   if (chunks <= 1) {
     f(0, int64_t(0), n);
     return;
   }
-  std::vector<std::thread> pool;
-  pool.reserve(size_t(chunks - 1));
-  for (int64_t t = 1; t < chunks; ++t)
-    pool.emplace_back([&f, t, n, chunks] { f(int(t), n * t / chunks, n * (t + 1) / chunks); });
-  f(0, int64_t(0), n / chunks);
-  for (auto& th : pool) th.join();
+  pool_run(int(chunks), [&f, n, chunks](int c) { f(c, n * c / chunks, n * (c + 1) / chunks); });
 }
 
 }  // namespace snip::detail

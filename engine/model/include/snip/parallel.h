@@ -1,4 +1,5 @@
-// A small blocking thread pool for the model's element-wise and attention loops.
+// Parallel loops for the model's element-wise and attention code, on the shared blocking
+// thread pool of snip_core (snip/thread_pool.h; the quantization kernels use the same workers).
 // Why not OpenMP: libgomp's workers spin at barriers, and on a shared, loaded 2-core machine
 // (builds, the GUI, a second training run) a spinning worker steals the core its partner needs,
 // making a tiny step 50× slower. These workers sleep on a condition variable instead.

@@ -62,8 +62,10 @@ void fake_quantize_ref(float* y, const float* x, int64_t rows, int64_t cols, con
                        const RngKey& key, const char* tensor_name, QuantStats* stats = nullptr,
                        uint8_t* codes = nullptr);
 
-// Threads used by the quantization kernels (default: hardware concurrency). Results never
-// depend on it; tests set it to check exactly that. n <= 0 restores the default.
+// Threads used by the quantization kernels (default: the shared pool's size, pool_threads():
+// SNIP_NUM_THREADS or the hardware concurrency); the work runs on the shared thread pool of
+// snip/thread_pool.h. Results never depend on it; tests set it to check exactly that.
+// n <= 0 restores the default.
 void set_quant_threads(int n);
 int quant_threads();
 

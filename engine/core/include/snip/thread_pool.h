@@ -1,0 +1,28 @@
+// The process-wide blocking thread pool shared by the model's element-wise loops
+// (snip/parallel.h) and the quantization kernels (snip_numerics).
+//
+// Why one pool, and why blocking: on a 2-core machine OpenBLAS keeps one worker spinning on
+// sched_yield for ~0.1 s after every GEMM, and every extra runnable thread (a per-call
+// std::thread, OpenMP's spinning workers, a second pool) competes with it and with its
+// partner for the two cores. These workers sleep on a condition variable between loops.
+//
+// Tasks are claimed dynamically (an atomic counter): when a worker wakes late because the
+// other core is busy, the calling thread simply runs more of the tasks itself instead of
+// waiting. Which thread runs a task never changes its result: callers give every task a
+// fixed range of the work.
+#pragma once
+#include <functional>
+
+namespace snip {
+
+// Threads of the shared pool, the caller included: SNIP_NUM_THREADS if set (1-256), else
+// the hardware concurrency.
+int pool_threads();
+
+// Calls task(i) once for every i in [0, ntasks), on the pool's threads and the calling one,
+// and returns when all have finished. `task` must not throw. Runs every task on the calling
+// thread, in order, when ntasks < 2, when the pool has one thread, or when the pool is
+// already running a loop (a nested call or a concurrent caller), so it never deadlocks.
+void pool_run(int ntasks, const std::function<void(int)>& task);
+
+}  // namespace snip

@@ -1,0 +1,119 @@
+// The shared blocking thread pool (thread_pool.h).
+#include "snip/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace snip {
+namespace {
+
+class Pool {
+ public:
+  explicit Pool(int threads) : threads_(std::max(threads, 1)) {
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    wake_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  int threads() const { return threads_; }
+
+  // False when another loop is running (the caller then runs the tasks itself).
+  bool try_run(int ntasks, const std::function<void(int)>& task) {
+    bool expected = false;
+    if (!busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      task_ = &task;
+      ntasks_ = ntasks;
+      next_.store(0, std::memory_order_relaxed);
+      finished_ = 0;
+      ++generation_;
+    }
+    wake_cv_.notify_all();
+    const int mine = claim(task, ntasks);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      finished_ += mine;
+      // Wait for the tasks in flight on workers, and for every worker that joined this loop
+      // to leave it, so none can touch `task` or the counter after we return.
+      done_cv_.wait(lock, [&] { return finished_ == ntasks_ && active_ == 0; });
+      task_ = nullptr;  // closed: a worker waking late for this loop finds nothing to do
+    }
+    busy_.store(false, std::memory_order_release);
+    return true;
+  }
+
+ private:
+  int claim(const std::function<void(int)>& task, int ntasks) {
+    int done = 0;
+    for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < ntasks; ++done) task(i);
+    return done;
+  }
+
+  void worker() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      wake_cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+      if (quit_) return;
+      seen = generation_;
+      if (task_ == nullptr) continue;
+      const std::function<void(int)>* task = task_;
+      const int ntasks = ntasks_;
+      ++active_;
+      lock.unlock();
+      const int mine = claim(*task, ntasks);
+      lock.lock();
+      finished_ += mine;
+      --active_;
+      if (finished_ == ntasks_ && active_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> busy_{false};
+  std::atomic<int> next_{0};
+  std::mutex mu_;
+  std::condition_variable wake_cv_, done_cv_;
+  // Guarded by mu_:
+  const std::function<void(int)>* task_ = nullptr;
+  int ntasks_ = 0;
+  int finished_ = 0;  // tasks completed in the current loop
+  int active_ = 0;    // workers inside the current loop
+  uint64_t generation_ = 0;
+  bool quit_ = false;
+};
+
+Pool& pool() {
+  static Pool p(pool_threads());
+  return p;
+}
+
+}  // namespace
+
+int pool_threads() {
+  if (const char* s = std::getenv("SNIP_NUM_THREADS"); s && *s) {
+    const int n = std::atoi(s);
+    if (n >= 1 && n <= 256) return n;
+  }
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+void pool_run(int ntasks, const std::function<void(int)>& task) {
+  if (ntasks <= 0) return;
+  if (ntasks >= 2 && pool().threads() >= 2 && pool().try_run(ntasks, task)) return;
+  for (int i = 0; i < ntasks; ++i) task(i);
+}
+
+}  // namespace snip
