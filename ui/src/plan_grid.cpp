@@ -167,10 +167,12 @@ void PlanGrid::paintEvent(QPaintEvent*) {
     p.drawText(QRect(x + 18, ly, 60, 20), Qt::AlignLeft | Qt::AlignVCenter, precision_label(prec));
     x += 18 + fm.horizontalAdvance(precision_label(prec)) + 14;
   }
-  const QString extras[] = {tr("▲ pinned"), comparing ? tr("□ differs") : QString(), tr("stripes: fprop|dgrad|wgrad")};
+  // Most important first; an entry that does not fit the width is left out, not cut (two grids
+  // side by side in the Compare view at 1280 px).
+  const QString extras[] = {comparing ? tr("□ differs") : QString(), tr("▲ pinned"), tr("stripes: fprop|dgrad|wgrad")};
   for (const QString& s : extras) {
-    if (s.isEmpty()) continue;
-    if (s == extras[1]) p.setPen(QColor(220, 30, 120));
+    if (s.isEmpty() || x + fm.horizontalAdvance(s) > width()) continue;
+    if (s == extras[0]) p.setPen(QColor(220, 30, 120));
     p.drawText(QRect(x, ly, fm.horizontalAdvance(s) + 4, 20), Qt::AlignLeft | Qt::AlignVCenter, s);
     p.setPen(pal.color(QPalette::Text));
     x += fm.horizontalAdvance(s) + 14;
