@@ -7,6 +7,7 @@
 // with --benchmark_repetitions=5 on a shared machine (the ratios use the fastest repetition).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdio>
@@ -148,10 +149,76 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
                                               benchmark::Counter::kIsRate);
 }
 
+// ---- one transformer block's linear layers, as a training step runs them ------------------
+// The 7 linear layers of a `small` block (C=256, 4 kv heads of 32, F=688) at B·T = 2048 tokens
+// (the bench_train step), each through fprop, dgrad and wgrad (accumulating, as the model
+// does): plain cblas_sgemm for fp32 (the model's fp32 path), qlinear_* with the snip recipe
+// otherwise. Quantization and OpenBLAS both use all threads, so this shows what the training
+// step pays per block, thread wake-ups and OpenBLAS's yielding worker included.
+struct BlockLinear {
+  int64_t K, N;
+};
+constexpr BlockLinear kBlockLinears[] = {{256, 256}, {256, 128}, {256, 128}, {256, 256},
+                                         {256, 688}, {256, 688}, {688, 256}};
+constexpr int64_t kBlockTokens = 2048;
+
+double process_cpu_seconds() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+void BM_block(benchmark::State& st, Precision p) {
+  const int64_t T = kBlockTokens;
+  const Recipe recipe = Recipe::named("snip");
+  QLinearContext ctx;
+  ctx.recipe = &recipe;
+  ctx.seed = 1;
+  struct Layer {
+    std::vector<float> X, W, dY, Y, dX, dW;
+  };
+  std::vector<Layer> layers;
+  uint32_t seed = 10;
+  for (const BlockLinear& l : kBlockLinears) {
+    Layer a;
+    a.X = randn(size_t(T * l.K), seed++), a.W = randn(size_t(l.N * l.K), seed++), a.dY = randn(size_t(T * l.N), seed++);
+    for (float& w : a.W) w *= 0.05f;
+    a.Y.resize(size_t(T * l.N)), a.dX.resize(size_t(T * l.K)), a.dW.assign(size_t(l.N * l.K), 0.0f);
+    layers.push_back(std::move(a));
+  }
+  auto run = [&] {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int K = int(kBlockLinears[i].K), N = int(kBlockLinears[i].N);
+      Layer& a = layers[i];
+      ctx.layer = uint32_t(i);
+      if (p == Precision::fp32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), N, K, 1, a.X.data(), K, a.W.data(), K, 0,
+                    a.Y.data(), N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), K, N, 1, a.dY.data(), N, a.W.data(), K, 0,
+                    a.dX.data(), K);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, int(T), 1, a.dY.data(), N, a.X.data(), K, 1,
+                    a.dW.data(), K);
+      } else {
+        qlinear_fprop(a.Y.data(), a.X.data(), a.W.data(), T, K, N, p, ctx);
+        qlinear_dgrad(a.dX.data(), a.dY.data(), a.W.data(), T, K, N, p, ctx);
+        qlinear_wgrad(a.dW.data(), a.dY.data(), a.X.data(), T, K, N, p, ctx, /*accumulate=*/true);
+      }
+    }
+  };
+  run();  // warm-up: workspaces, OpenBLAS buffers
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : st) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  st.counters["process_cpu_ms"] = 1e3 * (process_cpu_seconds() - cpu0) / double(st.iterations());
+  st.SetLabel(std::string("snip ") + precision_name(p));
+}
+
 // Collects each benchmark's real time per iteration so ratios can be printed at the end.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
-  std::map<std::string, double> seconds, cpu_seconds;
+  std::map<std::string, double> seconds, cpu_seconds, process_cpu_ms;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
@@ -165,6 +232,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const double cpu = r.GetAdjustedCPUTime() * benchmark::GetTimeUnitMultiplier(r.time_unit);
       if (!seconds.count(name) || real < seconds[name]) seconds[name] = real;
       if (!cpu_seconds.count(name) || cpu < cpu_seconds[name]) cpu_seconds[name] = cpu;
+      if (auto c = r.counters.find("process_cpu_ms"); c != r.counters.end())
+        if (!process_cpu_ms.count(name) || c->second < process_cpu_ms[name]) process_cpu_ms[name] = c->second;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -200,6 +269,12 @@ void register_all() {
     const std::string n = "quant/snip_fp4_activation_1x128/threads:2";
     benchmark::RegisterBenchmark(n.c_str(), BM_quantize, quant_cases[0].second, 2)->UseRealTime()->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
+  }
+
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8, Precision::fp4}) {
+    const std::string n = std::string("block/T2048_small/") + precision_name(p);
+    benchmark::RegisterBenchmark(n.c_str(), BM_block, p)->UseRealTime()->Unit(benchmark::kMillisecond);
+    if (p != Precision::fp32) g_ratios.push_back({n, "block/T2048_small/fp32", false});
   }
 
   struct Shape {
@@ -252,6 +327,9 @@ int main(int argc, char** argv) {
     if (r.throughput)
       std::printf("  %-55s %6.2f x memcpy bandwidth (real time), %6.2f x (CPU time)\n", r.name.c_str(),
                   b->second / a->second, reporter.cpu_seconds[r.reference] / reporter.cpu_seconds[r.name]);
+    else if (reporter.process_cpu_ms.count(r.name) && reporter.process_cpu_ms.count(r.reference))
+      std::printf("  %-55s %6.3f x fp32 block time (real), %6.3f x (process CPU time, all threads)\n", r.name.c_str(),
+                  a->second / b->second, reporter.process_cpu_ms[r.name] / reporter.process_cpu_ms[r.reference]);
     else
       std::printf("  %-55s %6.3f x sgemm time (real), %6.3f x (CPU time of the calling thread)\n", r.name.c_str(),
                   a->second / b->second, reporter.cpu_seconds[r.name] / reporter.cpu_seconds[r.reference]);

@@ -4,10 +4,13 @@
 // (bench/train/torch_reference.py). Before timing, the float step is checked against the
 // double-precision reference path on the same weights and batch.
 //
-// Run: build/bench/train/bench_train [--benchmark_min_time=...]   (env SNIP_BENCH_PRESET, _B, _T, TORCH_THREADS)
+// Run: build/bench/train/bench_train [--benchmark_min_time=...]   (env SNIP_BENCH_PRESET, _B, _T, TORCH_THREADS;
+// SNIP_BENCH_PAIRS=N adds N interleaved fp32/fp4 step pairs, for a machine shared with other jobs)
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +96,38 @@ BENCHMARK(BM_TrainStep)
     ->MinTime(3.0)
     ->UseRealTime();
 
+// Interleaved fp32 / fp4 steps (SNIP_BENCH_PAIRS=N): each pair runs one fp32 step then one
+// fp4 step, and the median of the N per-pair time ratios is printed. On a machine shared
+// with other jobs the load drifts over the seconds a BM_TrainStep run takes; within a pair
+// both steps see nearly the same load, so the median ratio is far steadier than the ratio of
+// two separate benchmark runs.
+void run_interleaved_pairs(int pairs) {
+  StepRig a(snip::Precision::fp32), b(snip::Precision::fp4);
+  a.step(0), b.step(0);
+  using clock = std::chrono::steady_clock;
+  std::vector<double> wall, cpu;
+  for (int i = 1; i <= pairs; ++i) {
+    const auto t0 = clock::now();
+    const double c0 = process_cpu_seconds();
+    a.step(i);
+    const auto t1 = clock::now();
+    const double c1 = process_cpu_seconds();
+    b.step(i);
+    const auto t2 = clock::now();
+    const double c2 = process_cpu_seconds();
+    wall.push_back(std::chrono::duration<double>(t2 - t1).count() / std::chrono::duration<double>(t1 - t0).count());
+    cpu.push_back((c2 - c1) / (c1 - c0));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf(
+      "interleaved %d fp32/fp4 step pairs: fp4/fp32 step time median %.3f (wall), %.3f (process CPU) "
+      "(target <= 1.25)\n",
+      pairs, median(wall), median(cpu));
+}
+
 // Float step vs the double reference path on the tiny preset: same weights, same batch.
 bool check_against_reference() {
   const auto cfg = snip::preset_config("tiny");
@@ -162,6 +197,9 @@ int main(int argc, char** argv) {
         peak / 1e6, theory / 1e6, peak / theory, mu.params / 1e6, mu.grads / 1e6, mu.activations / 1e6,
         mu.backward / 1e6);
   }
+
+  // After the peak-memory figure: the pairs hold two more rigs.
+  if (const int pairs = std::atoi(env_or("SNIP_BENCH_PAIRS", "0").c_str()); pairs > 0) run_interleaved_pairs(pairs);
 
   // PyTorch reference, same model/batch/seq len.
   const std::string cfg_path = "/tmp/snip_bench_train_config.json";
