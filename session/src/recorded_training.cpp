@@ -229,6 +229,9 @@ TrainingOutcome RecordedTraining::run() {
       const bool go_on = on_step ? on_step(m, row) : true;
       if (options_.save_every > 0 && m.step % options_.save_every == 0) {
         const std::string dir = checkpoint_path(m.step);
+        // Rows first: a kill between the two then loses nothing a resume from this
+        // checkpoint would not recompute (resume drops rows after the checkpoint's step).
+        if (recorder) recorder->flush();
         trainer_.save_checkpoint(dir);
         if (recorder) recorder->add_checkpoint(m.step, dir);
       }
@@ -241,6 +244,7 @@ TrainingOutcome RecordedTraining::run() {
     out.finished = out.step >= total;
     out.checkpoint = checkpoint_path(out.step);
     const bool just_saved = options_.save_every > 0 && out.step > 0 && out.step % options_.save_every == 0;
+    if (recorder) recorder->flush();
     if (!just_saved) trainer_.save_checkpoint(out.checkpoint);
     if (recorder) {
       recorder->add_checkpoint(out.step, out.checkpoint);

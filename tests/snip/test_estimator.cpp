@@ -153,7 +153,8 @@ TEST(Estimator, LocalErrorCostsByHand) {
   m[k::kPrecErrDgradW] = 4;
   m[k::kPrecErrWgradG] = 5;
   m[k::kPrecErrWgradX] = 6;
-  const auto& e = estimate_divergences(r).layers[1];
+  const auto est = estimate_divergences(r);  // keep the owner alive: layers[1] refers into it
+  const auto& e = est.layers[1];
   EXPECT_DOUBLE_EQ(e.min_err[int(Precision::fp4)], 21.0);
   EXPECT_DOUBLE_EQ(e.min_err_role[0][int(Precision::fp4)], 3.0);
   // 1/2 + 2/4 + 3/8 + 4/4 + 5/8 + 6/2

@@ -1,10 +1,12 @@
 // Trainer tests: schedules and clipping, checkpoint round trip, bit-exact resume, precision
 // plans (FP4 changes the loss, BF16 stays within rounding), NaN handling, stop and set_plan.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -133,6 +135,32 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   int entries = 0;
   for (auto& e : fs::directory_iterator(dir.path)) entries += e.is_directory() ? 1 : 0;
   EXPECT_EQ(entries, 1);
+}
+
+TEST(Checkpoint, SavingRemovesTempDirsOfKilledSaversOnly) {
+  TempDir dir;
+  auto cfg = tiny_config(write_corpus(dir));
+  snip::Trainer t(cfg);
+  t.step();
+  // a saver that was SIGKILLed mid-save leaves ckpt.tmp-<pid>; a live one (this process's
+  // parent stands in) must be left alone, and so must ckpt.old-<pid> (maybe the only copy)
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(dead, &status, 0), dead);
+  const fs::path stale = dir / ("ckpt.tmp-" + std::to_string(dead));
+  const fs::path live = dir / ("ckpt.tmp-" + std::to_string(getppid()));
+  const fs::path old = dir / ("ckpt.old-" + std::to_string(dead));
+  for (const fs::path& p : {stale, live, old}) {
+    fs::create_directories(p);
+    std::ofstream(p / "model.safetensors") << "partial";
+  }
+  t.save_checkpoint(dir / "ckpt");
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(old));
+  EXPECT_EQ(snip::Trainer::resume(dir / "ckpt")->step_count(), 1);
 }
 
 TEST(Checkpoint, WrongShapeIsAClearError) {

@@ -3,10 +3,12 @@
 #include "snip/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -62,6 +64,25 @@ void read_model_weights(const std::string& path, Llama& model) {
   read_tensors(path, model, model.param_data(), "");
 }
 
+// A process killed while saving leaves `<name>.tmp-<pid>` (a partial checkpoint) behind;
+// remove those whose process is gone. `.old-<pid>` directories are left alone: one may hold
+// the only copy of the previous checkpoint if the kill came in the middle of the fallback swap.
+static void remove_stale_temp_dirs(const fs::path& parent, const std::string& name) {
+  std::error_code ec;
+  const std::string prefix = name + ".tmp-";
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (entry.rfind(prefix, 0) != 0) continue;
+    const std::string digits = entry.substr(prefix.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(digits.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still alive (or not ours)
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+  }
+}
+
 void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW<float>& opt,
                       const nlohmann::json& trainer_state) {
   std::string dir = dir_in;
@@ -83,6 +104,7 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   if (ec)
     throw failed("cannot create " + parent.string() + ": " + ec.message() +
                  " (choose a writable location for the checkpoint)");
+  remove_stale_temp_dirs(parent, target.filename().string());
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec) || ec)
