@@ -58,6 +58,16 @@ int quant_threads() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One binary, per-CPU kernels (GCC target_clones; every clone does the same IEEE operations in
+// the same order, so all give the same bits). ThreadSanitizer builds turn the clones off: their
+// ifunc resolvers run during relocation, before the TSan runtime is up, and the instrumented
+// resolver crashes the program at start-up.
+#if defined(SNIP_NO_TARGET_CLONES)
+#define SNIP_TARGET_CLONES
+#else
+#define SNIP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 // Fast kernels. Each has external linkage and GCC target_clones, so one binary runs the
 // AVX-512 or AVX2 version where available and the SSE2 baseline elsewhere (the default build
 // has no -march). All clones do the same IEEE operations in the same order (no FMA
@@ -134,7 +144,7 @@ inline __attribute__((always_inline)) void row_body(float* __restrict y, const f
 using RowKernel = void (*)(float*, const float*, const float*, const float*, int64_t, const RowParams&, uint64_t);
 
 #define SNIP_ROW_KERNEL(NAME, DIV, VEC, ROUND)                                                            \
-  __attribute__((target_clones("avx512f", "avx2", "default"))) void NAME(                                 \
+  SNIP_TARGET_CLONES void NAME(                                 \
       float* __restrict y, const float* __restrict x, const float* in_s, const float* out_s, int64_t n, \
       const RowParams& p, uint64_t i0) {                                                                  \
     row_body<DIV, VEC, ROUND>(y, x, in_s, out_s, n, p, i0);                                               \
@@ -161,7 +171,7 @@ RowKernel pick_row_kernel(bool divide, bool vec, Rounding r) {
 }
 
 // Max of |x| as FP32 bits (order-preserving for non-negative floats; >= kInfBits: non-finite).
-__attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t amax_bits(const float* __restrict x,
+SNIP_TARGET_CLONES uint32_t amax_bits(const float* __restrict x,
                                                                                 int64_t n) {
   uint32_t mx = 0;
   for (int64_t c = 0; c < n; ++c) {
@@ -172,7 +182,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t amax_bits(
 }
 
 // colmax[c] = max(colmax[c], |x[c]| bits).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void colmax_update(uint32_t* __restrict colmax,
+SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax,
                                                                                 const float* __restrict x,
                                                                                 int64_t n) {
   for (int64_t c = 0; c < n; ++c) {
@@ -182,7 +192,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void colmax_update(
 }
 
 // BF16 RNE on the 16 dropped bits, saturating to ±0x7F7F0000; returns |x| bits max (finiteness).
-__attribute__((target_clones("avx512f", "avx2", "default"))) uint32_t bf16_row(float* __restrict y,
+SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y,
                                                                                const float* __restrict x,
                                                                                int64_t n) {
   uint32_t mx = 0;
