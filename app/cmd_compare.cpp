@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "command.h"
+#include "compare_table.h"
 #include "snip/compare.h"
 #include "snip/error.h"
 #include "snip/store.h"
@@ -27,9 +28,6 @@ struct CompareCliOptions {
   bool json = false, no_db = false;
 };
 
-nlohmann::json num_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
 
 // The stored run one of whose checkpoints is this directory, if any (newest run first).
 std::optional<int64_t> run_of_checkpoint(const snip::Store& store, const std::string& checkpoint) {
@@ -134,35 +132,17 @@ void run_compare_cmd(const CompareCliOptions& o) {
                         {"noise_floor_train", rep.noise_floor_train},
                         {"noise_floor_val", rep.noise_floor_val}};
     j["compare_id"] = compare_id ? nlohmann::json(*compare_id) : nlohmann::json(nullptr);
-    for (const auto& r : rep.rows)
-      j["rows"].push_back({{"method", r.method},
-                           {"lambda", r.lambda ? nlohmann::json(*r.lambda) : nlohmann::json(nullptr)},
-                           {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
-                           {"achieved_fraction", r.achieved_fraction},
-                           {"train_loss_last", num_or_null(r.train_loss_last)},
-                           {"val_loss_plan", num_or_null(r.val_loss_plan)},
-                           {"val_loss_bf16", num_or_null(r.val_loss_bf16)},
-                           {"gap_train", num_or_null(r.gap_train)},
-                           {"gap_val_plan", num_or_null(r.gap_val_plan)},
-                           {"gap_val_bf16", num_or_null(r.gap_val_bf16)},
-                           {"control", r.control},
-                           {"same_plan_as", r.same_plan_as},
-                           {"differs_from_snip", r.differs_from_snip},
-                           {"notes", r.notes}});
+    j["rows"] = nlohmann::json::array();
+    for (const auto& r : rep.rows) {
+      j["rows"].push_back(snip::cli::compare_row_json(r));
+      j["rows"].back()["notes"] = r.notes;
+    }
     std::cout << j.dump(2) << "\n";
     return;
   }
   std::printf("compare: %s from step %lld, %lld steps per plan, budget %.3f, recipe %s\n", o.checkpoint.c_str(),
               (long long)rep.start_step, (long long)o.steps, rep.budget, rep.recipe.c_str());
-  std::printf("  %-30s %8s %10s %10s %10s %10s %10s  %s\n", "method", "rho", "train(50)", "val plan", "val bf16",
-              "gap train", "gap val", "vs SNIP");
-  for (const auto& r : rep.rows) {
-    std::string cmp = r.control ? "control" : (r.differs_from_snip ? "differs" : "no difference");
-    if (!r.same_plan_as.empty()) cmp += " (same plan as " + r.same_plan_as + ")";
-    std::printf("  %-30s %8.4f %10.4f %10.4f %10.4f %+10.4f %+10.4f  %s\n", r.method.substr(0, 30).c_str(),
-                r.achieved_fraction, r.train_loss_last, r.val_loss_plan, r.val_loss_bf16, r.gap_train, r.gap_val_plan,
-                cmp.c_str());
-  }
+  snip::cli::print_compare_rows(rep.rows);
   std::printf(
       "noise floor (perturbed-weights control): train %.4f, val %.4f; gaps closer to SNIP's than this are "
       "\"no difference\"\n",

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "compare_table.h"
 #include "snip/error.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -55,9 +56,7 @@ std::string opt_text(const std::optional<double>& v, const char* fmt = "%.4f") {
   return buf;
 }
 
-nlohmann::json num_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
+using snip::cli::num_or_null;
 
 // One stored `snip compare` table, printed like `snip compare` prints it.
 void show_compare(const snip::Store& store, int64_t id, bool json) {
@@ -83,21 +82,9 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
     for (const auto& r : c.rows) {
       nlohmann::json curve = nlohmann::json::array();
       for (double v : r.train_curve) curve.push_back(num_or_null(v));
-      j["rows"].push_back({{"method", r.method},
-                           {"lambda", r.lambda ? nlohmann::json(*r.lambda) : nlohmann::json(nullptr)},
-                           {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
-                           {"achieved_fraction", r.achieved_fraction},
-                           {"train_loss_last", num_or_null(r.train_loss_last)},
-                           {"val_loss_plan", num_or_null(r.val_loss_plan)},
-                           {"val_loss_bf16", num_or_null(r.val_loss_bf16)},
-                           {"gap_train", num_or_null(r.gap_train)},
-                           {"gap_val_plan", num_or_null(r.gap_val_plan)},
-                           {"gap_val_bf16", num_or_null(r.gap_val_bf16)},
-                           {"control", r.control},
-                           {"differs_from_snip", r.differs_from_snip},
-                           {"same_plan_as", r.same_plan_as},
-                           {"plan_id", r.plan_id ? nlohmann::json(*r.plan_id) : nlohmann::json(nullptr)},
-                           {"train_curve", curve}});
+      j["rows"].push_back(snip::cli::compare_row_json(r));
+      j["rows"].back()["plan_id"] = r.plan_id ? nlohmann::json(*r.plan_id) : nlohmann::json(nullptr);
+      j["rows"].back()["train_curve"] = curve;
     }
     std::cout << j.dump(2) << "\n";
     return;
@@ -107,15 +94,7 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
               (long long)c.cooldown_steps, c.budget, c.recipe.c_str());
   std::printf("  created %s%s\n", snip::format_utc_ms(c.created_ms).c_str(),
               c.run_id ? (", run " + std::to_string(*c.run_id)).c_str() : "");
-  std::printf("  %-30s %8s %10s %10s %10s %10s %10s  %s\n", "method", "rho", "train(50)", "val plan", "val bf16",
-              "gap train", "gap val", "vs SNIP");
-  for (const auto& r : c.rows) {
-    std::string cmp = r.control ? "control" : (r.differs_from_snip ? "differs" : "no difference");
-    if (!r.same_plan_as.empty()) cmp += " (same plan as " + r.same_plan_as + ")";
-    std::printf("  %-30s %8.4f %10.4f %10.4f %10.4f %+10.4f %+10.4f  %s\n", r.method.substr(0, 30).c_str(),
-                r.achieved_fraction, r.train_loss_last, r.val_loss_plan, r.val_loss_bf16, r.gap_train, r.gap_val_plan,
-                cmp.c_str());
-  }
+  snip::cli::print_compare_rows(c.rows);
   std::printf("noise floor (perturbed-weights control): train %.4f, val %.4f\n", c.noise_floor_train,
               c.noise_floor_val);
 }
