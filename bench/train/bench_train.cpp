@@ -5,9 +5,12 @@
 // double-precision reference path on the same weights and batch.
 //
 // Run: build/bench/train/bench_train [--benchmark_min_time=...]   (env SNIP_BENCH_PRESET, _B, _T, TORCH_THREADS;
-// SNIP_BENCH_PAIRS=N adds N interleaved fp32/fp4 step pairs, for a machine shared with other jobs)
+// SNIP_BENCH_ROUNDS=N interleaved torch/fp32/fp4 rounds, default 8, on which the targets are judged)
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +20,11 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "snip/atomic_file.h"
@@ -93,39 +99,127 @@ BENCHMARK(BM_TrainStep)
     ->Arg(int(snip::Precision::fp8))
     ->Arg(int(snip::Precision::fp4))
     ->Unit(benchmark::kMillisecond)
-    ->MinTime(3.0)
     ->UseRealTime();
 
-// Interleaved fp32 / fp4 steps (SNIP_BENCH_PAIRS=N): each pair runs one fp32 step then one
-// fp4 step, and the median of the N per-pair time ratios is printed. On a machine shared
-// with other jobs the load drifts over the seconds a BM_TrainStep run takes; within a pair
-// both steps see nearly the same load, so the median ratio is far steadier than the ratio of
-// two separate benchmark runs.
-void run_interleaved_pairs(int pairs) {
+// PyTorch reference in a child process that runs one training step per "step" line on its stdin
+// (torch_reference.py --serve) and answers with one JSON line: the interleaved rounds below time
+// its steps between ours, so both see the same machine.
+class TorchServer {
+ public:
+  TorchServer(const std::string& config_path, const std::string& threads) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0), dup2(from_child[1], 1);
+      close(to_child[1]), close(from_child[0]);
+      if (int devnull = open("/dev/null", O_WRONLY); devnull >= 0) dup2(devnull, 2);
+      const std::string script = std::string(SNIP_BENCH_DIR) + "/torch_reference.py";
+      execl("/usr/bin/python3", "python3", script.c_str(), "--serve", "--config", config_path.c_str(), "--batch-size",
+            std::to_string(kB).c_str(), "--seq-len", std::to_string(kT).c_str(), "--threads", threads.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]), close(from_child[1]);
+    in_ = fdopen(to_child[1], "w"), out_ = fdopen(from_child[0], "r");
+    if (auto hello = read_json(); hello && hello->contains("ready")) {
+      version_ = (*hello)["torch"].get<std::string>();
+      threads_ = (*hello)["threads"].get<int>();
+    }
+  }
+  ~TorchServer() {
+    if (in_) std::fputs("quit\n", in_), std::fclose(in_);
+    if (out_) std::fclose(out_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  bool ready() const { return !version_.empty(); }
+  const std::string& version() const { return version_; }
+  int threads() const { return threads_; }
+  // One torch training step: {wall seconds, process CPU seconds} as torch measured them.
+  std::pair<double, double> step() {
+    std::fputs("step\n", in_), std::fflush(in_);
+    auto j = read_json();
+    if (!j || !j->contains("step_s")) throw std::runtime_error("torch reference stopped answering");
+    return {(*j)["step_s"].get<double>(), (*j)["cpu_s"].get<double>()};
+  }
+
+ private:
+  std::optional<nlohmann::json> read_json() {
+    char buf[1024];
+    if (!out_ || !std::fgets(buf, sizeof buf, out_)) return std::nullopt;
+    auto j = nlohmann::json::parse(buf, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return std::nullopt;
+    return j;
+  }
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+  std::string version_;
+  int threads_ = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Interleaved rounds (SNIP_BENCH_ROUNDS=N, default 8): each round runs one PyTorch step, one of
+// our fp32 steps and one of our fp4 steps, in an order that rotates from round to round, with a
+// 200 ms pause before each so the previous step's OpenBLAS workers have stopped spinning. The
+// targets are judged on the medians of the per-round ratios: within a round all three steps see
+// nearly the same machine, whereas separate runs seconds or minutes apart on this VM differ by
+// up to 1.5x (bench/train/RESULTS.md).
+void run_interleaved_rounds(int rounds) {
+  const std::string cfg_path = "/tmp/snip_bench_train_config.json";
+  snip::write_config_file(cfg_path, snip::preset_config(kPreset));
+  TorchServer torch(cfg_path, env_or("TORCH_THREADS", "1"));
+  if (!torch.ready())
+    std::printf("torch reference unavailable (needs /usr/bin/python3 with Debian's python3-torch): "
+                "timing fp32/fp4 rounds only\n");
   StepRig a(snip::Precision::fp32), b(snip::Precision::fp4);
   a.step(0), b.step(0);
   using clock = std::chrono::steady_clock;
-  std::vector<double> wall, cpu;
-  for (int i = 1; i <= pairs; ++i) {
+  auto timed = [](StepRig& rig, int64_t s) {
     const auto t0 = clock::now();
     const double c0 = process_cpu_seconds();
-    a.step(i);
-    const auto t1 = clock::now();
-    const double c1 = process_cpu_seconds();
-    b.step(i);
-    const auto t2 = clock::now();
-    const double c2 = process_cpu_seconds();
-    wall.push_back(std::chrono::duration<double>(t2 - t1).count() / std::chrono::duration<double>(t1 - t0).count());
-    cpu.push_back((c2 - c1) / (c1 - c0));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    rig.step(s);
+    return std::pair{std::chrono::duration<double>(clock::now() - t0).count(), process_cpu_seconds() - c0};
   };
-  std::printf(
-      "interleaved %d fp32/fp4 step pairs: fp4/fp32 step time median %.3f (wall), %.3f (process CPU) "
-      "(target <= 1.25)\n",
-      pairs, median(wall), median(cpu));
+  std::vector<double> fp32_w, fp4_w, torch_w, fp32_c, fp4_c, torch_c, speedup, fp4_ratio, cpu_speedup;
+  std::printf("interleaved rounds (%s, B=%d, T=%d): wall s per step [CPU s]\n", kPreset.c_str(), kB, kT);
+  std::printf("  round   torch fp32        ours fp32         ours fp4          torch/ours32  fp4/fp32\n");
+  for (int r = 1; r <= rounds; ++r) {
+    std::pair<double, double> t{0, 0}, f32, f4;
+    for (int k = 0; k < 3; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      switch ((k + r) % 3) {
+        case 0: if (torch.ready()) t = torch.step(); break;
+        case 1: f32 = timed(a, r); break;
+        default: f4 = timed(b, r); break;
+      }
+    }
+    fp32_w.push_back(f32.first), fp4_w.push_back(f4.first), fp32_c.push_back(f32.second), fp4_c.push_back(f4.second);
+    fp4_ratio.push_back(f4.first / f32.first);
+    if (torch.ready()) {
+      torch_w.push_back(t.first), torch_c.push_back(t.second);
+      speedup.push_back(t.first / f32.first), cpu_speedup.push_back(t.second / f32.second);
+    }
+    std::printf("  %5d   %6.3f [%6.3f]  %6.3f [%6.3f]  %6.3f [%6.3f]  %6.2f        %6.3f\n", r, t.first, t.second,
+                f32.first, f32.second, f4.first, f4.second, torch.ready() ? t.first / f32.first : 0.0,
+                f4.first / f32.first);
+  }
+  const double tokens = double(kB) * kT;
+  std::printf("medians over %d rounds: ours fp32 %.0f tokens/s, ours fp4 %.0f tokens/s", rounds,
+              tokens / median(fp32_w), tokens / median(fp4_w));
+  if (torch.ready()) std::printf(", torch %s (%d intra-op thread) %.0f tokens/s", torch.version().c_str(),
+                                 torch.threads(), tokens / median(torch_w));
+  std::printf("\n");
+  if (torch.ready())
+    std::printf("ratio ours fp32 / torch fp32 tokens/s: median per round %.2fx wall, %.2fx CPU (target >= 1.5x)\n",
+                median(speedup), median(cpu_speedup));
+  std::printf("ratio fp4 step time / fp32 step time: median per round %.3f wall, %.3f CPU (target <= 1.25)\n",
+              median(fp4_ratio), median(fp4_c) / median(fp32_c));
 }
 
 // Float step vs the double reference path on the tiny preset: same weights, same batch.
@@ -198,40 +292,11 @@ int main(int argc, char** argv) {
         mu.backward / 1e6);
   }
 
-  // After the peak-memory figure: the pairs hold two more rigs.
-  if (const int pairs = std::atoi(env_or("SNIP_BENCH_PAIRS", "0").c_str()); pairs > 0) run_interleaved_pairs(pairs);
-
-  // PyTorch reference, same model/batch/seq len.
-  const std::string cfg_path = "/tmp/snip_bench_train_config.json";
-  snip::write_config_file(cfg_path, snip::preset_config(kPreset));
-  const std::string script = std::string(SNIP_BENCH_DIR) + "/torch_reference.py";
-  const std::string cmd = "/usr/bin/python3 " + script + " --config " + cfg_path + " --batch-size " +
-                          std::to_string(kB) + " --seq-len " + std::to_string(kT) + " --threads " +
-                          env_or("TORCH_THREADS", "1") + " 2>/dev/null";
-  std::string out;
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    char buf[512];
-    while (fgets(buf, sizeof buf, f)) out += buf;
-    pclose(f);
-  }
-  try {
-    const auto j = nlohmann::json::parse(out);
-    const double torch_tps = j["tokens_per_s"];
-    std::printf("torch %s (%d intra-op threads): %.0f tokens/s\n", j["torch"].get<std::string>().c_str(),
-                j["threads"].get<int>(), torch_tps);
-    for (const auto& [p, tps] : g_tokens_per_s)
-      std::printf("ratio %s: ours %.0f tokens/s = %.2fx torch fp32 (target fp32 >= 1.5x)\n", p.c_str(), tps,
-                  tps / torch_tps);
-    const double torch_cpu = j["cpu_s"];
-    std::printf("torch CPU seconds per step: %.3f\n", torch_cpu);
+  // After the peak-memory figure: the rounds hold two more rigs.
+  if (const int rounds = std::atoi(env_or("SNIP_BENCH_ROUNDS", "8").c_str()); rounds > 0) run_interleaved_rounds(rounds);
+  if (g_cpu_s.count("fp32"))
     for (const auto& [p, c] : g_cpu_s)
-      std::printf("cpu %s: ours %.3f CPU s/step; torch / ours CPU = %.2fx; fp4/fp32 CPU = %.2f\n", p.c_str(), c,
-                  torch_cpu / c, g_cpu_s.count("fp32") ? c / g_cpu_s["fp32"] : 0.0);
-    if (g_tokens_per_s.count("fp32") && g_tokens_per_s.count("fp4"))
-      std::printf("ratio fp4 step time / fp32 step time = %.2f (target <= 1.25)\n",
-                  g_tokens_per_s["fp32"] / g_tokens_per_s["fp4"]);
-  } catch (const std::exception&) {
-    std::printf("torch reference unavailable (needs /usr/bin/python3 with torch): %s\n", out.c_str());
-  }
+      std::printf("BM_TrainStep %s: %.0f tokens/s, %.3f CPU s/step = %.2fx the fp32 step's CPU\n", p.c_str(),
+                  g_tokens_per_s[p], c, c / g_cpu_s["fp32"]);
   return 0;
 }

@@ -3,12 +3,17 @@
 float32, AdamW) for bench/train: prints one JSON object with the median step time and tokens/s.
 
 Usage: /usr/bin/python3 bench/train/torch_reference.py --config CONFIG.json --batch-size 8 --seq-len 256
-       [--steps 5] [--threads 1]
+       [--steps 5] [--threads 1] [--serve]
+
+--serve: for interleaved timing (bench_train). After one warm-up step prints {"ready": ...}; then
+for each line "step" on stdin runs one training step and prints {"step_s": ..., "cpu_s": ...,
+"loss": ...} on its own line (flushed); "quit" or end of input exits.
 """
 import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -82,6 +87,7 @@ def main():
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--serve", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -91,20 +97,32 @@ def main():
     V = cfg["vocab_size"]
     inputs = torch.randint(0, V, (a.batch_size, a.seq_len))
     targets = torch.randint(0, V, (a.batch_size, a.seq_len))
-    times, cpus = [], []
-    for i in range(a.steps + 1):  # the first step warms up
+
+    def step():
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         loss = model(inputs, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return time.perf_counter() - t0, time.process_time() - c0, loss.item()
+
+    if a.serve:
+        step()  # warm-up
+        print(json.dumps({"ready": True, "threads": a.threads, "torch": torch.__version__}), flush=True)
+        while sys.stdin.readline().strip() == "step":
+            w, c, l = step()
+            print(json.dumps({"step_s": w, "cpu_s": c, "loss": l}), flush=True)
+        return
+    times, cpus = [], []
+    for i in range(a.steps + 1):  # the first step warms up
+        w, c, l = step()
         if i > 0:
-            times.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
+            times.append(w)
+            cpus.append(c)
     med = statistics.median(times)
     print(json.dumps({"step_s": med, "cpu_s": statistics.median(cpus), "tokens_per_s": a.batch_size * a.seq_len / med, "threads": a.threads,
-                      "loss": loss.item(), "torch": torch.__version__}))
+                      "loss": l, "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
