@@ -8,10 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <type_traits>
 #include <vector>
 
+#include "fast_math.h"
 #include "snip/error.h"
 #include "snip/parallel.h"
+#include "snip/thread_pool.h"
 
 namespace snip::ops {
 
@@ -220,8 +224,29 @@ void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, 
 }
 
 // ---- attention as GEMMs per (batch, head): the fast path (the scalar loops above are its reference) ----
+//
+// The work is split into one task per (batch, kv head) group on the shared pool (the heads of a
+// group accumulate into the same dK/dV, so they stay in one task, in order), and OpenBLAS runs
+// single-threaded inside each task. Each task's result is fixed whichever thread runs it.
+// Before, every one of the ~2,300 small per-head GEMMs of a step was split across OpenBLAS's two
+// threads with a barrier each: on a loaded machine every barrier waited for a descheduled partner
+// (a 0.6 s step took 12–27 s at load 3), and the softmax rows between the GEMMs ran on one core.
+//
+// Causal blocking: query rows go in blocks of kAttnRows; the block [r0, r1) only needs keys
+// [0, r1), so S = Q·Kᵀ, O = P·V and the four backward GEMMs skip the masked upper triangle
+// (at T = 256 they do 10/16 of the full square's work).
 
 namespace {
+constexpr int kAttnRows = 64;
+
+// p[u] = exp(p[u] − mx) for u < n: vectorized for float (fast_math.h), std::exp for the double path.
+void exp_shifted(float* p, int64_t n, float mx) {
+  fast::exp_shifted(p, p, n, mx);
+}
+void exp_shifted(double* p, int64_t n, double mx) {
+  for (int64_t u = 0; u < n; ++u) p[u] = std::exp(p[u] - mx);
+}
+
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
           int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
@@ -232,98 +257,157 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
               ldb, beta, C, ldc);
 }
-// The softmax rows between two GEMMs run on the calling thread: waking pool workers right after
-// an OpenBLAS call makes them fight OpenBLAS's still-spinning threads for the cores.
+
+// OpenBLAS single-threaded while any attention loop runs on the pool (nested and concurrent
+// loops counted), restored after the last one. A GEMM another thread starts meanwhile (a
+// second model in the process) still computes the same result, only on one thread.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded() {
+    std::lock_guard<std::mutex> lock(mu());
+    if (depth()++ == 0) {
+      saved() = openblas_get_num_threads();
+      openblas_set_num_threads(1);
+    }
+  }
+  ~BlasSingleThreaded() {
+    std::lock_guard<std::mutex> lock(mu());
+    if (--depth() == 0) openblas_set_num_threads(saved());
+  }
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static int& depth() {
+    static int d = 0;
+    return d;
+  }
+  static int& saved() {
+    static int n = 1;
+    return n;
+  }
+};
+
+// Runs task(b, kh) for every (batch, kv head) group: on the pool with single-threaded BLAS when
+// the pool has several threads, else in order on this thread with BLAS's own threading.
 template <class F>
-void run_rows(int64_t n, const F& fn) {
-  fn(0, n);
+void for_each_group(int B, int KVH, const F& task) {
+  const int n = B * KVH;
+  if (pool_threads() < 2 || n < 2) {
+    for (int i = 0; i < n; ++i) task(i / KVH, i % KVH);
+    return;
+  }
+  BlasSingleThreaded single;
+  pool_run(n, [&](int i) { task(i / KVH, i % KVH); });
 }
 
 }  // namespace
 
-// Per (b, h): S = scale·Q_h·K_hᵀ (T×T, one GEMM; the masked upper triangle is computed and
-// discarded, still far cheaper than scalar loops), causal softmax by rows, O_h = P·V_h.
+// Per head and row block [r0, r1): S = scale·Q[r0:r1]·K[0:r1]ᵀ, causal softmax by rows (the
+// stored row is zero beyond t), O[r0:r1] = P[r0:r1, 0:r1]·V[0:r1].
 template <class R>
 void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD) {
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < NH; ++h) {
-      const int kh = h / rep;
+  for_each_group(B, KVH, [&](int b, int kh) {
+    const R* K = k + int64_t(b) * T * ks + int64_t(kh) * HD;  // (T, HD), row stride ks
+    const R* V = v + int64_t(b) * T * ks + int64_t(kh) * HD;
+    for (int h = kh * rep; h < (kh + 1) * rep; ++h) {
       const R* Q = q + int64_t(b) * T * qs + int64_t(h) * HD;  // (T, HD), row stride qs
-      const R* K = k + int64_t(b) * T * ks + int64_t(kh) * HD;
-      const R* V = v + int64_t(b) * T * ks + int64_t(kh) * HD;
+      R* O = out + int64_t(b) * T * qs + int64_t(h) * HD;
       R* P = probs + (int64_t(b) * NH + h) * T * T;
-      gemm(false, true, T, T, HD, scale, Q, qs, K, ks, R(0), P, T);
-      run_rows(T, [&](int64_t lo, int64_t hi) {
-        for (int64_t t = lo; t < hi; ++t) {
+      for (int r0 = 0; r0 < T; r0 += kAttnRows) {
+        const int r1 = std::min(T, r0 + kAttnRows);
+        gemm(false, true, r1 - r0, r1, HD, scale, Q + int64_t(r0) * qs, qs, K, ks, R(0), P + int64_t(r0) * T, T);
+        for (int64_t t = r0; t < r1; ++t) {
           R* pt = P + t * T;
           R mx = -INFINITY;
           for (int64_t u = 0; u <= t; ++u) mx = std::max(mx, pt[u]);
+          exp_shifted(pt, t + 1, mx);
           R sum = 0;
-          for (int64_t u = 0; u <= t; ++u) {
-            pt[u] = std::exp(pt[u] - mx);
-            sum += pt[u];
-          }
+          for (int64_t u = 0; u <= t; ++u) sum += pt[u];
           const R inv = R(1) / sum;
           for (int64_t u = 0; u <= t; ++u) pt[u] *= inv;
-          for (int64_t u = t + 1; u < T; ++u) pt[u] = 0;
+          std::fill(pt + t + 1, pt + T, R(0));
         }
-      });
-      gemm(false, false, T, HD, T, R(1), P, T, V, ks, R(0), out + int64_t(b) * T * qs + int64_t(h) * HD, qs);
+        gemm(false, false, r1 - r0, HD, r1, R(1), P + int64_t(r0) * T, T, V, ks, R(0), O + int64_t(r0) * qs, qs);
+      }
     }
+  });
 }
 
-// Per (b, h): dP = dO·Vᵀ, dV += Pᵀ·dO, dS = P∘(dP − rowsum(P∘dP))·scale, dQ = dS·K, dK += dSᵀ·Q.
+// Per head and row block [r0, r1): dP = dO·Vᵀ, dV[0:r1] += Pᵀ·dO, dS = P∘(dP − rowsum(P∘dP))·scale,
+// dQ[r0:r1] = dS·K[0:r1], dK[0:r1] += dSᵀ·Q[r0:r1].
 template <class R>
 void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
                         int T, int NH, int KVH, int HD) {
   const int rep = NH / KVH;
   const R scale = R(1) / std::sqrt(R(HD));
   const int64_t qs = int64_t(NH) * HD, ks = int64_t(KVH) * HD;
-  std::fill(dk, dk + int64_t(B) * T * ks, R(0));
-  std::fill(dv, dv + int64_t(B) * T * ks, R(0));
-  std::vector<R> dP(size_t(T) * T);
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < NH; ++h) {
-      const int kh = h / rep;
-      const int64_t qo = int64_t(b) * T * qs + int64_t(h) * HD, ko = int64_t(b) * T * ks + int64_t(kh) * HD;
+  for_each_group(B, KVH, [&](int b, int kh) {
+    const int64_t ko = int64_t(b) * T * ks + int64_t(kh) * HD;
+    for (int64_t t = 0; t < T; ++t) {
+      std::fill(dk + ko + t * ks, dk + ko + t * ks + HD, R(0));
+      std::fill(dv + ko + t * ks, dv + ko + t * ks + HD, R(0));
+    }
+    thread_local std::vector<R> scratch;
+    if (scratch.size() < size_t(kAttnRows) * T) scratch.resize(size_t(kAttnRows) * T);
+    R* dP = scratch.data();
+    for (int h = kh * rep; h < (kh + 1) * rep; ++h) {
+      const int64_t qo = int64_t(b) * T * qs + int64_t(h) * HD;
       const R* P = probs + (int64_t(b) * NH + h) * T * T;
-      gemm(false, true, T, T, HD, R(1), dout + qo, qs, v + ko, ks, R(0), dP.data(), T);
-      gemm(true, false, T, HD, T, R(1), P, T, dout + qo, qs, R(1), dv + ko, ks);
-      run_rows(T, [&](int64_t lo, int64_t hi) {
-        for (int64_t t = lo; t < hi; ++t) {
-          const R* pt = P + t * T;
-          R* d = dP.data() + t * T;
+      for (int r0 = 0; r0 < T; r0 += kAttnRows) {
+        const int r1 = std::min(T, r0 + kAttnRows), rows = r1 - r0;
+        const R* Pb = P + int64_t(r0) * T;
+        const R* dOb = dout + qo + int64_t(r0) * qs;
+        gemm(false, true, rows, r1, HD, R(1), dOb, qs, v + ko, ks, R(0), dP, r1);
+        gemm(true, false, r1, HD, rows, R(1), Pb, T, dOb, qs, R(1), dv + ko, ks);
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t t = r0 + i;
+          const R* pt = Pb + i * T;
+          R* d = dP + i * r1;
           R rowsum = 0;
           for (int64_t u = 0; u <= t; ++u) rowsum += pt[u] * d[u];
           for (int64_t u = 0; u <= t; ++u) d[u] = pt[u] * (d[u] - rowsum) * scale;
-          for (int64_t u = t + 1; u < T; ++u) d[u] = 0;
+          std::fill(d + t + 1, d + r1, R(0));
         }
-      });
-      gemm(false, false, T, HD, T, R(1), dP.data(), T, k + ko, ks, R(0), dq + qo, qs);
-      gemm(true, false, T, HD, T, R(1), dP.data(), T, q + qo, qs, R(1), dk + ko, ks);
+        gemm(false, false, rows, HD, r1, R(1), dP, r1, k + ko, ks, R(0), dq + qo + int64_t(r0) * qs, qs);
+        gemm(true, false, r1, HD, rows, R(1), dP, r1, q + qo + int64_t(r0) * qs, qs, R(1), dk + ko, ks);
+      }
     }
+  });
 }
 
 template <class R>
 void swiglu_forward(R* h, const R* g, const R* u, int64_t n) {
   parallel_for(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = int64_t(lo); i < int64_t(hi); ++i) {
-      const R s = R(1) / (R(1) + std::exp(-g[i]));
-      h[i] = g[i] * s * u[i];
+    if constexpr (std::is_same_v<R, float>) {
+      fast::silu_mul(h + lo, g + lo, u + lo, hi - lo);
+    } else {
+      for (int64_t i = lo; i < hi; ++i) {
+        const R s = R(1) / (R(1) + std::exp(-g[i]));
+        h[i] = g[i] * s * u[i];
+      }
     }
   });
 }
 template <class R>
 void swiglu_backward(R* dg, R* du, const R* dh, const R* g, const R* u, int64_t n) {
   parallel_for(n, n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = int64_t(lo); i < int64_t(hi); ++i) {
-      const R s = R(1) / (R(1) + std::exp(-g[i]));
-      const R silu = g[i] * s;
-      du[i] = dh[i] * silu;
-      dg[i] = dh[i] * u[i] * s * (R(1) + g[i] * (R(1) - s));
+    if constexpr (std::is_same_v<R, float>) {
+      fast::silu_mul_backward(dg + lo, du + lo, dh + lo, g + lo, u + lo, hi - lo);
+    } else {
+      for (int64_t i = lo; i < hi; ++i) {
+        const R s = R(1) / (R(1) + std::exp(-g[i]));
+        const R silu = g[i] * s;
+        du[i] = dh[i] * silu;
+        dg[i] = dh[i] * u[i] * s * (R(1) + g[i] * (R(1) - s));
+      }
     }
   });
 }
