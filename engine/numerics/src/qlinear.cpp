@@ -11,11 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "snip/blas_threads.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
 
 namespace snip {
+
+// OpenBLAS's workers set up before main() in every program that runs a quantized GEMM
+// (snip/blas_threads.h).
+namespace {
+const std::string g_blas_setup = blas_thread_setup();
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Recipes (METHOD.md section 2 table).

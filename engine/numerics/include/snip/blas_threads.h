@@ -1,0 +1,19 @@
+// OpenBLAS's worker threads: how long they spin after a GEMM before they sleep.
+//
+// OpenBLAS (Debian's pthread build) keeps each worker spinning on sched_yield for 2^28 cycles
+// (~0.1 s) after every GEMM. A training step alternates GEMMs with element-wise loops on our own
+// pool (snip/thread_pool.h), so for most of a step the spinner holds the core a pool worker
+// needs. Unless OPENBLAS_THREAD_TIMEOUT is set in the environment, the workers are restarted
+// before main() with OpenBLAS's shortest timeout (2^4 cycles: they sleep right after a GEMM and
+// are woken for the next, ~10–50 µs): measured 10–15% off an FP32 step of the small preset
+// (bench/train/RESULTS.md). Results are unchanged (OpenBLAS splits GEMMs the same way).
+#pragma once
+#include <string>
+
+namespace snip {
+
+// What was done at start-up, for logs and benchmarks: e.g. "OPENBLAS_THREAD_TIMEOUT=4 (set by
+// snip)", "OPENBLAS_THREAD_TIMEOUT=28 (from the environment)" or "left as is: ...".
+std::string blas_thread_setup();
+
+}  // namespace snip
