@@ -26,6 +26,7 @@
 #include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/quant.h"
+#include "snip/target_clones.h"
 #include "snip/thread_pool.h"
 
 namespace snip {
@@ -58,15 +59,7 @@ int quant_threads() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One binary, per-CPU kernels (GCC target_clones; every clone does the same IEEE operations in
-// the same order, so all give the same bits). ThreadSanitizer builds turn the clones off: their
-// ifunc resolvers run during relocation, before the TSan runtime is up, and the instrumented
-// resolver crashes the program at start-up.
-#if defined(SNIP_NO_TARGET_CLONES)
-#define SNIP_TARGET_CLONES
-#else
-#define SNIP_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+// One binary, per-CPU kernels: SNIP_TARGET_CLONES, snip/target_clones.h.
 
 // Fast kernels. Each has external linkage and GCC target_clones, so one binary runs the
 // AVX-512 or AVX2 version where available and the SSE2 baseline elsewhere (the default build
