@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "snip/atomic_file.h"
+#include "snip/blas_threads.h"
 #include "snip/llama.h"
 #include "snip/optimizer.h"
 #include "snip/plan.h"
@@ -248,6 +249,20 @@ bool check_against_reference() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::printf("OpenBLAS workers: %s\n", snip::blas_thread_setup().c_str());
+  // SNIP_BENCH_PROFILE=N[:precision]: only N steps of one precision (default fp32) after a
+  // warm-up, nothing else, for `perf record`.
+  if (const std::string prof = env_or("SNIP_BENCH_PROFILE", ""); !prof.empty()) {
+    const auto colon = prof.find(':');
+    const int n = std::atoi(prof.substr(0, colon).c_str());
+    StepRig rig(colon == std::string::npos ? snip::Precision::fp32 : snip::parse_precision(prof.substr(colon + 1)));
+    rig.step(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 1; i <= n; ++i) rig.step(i);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("profile: %d steps, %.3f s per step, %.0f tokens/s\n", n, s / n, double(n) * kB * kT / s);
+    return 0;
+  }
   if (!check_against_reference()) {
     std::fprintf(stderr, "bench_train: the float path disagrees with the reference; not timing\n");
     return 1;
