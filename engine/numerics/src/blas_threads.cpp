@@ -13,6 +13,8 @@ namespace {
 constexpr const char* kTimeoutVar = "OPENBLAS_THREAD_TIMEOUT";
 constexpr const char* kShortTimeout = "4";  // OpenBLAS clamps the exponent to [4, 30]
 
+bool g_set_by_snip = false;
+
 std::string setup() {
   if (const char* user = std::getenv(kTimeoutVar); user && *user)
     return std::string(kTimeoutVar) + "=" + user + " (from the environment)";
@@ -23,6 +25,7 @@ std::string setup() {
   auto init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "blas_thread_init"));
   if (!read_env || !shutdown || !init) return "left as is: the BLAS library has no OpenBLAS thread server";
   setenv(kTimeoutVar, kShortTimeout, 1);  // unset or empty here
+  g_set_by_snip = true;
   read_env();  // OpenBLAS reads its variables once, at load time: again, with the new timeout
   shutdown();  // joins the workers started at load time (what OpenBLAS does before a fork) ...
   init();      // ... and starts them again, now with the short timeout
@@ -38,4 +41,8 @@ std::string blas_thread_setup() {
   return done;
 }
 
+bool blas_thread_timeout_set_by_snip() {
+  blas_thread_setup();
+  return g_set_by_snip;
+}
 }  // namespace snip

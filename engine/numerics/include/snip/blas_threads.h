@@ -16,4 +16,8 @@ namespace snip {
 // snip)", "OPENBLAS_THREAD_TIMEOUT=28 (from the environment)" or "left as is: ...".
 std::string blas_thread_setup();
 
+// True when snip set OPENBLAS_THREAD_TIMEOUT in this process's environment (it was not set
+// before): child processes that should see the user's environment unset it.
+bool blas_thread_timeout_set_by_snip();
+
 }  // namespace snip
