@@ -199,6 +199,11 @@ const std::string& Store::path() const {
 int Store::schema_version() const {
   return impl_->version;
 }
+uint64_t Store::change_counter() const {
+  const auto data_version = uint64_t(impl_->db.query_int64("PRAGMA data_version"));
+  const auto own = uint64_t(sqlite3_total_changes64(impl_->db.handle()));
+  return (data_version << 40) ^ own;
+}
 
 Store::Transaction::Transaction(Store& store) : store_(&store) {
   store_->impl_->db.exec(store_->impl_->db.txn_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT snip_user");

@@ -106,6 +106,27 @@ TEST(StoreRuns, CreateReadUpdateRoundTrip) {
   EXPECT_THROW(store.create_run(orphan), Error);
 }
 
+// The GUI polls change_counter() and re-reads only when it moved: it must move on a commit by
+// another connection and on one through this connection, and stay put otherwise.
+TEST(StoreChangeCounter, MovesOnEveryCommitAndOnlyThen) {
+  TempDir dir;
+  Store viewer(dir.file("w.db"));
+  const uint64_t c0 = viewer.change_counter();
+  EXPECT_EQ(viewer.change_counter(), c0) << "nothing was written";
+  (void)viewer.runs();
+  EXPECT_EQ(viewer.change_counter(), c0) << "reads are not changes";
+  Store writer(dir.file("w.db"));
+  const int64_t id = writer.create_run(tiny_spec("other connection"));
+  const uint64_t c1 = viewer.change_counter();
+  EXPECT_NE(c1, c0) << "a commit by another connection";
+  EXPECT_EQ(viewer.change_counter(), c1);
+  writer.set_run_notes(id, "second commit");
+  const uint64_t c2 = viewer.change_counter();
+  EXPECT_NE(c2, c1);
+  viewer.set_run_name(id, "renamed here");
+  EXPECT_NE(viewer.change_counter(), c2) << "a commit through this connection";
+}
+
 TEST(StoreRuns, StatusNamesParseBack) {
   for (RunStatus s : {RunStatus::running, RunStatus::finished, RunStatus::failed, RunStatus::interrupted})
     EXPECT_EQ(parse_run_status(run_status_name(s)), s);

@@ -46,6 +46,7 @@ bool Workbench::open_database(const QString& path) {
   }
   last_open_error_.clear();
   last_fingerprint_.clear();
+  last_counter_.reset();
   emit database_changed();
   emit data_changed();
   if (!poll_timer_.isActive()) poll_timer_.start();
@@ -133,9 +134,13 @@ void Workbench::set_poll_interval_ms(int ms) { poll_timer_.setInterval(ms); }
 
 void Workbench::poll_now() {
   if (!store_) return;
-  // A cheap fingerprint of what the views show; any change (another process writing) refreshes them.
+  // A fingerprint of what the views show; any change (another process writing) refreshes them.
+  // The store's change counter (no table read) says first whether anything was committed at all.
   QString fp;
   try {
+    const uint64_t counter = store_->change_counter();
+    if (last_counter_ && *last_counter_ == counter) return;
+    last_counter_ = counter;
     // Read-only: a write here could wait on the training thread's write lock and freeze the UI
     // (runs left by dead processes are marked interrupted when a store opens).
     for (const snip::RunInfo& r : store_->runs())

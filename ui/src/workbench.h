@@ -75,6 +75,7 @@ class Workbench : public QObject {
   PlanningSource source_;
   QTimer poll_timer_;
   QString last_fingerprint_;
+  std::optional<uint64_t> last_counter_;  // store_->change_counter() at the last fingerprint
   QString last_open_error_;
 };
 

@@ -52,6 +52,10 @@ class Store {
 
   const std::string& path() const;
   int schema_version() const;
+  // A number that changes whenever something was committed to the file: by another connection
+  // or process (PRAGMA data_version) or through this one (sqlite3_total_changes64). Reads no
+  // table, so a poller can call it often and re-read only when it changed.
+  uint64_t change_counter() const;
 
   // ---- runs --------------------------------------------------------------------------
   // A new run, `running`, owned by this process (pid, host and heartbeat are recorded).
