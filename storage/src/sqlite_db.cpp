@@ -1,6 +1,7 @@
 // Internal sqlite3 wrapper: statements, transactions and error messages for the store.
 #include "sqlite_db.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -52,9 +53,21 @@ void Db::fail(int rc, std::string_view doing) const {
     case SQLITE_FULL:
       msg += " — the disk is full; the last transaction was rolled back, free space and retry";
       break;
-    case SQLITE_IOERR:
-      msg += " — an I/O error occurred (disk removed or full?)";
+    case SQLITE_IOERR: {
+      // SQLite says only "disk I/O error"; the operating system's errno says which.
+      const int sys = db_ ? sqlite3_system_errno(db_) : 0;
+      if (sys == ENOSPC || sys == EDQUOT)
+        msg += " — " + std::string(std::strerror(sys)) +
+               ": the disk is full; nothing was written, free space (or pass --db on another disk) and retry";
+      else if (sys == EROFS)
+        msg += " — " + std::string(std::strerror(sys)) +
+               ": the database's location is read-only; pass --db with a writable path";
+      else if (sys != 0)
+        msg += " — an I/O error occurred: " + std::string(std::strerror(sys)) + " (disk removed or failing?)";
+      else
+        msg += " — an I/O error occurred (disk removed or full?)";
       break;
+    }
     default:
       break;
   }

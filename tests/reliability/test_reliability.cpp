@@ -503,6 +503,23 @@ TEST_F(Tmpfs, DiskFullWhileWritingTheDatabaseKeepsItConsistent) {
   EXPECT_EQ(integrity(db), "ok");
 }
 
+// A database on a disk that is already full when `snip train` opens it: SQLite reports only
+// "disk I/O error"; the message must say the disk is full, and the file must stay usable.
+TEST_F(Tmpfs, DiskAlreadyFullWhenTheDatabaseOpensSaysSo) {
+  if (!mount_tmpfs(1024 * 1024)) GTEST_SKIP() << why_;
+  const fs::path db = mnt_ / "run.db";
+  std::string err;
+  ASSERT_EQ(run_snip(train_args(2, dir_ / "ck1", db), dir_ / "first", &err), 0) << err;
+  fill(0);
+  EXPECT_EQ(run_snip(train_args(2, dir_ / "ck2", db), dir_ / "full", &err), 1);
+  EXPECT_CONTAINS(err, "error: " + db.string() + ": ");
+  EXPECT_CONTAINS(err, "the disk is full");
+  EXPECT_EQ(err.find("disk removed"), std::string::npos) << err;
+  fs::remove(mnt_ / "filler");
+  EXPECT_EQ(integrity(db), "ok");
+  EXPECT_EQ(run_snip(train_args(2, dir_ / "ck3", db), dir_ / "again", &err), 0) << err;
+}
+
 TEST_F(Tmpfs, ReadOnlyMountWhileSavingACheckpointOrOpeningTheDatabase) {
   if (!mount_tmpfs(8 * 1024 * 1024)) GTEST_SKIP() << why_;
   const fs::path ck = mnt_ / "ck", db = mnt_ / "run.db";
