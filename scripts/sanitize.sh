@@ -21,6 +21,10 @@ jobs="${JOBS:-2}"
 nice_level="${NICE:-0}"
 status=0
 summary=()
+# A throw-away default database for tests that run `snip` without --db (see scripts/test.sh).
+XDG_DATA_HOME="$(mktemp -d)"
+export XDG_DATA_HOME
+trap 'rm -rf "$XDG_DATA_HOME"' EXIT
 
 run_part() {  # name build_dir cmake_flags(array name) ctest_args(array name) target_filter
   local name=$1 build=$2

@@ -8,4 +8,9 @@ bash "$here/scripts/build.sh"
 build="${SNIP_BUILD_DIR:-$here/build}"
 exclude=()
 if [ "${SNIP_SLOW:-0}" != "1" ]; then exclude=(-LE slow); fi
+# Tests that run `snip` without --db would record into the user's default database
+# ($XDG_DATA_HOME/snip-workbench/workbench.db, the one the GUI opens): give them a throw-away one.
+XDG_DATA_HOME="$(mktemp -d)"
+export XDG_DATA_HOME
+trap 'rm -rf "$XDG_DATA_HOME"' EXIT
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${exclude[@]}"
