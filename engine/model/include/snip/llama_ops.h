@@ -3,7 +3,7 @@
 // SwiGLU, residual add and mean cross-entropy. Templated on the scalar type: `float` is the
 // training path, `double` the reference path used for finite-difference gradient checks.
 //
-// Shape legend (STYLE.md): B batch, T sequence, C model dim, NH heads, KVH kv heads,
+// Shape legend (docs/ARCHITECTURE.md): B batch, T sequence, C model dim, NH heads, KVH kv heads,
 // HD head dim, F ffn dim, V vocab, L layers; BT = B·T rows. Row-major everywhere.
 // Backward functions ACCUMULATE (+=) into parameter gradients; for input gradients the
 // `accumulate` flag says whether dx is overwritten or added to (residual streams add).
