@@ -56,7 +56,9 @@ TEST(TrainResume, AdaptiveRunResumesIntoTheSameRunOnTheUninterruptedTrajectory) 
     EXPECT_EQ(rows_b[i].step, rows_a[i].step);
     EXPECT_EQ(rows_b[i].train_loss, rows_a[i].train_loss) << "step " << rows_a[i].step;  // bit-identical
     // (the 7-step part also evaluated at its last step, as every run does at its end)
-    if (rows_a[i].step != 7) EXPECT_EQ(rows_b[i].val_loss, rows_a[i].val_loss) << "step " << rows_a[i].step;
+    if (rows_a[i].step != 7) {
+      EXPECT_EQ(rows_b[i].val_loss, rows_a[i].val_loss) << "step " << rows_a[i].step;
+    }
     EXPECT_EQ(rows_b[i].fp4_fraction, rows_a[i].fp4_fraction) << "step " << rows_a[i].step;
   }
   // Rounds before steps 1, 4, 7, 10 in both; the timeline continues the plan in effect at step 7.

@@ -86,8 +86,12 @@ TEST(StatsRound, RecordsEveryKeyTheEstimatorsNeed) {
     EXPECT_NEAR(gsum, l.scalars.at(k::kLayerJtEpsSqY), 1e-4 * l.scalars.at(k::kLayerJtEpsSqY));
     // o and down carry the exact sibling gradient errors
     const bool o = l.name.find("o_proj") != std::string::npos, down = l.name.find("down_proj") != std::string::npos;
-    if (o) EXPECT_TRUE(l.per_precision.at("fp4").count(k::sibling_dg_sq_key("v")));
-    if (down) EXPECT_TRUE(l.per_precision.at("fp4").count(k::sibling_dg_sq_key("gate")));
+    if (o) {
+      EXPECT_TRUE(l.per_precision.at("fp4").count(k::sibling_dg_sq_key("v")));
+    }
+    if (down) {
+      EXPECT_TRUE(l.per_precision.at("fp4").count(k::sibling_dg_sq_key("gate")));
+    }
   }
 }
 

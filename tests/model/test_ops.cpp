@@ -103,7 +103,9 @@ TEST(OpsGrad, AttentionGqa) {
       double s = 0;
       for (int u = 0; u < T; ++u) {
         const double p = probs[(size_t(bh) * T + t) * T + u];
-        if (u > t) EXPECT_EQ(p, 0.0);
+        if (u > t) {
+          EXPECT_EQ(p, 0.0);
+        }
         s += p;
       }
       EXPECT_NEAR(s, 1.0, 1e-12);

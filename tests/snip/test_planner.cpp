@@ -30,7 +30,9 @@ void expect_matches_brute_force(const CostTable& t, const PlanRequest& req, cons
     const auto& c = ilp.choice[i];
     obj += req.per_role ? t.layers[i].cost[0][int(c[0])] + t.layers[i].cost[1][int(c[1])]
                         : t.layers[i].total_cost(c[0]);
-    if (!req.per_role) EXPECT_EQ(c[0], c[1]) << what;
+    if (!req.per_role) {
+      EXPECT_EQ(c[0], c[1]) << what;
+    }
     const auto& lp = ilp.plan.layers.at(t.layers[i].name);
     EXPECT_EQ(lp.fprop, c[0]);
     EXPECT_EQ(lp.dgrad, c[1]);
