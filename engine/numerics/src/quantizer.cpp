@@ -200,6 +200,11 @@ SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y,
   return mx;
 }
 
+// codes[c] = 2·r[c] as int8 (r on the E2M1 grid, |r| <= 6, so 2r is an integer in [-12, 12]).
+SNIP_TARGET_CLONES void e2m1_code2_row(int8_t* __restrict codes, const float* __restrict r, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) codes[c] = int8_t(int32_t(r[c] * 2.0f));
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
@@ -428,8 +433,46 @@ constexpr int64_t kGrainElems = 1 << 15;  // below ~32K elements per thread, thr
 
 }  // namespace
 
+namespace {
+
+// Where the E2M1 code sink of fake_quantize_impl writes: 2q per element (int8, row-major like
+// x) and each block's decode scale `out` at [block_row · nbc + block_col].
+struct Code2Sink {
+  int8_t* code2 = nullptr;
+  float* scales = nullptr;
+};
+
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
+                        const RngKey& key, const char* tensor_name, QuantStats* stats, uint8_t* codes,
+                        const Code2Sink* sink);
+
+}  // namespace
+
 void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
                    const char* tensor_name, QuantStats* stats, uint8_t* codes) {
+  fake_quantize_impl(y, x, rows, cols, spec, key, tensor_name, stats, codes, nullptr);
+}
+
+int64_t e2m1_scale_count(int64_t rows, int64_t cols, const QuantSpec& spec) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const BlockGeometry g = geometry(spec, rows, cols);
+  return g.nbr * g.nbc;
+}
+
+void quantize_e2m1_code2(int8_t* code2, float* scales, const float* x, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, const RngKey& key, const char* tensor_name) {
+  SNIP_ASSERT_MSG(spec.format == ElemFormat::e2m1 && spec.scale != ScaleKind::none,
+                  "quantize_e2m1_code2: the spec must be a scaled e2m1 spec");
+  const Code2Sink sink{code2, scales};
+  // y is never written in sink mode; x stands in so the segment pointers stay valid arithmetic.
+  fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
+}
+
+namespace {
+
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
+                        const RngKey& key, const char* tensor_name, QuantStats* stats, uint8_t* codes,
+                        const Code2Sink* sink) {
   SNIP_ASSERT(rows >= 0 && cols >= 0);
   check_spec(spec);
   reject_codes_for(spec, codes);
@@ -504,13 +547,17 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   // Runs the kernel on one segment of one row (fast path) or through the slow finish.
   auto run_segment = [&](int t, float* yseg, const float* xseg, const float* in_s, const float* out_s, bool vseg,
                          int64_t len, uint64_t i0, std::vector<float>& rbuf, std::vector<float>& ones) {
-    if (!slow) {
+    if (!slow && !sink) {
       kernel(yseg, xseg, in_s, out_s, len, params, i0);
       return;
     }
     if (int64_t(rbuf.size()) < len) rbuf.resize(size_t(len));
     if (int64_t(ones.size()) < len) ones.assign(size_t(len), 1.0f);
     kernel(rbuf.data(), xseg, in_s, ones.data(), len, params, i0);
+    if (sink) {  // the signed rounded values r, as 2r: the same r the dequantizing paths scale
+      detail::e2m1_code2_row(sink->code2 + i0, rbuf.data(), len);
+      return;
+    }
     finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide, len, info, spec.format, stats ? &accs[t] : nullptr,
                    codes ? codes + i0 : nullptr);
   };
@@ -529,6 +576,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
             return;
           }
           const Scale s = block_scale_fast(spec, info, ffrom(am), nv);
+          if (sink) sink->scales[r * geo.nbc + g] = s.out;
           run_segment(t, y + r * cols + c0, xs, &s.in, &s.out, false, len, uint64_t(r * cols + c0), rbuf, ones);
         }
       }
@@ -557,6 +605,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
           const Scale sc = block_scale_fast(spec, info, ffrom(m), nv);
           s_in[size_t(g)] = sc.in;
           s_out[size_t(g)] = sc.out;
+          if (sink) sink->scales[band * geo.nbc + g] = sc.out;
         }
         for (int64_t r = r0; r < r1; ++r) {
           if (vec) {
@@ -611,6 +660,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
       const Scale s = block_scale_fast(spec, info, ffrom(block_amax[size_t(i)]), nv);
       s_in[size_t(i)] = s.in;
       s_out[size_t(i)] = s.out;
+      if (sink) sink->scales[i] = s.out;
     }
     detail::parallel_chunks(nchunks, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
       std::vector<float> rbuf, ones;
@@ -634,6 +684,8 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   for (auto& a : accs) all.add(a);
   fill_stats(stats, all, n);
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The scalar twin: block by block, element by element, no shortcuts.
