@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "parallel.h"
@@ -87,8 +88,10 @@ inline uint32_t fmix32(uint32_t h) {
 
 // y[c] = sign(v)·R(min(|v|, max))·out with v = x[c]/in (kDivide) or x[c]·in. kVecScale: in and
 // out are per-column arrays, else scalars in_s[0], out_s[0]. i0: tensor index of x[0] (SR key).
-template <bool kDivide, bool kVecScale, Rounding kRound>
-inline __attribute__((always_inline)) void row_body(float* __restrict y, const float* __restrict x,
+// OutT float: y[c] is the dequantized value. OutT int8_t: y[c] = 2·(signed rounded value), the
+// E2M1 code the integer GEMM reads (out_s unused): the same rounding, so the same values.
+template <bool kDivide, bool kVecScale, Rounding kRound, class OutT = float>
+inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const float* __restrict x,
                                                      const float* __restrict in_s, const float* __restrict out_s,
                                                      int64_t n, const RowParams& p, uint64_t i0) {
   const int m = p.mbits;
@@ -130,7 +133,12 @@ inline __attribute__((always_inline)) void row_body(float* __restrict y, const f
       }
       r = (fl + up) * q;
     }
-    y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
+    if constexpr (std::is_same_v<OutT, int8_t>) {
+      const int32_t m = int32_t(r * 2.0f);
+      y[c] = int8_t((vb >> 31) ? -m : m);
+    } else {
+      y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
+    }
   }
 }
 
@@ -155,6 +163,36 @@ SNIP_ROW_KERNEL(row_mul_v_rne, false, true, Rounding::rne)
 SNIP_ROW_KERNEL(row_mul_v_sr, false, true, Rounding::stochastic)
 SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
 #undef SNIP_ROW_KERNEL
+
+// The same kernels writing E2M1 codes 2q (quantize_e2m1_code2).
+using CodeKernel = void (*)(int8_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+
+#define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                         \
+  SNIP_TARGET_CLONES void NAME(int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
+                               const RowParams& p, uint64_t i0) {                                       \
+    const float one = 1.0f;                                                                             \
+    row_body<DIV, VEC, ROUND, int8_t>(y, x, in_s, &one, n, p, i0);                                      \
+  }
+SNIP_CODE_KERNEL(code_div_s_rne, true, false, Rounding::rne)
+SNIP_CODE_KERNEL(code_div_s_sr, true, false, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_div_s_away, true, false, Rounding::away)
+SNIP_CODE_KERNEL(code_div_v_rne, true, true, Rounding::rne)
+SNIP_CODE_KERNEL(code_div_v_sr, true, true, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_div_v_away, true, true, Rounding::away)
+SNIP_CODE_KERNEL(code_mul_s_rne, false, false, Rounding::rne)
+SNIP_CODE_KERNEL(code_mul_s_sr, false, false, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_mul_s_away, false, false, Rounding::away)
+SNIP_CODE_KERNEL(code_mul_v_rne, false, true, Rounding::rne)
+SNIP_CODE_KERNEL(code_mul_v_sr, false, true, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
+#undef SNIP_CODE_KERNEL
+
+CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r) {
+  static const CodeKernel table[2][2][3] = {
+      {{code_mul_s_rne, code_mul_s_sr, code_mul_s_away}, {code_mul_v_rne, code_mul_v_sr, code_mul_v_away}},
+      {{code_div_s_rne, code_div_s_sr, code_div_s_away}, {code_div_v_rne, code_div_v_sr, code_div_v_away}}};
+  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+}
 
 RowKernel pick_row_kernel(bool divide, bool vec, Rounding r) {
   static const RowKernel table[2][2][3] = {
@@ -198,11 +236,6 @@ SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y,
     y[c] = ffrom(r | (u & ~kAbsMask));
   }
   return mx;
-}
-
-// codes[c] = 2·r[c] as int8 (r on the E2M1 grid, |r| <= 6, so 2r is an integer in [-12, 12]).
-SNIP_TARGET_CLONES void e2m1_code2_row(int8_t* __restrict codes, const float* __restrict r, int64_t n) {
-  for (int64_t c = 0; c < n; ++c) codes[c] = int8_t(int32_t(r[c] * 2.0f));
 }
 
 }  // namespace detail
@@ -533,6 +566,7 @@ void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, co
   // columns for one call per row was measured 1.3-1.6× slower than one call per tile.)
   const bool vec = geo.bc == 1 && geo.nbc > 1;
   const detail::RowKernel kernel = detail::pick_row_kernel(divide, vec, spec.rounding);
+  const detail::CodeKernel code_kernel = detail::pick_code_kernel(divide, vec, spec.rounding);
   const int64_t row_grain = std::max<int64_t>(1, kGrainElems / cols);
 
   Nvfp4Tensor nv;
@@ -547,17 +581,17 @@ void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, co
   // Runs the kernel on one segment of one row (fast path) or through the slow finish.
   auto run_segment = [&](int t, float* yseg, const float* xseg, const float* in_s, const float* out_s, bool vseg,
                          int64_t len, uint64_t i0, std::vector<float>& rbuf, std::vector<float>& ones) {
-    if (!slow && !sink) {
+    if (sink) {  // codes 2r of the same signed rounded values r the dequantizing paths scale
+      code_kernel(sink->code2 + i0, xseg, in_s, len, params, i0);
+      return;
+    }
+    if (!slow) {
       kernel(yseg, xseg, in_s, out_s, len, params, i0);
       return;
     }
     if (int64_t(rbuf.size()) < len) rbuf.resize(size_t(len));
     if (int64_t(ones.size()) < len) ones.assign(size_t(len), 1.0f);
     kernel(rbuf.data(), xseg, in_s, ones.data(), len, params, i0);
-    if (sink) {  // the signed rounded values r, as 2r: the same r the dequantizing paths scale
-      detail::e2m1_code2_row(sink->code2 + i0, rbuf.data(), len);
-      return;
-    }
     finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide, len, info, spec.format, stats ? &accs[t] : nullptr,
                    codes ? codes + i0 : nullptr);
   };
