@@ -81,9 +81,17 @@ bool same_weight_quantization(const Recipe& recipe, Precision p) {
 // cblas_sgemm calls and the same BF16 output rounding, hence bit-identical results (a test
 // compares them with qlinear_*). With nvfp4's Hadamard option the wgrad operands arrive rotated,
 // as in qlinear_wgrad, and the rotation cancels in the product.
+// FP4 GEMMs run on E2M1 codes, not on these dequantized copies (snip/qgemm.h): those call
+// qlinear_* itself on the source tensors X, W, dY (re-quantizing them, fast path, no statistics).
 void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd,
                      const float* wd, const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
-                     const QLinearContext& ctx) {
+                     const QLinearContext& ctx, const float* X, const float* W, const float* dY) {
+  if (p == Precision::fp4) {
+    qlinear_fprop(Y, X, W, T, K, N, p, ctx);
+    qlinear_dgrad(dX, dY, W, T, K, N, p, ctx);
+    qlinear_wgrad(dW, dY, X, T, K, N, p, ctx);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, xf, int(K), wf, int(K), 0.0f, Y,
               int(N));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, gd, int(N), wd, int(K), 0.0f,
@@ -606,7 +614,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
         pp[k::kPrecErrWgradX] = xq.err_w;
         // exact GEMM output errors: quantized − BF16 (the GEMMs qlinear_* would run, on the same operands)
         quantized_gemms(yq.data(), dxq.data(), dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
-                        qo.gw.data(), xq.xw.data(), T, K, N, p, ctx);
+                        qo.gw.data(), xq.xw.data(), T, K, N, p, ctx, v.X, v.W, v.dY);
         double dy_sq = 0, g_dot = 0;
         for (int64_t e = 0; e < T * N; ++e) {
           const double d = double(yq[size_t(e)]) - double(y_ref[e]);

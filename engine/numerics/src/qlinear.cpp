@@ -15,6 +15,7 @@
 #include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
+#include "snip/qgemm.h"
 
 namespace snip {
 
@@ -168,10 +169,62 @@ void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_
   fake_quantize(out, x, rows, cols, ctx.recipe->spec(p, g, op), qlinear_rng_key(ctx, g, op), label.c_str(), stats);
 }
 
+// ---------------------------------------------------------------------------------------------
+// FP4 on exact integer block sums (snip/qgemm.h): both operands quantized straight to E2M1
+// codes and block scales, no dequantized FP32 copy.
+namespace {
+
+struct Code2Buffers {
+  std::vector<int8_t> a, b;
+  std::vector<float> sa, sb;
+  std::vector<float> out;
+};
+Code2Buffers& code2_buffers() {
+  thread_local Code2Buffers w;
+  return w;
+}
+
+// An FP4 operand as codes: `src` (rows, cols) quantized with the recipe's spec for (g, op).
+E2M1Operand code2_operand(std::vector<int8_t>& codes, std::vector<float>& scales, const float* src, int64_t rows,
+                          int64_t cols, Gemm g, Operand op, const char* symbol, bool reduce_along_cols,
+                          const QLinearContext& ctx) {
+  const QuantSpec spec = ctx.recipe->spec(Precision::fp4, g, op);
+  if (int64_t(codes.size()) < rows * cols) codes.resize(size_t(rows * cols));
+  const int64_t ns = e2m1_scale_count(rows, cols, spec);
+  if (int64_t(scales.size()) < ns) scales.resize(size_t(ns));
+  const std::string label = operand_label(ctx, g, symbol, op);
+  quantize_e2m1_code2(codes.data(), scales.data(), src, rows, cols, spec, qlinear_rng_key(ctx, g, op), label.c_str());
+  return e2m1_operand(codes.data(), scales.data(), rows, cols, spec, reduce_along_cols);
+}
+
+// Whether a GEMM at precision p runs on the integer E2M1 path: FP4, unless SNIP_QGEMM=sgemm
+// (or set_qgemm_mode) asks for the dequantize-then-sgemm path, or the operands' blocks along
+// the reduction dimension do not nest (no recipe has that today).
+bool int_path(Precision p) { return p == Precision::fp4 && qgemm_mode() != QGemmMode::sgemm; }
+
+// The view-only spec check: the chunk length the two operands' blocks allow along the reduction.
+bool blocks_nest(const QuantSpec& a, int64_t a_rows, int64_t a_cols, bool a_cols_red, const QuantSpec& b,
+                 int64_t b_rows, int64_t b_cols, bool b_cols_red, int64_t K) {
+  const E2M1Operand va = e2m1_operand(nullptr, nullptr, a_rows, a_cols, a, a_cols_red);
+  const E2M1Operand vb = e2m1_operand(nullptr, nullptr, b_rows, b_cols, b, b_cols_red);
+  return qgemm_e2m1_chunk(va, vb, K) > 0;
+}
+
+}  // namespace
+
 // Y(T,N) = Q(X)(T,K) · Q(W)(N,K)ᵀ
 void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx) {
   check_context(ctx, T, K, N);
+  if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::fprop, Operand::activation), T, K, true,
+                                 ctx.recipe->spec(p, Gemm::fprop, Operand::weight), N, K, true, K)) {
+    Code2Buffers& cb = code2_buffers();
+    const E2M1Operand A = code2_operand(cb.a, cb.sa, X, T, K, Gemm::fprop, Operand::activation, "X", true, ctx);
+    const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::fprop, Operand::weight, "W", true, ctx);
+    qgemm_e2m1(Y, N, T, N, K, A, B);
+    if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
+    return;
+  }
   Workspace& ws = workspace();
   const float* Xq = quantized_operand(ws.a, X, T, K, p, Gemm::fprop, Operand::activation, "X", ctx);
   const float* Wq = quantized_operand(ws.b, W, N, K, p, Gemm::fprop, Operand::weight, "W", ctx);
@@ -184,6 +237,16 @@ void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t 
 void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx) {
   check_context(ctx, T, K, N);
+  if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::dgrad, Operand::gradient), T, N, true,
+                                 ctx.recipe->spec(p, Gemm::dgrad, Operand::weight), N, K, false, N)) {
+    // dX[t,k] = Σ_n dY[t,n]·W[n,k]: A = dY reduced along its columns, B(k,n) = W[n,k] down its rows.
+    Code2Buffers& cb = code2_buffers();
+    const E2M1Operand A = code2_operand(cb.a, cb.sa, dY, T, N, Gemm::dgrad, Operand::gradient, "dY", true, ctx);
+    const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::dgrad, Operand::weight, "W", false, ctx);
+    qgemm_e2m1(dX, K, T, K, N, A, B);
+    if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
+    return;
+  }
   Workspace& ws = workspace();
   const float* dYq = quantized_operand(ws.a, dY, T, N, p, Gemm::dgrad, Operand::gradient, "dY", ctx);
   const float* Wq = quantized_operand(ws.b, W, N, K, p, Gemm::dgrad, Operand::weight, "W", ctx);
@@ -209,9 +272,28 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
     dYsrc = rot_dy.data();
     Xsrc = rot_x.data();
   }
+  const bool round = rounds_output(p, ctx);
+  if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::wgrad, Operand::gradient), T, N, false,
+                                 ctx.recipe->spec(p, Gemm::wgrad, Operand::activation), T, K, false, T)) {
+    // dW[n,k] = Σ_t dY[t,n]·X[t,k]: both operands reduced down their rows (along T).
+    Code2Buffers& cb = code2_buffers();
+    const E2M1Operand A = code2_operand(cb.a, cb.sa, dYsrc, T, N, Gemm::wgrad, Operand::gradient, "dY", false, ctx);
+    const E2M1Operand B = code2_operand(cb.b, cb.sb, Xsrc, T, K, Gemm::wgrad, Operand::activation, "X", false, ctx);
+    if (!accumulate) {
+      qgemm_e2m1(dW, K, N, K, T, A, B);
+      if (round) round_output_bf16(dW, N, K, Gemm::wgrad, ctx);
+      return;
+    }
+    // Accumulating: the GEMM's own output is rounded (when the recipe says so), the sum stays FP32.
+    if (int64_t(cb.out.size()) < N * K) cb.out.resize(size_t(N * K));
+    float* tmp = cb.out.data();
+    qgemm_e2m1(tmp, K, N, K, T, A, B);
+    if (round) round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
+    for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
+    return;
+  }
   const float* dYq = quantized_operand(ws.a, dYsrc, T, N, p, Gemm::wgrad, Operand::gradient, "dY", ctx);
   const float* Xq = quantized_operand(ws.b, Xsrc, T, K, p, Gemm::wgrad, Operand::activation, "X", ctx);
-  const bool round = rounds_output(p, ctx);
   if (!round || !accumulate) {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K),
                 accumulate ? 1.0f : 0.0f, dW, int(K));

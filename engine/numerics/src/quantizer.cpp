@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "parallel.h"
@@ -87,8 +88,10 @@ inline uint32_t fmix32(uint32_t h) {
 
 // y[c] = sign(v)·R(min(|v|, max))·out with v = x[c]/in (kDivide) or x[c]·in. kVecScale: in and
 // out are per-column arrays, else scalars in_s[0], out_s[0]. i0: tensor index of x[0] (SR key).
-template <bool kDivide, bool kVecScale, Rounding kRound>
-inline __attribute__((always_inline)) void row_body(float* __restrict y, const float* __restrict x,
+// OutT float: y[c] is the dequantized value. OutT int8_t: y[c] = 2·(signed rounded value), the
+// E2M1 code the integer GEMM reads (out_s unused): the same rounding, so the same values.
+template <bool kDivide, bool kVecScale, Rounding kRound, class OutT = float>
+inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const float* __restrict x,
                                                      const float* __restrict in_s, const float* __restrict out_s,
                                                      int64_t n, const RowParams& p, uint64_t i0) {
   const int m = p.mbits;
@@ -130,7 +133,12 @@ inline __attribute__((always_inline)) void row_body(float* __restrict y, const f
       }
       r = (fl + up) * q;
     }
-    y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
+    if constexpr (std::is_same_v<OutT, int8_t>) {
+      const int32_t m = int32_t(r * 2.0f);
+      y[c] = int8_t((vb >> 31) ? -m : m);
+    } else {
+      y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
+    }
   }
 }
 
@@ -155,6 +163,36 @@ SNIP_ROW_KERNEL(row_mul_v_rne, false, true, Rounding::rne)
 SNIP_ROW_KERNEL(row_mul_v_sr, false, true, Rounding::stochastic)
 SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
 #undef SNIP_ROW_KERNEL
+
+// The same kernels writing E2M1 codes 2q (quantize_e2m1_code2).
+using CodeKernel = void (*)(int8_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+
+#define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                         \
+  SNIP_TARGET_CLONES void NAME(int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
+                               const RowParams& p, uint64_t i0) {                                       \
+    const float one = 1.0f;                                                                             \
+    row_body<DIV, VEC, ROUND, int8_t>(y, x, in_s, &one, n, p, i0);                                      \
+  }
+SNIP_CODE_KERNEL(code_div_s_rne, true, false, Rounding::rne)
+SNIP_CODE_KERNEL(code_div_s_sr, true, false, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_div_s_away, true, false, Rounding::away)
+SNIP_CODE_KERNEL(code_div_v_rne, true, true, Rounding::rne)
+SNIP_CODE_KERNEL(code_div_v_sr, true, true, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_div_v_away, true, true, Rounding::away)
+SNIP_CODE_KERNEL(code_mul_s_rne, false, false, Rounding::rne)
+SNIP_CODE_KERNEL(code_mul_s_sr, false, false, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_mul_s_away, false, false, Rounding::away)
+SNIP_CODE_KERNEL(code_mul_v_rne, false, true, Rounding::rne)
+SNIP_CODE_KERNEL(code_mul_v_sr, false, true, Rounding::stochastic)
+SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
+#undef SNIP_CODE_KERNEL
+
+CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r) {
+  static const CodeKernel table[2][2][3] = {
+      {{code_mul_s_rne, code_mul_s_sr, code_mul_s_away}, {code_mul_v_rne, code_mul_v_sr, code_mul_v_away}},
+      {{code_div_s_rne, code_div_s_sr, code_div_s_away}, {code_div_v_rne, code_div_v_sr, code_div_v_away}}};
+  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+}
 
 RowKernel pick_row_kernel(bool divide, bool vec, Rounding r) {
   static const RowKernel table[2][2][3] = {
@@ -428,8 +466,46 @@ constexpr int64_t kGrainElems = 1 << 15;  // below ~32K elements per thread, thr
 
 }  // namespace
 
+namespace {
+
+// Where the E2M1 code sink of fake_quantize_impl writes: 2q per element (int8, row-major like
+// x) and each block's decode scale `out` at [block_row · nbc + block_col].
+struct Code2Sink {
+  int8_t* code2 = nullptr;
+  float* scales = nullptr;
+};
+
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
+                        const RngKey& key, const char* tensor_name, QuantStats* stats, uint8_t* codes,
+                        const Code2Sink* sink);
+
+}  // namespace
+
 void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
                    const char* tensor_name, QuantStats* stats, uint8_t* codes) {
+  fake_quantize_impl(y, x, rows, cols, spec, key, tensor_name, stats, codes, nullptr);
+}
+
+int64_t e2m1_scale_count(int64_t rows, int64_t cols, const QuantSpec& spec) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const BlockGeometry g = geometry(spec, rows, cols);
+  return g.nbr * g.nbc;
+}
+
+void quantize_e2m1_code2(int8_t* code2, float* scales, const float* x, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, const RngKey& key, const char* tensor_name) {
+  SNIP_ASSERT_MSG(spec.format == ElemFormat::e2m1 && spec.scale != ScaleKind::none,
+                  "quantize_e2m1_code2: the spec must be a scaled e2m1 spec");
+  const Code2Sink sink{code2, scales};
+  // y is never written in sink mode; x stands in so the segment pointers stay valid arithmetic.
+  fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
+}
+
+namespace {
+
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
+                        const RngKey& key, const char* tensor_name, QuantStats* stats, uint8_t* codes,
+                        const Code2Sink* sink) {
   SNIP_ASSERT(rows >= 0 && cols >= 0);
   check_spec(spec);
   reject_codes_for(spec, codes);
@@ -490,6 +566,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   // columns for one call per row was measured 1.3-1.6× slower than one call per tile.)
   const bool vec = geo.bc == 1 && geo.nbc > 1;
   const detail::RowKernel kernel = detail::pick_row_kernel(divide, vec, spec.rounding);
+  const detail::CodeKernel code_kernel = detail::pick_code_kernel(divide, vec, spec.rounding);
   const int64_t row_grain = std::max<int64_t>(1, kGrainElems / cols);
 
   Nvfp4Tensor nv;
@@ -504,6 +581,10 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   // Runs the kernel on one segment of one row (fast path) or through the slow finish.
   auto run_segment = [&](int t, float* yseg, const float* xseg, const float* in_s, const float* out_s, bool vseg,
                          int64_t len, uint64_t i0, std::vector<float>& rbuf, std::vector<float>& ones) {
+    if (sink) {  // codes 2r of the same signed rounded values r the dequantizing paths scale
+      code_kernel(sink->code2 + i0, xseg, in_s, len, params, i0);
+      return;
+    }
     if (!slow) {
       kernel(yseg, xseg, in_s, out_s, len, params, i0);
       return;
@@ -529,6 +610,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
             return;
           }
           const Scale s = block_scale_fast(spec, info, ffrom(am), nv);
+          if (sink) sink->scales[r * geo.nbc + g] = s.out;
           run_segment(t, y + r * cols + c0, xs, &s.in, &s.out, false, len, uint64_t(r * cols + c0), rbuf, ones);
         }
       }
@@ -557,6 +639,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
           const Scale sc = block_scale_fast(spec, info, ffrom(m), nv);
           s_in[size_t(g)] = sc.in;
           s_out[size_t(g)] = sc.out;
+          if (sink) sink->scales[band * geo.nbc + g] = sc.out;
         }
         for (int64_t r = r0; r < r1; ++r) {
           if (vec) {
@@ -611,6 +694,7 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
       const Scale s = block_scale_fast(spec, info, ffrom(block_amax[size_t(i)]), nv);
       s_in[size_t(i)] = s.in;
       s_out[size_t(i)] = s.out;
+      if (sink) sink->scales[i] = s.out;
     }
     detail::parallel_chunks(nchunks, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
       std::vector<float> rbuf, ones;
@@ -634,6 +718,8 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
   for (auto& a : accs) all.add(a);
   fill_stats(stats, all, n);
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The scalar twin: block by block, element by element, no shortcuts.

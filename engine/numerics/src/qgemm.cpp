@@ -1,0 +1,359 @@
+// Block-scaled E2M1 GEMM on exact int32 block sums (snip/qgemm.h, docs/FORMATS_GEMM.md).
+//
+// Packing. A (M, K) becomes unsigned bytes a + 12 ∈ [0, 24], row-major, each K chunk padded to a
+// multiple of 4 bytes; B (N, K) becomes signed panels of 64 columns, [panel][chunk][K/4][64][4]
+// bytes, so one 64-byte load is 16 columns × 4 consecutive k, the layout of vpdpbusd's operand.
+// Since Σ (a+12)·b = Σ a·b + 12·Σ b, each (panel, chunk) also stores −12·Σ_k b per column,
+// which the int32 accumulators start from. Padding has b = 0 and contributes nothing.
+//
+// Kernel. A 6 × 64 output tile keeps 24 int32 accumulators (6 rows × 4 vectors of 16 columns) in
+// registers for one chunk: per 4 k, 4 loads of B, 6 broadcasts of A, 24 vpdpbusd. At the end of
+// the chunk each accumulator is converted and scaled into the FP32 tile in memory:
+// tile = tile + float(S)·fl(sa·sb'), sb' = sb·0.25 (the codes are 2q). The scalar kernel does the
+// same integer sums and the same three FP32 operations per chunk, so both give the same bits.
+#include "snip/qgemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "parallel.h"
+#include "snip/error.h"
+#include "snip/thread_pool.h"
+
+namespace snip {
+
+namespace {
+
+constexpr int kNR = 64;   // panel width: 4 vectors of 16 int32
+constexpr int kMR = 6;    // rows per register tile
+constexpr int kRowsPerTask = 8 * kMR;
+constexpr int kOffset = 12;  // A's unsigned offset: 2q + 12 ∈ [0, 24]
+constexpr int64_t kMaxChunk = 4096;  // 4096 · 144 < 2^24: a chunk sum converts to FP32 exactly
+
+QGemmMode mode_from_env() { return parse_qgemm_mode(std::getenv("SNIP_QGEMM")); }
+
+std::atomic<int> g_mode{-1};
+
+// Everything the kernels read, packed once per GEMM.
+struct Packed {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+  std::vector<uint8_t> a;     // [M][nch·kcp]
+  std::vector<float> sa;      // [M][nch]
+  std::vector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
+  std::vector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
+  std::vector<float> sb;      // [npanel][nch][64]: scale·0.25 (0 for padding columns)
+};
+
+Packed& packed_workspace() {
+  thread_local Packed p;
+  return p;
+}
+
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
+
+inline float scale_of(const E2M1Operand& o, int64_t i, int64_t k) {
+  return o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs];
+}
+
+inline int64_t chunk_len(const Packed& P, int64_t c) { return std::min(P.kc, P.K - c * P.kc); }
+
+void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
+  const int64_t lda = P.nch * P.kcp;
+  detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      uint8_t* dst = P.a.data() + m * lda;
+      for (int64_t c = 0; c < P.nch; ++c) {
+        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        uint8_t* d = dst + c * P.kcp;
+        const int8_t* src = A.code2 + m * A.code_rs + k0 * A.code_cs;
+        if (A.code_cs == 1) {
+          for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t] + kOffset);
+        } else {
+          for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t * A.code_cs] + kOffset);
+        }
+        for (int64_t t = len; t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+        P.sa[size_t(m * P.nch + c)] = scale_of(A, m, k0);
+      }
+    }
+  });
+}
+
+void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
+  const int64_t kq = P.kcp / 4;
+  detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int64_t c = 0; c < P.nch; ++c) {
+        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        int8_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
+        int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
+        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+        for (int j = 0; j < kNR; ++j) {
+          const int64_t n = p * kNR + j;
+          int32_t sum = 0;
+          if (n < P.N) {
+            const int8_t* src = B.code2 + n * B.code_rs + k0 * B.code_cs;
+            for (int64_t t = 0; t < P.kcp; ++t) {
+              const int8_t v = t < len ? src[t * B.code_cs] : int8_t(0);
+              dst[(t / 4) * kNR * 4 + j * 4 + (t % 4)] = v;
+              sum += v;
+            }
+            sb[j] = scale_of(B, n, k0) * 0.25f;
+          } else {
+            for (int64_t t = 0; t < P.kcp; ++t) dst[(t / 4) * kNR * 4 + j * 4 + (t % 4)] = 0;
+            sb[j] = 0.0f;
+          }
+          corr[j] = -kOffset * sum;
+        }
+      }
+    }
+  });
+}
+
+// The arguments of one 64-column panel × mr-row tile.
+struct TileArgs {
+  const uint8_t* a;  // row 0 of the tile in P.a
+  int64_t lda;
+  const float* sa;   // row 0 of the tile in P.sa ([row][chunk])
+  const int8_t* b;   // the panel
+  const int32_t* corr;
+  const float* sb;
+  int64_t nch, kcp, kc, K;
+};
+
+// Portable kernel: the same int32 sums and FP32 operations as the VNNI kernel.
+void tile_scalar(float* ct, const TileArgs& t, int mr) {
+  for (int i = 0; i < mr * kNR; ++i) ct[i] = 0.0f;
+  const int64_t kq = t.kcp / 4;
+  for (int64_t c = 0; c < t.nch; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
+    const int8_t* bc = t.b + c * kq * kNR * 4;
+    for (int r = 0; r < mr; ++r) {
+      const uint8_t* ar = t.a + r * t.lda + c * t.kcp;
+      const float sar = t.sa[r * t.nch + c];
+      for (int j = 0; j < kNR; ++j) {
+        int32_t s = t.corr[c * kNR + j];
+        for (int64_t q = 0; q < nq; ++q)
+          for (int u = 0; u < 4; ++u) s += int32_t(ar[4 * q + u]) * int32_t(bc[q * kNR * 4 + j * 4 + u]);
+        const float p = sar * t.sb[c * kNR + j];
+        const float term = float(s) * p;
+        ct[r * kNR + j] = ct[r * kNR + j] + term;
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+#define SNIP_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// The accumulators are named variables and vpdpbusd is inline asm with the accumulator as an
+// in/out operand: with an array and the intrinsic, GCC 12 copied and spilled the 24
+// accumulators to the stack on every iteration (3× slower).
+// (GCC 12's _mm512_cvtepi32_ps starts from _mm512_undefined_ps(), which -Wmaybe-uninitialized
+// reports once per inlined call; the value is never read.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define SNIP_DPBUSD(acc, a, b) asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+template <int MR>
+SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + i * 16, zero);
+  const int64_t kq = t.kcp / 4;
+  for (int64_t c = 0; c < t.nch; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
+    const int8_t* bq = t.b + c * kq * kNR * 4;
+    const uint8_t* aq = t.a + c * t.kcp;
+    const __m512i z0 = _mm512_loadu_si512(t.corr + c * kNR), z1 = _mm512_loadu_si512(t.corr + c * kNR + 16),
+                  z2 = _mm512_loadu_si512(t.corr + c * kNR + 32), z3 = _mm512_loadu_si512(t.corr + c * kNR + 48);
+#define SNIP_DECL(r) __m512i acc##r##0 = z0, acc##r##1 = z1, acc##r##2 = z2, acc##r##3 = z3;
+    SNIP_ROWS(SNIP_DECL)
+#undef SNIP_DECL
+    const uint8_t* ap = aq;
+    for (int64_t q = 0; q < nq; ++q, ap += 4, bq += 256) {
+      const __m512i b0 = _mm512_loadu_si512(bq);
+      const __m512i b1 = _mm512_loadu_si512(bq + 64);
+      const __m512i b2 = _mm512_loadu_si512(bq + 128);
+      const __m512i b3 = _mm512_loadu_si512(bq + 192);
+#define SNIP_ROW(r)                                              \
+  if constexpr (MR > r) {                                        \
+    int32_t a4;                                                  \
+    std::memcpy(&a4, ap + r * t.lda, 4);                         \
+    const __m512i av = _mm512_set1_epi32(a4);                    \
+    SNIP_DPBUSD(acc##r##0, av, b0);                          \
+    SNIP_DPBUSD(acc##r##1, av, b1);                          \
+    SNIP_DPBUSD(acc##r##2, av, b2);                          \
+    SNIP_DPBUSD(acc##r##3, av, b3);                          \
+  }
+      SNIP_ROWS(SNIP_ROW)
+#undef SNIP_ROW
+    }
+    const float* sb = t.sb + c * kNR;
+    const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
+                 sb3 = _mm512_loadu_ps(sb + 48);
+#define SNIP_SCALE1(r, j)                                                                   \
+  {                                                                                          \
+    const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(acc##r##j), _mm512_mul_ps(sar, sb##j)); \
+    float* o = ct + r * kNR + 16 * j;                                                        \
+    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));                            \
+  }
+#define SNIP_SCALE(r)                                      \
+  if constexpr (MR > r) {                                  \
+    const __m512 sar = _mm512_set1_ps(t.sa[r * t.nch + c]); \
+    SNIP_SCALE1(r, 0) SNIP_SCALE1(r, 1) SNIP_SCALE1(r, 2) SNIP_SCALE1(r, 3) \
+  }
+    SNIP_ROWS(SNIP_SCALE)
+#undef SNIP_SCALE
+#undef SNIP_SCALE1
+  }
+}
+#undef SNIP_ROWS
+#undef SNIP_DPBUSD
+#pragma GCC diagnostic pop
+
+void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
+  switch (mr) {
+    case 1: tile_vnni<1>(ct, t); break;
+    case 2: tile_vnni<2>(ct, t); break;
+    case 3: tile_vnni<3>(ct, t); break;
+    case 4: tile_vnni<4>(ct, t); break;
+    case 5: tile_vnni<5>(ct, t); break;
+    default: tile_vnni<6>(ct, t); break;
+  }
+}
+
+bool detect_vnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+#else
+void tile_vnni_any(float*, const TileArgs&, int) { SNIP_ASSERT_MSG(false, "no VNNI kernel on this CPU"); }
+bool detect_vnni() { return false; }
+#endif
+
+}  // namespace
+
+QGemmMode parse_qgemm_mode(const char* value) {
+  if (!value || !*value) return QGemmMode::automatic;
+  const std::string v(value);
+  if (v == "auto") return QGemmMode::automatic;
+  if (v == "scalar") return QGemmMode::scalar;
+  if (v == "sgemm") return QGemmMode::sgemm;
+  throw Error("SNIP_QGEMM='" + v + "' is not a GEMM mode: use auto, scalar or sgemm (or unset it)");
+}
+
+bool qgemm_cpu_has_vnni() {
+  static const bool has = detect_vnni();
+  return has;
+}
+
+void set_qgemm_mode(QGemmMode m) { g_mode.store(int(m)); }
+
+QGemmMode qgemm_mode() {
+  int m = g_mode.load();
+  if (m < 0) {
+    const int from_env = int(mode_from_env());
+    g_mode.compare_exchange_strong(m, from_env);
+    m = g_mode.load();
+  }
+  return QGemmMode(m);
+}
+
+E2M1Operand e2m1_operand(const int8_t* code2, const float* scales, int64_t rows, int64_t cols, const QuantSpec& spec,
+                         bool reduce_along_cols) {
+  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
+  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
+  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  E2M1Operand o;
+  o.code2 = code2;
+  o.scales = scales;
+  if (reduce_along_cols) {  // (i, k) = (row, col)
+    o.code_rs = cols, o.code_cs = 1;
+    o.block_i = std::max<int64_t>(br, 1), o.block_k = std::max<int64_t>(bc, 1);
+    o.scale_rs = nbc, o.scale_cs = 1;
+  } else {  // (i, k) = (col, row)
+    o.code_rs = 1, o.code_cs = cols;
+    o.block_i = std::max<int64_t>(bc, 1), o.block_k = std::max<int64_t>(br, 1);
+    o.scale_rs = 1, o.scale_cs = nbc;
+  }
+  return o;
+}
+
+int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K) {
+  if (K <= 0) return 1;
+  const bool a_whole = A.block_k >= K, b_whole = B.block_k >= K;
+  int64_t kc = std::min(K, kMaxChunk);
+  if (!a_whole) kc = std::min(kc, A.block_k);
+  if (!b_whole) kc = std::min(kc, B.block_k);
+  if (!a_whole && A.block_k % kc != 0) return 0;
+  if (!b_whole && B.block_k % kc != 0) return 0;
+  return kc;
+}
+
+void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
+  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
+    return;
+  }
+  const int64_t kc = qgemm_e2m1_chunk(A, B, K);
+  SNIP_ASSERT_MSG(kc > 0, "qgemm_e2m1: the operands' scale blocks along K do not nest");
+  Packed& P = packed_workspace();
+  P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 3) / 4 * 4;
+  P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
+  grow(P.a, M * P.nch * P.kcp);
+  grow(P.sa, M * P.nch);
+  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
+  grow(P.corr, P.npanel * P.nch * kNR);
+  grow(P.sb, P.npanel * P.nch * kNR);
+  const int nchunks = detail::chunks_for_threads(quant_threads());
+  pack_a(P, A, nchunks);
+  pack_b(P, B, nchunks);
+
+  const bool vnni = qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni();
+  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t ntasks = P.npanel * groups;
+  SNIP_ASSERT(ntasks <= INT32_MAX);
+  const int64_t lda = P.nch * P.kcp;
+  auto task = [&](int id) {
+    const int64_t p = id / groups, g = id % groups;
+    const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, N - n0);
+    alignas(64) float ct[kMR * kNR];
+    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kMR) {
+      const int mr = int(std::min<int64_t>(kMR, M - m0));
+      const TileArgs t{P.a.data() + m0 * lda,
+                       lda,
+                       P.sa.data() + m0 * P.nch,
+                       P.b.data() + p * P.nch * P.kcp * kNR,
+                       P.corr.data() + p * P.nch * kNR,
+                       P.sb.data() + p * P.nch * kNR,
+                       P.nch,
+                       P.kcp,
+                       P.kc,
+                       P.K};
+      if (vnni)
+        tile_vnni_any(ct, t, mr);
+      else
+        tile_scalar(ct, t, mr);
+      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kNR, size_t(ncols) * sizeof(float));
+    }
+  };
+  if (quant_threads() <= 1) {
+    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
+  } else {
+    pool_run(int(ntasks), task);
+  }
+}
+
+}  // namespace snip
