@@ -117,7 +117,7 @@ void run_show(const ShowOptions& o) {
   const auto compares = store.list_compares(r.id);
 
   if (o.json) {
-    nlohmann::json j = snip::run_to_json(r);
+    nlohmann::json j = snip::run_record_json(store, r);
     j["metrics_summary"] = {{"rows", m.rows},
                             {"last_train_loss", opt_json(m.last_train)},
                             {"min_train_loss", opt_json(m.min_train)},
@@ -163,17 +163,17 @@ void run_show(const ShowOptions& o) {
 
   const auto& d = r.spec.dims;
   const int64_t end = r.ended_ms ? *r.ended_ms : r.heartbeat_ms;
-  std::printf("run %lld: %s\n", (long long)r.id, r.spec.name.c_str());
+  std::printf("run %lld: %s\n", (long long)r.id, snip::printable_text(r.spec.name).c_str());
   std::printf("  status      %s%s%s\n", snip::run_status_name(r.status), r.status_message.empty() ? "" : " — ",
-              r.status_message.c_str());
+              snip::printable_text(r.status_message).c_str());
   std::printf("  started     %s   ended %s   duration %s\n", snip::format_utc_ms(r.started_ms).c_str(),
               r.ended_ms ? snip::format_utc_ms(*r.ended_ms).c_str() : "-",
               snip::format_duration_ms(end - r.started_ms).c_str());
   std::printf("  model       C=%d F=%d L=%d NH=%d KVH=%d (%zu selectable linear layers)\n", d.hidden, d.intermediate,
               d.num_layers, d.num_heads, d.num_kv_heads, size_t(7) * size_t(std::max(0, d.num_layers)));
-  std::printf("  data        %s\n", r.spec.data_source.empty() ? "-" : r.spec.data_source.c_str());
-  std::printf("  method      %s   recipe %s   seed %lld\n", r.spec.method.empty() ? "-" : r.spec.method.c_str(),
-              r.spec.recipe.c_str(), (long long)r.spec.seed);
+  std::printf("  data        %s\n", r.spec.data_source.empty() ? "-" : snip::printable_text(r.spec.data_source).c_str());
+  std::printf("  method      %s   recipe %s   seed %lld\n", r.spec.method.empty() ? "-" : snip::printable_text(r.spec.method).c_str(),
+              snip::printable_text(r.spec.recipe).c_str(), (long long)r.spec.seed);
   if (r.spec.parent_run_id)
     std::printf("  branched    from run %lld at step %lld\n", (long long)*r.spec.parent_run_id,
                 (long long)r.spec.parent_step.value_or(0));
@@ -184,26 +184,26 @@ void run_show(const ShowOptions& o) {
   std::printf("  throughput  %s tokens/s (mean)   FP4 FLOP fraction %s   BF16 gap %s\n",
               opt_text(m.mean_tokens_per_s, "%.0f").c_str(), opt_text(m.last_fp4).c_str(),
               opt_text(m.last_gap, "%+.4f").c_str());
-  if (!r.spec.notes.empty()) std::printf("  notes       %s\n", r.spec.notes.c_str());
+  if (!r.spec.notes.empty()) std::printf("  notes       %s\n", snip::printable_text(r.spec.notes).c_str());
   std::printf("  checkpoints %zu\n", r.checkpoints.size());
-  for (const auto& c : r.checkpoints) std::printf("    step %-8lld %s\n", (long long)c.step, c.path.c_str());
+  for (const auto& c : r.checkpoints) std::printf("    step %-8lld %s\n", (long long)c.step, snip::printable_text(c.path).c_str());
   std::printf("  plan timeline %zu\n", timeline.size());
   for (const auto& e : timeline) {
     const auto p = store.plan(e.plan_id);
     std::printf("    steps %lld..%s  plan %lld (%s, budget %.3f, achieved %.4f)\n", (long long)e.first_step,
-                e.last_step ? std::to_string(*e.last_step).c_str() : "", (long long)e.plan_id, p.plan.method.c_str(),
+                e.last_step ? std::to_string(*e.last_step).c_str() : "", (long long)e.plan_id, snip::printable_text(p.plan.method).c_str(),
                 p.plan.budget, p.plan.achieved_fp4_fraction);
   }
   std::printf("  plans       %zu\n", plans.size());
   for (const auto& p : plans)
     std::printf("    plan %lld: %s budget %.3f achieved %.4f objective %s solver %s\n", (long long)p.id,
-                p.plan.method.c_str(), p.plan.budget, p.plan.achieved_fp4_fraction,
+                snip::printable_text(p.plan.method).c_str(), p.plan.budget, p.plan.achieved_fp4_fraction,
                 opt_text(p.solve.objective, "%.6g").c_str(),
                 p.solve.solver_status.empty() ? "-" : p.solve.solver_status.c_str());
   std::printf("  statistics rounds %zu\n", rounds.size());
   for (const auto& s : rounds)
     std::printf("    round %lld at step %lld (batch %s, %d layers)\n", (long long)s.id, (long long)s.step,
-                s.batch_id.c_str(), s.num_layers);
+                snip::printable_text(s.batch_id).c_str(), s.num_layers);
   std::printf("  validations %zu\n", validations.size());
   for (const auto& v : validations) {
     const auto full = store.validation(v.id);

@@ -4,6 +4,7 @@
 // after the current step, saves a checkpoint and exits cleanly.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -18,12 +19,14 @@
 
 #include "command.h"
 #include "snip/adaptive.h"
+#include "snip/checkpoint.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
 #include "snip/recorded_training.h"
 #include "snip/store.h"
+#include "snip/store_export.h"
 #include "snip/trainer.h"
 
 namespace {
@@ -68,11 +71,70 @@ struct TrainOptions {
   std::vector<std::string> given;  // options the user set explicitly
 };
 
-// Options that define a run; on --resume they come from the checkpoint.
+// Options that define a run; on --resume they come from the checkpoint, and one given again
+// must agree with it (--data is where the corpus is now; its fingerprint must match).
 const char* const kRunDefiningOptions[] = {"--data",  "--tokenizer",  "--batch-size",  "--seq-len",   "--grad-accum",
                                            "--lr",    "--lr-min",     "--warmup",      "--schedule",  "--weight-decay",
                                            "--beta1", "--beta2",      "--clip",        "--precision", "--recipe",
-                                           "--seed",  "--eval-every", "--eval-batches"};
+                                           "--seed",  "--eval-every", "--eval-batches", "--method",   "--budget",
+                                           "--replan-every", "--bf16-probe-every", "--lambda", "--ties"};
+
+bool given(const TrainOptions& o, const std::string& name) {
+  return std::find(o.given.begin(), o.given.end(), name) != o.given.end();
+}
+
+// The run-defining settings given again on a resume, as pointers into the checkpoint's
+// training configuration (`stored`, train_config_to_json) and adaptive settings.
+std::vector<snip::GivenSetting> given_train_settings(const TrainOptions& o, const nlohmann::json& stored) {
+  const std::vector<snip::GivenSetting> all = {
+      {"--tokenizer", "/tokenizer", o.tokenizer},
+      {"--batch-size", "/batch_size", o.batch_size},
+      {"--seq-len", "/seq_len", o.seq_len},
+      {"--grad-accum", "/grad_accum", o.grad_accum},
+      {"--lr", "/schedule/lr", o.lr},
+      {"--lr-min", "/schedule/lr_min", o.lr_min},
+      // a warmup longer than the run was stored as the run's length
+      {"--warmup", "/schedule/warmup",
+       stored.contains("steps") && stored["steps"].is_number_integer()
+           ? std::min<int64_t>(o.warmup, stored["steps"].get<int64_t>())
+           : o.warmup},
+      {"--schedule", "/schedule/kind", o.schedule},
+      {"--weight-decay", "/adamw/weight_decay", o.weight_decay},
+      {"--beta1", "/adamw/beta1", o.beta1},
+      {"--beta2", "/adamw/beta2", o.beta2},
+      {"--clip", "/grad_clip", o.clip},
+      {"--precision", "/precision", o.precision},
+      {"--recipe", "/recipe", o.recipe},
+      {"--seed", "/seed", o.seed},
+      {"--eval-every", "/eval_every", o.eval_every},
+      {"--eval-batches", "/eval_batches", o.eval_batches}};
+  std::vector<snip::GivenSetting> out;
+  for (const auto& g : all)
+    if (given(o, g.option)) out.push_back(g);
+  return out;
+}
+
+std::vector<snip::GivenSetting> given_adaptive_settings(const TrainOptions& o) {
+  const std::vector<snip::GivenSetting> all = {
+      {"--method", "/method", o.method.empty() ? "" : snip::method_name(snip::parse_method(o.method))},
+      {"--budget", "/budget", o.budget},
+      {"--replan-every", "/replan_every", o.replan_every},
+      {"--bf16-probe-every", "/bf16_probe_every", o.bf16_probe_every},
+      {"--lambda", "/lambda", o.lambda},
+      {"--ties", "/ties", o.ties}};
+  std::vector<snip::GivenSetting> out;
+  for (const auto& g : all)
+    if (given(o, g.option)) out.push_back(g);
+  return out;
+}
+
+// What `snip train --resume` needs besides the directory to reach the same database.
+std::string resume_command(const TrainOptions& o, const std::string& out) {
+  std::string cmd = "snip train --resume " + out;
+  if (o.no_db) cmd += " --no-db";
+  else if (!o.db.empty()) cmd += " --db " + o.db;
+  return cmd;
+}
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) {
@@ -156,10 +218,13 @@ void run_train(const TrainOptions& o) {
   if (!o.resume.empty()) {
     if (!o.preset.empty() || !o.config.empty())
       throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
-    for (const auto& name : o.given)
-      std::fprintf(stderr, "warning: %s is ignored with --resume: the run continues with its saved settings\n",
-                   name.c_str());
-    trainer = snip::Trainer::resume(o.resume, o.steps);
+    const nlohmann::json state = snip::read_trainer_state(o.resume);
+    const nlohmann::json stored = state.is_object() && state.contains("config") && state["config"].is_object()
+                                      ? state["config"]
+                                      : nlohmann::json::object();
+    snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
+    trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
+    for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (out.empty()) out = o.resume;
     if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
   } else {
@@ -192,12 +257,13 @@ void run_train(const TrainOptions& o) {
   for (const auto& w : trainer->plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
 
   const auto& cfg = trainer->config();
+  const snip::Plan next_plan = trainer->next_plan();  // a resume's --plan takes effect at the next step
   if (!o.json)
     std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
                  (long long)trainer->model().num_params(), trainer->data().source.c_str(), cfg.batch_size, cfg.seq_len,
                  cfg.grad_accum, (long long)cfg.steps,
-                 cfg.plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
-                                         : ("plan " + cfg.plan.method + ", recipe " + cfg.recipe).c_str(),
+                 next_plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
+                                          : ("plan " + next_plan.method + ", recipe " + cfg.recipe).c_str(),
                  out.c_str());
 
   Progress progress(o.json);
@@ -214,6 +280,15 @@ void run_train(const TrainOptions& o) {
     ao.bf16_probe_every = o.bf16_probe_every;
     adaptive = ao;
   }
+  if (!o.resume.empty()) {  // the run goes on with the checkpoint's adaptive settings
+    std::vector<std::string> warnings;
+    adaptive = snip::resumed_adaptive_options(*trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
+    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (adaptive && !o.plan.empty())
+      throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
+                        o.plan + " would be replaced at the next round; resume without --plan, or start a new run "
+                        "with --plan");
+  }
 
   // ---- the experiment store: the run, its metrics, checkpoints, and (adaptive) rounds and plans
   std::unique_ptr<snip::Store> store;
@@ -221,7 +296,9 @@ void run_train(const TrainOptions& o) {
   if (!o.no_db) {
     store = std::make_unique<snip::Store>(o.db.empty() ? snip::cli::default_db_path() : o.db);
     snip::RunDescription description;
-    description.name = o.name.empty() ? std::filesystem::path(out).filename().string() : o.name;
+    // A name derived from the directory is made one printable line; a given --name with a
+    // control character is refused by the store.
+    description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
     run_id = snip::open_recorded_run(*store, *trainer, description, adaptive, o.resume).id;
     if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)run_id, store->path().c_str());
   }
@@ -239,7 +316,7 @@ void run_train(const TrainOptions& o) {
   training.on_plan = [&](const snip::PlanEvent& e, int64_t) {
     if (!o.json)
       std::fprintf(stderr, "\nstep %lld: statistics round %.1fs, plan %s at budget %.3f -> FP4 fraction %.4f (%s)%s\n",
-                   (long long)e.first_step, e.round_seconds, e.result.method.c_str(), o.budget,
+                   (long long)e.first_step, e.round_seconds, e.result.method.c_str(), adaptive->request.budget,
                    e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
   };
 
@@ -256,8 +333,8 @@ void run_train(const TrainOptions& o) {
   std::signal(SIGINT, previous);
   progress.end_line();
   if (!outcome.finished) {
-    std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: snip train --resume %s)\n",
-                 (long long)outcome.step, out.c_str(), out.c_str());
+    std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: %s)\n",
+                 (long long)outcome.step, out.c_str(), resume_command(o, out).c_str());
   } else if (!o.json) {
     std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)outcome.step, out.c_str());
   }

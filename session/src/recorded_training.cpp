@@ -83,6 +83,52 @@ AdaptiveOptions adaptive_options_from_json(const nlohmann::json& j, const std::s
   return o;
 }
 
+StoredAdaptive stored_adaptive_options(const Trainer& trainer, const std::string& source) {
+  const nlohmann::json& extra = trainer.state_extra();
+  StoredAdaptive out;
+  if (!extra.is_object() || !extra.contains("adaptive")) return out;
+  out.known = true;
+  if (!extra["adaptive"].is_null()) out.adaptive = adaptive_options_from_json(extra["adaptive"], source);
+  return out;
+}
+
+void check_given_settings(const nlohmann::json& stored, const std::vector<GivenSetting>& given,
+                          const std::string& checkpoint) {
+  std::string clashes;
+  for (const GivenSetting& g : given) {
+    const nlohmann::json::json_pointer ptr(g.pointer);
+    const nlohmann::json have = stored.contains(ptr) ? stored.at(ptr) : nlohmann::json();
+    if (have == g.value) continue;
+    // 0.1 given for a stored 0.1 compares equal; a float stored as an integer does not: compare numerically.
+    if (have.is_number() && g.value.is_number() && have.get<double>() == g.value.get<double>()) continue;
+    clashes += (clashes.empty() ? "" : "; ") + g.option + " " + g.value.dump() + " but the run has " +
+               (have.is_null() ? std::string("none") : have.dump());
+  }
+  if (!clashes.empty())
+    throw Error("--resume " + checkpoint + " continues the saved run with its own settings, and the command line "
+                "contradicts them: " + clashes +
+                ". Drop these options to continue the run as it was, or start a new run (--preset/--config) "
+                "with the settings you want");
+}
+
+std::optional<AdaptiveOptions> resumed_adaptive_options(const Trainer& trainer, const std::string& checkpoint,
+                                                         const std::optional<AdaptiveOptions>& requested,
+                                                         const std::vector<GivenSetting>& given,
+                                                         std::vector<std::string>* warnings) {
+  const StoredAdaptive stored = stored_adaptive_options(trainer, checkpoint + "/trainer_state.json");
+  if (!stored.known) {
+    if (warnings && trainer.step_count() > 0)
+      warnings->push_back(checkpoint + " was saved without its adaptive settings (by an older snip): " +
+                          (requested ? "continuing with the --method/--budget/... given now"
+                                     : "it continues with a fixed plan; if the run was adaptive, give its "
+                                       "--method/--budget/--replan-every/... again"));
+    return requested;
+  }
+  if (!stored.adaptive) return requested;  // a fixed-plan run may turn adaptive from here on
+  check_given_settings(adaptive_options_to_json(*stored.adaptive), given, checkpoint);
+  return stored.adaptive;
+}
+
 std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::string& checkpoint_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -95,17 +141,48 @@ std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::str
   return found;
 }
 
+namespace {
+
+// Stores `plan` (given as a file, not solved here) for `run_id`, in effect from `first_step`.
+void record_file_plan(Store& store, int64_t run_id, const Plan& plan, int64_t first_step) {
+  PlanSolveInfo info;
+  info.run_id = run_id;
+  info.solver_status = "file";
+  store.set_plan_in_effect(run_id, store.add_plan(plan, info), first_step);
+}
+
+}  // namespace
+
 RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDescription& description,
                               const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from) {
-  const TrainConfig& cfg = trainer.config();
+  // What is recorded is what the next step trains under: a plan handed to the resumed trainer
+  // (snip train --resume ck --plan p.json) replaces the checkpoint's from the next step.
+  TrainConfig cfg = trainer.config();
+  const Plan next_plan = trainer.next_plan();
+  const bool plan_changed = !(next_plan.layers == cfg.plan.layers);
+  cfg.plan = next_plan;
+  const int64_t next_step = trainer.step_count() + 1;
+  nlohmann::json train_config = train_config_to_json(cfg);
+  if (adaptive) train_config["adaptive"] = adaptive_options_to_json(*adaptive);
+  const std::string method = !description.method.empty() ? description.method
+                             : adaptive                  ? method_name(adaptive->method)
+                             : cfg.plan.layers.empty()   ? "uniform-" + cfg.precision
+                             : cfg.plan.method.empty()   ? "manual"
+                                                         : cfg.plan.method;
   if (!resumed_from.empty()) {
     if (const std::optional<int64_t> id = find_run_of_checkpoint(store, resumed_from)) {
       store.claim_run(*id, trainer.step_count());
-      // The plan in effect at the checkpoint goes on: reopen its timeline entry, closed when the
-      // run stopped there.
+      // The run goes on with this configuration (e.g. more --steps, another plan).
+      store.set_run_config(*id, train_config, plan_changed ? method : store.run(*id).spec.method);
       const std::vector<PlanTimelineEntry> timeline = store.plan_timeline(*id);
-      if (!timeline.empty() && timeline.back().last_step == trainer.step_count())
+      if (plan_changed) {
+        if (!timeline.empty()) store.end_plan_timeline(*id, trainer.step_count());
+        if (!next_plan.layers.empty()) record_file_plan(store, *id, next_plan, next_step);
+      } else if (!timeline.empty() && timeline.back().last_step == trainer.step_count()) {
+        // The plan in effect at the checkpoint goes on: reopen its timeline entry, closed when
+        // the run stopped there.
         store.set_plan_in_effect(*id, timeline.back().plan_id, timeline.back().first_step);
+      }
       return {*id, true};
     }
   }
@@ -113,27 +190,19 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
   spec.name = description.name;
   spec.dims = cfg.model.dims();
   spec.model_config = config_to_json(cfg.model);
-  spec.train_config = train_config_to_json(cfg);
-  if (adaptive) spec.train_config["adaptive"] = adaptive_options_to_json(*adaptive);
+  spec.train_config = train_config;
   spec.data_source = cfg.data_path.empty() ? bundled_corpus_path() : cfg.data_path;
   spec.recipe = cfg.recipe;
   spec.seed = int64_t(cfg.seed);
-  spec.method = !description.method.empty() ? description.method
-                : adaptive                  ? method_name(adaptive->method)
-                : cfg.plan.layers.empty()   ? "uniform-" + cfg.precision
-                : cfg.plan.method.empty()   ? "manual"
-                                            : cfg.plan.method;
+  spec.method = method;
   spec.plan_id = description.plan_id;
   spec.notes = description.notes;
   if (!resumed_from.empty() && spec.notes.empty()) spec.notes = "resumed from checkpoint " + resumed_from;
   const int64_t run_id = store.create_run(spec);
   if (description.plan_id) {
-    store.set_plan_in_effect(run_id, *description.plan_id, trainer.step_count() + 1);
+    store.set_plan_in_effect(run_id, *description.plan_id, next_step);
   } else if (!cfg.plan.layers.empty()) {
-    PlanSolveInfo info;
-    info.run_id = run_id;
-    info.solver_status = "file";
-    store.set_plan_in_effect(run_id, store.add_plan(cfg.plan, info), trainer.step_count() + 1);
+    record_file_plan(store, run_id, cfg.plan, next_step);
   }
   return {run_id, false};
 }
@@ -170,50 +239,73 @@ std::string RecordedTraining::checkpoint_path(int64_t step) const {
   return (std::filesystem::path(options_.checkpoint_dir) / ("step-" + std::to_string(step))).string();
 }
 
+// After a failure past step 1: the trainer holds the last good state (a failed step leaves
+// weights, moments and data position as they were), so save it unless it is already saved.
+// Returns what the error message should add ("" when nothing was saved).
+std::string RecordedTraining::save_after_failure(RunRecorder* recorder, int64_t first_step,
+                                                int64_t last_saved) noexcept {
+  try {
+    const int64_t step = trainer_.step_count();
+    if (step <= first_step || step == last_saved || options_.checkpoint_dir.empty()) return "";
+    const std::string dir = checkpoint_path(step);
+    trainer_.save_checkpoint(dir);
+    if (recorder) recorder->add_checkpoint(step, dir);
+    return " (the last good state, step " + std::to_string(step) + ", is saved in " + dir + ")";
+  } catch (const std::exception& e) {
+    return std::string(" (saving the last good state failed too: ") + e.what() + ")";
+  }
+}
+
 TrainingOutcome RecordedTraining::run() {
   std::optional<RunRecorder> recorder;
-  if (store_) recorder.emplace(*store_, run_id_);
+  if (store_) recorder.emplace(*store_, run_id_, options_.recorder);
   std::optional<AdaptiveController> controller;
   std::optional<ProbeEvent> probe;
+  const int64_t first_step = trainer_.step_count();  // a resumed trainer's state is its checkpoint
+  int64_t last_saved = -1;                           // step of the last checkpoint this run wrote
   try {
-  // A resumed adaptive run leaves the controller alone until the step its next round is due
-  // at in the uninterrupted run (the plan in effect came with the checkpoint), so the resumed
-  // trajectory is the same. Until then no BF16 probe runs either.
-  int64_t controller_from = 0;
-  if (options_.adaptive) {
-    controller.emplace(trainer_, *options_.adaptive);
-    controller->on_probe([&](const ProbeEvent& p) { probe = p; });
-    controller->on_plan([&](const PlanEvent& e) {
-      int64_t plan_id = 0;
-      if (store_) {
-        PlanSolveInfo info;
-        info.run_id = run_id_;
-        info.stats_round_id = store_->add_stats_round(e.round, run_id_);
-        info.options = {{"lambda", options_.adaptive->estimator.lambda},
-                        {"ties", options_.adaptive->request.ties},
-                        {"replan_every", options_.adaptive->replan_every}};
-        info.objective = finite(e.result.objective);
-        info.predicted_delta_loss = finite(e.result.predicted_dl);
-        info.predicted_delta_weight = finite(e.result.predicted_dw);
-        info.mip_gap = finite(e.result.mip_gap);
-        info.solver_status = e.result.status;
-        info.solve_time_s = e.result.solve_ms / 1000.0;
-        plan_id = store_->add_plan(e.result.plan, info);
-        store_->set_plan_in_effect(run_id_, plan_id, e.first_step);
+    const int64_t total = trainer_.config().steps;
+    // Everything that would fail at the first evaluation fails now, before any work is done.
+    if (trainer_.step_count() < total) trainer_.check_can_evaluate();
+    // The checkpoint carries the adaptive settings (null: a fixed-plan run), so `--resume DIR`
+    // alone continues the same run.
+    trainer_.set_state_extra("adaptive", options_.adaptive ? adaptive_options_to_json(*options_.adaptive)
+                                                           : nlohmann::json());
+    if (options_.adaptive) {
+      controller.emplace(trainer_, *options_.adaptive);
+      controller->on_probe([&](const ProbeEvent& p) { probe = p; });
+      controller->on_plan([&](const PlanEvent& e) {
+        int64_t plan_id = 0;
+        if (store_) {
+          PlanSolveInfo info;
+          info.run_id = run_id_;
+          info.options = {{"lambda", options_.adaptive->estimator.lambda},
+                          {"ties", options_.adaptive->request.ties},
+                          {"replan_every", options_.adaptive->replan_every}};
+          info.objective = finite(e.result.objective);
+          info.predicted_delta_loss = finite(e.result.predicted_dl);
+          info.predicted_delta_weight = finite(e.result.predicted_dw);
+          info.mip_gap = finite(e.result.mip_gap);
+          info.solver_status = e.result.status;
+          info.solve_time_s = e.result.solve_ms / 1000.0;
+          // One transaction each, so a write retried after a busy lock is never doubled.
+          recorder->write([&] { info.stats_round_id = store_->add_stats_round(e.round, run_id_); });
+          recorder->write([&] { plan_id = store_->add_plan(e.result.plan, info); });
+          recorder->write([&] { store_->set_plan_in_effect(run_id_, plan_id, e.first_step); });
+        }
+        if (on_plan) on_plan(e, plan_id);
+      });
+      // A resumed adaptive run goes on with the plan its controller made (it came with the
+      // checkpoint); its next round and probes fall on the uninterrupted run's steps.
+      if (trainer_.step_count() > 0) {
+        if (const std::optional<int64_t> made_at = adaptive_plan_step(trainer_))
+          controller->continue_from(trainer_.config().plan, *made_at);
       }
-      if (on_plan) on_plan(e, plan_id);
-    });
-    if (trainer_.step_count() > 0) {
-      if (const std::optional<int64_t> made_at = adaptive_plan_step(trainer_))
-        controller_from = options_.adaptive->replan_every > 0 ? *made_at + options_.adaptive->replan_every
-                                                              : std::numeric_limits<int64_t>::max();
-    }
     }
 
-    const int64_t total = trainer_.config().steps;
     while (trainer_.step_count() < total) {
       if (!wait_while_paused()) break;
-      if (controller && trainer_.step_count() >= controller_from) controller->before_step();
+      if (controller) controller->before_step();
       const StepMetrics m = trainer_.step();
       if (controller) controller->after_step(m);
       MetricRow row;
@@ -231,21 +323,21 @@ TrainingOutcome RecordedTraining::run() {
         const std::string dir = checkpoint_path(m.step);
         // Rows first: a kill between the two then loses nothing a resume from this
         // checkpoint would not recompute (resume drops rows after the checkpoint's step).
-        if (recorder) recorder->flush();
+        if (recorder) recorder->flush_now();
         trainer_.save_checkpoint(dir);
+        last_saved = m.step;
         if (recorder) recorder->add_checkpoint(m.step, dir);
       }
       if (!go_on) break;
     }
-    if (controller && store_) store_->end_plan_timeline(run_id_, trainer_.step_count());
+    if (controller && store_) recorder->write([&] { store_->end_plan_timeline(run_id_, trainer_.step_count()); });
 
     TrainingOutcome out;
     out.step = trainer_.step_count();
     out.finished = out.step >= total;
     out.checkpoint = checkpoint_path(out.step);
-    const bool just_saved = options_.save_every > 0 && out.step > 0 && out.step % options_.save_every == 0;
-    if (recorder) recorder->flush();
-    if (!just_saved) trainer_.save_checkpoint(out.checkpoint);
+    if (recorder) recorder->flush_now();
+    if (last_saved != out.step) trainer_.save_checkpoint(out.checkpoint);
     if (recorder) {
       recorder->add_checkpoint(out.step, out.checkpoint);
       if (out.finished)
@@ -255,12 +347,14 @@ TrainingOutcome RecordedTraining::run() {
     }
     return out;
   } catch (const std::exception& e) {
+    const std::string saved = save_after_failure(recorder ? &*recorder : nullptr, first_step, last_saved);
     try {
-      if (recorder) recorder->fail(e.what());
+      if (recorder) recorder->fail(e.what() + saved);
     } catch (const std::exception&) {
       // the store itself failed; the engine's error still reaches the caller
     }
-    throw;
+    if (saved.empty()) throw;
+    throw Error(e.what() + saved);
   }
 }
 

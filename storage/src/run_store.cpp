@@ -147,6 +147,7 @@ int64_t Store::create_run(const RunSpec& spec) {
   if (spec.dims.num_layers < 0 || spec.dims.hidden < 0)
     throw Error("run '" + spec.name + "': model dimensions must not be negative");
   const ProcessId me = this_process();
+  store_detail::check_run_name(spec.name);
   const int64_t now = now_ms();
   WriteTxn txn(db);
   if (spec.parent_run_id) store_detail::require_run(db, *spec.parent_run_id);
@@ -235,7 +236,20 @@ void Store::set_run_notes(int64_t run_id, const std::string& notes) {
   txn.commit();
 }
 
+void Store::set_run_config(int64_t run_id, const nlohmann::json& train_config, const std::string& method) {
+  auto& db = impl_->db;
+  WriteTxn txn(db);
+  store_detail::require_run(db, run_id);
+  Stmt(db, "UPDATE runs SET train_config = ?, method = ? WHERE id = ?")
+      .bind(1, train_config.dump())
+      .bind(2, method)
+      .bind(3, run_id)
+      .run();
+  txn.commit();
+}
+
 void Store::set_run_name(int64_t run_id, const std::string& name) {
+  store_detail::check_run_name(name);
   auto& db = impl_->db;
   WriteTxn txn(db);
   store_detail::require_run(db, run_id);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "snip/error.h"
+#include "snip/store.h"
 
 namespace snip::store_detail {
 
@@ -42,7 +43,7 @@ void Db::fail(int rc, std::string_view doing) const {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       msg += " — another process held the database lock past the busy timeout; retry when it is idle";
-      break;
+      throw StoreBusy(msg);
     case SQLITE_READONLY:
     case SQLITE_CANTOPEN:
     case SQLITE_PERM:

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "schema.h"
 #include "snip/error.h"
+#include "snip/store_export.h"
 #include "store_impl.h"
 
 namespace snip {
@@ -42,6 +44,16 @@ nlohmann::json parse_json_column(const std::string& text, const std::string& whe
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + " holds invalid JSON (" + e.what() + "); the database was edited or damaged");
+  }
+}
+
+void check_run_name(const std::string& name) {
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      throw Error("run name \"" + printable_text(name) +
+                  "\" contains a control character (a newline, tab, escape, ...); a run name is one line of "
+                  "printable text: choose another --name");
   }
 }
 
@@ -139,6 +151,7 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
   // connection mutex is pure overhead (~5% of an insert).
   db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0));
   sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
+  impl_->busy_timeout_ms = options.busy_timeout_ms;
   sqlite3_extended_result_codes(db.handle(), 1);
   db.exec("PRAGMA foreign_keys = ON");
 
@@ -195,6 +208,13 @@ Store& Store::operator=(Store&&) noexcept = default;
 
 const std::string& Store::path() const {
   return impl_->path;
+}
+void Store::set_busy_timeout(int ms) {
+  impl_->busy_timeout_ms = std::max(0, ms);
+  sqlite3_busy_timeout(impl_->db.handle(), impl_->busy_timeout_ms);
+}
+int Store::busy_timeout() const {
+  return impl_->busy_timeout_ms;
 }
 int Store::schema_version() const {
   return impl_->version;

@@ -6,9 +6,40 @@
 #include <cstdio>
 #include <ctime>
 
+#include "snip/store.h"
+
 namespace snip {
 
 using nlohmann::json;
+
+std::string printable_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+nlohmann::json run_record_json(const Store& store, const RunInfo& run) {
+  if (!run.checkpoints.empty()) return run_to_json(run);
+  RunInfo full = run;
+  full.checkpoints = store.checkpoints(run.id);
+  return run_to_json(full);
+}
 
 std::string format_utc_ms(int64_t unix_ms) {
   if (unix_ms == 0) return "-";

@@ -13,12 +13,17 @@ struct Store::Impl {
   store_detail::Db db;
   std::string path;
   int version = 0;
+  int busy_timeout_ms = 5000;
 };
 
 namespace store_detail {
 
 // Parses a JSON column; a damaged value is reported with the table, column and row.
 nlohmann::json parse_json_column(const std::string& text, const std::string& where);
+
+// Names enter the store here (create_run, set_run_name): one line of printable text, so no
+// listing can be forged by a name. Throws snip::Error for a control character.
+void check_run_name(const std::string& name);
 
 // Throws snip::Error "<path>: run N does not exist (see `snip runs`)" unless it exists.
 void require_run(Db& db, int64_t run_id);

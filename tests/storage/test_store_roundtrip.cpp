@@ -3,6 +3,9 @@
 // RunRecorder's batching, and transactions.
 #include <cmath>
 #include <limits>
+#include <atomic>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "snip/curve.h"
@@ -528,4 +531,69 @@ TEST(StoreConcurrency, WriterWaitsForBusyTimeoutThenReportsLock) {
   lock.commit();
   other.append_metrics(id, std::vector<MetricRow>{row_for_step(0)});
   EXPECT_EQ(store.run(id).metric_rows, 1);
+}
+
+// Another process holding the write lock (a sqlite3 shell in BEGIN IMMEDIATE, a backup) never
+// fails the recorder: the rows stay in memory, a warning is given once, and they are all
+// written once the lock is free. The store's own busy counter says the lock was hit, so
+// nothing depends on timing.
+TEST(RunRecorder, BusyDatabaseKeepsRowsInMemoryUntilTheLockIsFree) {
+  TempDir dir;
+  const std::string path = dir.file("w.db");
+  Store holder(path);
+  Store store(path, {.busy_timeout_ms = 20});
+  const int64_t id = store.create_run(tiny_spec());
+  std::vector<std::string> warnings;
+  RunRecorder rec(store, id,
+                  {.flush_rows = 4, .flush_ms = 1000000, .busy_retry_ms = 1, .busy_retry_max_ms = 1,
+                   .on_busy = [&](const std::string& m) { warnings.push_back(m); }});
+  auto lock = std::make_unique<Store::Transaction>(holder);  // holds the write lock
+  for (int s = 0; s < 40; ++s) rec.record(row_for_step(s));
+  EXPECT_GT(rec.busy_count(), 0);
+  EXPECT_EQ(rec.rows_written(), 0);
+  EXPECT_EQ(rec.rows_buffered(), 40u);
+  ASSERT_EQ(warnings.size(), 1u) << "warned once, not per retry";
+  EXPECT_NE(warnings[0].find("is locked by another process; rows are kept in memory"), std::string::npos)
+      << warnings[0];
+  EXPECT_FALSE(rec.flush());  // still locked: false, nothing lost
+  lock->commit();
+  lock.reset();
+  EXPECT_TRUE(rec.flush());  // the lock is free: everything kept is written
+  EXPECT_EQ(rec.rows_written(), 40);
+  for (int s = 40; s < 44; ++s) rec.record(row_for_step(s));
+  rec.finish();
+  EXPECT_EQ(store.run(id).status, RunStatus::finished);
+  EXPECT_EQ(store.metrics(id).size(), 44u);
+}
+
+// Past max_buffered_rows, and for writes that must happen (a checkpoint, the final status), the
+// recorder waits for the lock instead of failing; the holder releases it when told the writer
+// hit it (on_busy), not after a delay.
+TEST(RunRecorder, BoundedBufferAndCheckpointWaitForTheLockInsteadOfFailing) {
+  TempDir dir;
+  const std::string path = dir.file("w.db");
+  Store holder(path);
+  Store store(path, {.busy_timeout_ms = 20});
+  const int64_t id = store.create_run(tiny_spec());
+  std::promise<void> hit;
+  std::atomic<int> hits{0};
+  RunRecorder rec(store, id,
+                  {.flush_rows = 1000, .flush_ms = 1000000, .max_buffered_rows = 8, .busy_retry_ms = 1,
+                   .busy_retry_max_ms = 2, .on_busy = [&](const std::string&) {
+                     if (hits++ == 0) hit.set_value();
+                   }});
+  Store::Transaction lock(holder);
+  std::thread writer([&] {
+    for (int s = 0; s < 8; ++s) rec.record(row_for_step(s));  // the 8th waits for the lock
+    rec.add_checkpoint(7, "/ckpt/7");
+    rec.finish();
+  });
+  hit.get_future().wait();  // the writer found the lock held
+  lock.commit();
+  writer.join();
+  EXPECT_GE(rec.busy_count(), 1);
+  const RunInfo r = store.run(id);
+  EXPECT_EQ(r.status, RunStatus::finished);
+  EXPECT_EQ(r.metric_rows, 8);
+  EXPECT_EQ(r.checkpoints.size(), 1u);
 }

@@ -82,12 +82,20 @@ void TrainingWorker::run(const TrainRequest& request) {
       }
     }
     for (const std::string& w : trainer->plan_warnings()) emit warning(QString::fromStdString(w));
+    for (const std::string& w : trainer->resume_warnings()) emit warning(QString::fromStdString(w));
+    // A resumed run goes on with the adaptive settings its checkpoint carries.
+    std::optional<snip::AdaptiveOptions> adaptive = request.adaptive;
+    if (!resume_from.empty()) {
+      std::vector<std::string> warnings;
+      adaptive = snip::resumed_adaptive_options(*trainer, resume_from, request.adaptive, {}, &warnings);
+      for (const std::string& w : warnings) emit warning(QString::fromStdString(w));
+    }
 
     snip::RunDescription description;
     description.name = request.run_name.toStdString();
     description.method = request.method.toStdString();
     description.plan_id = request.plan_id;
-    const snip::RecordedRun run = snip::open_recorded_run(*store, *trainer, description, request.adaptive, resume_from);
+    const snip::RecordedRun run = snip::open_recorded_run(*store, *trainer, description, adaptive, resume_from);
     run_id = run.id;
     // A resumed run's chart starts with the steps it already has (up to the checkpoint).
     live_->reset(run_id, run.resumed ? store->metrics(run_id) : std::vector<snip::MetricRow>{});
@@ -97,8 +105,9 @@ void TrainingWorker::run(const TrainRequest& request) {
     options.checkpoint_dir =
         QDir(request.checkpoint_root).filePath(QStringLiteral("run-%1").arg(run_id)).toStdString();  // step-<N> below
     options.checkpoint_per_step = true;
-    options.adaptive = request.adaptive;
+    options.adaptive = adaptive;
     options.stop_reason = "stopped by the user";
+    options.recorder.on_busy = [this](const std::string& msg) { emit warning(QString::fromStdString(msg)); };
     std::filesystem::create_directories(options.checkpoint_dir);
     snip::RecordedTraining training(*trainer, store.get(), run_id, options);
 

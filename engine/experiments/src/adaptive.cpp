@@ -16,6 +16,15 @@ AdaptiveController::AdaptiveController(Trainer& trainer, AdaptiveOptions options
   if (options_.stats.noise_passes < 1) throw Error("adaptive training: noise passes must be ≥ 1");
 }
 
+void AdaptiveController::continue_from(const Plan& plan, int64_t made_at) {
+  PlanResult r;
+  r.plan = plan;
+  r.budget = options_.request.budget;
+  plans_.push_back(std::move(r));
+  timeline_.push_back({plans_.size() - 1, made_at + 1, -1});
+  last_plan_step_ = made_at;
+}
+
 PlanEvent AdaptiveController::replan() {
   PlanEvent ev;
   const auto t0 = std::chrono::steady_clock::now();

@@ -28,7 +28,15 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
   } catch (const nlohmann::json::exception& e) {
     throw Error(source + ": malformed step/data position (" + e.what() + ")");
   }
-  const bool same_data = data_path.empty() || data_path == s.config.data_path;
+  // Checkpoints store the corpus's absolute path (older ones the path as given): the same file
+  // given relative to the working directory is the same data.
+  const auto absolute = [](const std::string& p) {
+    std::error_code ec;
+    const std::filesystem::path a = std::filesystem::absolute(p, ec);
+    return ec ? p : a.lexically_normal().string();
+  };
+  const bool same_data = data_path.empty() || data_path == s.config.data_path ||
+                         absolute(data_path) == absolute(s.config.data_path);
   if (!data_path.empty()) s.config.data_path = data_path;
   if (batch_size > 0) s.config.batch_size = batch_size;
   if (seq_len > 0) s.config.seq_len = seq_len;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 
 #include "snip/checkpoint.h"
 #include "snip/error.h"
@@ -78,6 +80,41 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& s
   }
 }
 
+namespace {
+
+// The corpus path as stored: absolute, so a resume from another working directory finds it.
+std::string absolute_data_path(const std::string& path) {
+  if (path.empty()) return path;  // the bundled corpus
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+Trainer::CorpusFingerprint fingerprint_tokens(const TokenData& d) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 over the tokens' little-endian 16-bit values
+  auto mix = [&h](const std::vector<int32_t>& tokens) {
+    for (const int32_t t : tokens) {
+      h = (h ^ uint64_t(uint32_t(t) & 0xff)) * 0x100000001b3ull;
+      h = (h ^ uint64_t((uint32_t(t) >> 8) & 0xffffff)) * 0x100000001b3ull;
+    }
+  };
+  mix(d.train);
+  mix(d.val);
+  return {uint64_t(d.train.size() + d.val.size()), h};
+}
+
+}  // namespace
+
+std::string Trainer::CorpusFingerprint::hex() const {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
+  return buf;
+}
+
+std::string Trainer::CorpusFingerprint::str() const {
+  return std::to_string(tokens) + " tokens, fnv1a64 " + hex();
+}
+
 Trainer::Trainer(TrainConfig config) : Trainer(std::move(config), true) {}
 
 Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(config)) {
@@ -115,7 +152,9 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
     throw Error("tokenizer " + tokenizer->name() + " has " + std::to_string(tokenizer->vocab_size()) +
                 " tokens but the model's vocab_size is " + std::to_string(config_.model.vocab_size) +
                 " — use a config with a vocabulary at least as large");
+  config_.data_path = absolute_data_path(config_.data_path);
   data_ = load_token_data(config_.data_path, *tokenizer, config_.model.vocab_size, config_.val_fraction);
+  fingerprint_ = fingerprint_tokens(data_);
   const size_t need = size_t(config_.batch_size) * size_t(config_.seq_len) + 1;
   if (data_.train.size() < need)
     throw Error("training data " + data_.source + " has " + std::to_string(data_.train.size()) +
@@ -153,6 +192,11 @@ void Trainer::set_plan(const Plan& plan) {
   pending_plan_ = plan;
 }
 
+Plan Trainer::next_plan() const {
+  std::lock_guard<std::mutex> lock(plan_mutex_);
+  return pending_plan_ ? *pending_plan_ : config_.plan;
+}
+
 void Trainer::apply_pending_plan() {
   std::optional<Plan> plan;
   {
@@ -180,6 +224,9 @@ StepMetrics Trainer::step() {
   m.zero_grads();
   m.set_quant_key(config_.seed, uint64_t(step_));
   double loss_sum = 0;
+  // A failed step leaves the trainer as it was before it (weights, moments and data position),
+  // so the state can still be saved as the last good one.
+  const DataPosition start = train_loader_->position();
   try {
     for (int a = 0; a < config_.grad_accum; ++a) {
       train_loader_->next(inputs_.data(), targets_.data());
@@ -196,14 +243,17 @@ StepMetrics Trainer::step() {
       loss_sum += loss;
     }
   } catch (const Error& e) {
+    train_loader_->seek(start);
     const std::string msg = e.what();
     if (msg.rfind("step ", 0) == 0) throw;
     throw Error(where + msg + " (training stopped before the update; the last saved checkpoint, if any, is kept)");
   }
   const double gnorm = clip_grad_global_norm(m.grad_data(), m.num_params(), config_.grad_clip);
-  if (!std::isfinite(gnorm))
+  if (!std::isfinite(gnorm)) {
+    train_loader_->seek(start);
     throw Error(where + "the gradient of " + m.first_nonfinite_param(/*values=*/false) +
                 " is not finite. Training stopped before the update; the last saved checkpoint, if any, is kept.");
+  }
   const double lr = config_.schedule.at(step_);
   opt_->step(m.param_data(), m.grad_data(), m.param_tensors(), lr);
   step_ = step_no;
@@ -227,6 +277,7 @@ StepMetrics Trainer::step() {
 }
 
 bool Trainer::run(int64_t save_every, const std::string& out_dir) {
+  if (step_ < config_.steps) check_can_evaluate();
   while (step_ < config_.steps) {
     {
       std::unique_lock<std::mutex> lock(pause_mutex_);
@@ -241,7 +292,24 @@ bool Trainer::run(int64_t save_every, const std::string& out_dir) {
   return step_ >= config_.steps;
 }
 
+void Trainer::check_can_evaluate() const {
+  if (config_.eval_every <= 0) return;
+  if (config_.eval_batches <= 0)
+    throw Error("--eval-every " + std::to_string(config_.eval_every) + " asks for a validation loss but --eval-batches is " +
+                std::to_string(config_.eval_batches) +
+                "; give --eval-batches ≥ 1, or --eval-every 0 to train without evaluating");
+  const size_t need = size_t(config_.batch_size) * size_t(config_.seq_len) + 1;
+  if (data_.val.size() < need)
+    throw Error("validation stream of " + data_.source + " has " + std::to_string(data_.val.size()) +
+                " tokens, fewer than one batch of " + std::to_string(config_.batch_size) + "x" +
+                std::to_string(config_.seq_len) + " needs (" + std::to_string(need) +
+                "); use more data or a smaller --batch-size/--seq-len, or --eval-every 0 to train without "
+                "evaluating");
+}
+
 double Trainer::evaluate(int batches) {
+  if (batches <= 0)
+    throw Error("an evaluation needs at least one batch (got " + std::to_string(batches) + ")");
   BatchLoader val(&data_.val, config_.batch_size, config_.seq_len, 0, /*shuffle=*/false);
   const int64_t n = std::min<int64_t>(batches, int64_t(val.batches_per_epoch()));
   if (n <= 0)
@@ -265,20 +333,52 @@ nlohmann::json Trainer::trainer_state() const {
       {"step", step_},
       {"tokens_seen", tokens_seen_},
       {"data",
-       {{"source", data_.source}, {"epoch", pos.epoch}, {"batch_in_epoch", pos.batch_in_epoch}, {"seed", pos.seed}}},
+       {{"source", data_.source},
+        {"path", config_.data_path},
+        {"fingerprint", {{"tokens", fingerprint_.tokens}, {"fnv1a64", fingerprint_.hex()}}},
+        {"epoch", pos.epoch},
+        {"batch_in_epoch", pos.batch_in_epoch},
+        {"seed", pos.seed}}},
       // Stochastic rounding is counter-based: its state is (seed, step).
       {"rng", {{"seed", config_.seed}, {"step", step_}}},
       {"adamw_t", opt_->t()},
       {"recipe", config_.recipe},
       {"plan", nlohmann::json::parse(plan_to_json(config_.plan))},
-      {"config", train_config_to_json(cfg)}};
+      {"config", train_config_to_json(cfg)},
+      {"extra", extra_}};
 }
 
 void Trainer::save_checkpoint(const std::string& dir) const {
   write_checkpoint(dir, *model_, *opt_, trainer_state());
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps) {
+namespace {
+
+// The corpus fingerprint a checkpoint stored, if any (older checkpoints have none).
+std::optional<Trainer::CorpusFingerprint> stored_fingerprint(const nlohmann::json& data, const std::string& source) {
+  if (!data.is_object() || !data.contains("fingerprint")) return std::nullopt;
+  try {
+    const nlohmann::json& f = data.at("fingerprint");
+    Trainer::CorpusFingerprint fp;
+    fp.tokens = f.at("tokens").get<uint64_t>();
+    fp.hash = std::stoull(f.at("fnv1a64").get<std::string>(), nullptr, 16);
+    return fp;
+  } catch (const std::exception& e) {
+    throw Error(source + ": malformed corpus fingerprint (" + e.what() + ")");
+  }
+}
+
+// Where a resumed run reads its corpus: `override_path`, else the absolute path the checkpoint
+// stored, else (older checkpoints) the configured path as it was given.
+std::string resume_data_path(const nlohmann::json& data, const TrainConfig& cfg, const std::string& override_path) {
+  if (!override_path.empty()) return override_path;
+  if (data.is_object() && data.contains("path") && data["path"].is_string()) return data["path"].get<std::string>();
+  return cfg.data_path;
+}
+
+}  // namespace
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps, const std::string& data_path) {
   const ModelConfig model_cfg = read_checkpoint_config(dir);
   const nlohmann::json state = read_trainer_state(dir);
   const std::string source = dir + "/trainer_state.json";
@@ -289,7 +389,22 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
     throw Error(dir +
                 ": config.json differs from the model config in trainer_state.json — the checkpoint is inconsistent");
   if (total_steps > 0) cfg.steps = total_steps, cfg.schedule.total = total_steps;
+  const std::optional<CorpusFingerprint> saved = stored_fingerprint(state["data"], source);
+  cfg.data_path = resume_data_path(state["data"], cfg, data_path);
+  if (!cfg.data_path.empty() && !std::filesystem::exists(cfg.data_path))
+    throw Error("the corpus of " + dir + " (" + cfg.data_path + ") does not exist — was it moved or deleted? " +
+                "Put it back, or pass --data with its new location" +
+                (saved ? " (it must be the same corpus: " + saved->str() + ")" : std::string()));
   std::unique_ptr<Trainer> t(new Trainer(cfg, /*init_weights=*/false));
+  if (!saved) {
+    t->resume_warnings_.push_back(dir + " was saved without a corpus fingerprint (by an older snip): whether " +
+                                  t->data_.source + " is still the corpus the run trained on cannot be checked");
+  } else if (saved->tokens != t->fingerprint_.tokens || saved->hash != t->fingerprint_.hash) {
+    throw Error("the corpus " + t->data_.source + " is not the one " + dir + " was trained on: the checkpoint's corpus is " +
+                saved->str() + ", this one is " + t->fingerprint_.str() +
+                " — restore the original corpus (or pass --data with it), or start a new run on this one");
+  }
+  if (state.contains("extra") && state["extra"].is_object()) t->extra_ = state["extra"];
   read_checkpoint_model(dir, *t->model_);
   read_checkpoint_optimizer(dir, *t->model_, *t->opt_);
   try {

@@ -27,8 +27,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "snip/adaptive.h"
+#include "snip/run_recorder.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
 
@@ -40,6 +42,38 @@ namespace snip {
 // throws snip::Error naming `source` for a value of the wrong type or an unknown method.
 nlohmann::json adaptive_options_to_json(const AdaptiveOptions& o);
 AdaptiveOptions adaptive_options_from_json(const nlohmann::json& j, const std::string& source);
+
+// The adaptive settings a resumed trainer's checkpoint carries (trainer_state.json "extra"
+// ["adaptive"], written by RecordedTraining). `known` is false for a checkpoint saved before
+// they were stored; else `adaptive` is set for an adaptive run and empty for a fixed-plan one.
+struct StoredAdaptive {
+  bool known = false;
+  std::optional<AdaptiveOptions> adaptive;
+};
+StoredAdaptive stored_adaptive_options(const Trainer& trainer, const std::string& source);
+
+// A setting given again on the command line of a resume: the option as the user typed it, the
+// JSON pointer of the stored value it would set, and the value it asks for.
+struct GivenSetting {
+  std::string option;   // "--budget"
+  std::string pointer;  // "/budget"
+  nlohmann::json value;
+};
+// A resumed run is the same run: every given setting must equal the stored one. Throws
+// snip::Error listing each contradiction ("--budget 0.6 but the checkpoint's run has 0.5") and
+// saying how to continue (drop the option, or start a new run).
+void check_given_settings(const nlohmann::json& stored, const std::vector<GivenSetting>& given,
+                          const std::string& checkpoint);
+
+// The adaptive settings a run resumed from `checkpoint` continues with: the checkpoint's own,
+// checked against what the user gave again (`given`, pointers into adaptive_options_to_json;
+// `requested` is what the given options build). A fixed-plan checkpoint may turn adaptive from
+// here (`requested`); an older checkpoint without stored settings takes `requested` and adds a
+// warning to `warnings`.
+std::optional<AdaptiveOptions> resumed_adaptive_options(const Trainer& trainer, const std::string& checkpoint,
+                                                         const std::optional<AdaptiveOptions>& requested,
+                                                         const std::vector<GivenSetting>& given,
+                                                         std::vector<std::string>* warnings);
 
 // What a recorded run says about itself beyond the trainer's configuration.
 struct RunDescription {
@@ -72,6 +106,7 @@ struct RecordedTrainingOptions {
   bool checkpoint_per_step = false;  // true: <dir>/step-<N> each (all kept); false: <dir> rewritten
   std::optional<AdaptiveOptions> adaptive;  // adaptive SNIP: rounds + re-solves during training
   std::string stop_reason = "stopped";      // an interrupted run's message: "<reason> at step N"
+  RecorderOptions recorder;                 // metric-row buffering and busy-database behaviour
 };
 
 struct TrainingOutcome {
@@ -95,8 +130,10 @@ class RecordedTraining {
   std::function<void(const PlanEvent&, int64_t plan_id)> on_plan;
 
   // Trains to the total step count or until stopped, saves the final checkpoint and marks the
-  // run finished or interrupted. An engine error (NaN loss, infeasible budget, ...) marks the
-  // run failed and is rethrown; the last saved checkpoint is kept as it is.
+  // run finished or interrupted. What would fail at the first evaluation fails before step 1.
+  // An error after step 1 (NaN loss, a failed round, ...) saves the last good state as a
+  // checkpoint, marks the run failed with the reason and is rethrown naming the checkpoint.
+  // A busy database never stops the training: rows wait in memory (RunRecorder).
   TrainingOutcome run();
 
   // From any thread: stop after the current step; hold between steps.
@@ -105,6 +142,7 @@ class RecordedTraining {
 
  private:
   std::string checkpoint_path(int64_t step) const;
+  std::string save_after_failure(RunRecorder* recorder, int64_t first_step, int64_t last_saved) noexcept;
   bool wait_while_paused();  // false when stopped
 
   Trainer& trainer_;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/error.h"
 #include "snip/plan.h"
 #include "snip/stats.h"
 #include "snip/store_types.h"
@@ -28,6 +29,14 @@ namespace snip {
 // $XDG_DATA_HOME/snip-workbench/workbench.db, else ~/.local/share/snip-workbench/workbench.db
 // (the directory is created when missing). No Qt: the GUI and the CLI use the same file.
 std::string default_database_path();
+
+// A write refused because another connection or process held the database's write lock past
+// the busy timeout (a sqlite3 shell in a transaction, a backup, a GUI query). Nothing of that
+// write was committed; retrying it later is safe. RunRecorder keeps a run's rows meanwhile.
+class StoreBusy : public Error {
+ public:
+  using Error::Error;
+};
 
 struct StoreOptions {
   bool create = true;                      // create the file when missing (else: error)
@@ -52,6 +61,9 @@ class Store {
 
   const std::string& path() const;
   int schema_version() const;
+  // How long a write waits for another process's write lock before throwing StoreBusy.
+  void set_busy_timeout(int ms);
+  int busy_timeout() const;
   // A number that changes whenever something was committed to the file: by another connection
   // or process (PRAGMA data_version) or through this one (sqlite3_total_changes64). Reads no
   // table, so a poller can call it often and re-read only when it changed.
@@ -67,6 +79,9 @@ class Store {
   void set_run_status(int64_t run_id, RunStatus status, const std::string& message = "");
   void set_run_notes(int64_t run_id, const std::string& notes);
   void set_run_name(int64_t run_id, const std::string& name);
+  // A resumed run's configuration as it continues (total steps, plan, adaptive settings), so
+  // what is stored is what the run trains with.
+  void set_run_config(int64_t run_id, const nlohmann::json& train_config, const std::string& method);
   // Resuming a run: `running` again, owned by this process. With resume_from_step (the
   // checkpoint's step), the metrics and timeline entries after that step are dropped, since
   // those steps are trained again. Throws snip::Error when a live process still owns the run.

@@ -5,15 +5,24 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "snip/store_types.h"
 
 namespace snip {
 
+class Store;
+
 // "2026-11-22T04:51:02Z" (ISO 8601, UTC, seconds); "-" for 0.
 std::string format_utc_ms(int64_t unix_ms);
 // "3h 02m 11s", "4m 05s", "12.3s".
 std::string format_duration_ms(int64_t ms);
+// `s` with every control character escaped (\n, \r, \t, \xNN), so a stored string (a run
+// name, a path, a message) prints as one line and cannot forge rows of a table.
+std::string printable_text(std::string_view s);
+// The run as JSON with its checkpoints (read from `store` when `run` came from runs(), which
+// leaves them out): what `snip runs --json` and `snip show --json` both print.
+nlohmann::json run_record_json(const Store& store, const RunInfo& run);
 
 // {"id", "name", "status", ..., "model": {...}, "checkpoints": [...]} (no metrics).
 nlohmann::json run_to_json(const RunInfo& run);

@@ -69,6 +69,11 @@ class AdaptiveController {
   // replan/probe interval that is not a number of steps.
   AdaptiveController(Trainer& trainer, AdaptiveOptions options);
 
+  // A resumed run: `plan`, made by this run's controller when the trainer had done `made_at`
+  // steps, is in effect; the next round (and every probe) comes at the step the uninterrupted
+  // run's would. Call before the first before_step().
+  void continue_from(const Plan& plan, int64_t made_at);
+
   void on_plan(std::function<void(const PlanEvent&)> cb) { on_plan_ = std::move(cb); }
   void on_probe(std::function<void(const ProbeEvent&)> cb) { on_probe_ = std::move(cb); }
 

@@ -64,8 +64,13 @@ class Trainer {
   // A new run: weights initialized from config.seed, data loaded (bad data throws snip::Error).
   explicit Trainer(TrainConfig config);
   // Continues the run saved in `checkpoint_dir` (weights, AdamW moments, step, data position,
-  // plan). `total_steps` > 0 replaces the run's total step count.
-  static std::unique_ptr<Trainer> resume(const std::string& checkpoint_dir, int64_t total_steps = 0);
+  // plan). `total_steps` > 0 replaces the run's total step count. The corpus must be the one the
+  // run was saved with: its absolute path is stored (a relative --data resumed from another
+  // directory still finds it) with a fingerprint of its token stream, and a corpus that changed
+  // or is gone is an error naming both fingerprints. `data_path` (non-empty) reads the corpus
+  // from another place; its fingerprint must still match.
+  static std::unique_ptr<Trainer> resume(const std::string& checkpoint_dir, int64_t total_steps = 0,
+                                         const std::string& data_path = "");
 
   // Returning false from the callback cancels the run after that step.
   using Callback = std::function<bool(const StepMetrics&)>;
@@ -76,6 +81,8 @@ class Trainer {
   // Takes effect at the next step boundary (thread-safe). Throws snip::Error for a plan that
   // names a layer the model lacks.
   void set_plan(const Plan& plan);
+  // The plan the next step trains under: the one set_plan handed over, else the config's.
+  Plan next_plan() const;
 
   // One optimizer step (all micro-batches). Non-finite loss or gradients throw snip::Error naming
   // the step and the first non-finite tensor; the weights are left as they were before the step.
@@ -94,8 +101,30 @@ class Trainer {
 
   // Mean loss over the first `batches` sequential batches of the validation stream (forward only).
   double evaluate(int batches);
+  // What would make the run fail at its first evaluation, checked before step 1: a validation
+  // stream shorter than one batch, or --eval-every > 0 with no evaluation batches. Throws
+  // snip::Error saying what to change.
+  void check_can_evaluate() const;
+  // 64-bit FNV-1a of the corpus token stream (train + validation) and its token count: what a
+  // checkpoint stores to recognize its corpus on resume.
+  struct CorpusFingerprint {
+    uint64_t tokens = 0;
+    uint64_t hash = 0;
+    std::string hex() const;  // the hash as 16 hex digits
+    std::string str() const;  // "N tokens, fnv1a64 0123456789abcdef"
+  };
+  const CorpusFingerprint& corpus_fingerprint() const { return fingerprint_; }
   void save_checkpoint(const std::string& dir) const;
   nlohmann::json trainer_state() const;
+
+  // Settings of the layers above the trainer (e.g. the session's adaptive re-planning) saved in
+  // trainer_state.json under "extra" and given back by a resumed trainer, so a checkpoint alone
+  // continues the whole run. An object; null when the checkpoint has none (older checkpoints).
+  void set_state_extra(const std::string& key, nlohmann::json value) { extra_[key] = std::move(value); }
+  const nlohmann::json& state_extra() const { return extra_; }
+  // Warnings of a resume the caller should print (e.g. an older checkpoint without a corpus
+  // fingerprint, so an edited corpus cannot be detected).
+  const std::vector<std::string>& resume_warnings() const { return resume_warnings_; }
 
   int64_t step_count() const { return step_; }
   const TrainConfig& config() const { return config_; }
@@ -120,8 +149,11 @@ class Trainer {
   int64_t tokens_seen_ = 0;
   Callback callback_;
   std::vector<std::string> plan_warnings_;
+  std::vector<std::string> resume_warnings_;
+  nlohmann::json extra_ = nlohmann::json::object();
+  CorpusFingerprint fingerprint_;
 
-  std::mutex plan_mutex_;
+  mutable std::mutex plan_mutex_;
   std::optional<Plan> pending_plan_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
