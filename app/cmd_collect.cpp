@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
@@ -122,7 +123,11 @@ void setup_collect(CLI::App& app) {
       ->check(CLI::IsMember({"approx", "exact"}))
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print one JSON object");
-  cmd->callback([opts] { run_collect(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least("--batch-size", opts->batch_size, 1, "leave it out for the run's batch size")
+      .at_least("--seq-len", opts->seq_len, 1, "leave it out for the run's sequence length")
+      .at_least("--lambda", opts->lambda, 0.0);
+  snip::cli::run_checked(cmd, rules, [opts] { run_collect(*opts); });
 }
 SNIP_REGISTER_COMMAND("collect", setup_collect);
 

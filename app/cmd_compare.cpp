@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "command.h"
+#include "option_rules.h"
 #include "compare_table.h"
 #include "snip/compare.h"
 #include "snip/error.h"
@@ -170,7 +171,9 @@ void setup_compare(CLI::App& app) {
                   "Experiment database to store the table in (default: the user's workbench database)");
   cmd->add_flag("--no-db", opts->no_db, "Do not store the table in a database");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
-  cmd->callback([opts] { run_compare_cmd(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->excludes("--db", "--no-db", "--no-db stores nothing; drop one of them");
+  snip::cli::run_checked(cmd, rules, [opts] { run_compare_cmd(*opts); });
 }
 SNIP_REGISTER_COMMAND("compare", setup_compare);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
 
@@ -41,6 +42,13 @@ void add_source_options(CLI::App* cmd, DataSource& s) {
   cmd->add_option("--vocab-size", s.vocab_size, "Model vocabulary (default: the tokenizer's)");
   cmd->add_option("--val-fraction", s.val_fraction, "Tail fraction of the stream used for validation")
       ->capture_default_str();
+}
+
+std::shared_ptr<snip::cli::OptionRules> source_rules(CLI::App* cmd, const DataSource& s) {
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least("--vocab-size", s.vocab_size, 1, "leave it out for the tokenizer's vocabulary")
+      .between("--val-fraction", s.val_fraction, 0.0, 0.999, "the validation split is a tail fraction of the stream");
+  return rules;
 }
 
 snip::TokenData load(const DataSource& s, const snip::Tokenizer& tok) {
@@ -102,7 +110,7 @@ void setup_data(CLI::App& app) {
   auto* i = cmd->add_subcommand("info", "Load and tokenize a corpus; print its train/validation split");
   add_source_options(i, info->src);
   i->add_flag("--json", info->json, "Print one JSON object");
-  i->callback([info] { run_data_info(*info); });
+  snip::cli::run_checked(i, source_rules(i, info->src), [info] { run_data_info(*info); });
 
   auto peek = std::make_shared<DataPeekOptions>();
   auto* p = cmd->add_subcommand("peek", "Print one batch exactly as the trainer would see it for a seed");
@@ -113,7 +121,9 @@ void setup_data(CLI::App& app) {
   p->add_option("--batch", peek->batch, "Global batch index (epochs wrap)")->capture_default_str();
   p->add_flag("--val", peek->val, "Read the validation stream sequentially (eval order)");
   p->add_flag("--json", peek->json, "Print one JSON object");
-  p->callback([peek] { run_data_peek(*peek); });
+  auto peek_rules = source_rules(p, peek->src);
+  peek_rules->at_least("--batch-size", peek->batch_size, 1).at_least("--seq-len", peek->seq_len, 1);
+  snip::cli::run_checked(p, peek_rules, [peek] { run_data_peek(*peek); });
 }
 
 SNIP_REGISTER_COMMAND("data", setup_data);

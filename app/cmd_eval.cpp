@@ -8,6 +8,7 @@
 #include <string>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
@@ -122,7 +123,12 @@ void setup_eval(CLI::App& app) {
   cmd->add_option("--recipe", o->recipe, "Scaling recipe: snip, mx, nvfp4, tensor (default: the run's)");
   cmd->add_option("--grads-out", o->grads_out, "Write d(mean loss)/d(parameter) as FP32 safetensors, HF names");
   cmd->add_flag("--json", o->json, "Print one JSON object {loss, tokens, ...}");
-  cmd->callback([o] { run_eval(*o); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least("--batch-size", o->batch_size, 1)
+      .at_least("--seq-len", o->seq_len, 1, "leave it out for min(256, max_position_embeddings)")
+      .at_least<int64_t>("--batches", o->batches, 1, "leave it out to evaluate every whole batch")
+      .one_of("--split", o->split, {"all", "train", "val"});
+  snip::cli::run_checked(cmd, rules, [o] { run_eval(*o); });
 }
 SNIP_REGISTER_COMMAND("eval", setup_eval);
 

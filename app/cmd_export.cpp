@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/store.h"
@@ -66,10 +67,12 @@ void setup_export(CLI::App& app) {
   run->excludes(plan);
   cmd->add_option("--format", opts->format, "json or csv")->check(CLI::IsMember({"json", "csv"}));
   cmd->add_option("--out", opts->out, "Output file (written atomically); default: standard output");
-  cmd->callback([opts, cmd] {
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
+      .at_least<int64_t>("--plan", opts->plan, 1, "plan ids start at 1 (see `snip show --run ID`)");
+  snip::cli::run_checked(cmd, rules, [opts] {
     if (!opts->run && !opts->plan) throw CLI::RequiredError("--run or --plan");
     run_export(*opts);
-    (void)cmd;
   });
 }
 

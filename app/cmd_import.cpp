@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/plan.h"
@@ -110,7 +111,9 @@ void setup_import(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--run", opts->run, "Attach to this run; plans are checked against its model first");
   cmd->add_flag("--json", opts->json, "Print a JSON array of the imported ids");
-  cmd->callback([opts] { run_import(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)");
+  snip::cli::run_checked(cmd, rules, [opts] { run_import(*opts); });
 }
 
 SNIP_REGISTER_COMMAND("import", setup_import);

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/atomic_file.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/qlinear.h"
 #include "snip/quant.h"
@@ -71,13 +73,17 @@ void run_quantize(const QuantizeOptions& o) {
   if (!o.rounding.empty()) spec.rounding = snip::parse_rounding(o.rounding);
 
   const std::string data = snip::read_file(o.in);
-  const uint64_t need = uint64_t(rows) * uint64_t(cols) * 4u;
+  // rows·cols·4 from the user's numbers: checked, so an overflowing --shape cannot wrap to the file size.
+  const int64_t elements = snip::mul_or_throw<int64_t>(rows, cols, "--shape " + o.shape);
+  const uint64_t need = uint64_t(snip::mul_or_throw<int64_t>(elements, 4, "--shape " + o.shape + " in bytes"));
   if (data.size() != need)
     throw snip::Error(o.in + " has " + std::to_string(data.size()) + " bytes but --shape " + o.shape + " needs " +
                       std::to_string(need) + " (rows·cols·4 bytes of raw little-endian float32); check --shape");
-  std::vector<float> x(size_t(rows * cols)), y(size_t(rows * cols));
+  snip::check_fits_in_memory(double(need) * (o.codes.empty() ? 3.0 : 3.25), "quantizing a " + o.shape + " matrix",
+                             "quantize a smaller matrix");
+  std::vector<float> x(static_cast<size_t>(elements)), y(static_cast<size_t>(elements));
   std::memcpy(x.data(), data.data(), data.size());
-  std::vector<uint8_t> codes(o.codes.empty() ? 0 : size_t(rows * cols));
+  std::vector<uint8_t> codes(o.codes.empty() ? 0 : static_cast<size_t>(elements));
 
   snip::QuantStats st;
   const snip::RngKey key{o.seed, 0, 0, 0};
@@ -148,7 +154,7 @@ void setup_quantize(CLI::App& app) {
                   "Also write the element codes, one byte per element: sign|exponent|mantissa in the low "
                   "1+E+M bits (e.g. E2M1 in the low nibble); not for bf16");
   cmd->add_flag("--json", opts->json, "Print the statistics as one JSON object");
-  cmd->callback([opts] { run_quantize(*opts); });
+  snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd), [opts] { run_quantize(*opts); });
 }
 
 SNIP_REGISTER_COMMAND("quantize", setup_quantize);

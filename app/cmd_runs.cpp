@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/error.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -99,7 +100,7 @@ void setup_runs(CLI::App& app) {
   cmd->add_flag("--compares", opts->compares,
                 "List the stored plan comparisons (`snip compare`) instead of runs; show one with snip show --compare ID");
   cmd->add_flag("--json", opts->json, "Print a JSON array of runs instead of a table");
-  cmd->callback([opts] { run_runs(*opts); });
+  snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd), [opts] { run_runs(*opts); });
 }
 
 SNIP_REGISTER_COMMAND("runs", setup_runs);

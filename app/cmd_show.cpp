@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "option_rules.h"
 #include "compare_table.h"
 #include "snip/error.h"
 #include "snip/store.h"
@@ -229,7 +230,10 @@ void setup_show(CLI::App& app) {
   cmd->add_option("--compare", opts->compare, "Stored `snip compare` table id (see `snip runs --compares`)")
       ->excludes(run);
   cmd->add_flag("--json", opts->json, "Print one JSON object");
-  cmd->callback([opts] { run_show(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
+      .at_least<int64_t>("--compare", opts->compare, 1, "compare ids start at 1 (see `snip runs --compares`)");
+  snip::cli::run_checked(cmd, rules, [opts] { run_show(*opts); });
 }
 
 SNIP_REGISTER_COMMAND("show", setup_show);

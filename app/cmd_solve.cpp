@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/error.h"
 #include "snip/planner.h"
 #include "stats_source.h"
@@ -175,9 +176,20 @@ void setup_solve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Write the plan here (snip-plan/1 JSON, for snip train --plan)");
   cmd->add_flag("--json", o->json, "Print one JSON object (summary and plan)");
-  cmd->callback([o] {
-    run_solve(*o);
-  });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least("--lambda", o->lambda, 0.0)
+      .between("--bf16-max", o->bf16_max, 0.0, 1.0)
+      .at_least("--stages", o->stages, 1)
+      .between("--mip-gap", o->mip_gap, 0.0, 0.999, "0 proves optimality, 0.01 accepts a plan within 1% of it")
+      .at_least("--time-limit-ms", o->time_limit_ms, 1)
+      .ignored_unless("--bf16-max", {"--allow-bf16"}, "it limits BF16, which only --allow-bf16 lets the planner use")
+      .add([o, r = rules.get()] {
+        if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
+          snip::cli::OptionRules::warn("--lambda and --no-normalize are ignored with --costs (the costs are given)");
+        if (r->given("--seed") && o->method != "random")
+          snip::cli::OptionRules::warn("--seed is ignored unless --method random (the other methods are deterministic)");
+      });
+  snip::cli::run_checked(cmd, rules, [o] { run_solve(*o); });
 }
 
 SNIP_REGISTER_COMMAND("solve", setup_solve);

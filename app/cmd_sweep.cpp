@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/error.h"
 #include "snip/sweep.h"
 #include "stats_source.h"
@@ -161,9 +162,17 @@ void setup_sweep(CLI::App& app) {
   auto* json = cmd->add_flag("--json", o->json, "Print one JSON object");
   auto* csv = cmd->add_flag("--csv", o->csv, "Print CSV rows");
   json->excludes(csv);
-  cmd->callback([o] {
-    run_sweep_cmd(*o);
-  });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least("--lambda", o->lambda, 0.0)
+      .between("--bf16-max", o->bf16_max, 0.0, 1.0)
+      .at_least("--stages", o->stages, 1)
+      .at_least("--seeds", o->seeds, 1, "the random baseline needs at least one seed per budget")
+      .ignored_unless("--bf16-max", {"--allow-bf16"}, "it limits BF16, which only --allow-bf16 lets the planner use")
+      .add([o, r = rules.get()] {
+        if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
+          snip::cli::OptionRules::warn("--lambda and --no-normalize are ignored with --costs (the costs are given)");
+      });
+  snip::cli::run_checked(cmd, rules, [o] { run_sweep_cmd(*o); });
 }
 
 SNIP_REGISTER_COMMAND("sweep", setup_sweep);

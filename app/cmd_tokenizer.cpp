@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
@@ -97,7 +98,7 @@ void setup_tokenizer(CLI::App& app) {
   t->add_option("--out", train->out, "Output prefix: writes PREFIX.model and PREFIX.vocab")->required();
   t->add_option("--model-type", train->model_type, "bpe or unigram")->capture_default_str();
   t->add_flag("--json", train->json, "Print one JSON object");
-  t->callback([train] { run_tokenizer_train(*train); });
+  snip::cli::run_checked(t, std::make_shared<snip::cli::OptionRules>(t), [train] { run_tokenizer_train(*train); });
 
   auto enc = std::make_shared<TokenizerEncodeOptions>();
   auto* e = cmd->add_subcommand("encode", "Tokenize a text corpus into an llm.c token file (.bin)");
@@ -105,14 +106,14 @@ void setup_tokenizer(CLI::App& app) {
   e->add_option("--input", enc->input, "Text corpus: .txt, .txt.gz or a folder of them (default: bundled corpus)");
   e->add_option("--out", enc->out, "Output llm.c token file (.bin)")->required();
   e->add_flag("--json", enc->json, "Print one JSON object");
-  e->callback([enc] { run_tokenizer_encode(*enc); });
+  snip::cli::run_checked(e, std::make_shared<snip::cli::OptionRules>(e), [enc] { run_tokenizer_encode(*enc); });
 
   auto dec = std::make_shared<TokenizerDecodeOptions>();
   auto* d = cmd->add_subcommand("decode", "Turn an llm.c token file back into text");
   d->add_option("--model", dec->model, "'byte' or a SentencePiece .model file")->capture_default_str();
   d->add_option("--input", dec->input, "llm.c token file (.bin)")->required();
   d->add_option("--out", dec->out, "Output text file (default: standard output)");
-  d->callback([dec] { run_tokenizer_decode(*dec); });
+  snip::cli::run_checked(d, std::make_shared<snip::cli::OptionRules>(d), [dec] { run_tokenizer_decode(*dec); });
 }
 
 SNIP_REGISTER_COMMAND("tokenizer", setup_tokenizer);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/adaptive.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
@@ -242,6 +243,9 @@ void run_train(const TrainOptions& o) {
     c.schedule.lr = o.lr;
     c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;
     c.schedule.warmup = std::min(o.warmup, c.steps);
+    if (o.warmup > c.steps)
+      std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
+                   (long long)o.warmup, (long long)c.steps);
     c.schedule.total = c.steps;
     c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
     c.grad_clip = o.clip;
@@ -255,6 +259,10 @@ void run_train(const TrainOptions& o) {
     if (out.empty()) out = default_out_dir();
   }
   for (const auto& w : trainer->plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!o.plan.empty() && !trainer->config().plan.recipe.empty() && trainer->config().plan.recipe != trainer->config().recipe)
+    std::fprintf(stderr, "warning: %s was made for recipe %s; training uses recipe %s (set --recipe %s to match it)\n",
+                 o.plan.c_str(), trainer->config().plan.recipe.c_str(), trainer->config().recipe.c_str(),
+                 trainer->config().plan.recipe.c_str());
 
   const auto& cfg = trainer->config();
   const snip::Plan next_plan = trainer->next_plan();  // a resume's --plan takes effect at the next step
@@ -340,6 +348,42 @@ void run_train(const TrainOptions& o) {
   }
 }
 
+// What `snip train` accepts: values where 0 or a negative number would silently mean a default,
+// and the options that only matter together (adaptive planning) or decide the same thing.
+std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOptions& o) {
+  auto r = std::make_shared<snip::cli::OptionRules>(cmd);
+  const std::vector<std::string> adaptive = {"--method"};
+  r->at_least<int64_t>("--steps", o.steps, 1, "leave it out for the default (500, or the run's own total on --resume)")
+      .at_least("--batch-size", o.batch_size, 1)
+      .at_least("--seq-len", o.seq_len, 1, "leave it out for min(256, max_position_embeddings)")
+      .at_least("--grad-accum", o.grad_accum, 1)
+      .at_least("--lr-min", o.lr_min, 0.0, "leave it out for lr/10")
+      .at_least("--eval-batches", o.eval_batches, 1, "use --eval-every 0 to train without evaluation")
+      .between("--budget", o.budget, 0.0, 1.0, "it is the fraction of linear-layer FLOPs that must run in FP4")
+      .at_least("--lambda", o.lambda, 0.0)
+      .requires_any("--budget", adaptive, "it is the FP4 target of adaptive planning (e.g. --method snip)")
+      .requires_any("--replan-every", adaptive,
+                    "re-planning needs a planning method (e.g. --method snip --budget 0.75 --replan-every 50)")
+      .requires_any("--bf16-probe-every", adaptive, "the BF16 probe is part of adaptive planning")
+      .requires_any("--lambda", adaptive, "lambda weights dW in SNIP's re-planning objective")
+      .requires_any("--ties", adaptive, "ties constrain the plans adaptive planning makes")
+      .excludes("--plan", "--precision",
+                "both set every layer's precision; --precision is the uniform choice when there is no plan")
+      .excludes("--plan", "--method",
+                "--plan fixes the precisions while --method re-plans them; give the plan or the method")
+      .excludes("--db", "--no-db", "--no-db records nothing; drop one of them")
+      .add([&o, r = r.get()] {
+        if (r->given("--no-db") && r->given("--name"))
+          throw snip::Error("--name and --no-db cannot be combined: --name names the run in the database");
+        if (r->given("--lr-min") && r->given("--lr") && o.lr_min > o.lr)
+          throw snip::Error("--lr-min " + std::to_string(o.lr_min) + " is above --lr " + std::to_string(o.lr) +
+                            "; the cosine schedule decays from --lr down to --lr-min");
+        if (r->given("--lr-min") && o.schedule == "constant")
+          snip::cli::OptionRules::warn("--lr-min is ignored with --schedule constant (the rate stays at --lr)");
+      });
+  return r;
+}
+
 void setup_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd = app.add_subcommand(
@@ -390,7 +434,7 @@ void setup_train(CLI::App& app) {
                   "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default 0.1; "
                   "lambda=1 is not neutral)");
   cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
-  cmd->callback([o, cmd] {
+  snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();
     for (const char* name : kRunDefiningOptions)
       if (cmd->count(name) > 0) o->given.push_back(name);

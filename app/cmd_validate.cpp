@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
@@ -146,7 +147,11 @@ void setup_validate(CLI::App& app) {
   cmd->add_flag("--no-weight-truth", opts->no_weights, "Skip the weight-divergence truth (3 fwd+bwd per layer)");
   cmd->add_option("--db", opts->db, "Store the validation result (and its first statistics round) here");
   cmd->add_flag("--json", opts->json, "Print one JSON object");
-  cmd->callback([opts] { run_validate(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least("--batch-size", opts->batch_size, 1, "leave it out for the run's batch size")
+      .at_least("--seq-len", opts->seq_len, 1, "leave it out for the run's sequence length")
+      .at_least("--lambda", opts->lambda, 0.0);
+  snip::cli::run_checked(cmd, rules, [opts] { run_validate(*opts); });
 }
 SNIP_REGISTER_COMMAND("validate", setup_validate);
 

@@ -2,8 +2,10 @@
 // same engine and store as the GUI; errors from bad input are printed, never crashes.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "command.h"
+#include "option_rules.h"
 #include "snip/error.h"
 #include "snip/store.h"
 
@@ -27,6 +29,21 @@ int main(int argc, char** argv) {
   auto& registry = snip::cli::command_registry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& reg : registry) reg.setup(app);
+  // Option validation is decided in one place (option_rules.h): a command that runs without it
+  // is a programming error, caught at start-up rather than by a user's unchecked option.
+  const std::function<bool(const CLI::App*)> named = [](const CLI::App* a) { return !a->get_name().empty(); };
+  std::function<bool(const CLI::App*)> all_checked = [&](const CLI::App* cmd) {
+    const auto subs = cmd->get_subcommands(named);
+    if (subs.empty()) return snip::cli::has_option_rules(cmd);
+    for (const CLI::App* sub : subs)
+      if (!all_checked(sub)) {
+        std::fprintf(stderr, "internal error: snip %s runs without option validation (snip::cli::run_checked)\n",
+                     sub->get_name().c_str());
+        return false;
+      }
+    return true;
+  };
+  if (!all_checked(&app)) return 70;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

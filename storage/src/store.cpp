@@ -166,6 +166,10 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     throw Error(path + ": written by a newer SNIP Workbench (schema version " + std::to_string(version) +
                 ", this build reads up to " + std::to_string(latest) +
                 "); it was not opened or modified — use a newer snip, or pass another --db");
+  if (version < 0)  // SQLite stores any 32-bit value; no SNIP Workbench wrote a negative one
+    throw Error(path + ": schema version " + std::to_string(version) +
+                " is not one SNIP Workbench writes (the header was changed by another tool or is damaged); it was not "
+                "opened or modified — restore it from a copy, or pass another --db");
   const bool empty = tables == 0 && version == 0;
   if (!empty && app_id != store_detail::kApplicationId)
     throw Error(path +
@@ -190,7 +194,7 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     WriteTxn txn(db);
     // Another process may have migrated between our check and the write lock.
     const int64_t now_version = db.query_int64("PRAGMA user_version");
-    if (now_version > latest) throw Error(path + ": migrated to a newer schema by another process while opening");
+    if (now_version < 0 || now_version > latest) throw Error(path + ": migrated to a newer schema by another process while opening");
     for (int64_t v = now_version; v < latest; ++v) {
       db.exec(store_detail::schema_steps()[size_t(v)]);
     }

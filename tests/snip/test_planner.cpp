@@ -3,6 +3,7 @@
 // reported with their cause.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -365,6 +366,99 @@ TEST(Ilp, BudgetGuardCatchesAToleranceSlip) {
     const PlanResult ref = solve_exhaustive_ref(t, req);
     EXPECT_NEAR(r.objective, ref.objective, 1e-9 * ref.objective) << rel;
   }
+}
+
+// The largest FP4 fraction a request can reach: every layer not pinned to another precision in FP4.
+double largest_reachable(const CostTable& t, const PlanRequest& req) {
+  double fp4 = 0, all = 0;
+  for (const auto& c : t.layers) {
+    all += c.flops;
+    auto it = req.pins.find(c.name);
+    if (it == req.pins.end() || it->second == Precision::fp4) fp4 += c.flops;
+  }
+  return fp4 / all;
+}
+
+// Issue 14: a budget equal to the largest fraction the pins still allow leaves GLPK's presolver
+// no free column (`glp_add_cols: ncs = 0`, the process aborted). It has exactly one answer.
+TEST(IlpEdge, BudgetAtTheLargestFractionThePinsAllowHasOneAnswer) {
+  const CostTable t = random_table(2, 11);
+  for (const auto& pinned : std::vector<std::vector<size_t>>{{6}, {6, 8}, {0, 1, 2, 3}, {13}}) {
+    PlanRequest req;
+    for (size_t i : pinned) req.pins[t.layers[i].name] = Precision::fp8;
+    double smallest = 1, all = 0;
+    for (const auto& c : t.layers) all += c.flops;
+    for (const auto& c : t.layers)
+      if (!req.pins.count(c.name)) smallest = std::min(smallest, c.flops / all);
+    const double top = largest_reachable(t, req);
+    for (double budget : {top, top - 1e-12, top - 0.5 * smallest, top - 0.9 * smallest}) {
+      req.budget = budget;
+      PlanResult r;
+      ASSERT_NO_THROW(r = solve_ilp(t, req)) << pinned.size() << " pins, budget " << budget;
+      for (size_t i = 0; i < t.layers.size(); ++i) {
+        const bool is_pinned = req.pins.count(t.layers[i].name) > 0;
+        EXPECT_EQ(r.choice[i][0], is_pinned ? Precision::fp8 : Precision::fp4) << t.layers[i].name;
+      }
+      EXPECT_GE(r.achieved_fraction, budget);
+    }
+    req.budget = std::min(1.0, largest_reachable(t, req) + 1e-3);  // just past it: infeasible, with the cause
+    expect_infeasible(t, req, {"unreachable"});
+  }
+}
+
+// Every pin subset of a one-block model at budgets on and around each reachable fraction: the
+// planner returns a plan or a snip::Error, and never takes the process down.
+TEST(IlpEdge, EveryPinSubsetAndBoundaryBudgetReturnsOrThrowsAnError) {
+  const CostTable t = random_table(1, 4);
+  const size_t n = t.layers.size();
+  int solved = 0, refused = 0;
+  for (unsigned mask = 0; mask < (1u << n); ++mask) {
+    PlanRequest req;
+    for (size_t i = 0; i < n; ++i)
+      if (mask & (1u << i)) req.pins[t.layers[i].name] = (i % 3 == 0) ? Precision::fp4 : Precision::fp8;
+    const double top = largest_reachable(t, req);
+    // Above top − (smallest free layer) only "every free layer FP4" remains: GLPK's presolver fixed
+    // every column and aborted there before the planner caught its failures.
+    double smallest = 1, all = 0;
+    for (const auto& c : t.layers) all += c.flops;
+    for (const auto& c : t.layers)
+      if (!req.pins.count(c.name)) smallest = std::min(smallest, c.flops / all);
+    for (double budget : {0.0, top - 0.5 * smallest, top, std::nextafter(top, 0.0), std::nextafter(top, 2.0), 1.0}) {
+      req.budget = std::clamp(budget, 0.0, 1.0);
+      for (bool ties : {false, true}) {
+        req.ties = ties;
+        try {
+          const PlanResult r = solve_ilp(t, req);
+          EXPECT_GE(r.achieved_fraction, req.budget);
+          ++solved;
+        } catch (const Error&) {
+          ++refused;
+        }
+      }
+    }
+  }
+  EXPECT_GT(solved, 0);
+  EXPECT_GT(refused, 0);
+}
+
+// GLPK aborts on a negative MIP gap or time limit; they are refused with the meaning first.
+TEST(IlpEdge, SolverParametersAreCheckedBeforeGlpk) {
+  const CostTable t = random_table(1, 3);
+  PlanRequest req;
+  req.mip_gap = -1;
+  expect_infeasible(t, req, {"MIP gap -1 is outside [0, 1)"});
+  req.mip_gap = std::nan("");
+  expect_infeasible(t, req, {"MIP gap nan"});
+  req.mip_gap = 1.5;
+  expect_infeasible(t, req, {"MIP gap 1.5"});
+  req.mip_gap = 0;
+  req.time_limit_ms = -5;
+  expect_infeasible(t, req, {"time limit -5 ms must be positive"});
+  req.time_limit_ms = 0;
+  expect_infeasible(t, req, {"time limit 0 ms"});
+  req.time_limit_ms = 1000;
+  req.mip_gap = 0.5;
+  EXPECT_NO_THROW(solve_ilp(t, req));
 }
 
 }  // namespace

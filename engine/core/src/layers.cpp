@@ -1,6 +1,8 @@
 // Layer names, shapes and FLOPs of the selectable linear layers.
 #include "snip/layers.h"
 
+#include "snip/error.h"
+
 #include <charconv>
 
 namespace snip {
@@ -33,6 +35,13 @@ std::optional<LayerId> parse_layer_module_name(std::string_view name) {
   for (LayerType t : kAllLayerTypes)
     if (name == layer_type_module(t)) return LayerId{block, t};
   return std::nullopt;
+}
+
+void check_canonical_layer_name(const std::string& name, const LayerId& id, const std::string& where) {
+  const std::string canonical = layer_module_name(id.block, id.type);
+  if (name != canonical)
+    throw Error(where + ": layer '" + name + "' is not written the way snip names layers; use '" + canonical +
+                "' (one spelling per layer, so no layer can be given twice)");
 }
 
 std::vector<LinearLayerInfo> linear_layers(const ModelDims& d) {

@@ -2,6 +2,7 @@
 #include "snip/plan.h"
 
 #include "snip/atomic_file.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 
 namespace snip {
@@ -18,12 +19,7 @@ Plan uniform_plan(const ModelDims& dims, Precision p) {
 }
 
 Plan plan_from_json(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors and number overflow (1e999)
-    throw Error(source + ": not valid JSON (" + e.what() + ")");
-  }
+  json j = parse_json_strict(text, source);
   if (!j.is_object()) throw Error(source + ": a plan must be a JSON object with \"format\": \"snip-plan/1\"");
   if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != "snip-plan/1")
     throw Error(source + ": missing or unsupported \"format\" (expected \"snip-plan/1\")");
@@ -32,6 +28,7 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   Plan plan;
   for (auto it = j["layers"].begin(); it != j["layers"].end(); ++it) {
     const std::string& name = it.key();
+    if (const auto id = parse_layer_module_name(name)) check_canonical_layer_name(name, *id, source);
     LinearPrecision lp;
     if (it.value().is_string()) {  // shorthand: one precision for all three GEMMs
       try {
@@ -70,6 +67,15 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   plan.recipe = get_str("recipe", "snip");
   plan.budget = get_num("budget");
   plan.achieved_fp4_fraction = get_num("achieved_fp4_fraction");
+  for (const auto& [key, v] : {std::pair<const char*, double>{"budget", plan.budget},
+                               {"achieved_fp4_fraction", plan.achieved_fp4_fraction}})
+    if (!(v >= 0 && v <= 1))
+      throw Error(source + ": \"" + key + "\" is " + json(v).dump() +
+                  "; it is a fraction of the linear-layer FLOPs and must be between 0 and 1");
+  // The scaling recipes of engine/numerics (Recipe); a plan naming another would be stored and
+  // exported again, then fail only when a run uses it.
+  if (plan.recipe != "snip" && plan.recipe != "mx" && plan.recipe != "nvfp4" && plan.recipe != "tensor")
+    throw Error(source + ": \"recipe\" is \"" + plan.recipe + "\"; expected one of snip, mx, nvfp4, tensor");
   if (j.contains("provenance")) plan.provenance = j["provenance"];
   return plan;
 }

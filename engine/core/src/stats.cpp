@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "snip/checked.h"
 #include "snip/error.h"
+#include "snip/layers.h"
 
 namespace snip {
 
@@ -34,18 +36,12 @@ int dim(const json& m, const char* key, const std::string& source) {
 }  // namespace
 
 StatsRound stats_from_json(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors and number overflow (1e999)
-    throw Error(source + ": not valid JSON (" + e.what() + ")");
-  }
+  const json j = parse_json_strict(text, source);
   if (!j.is_object() || !j.contains("format") || j["format"] != "snip-stats/1")
     throw Error(source + ": not a statistics file (expected \"format\": \"snip-stats/1\")");
   StatsRound r;
   if (j.contains("step")) {
-    if (!j["step"].is_number_integer()) throw Error(source + ": \"step\" must be an integer");
-    r.step = j["step"].get<int64_t>();
+    r.step = json_integer<int64_t>(j["step"], source + ": \"step\"", 0);
   }
   if (j.contains("batch_id") && j["batch_id"].is_string()) r.batch_id = j["batch_id"].get<std::string>();
   if (j.contains("recipe") && j["recipe"].is_string()) r.recipe = j["recipe"].get<std::string>();
@@ -65,7 +61,16 @@ StatsRound stats_from_json(const std::string& text, const std::string& source) {
   r.tokens = j["tokens"].get<int64_t>();
   if (j.contains("globals")) r.globals = number_map(j["globals"], source + ": globals");
   if (j.contains("options")) r.options = j["options"];
+  // Values the estimators take as physical: a negative curvature or noise scale is not a measurement.
+  for (const char* key : {"curvature", "sigma_eps", "sigma_eta", "k_t"}) {
+    auto it = r.globals.find(key);
+    if (it != r.globals.end() && it->second < 0)
+      throw Error(source + ": globals." + key + " = " + json(it->second).dump() +
+                  " is negative; it must be ≥ 0 (a curvature below 0 would make quantizing look like it lowers the "
+                  "loss) — the file is damaged or was not written by a statistics round");
+  }
   if (!j.contains("layers") || !j["layers"].is_array()) throw Error(source + ": missing \"layers\" array");
+  std::map<std::string, size_t> seen;  // layer name -> first index
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const json& lj = j["layers"][i];
     const std::string where = source + ": layers[" + std::to_string(i) + "]";
@@ -76,6 +81,10 @@ StatsRound stats_from_json(const std::string& text, const std::string& source) {
     if (!id || id->block >= r.dims.num_layers)
       throw Error(where + ": '" + ls.name + "' is not a linear layer of a " + std::to_string(r.dims.num_layers) +
                   "-block model");
+    check_canonical_layer_name(ls.name, *id, where);
+    if (!seen.emplace(ls.name, i).second)
+      throw Error(where + ": layer '" + ls.name + "' appears twice (also layers[" + std::to_string(seen[ls.name]) +
+                  "]); a statistics round has one entry per layer — which one was measured?");
     if (lj.contains("scalars")) ls.scalars = number_map(lj["scalars"], where + ".scalars");
     if (lj.contains("per_precision")) {
       if (!lj["per_precision"].is_object()) throw Error(where + ".per_precision must be an object");

@@ -58,7 +58,7 @@ void BatchLoader::seek(const DataPosition& pos) {
   seed_ = pos.seed;
   pos_ = pos;
   if (pos_.batch_in_epoch == batches_) pos_ = {pos.epoch + 1, 0, pos.seed};
-  order_epoch_ = UINT64_MAX;  // the seed may have changed: rebuild lazily
+  order_epoch_.reset();  // the seed may have changed: rebuild lazily
 }
 
 void BatchLoader::build_epoch_order() {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "snip/checkpoint.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/qlinear.h"
 
@@ -21,10 +22,10 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
   s.config = train_config_from_json(state["config"], source);
   s.config.model = read_checkpoint_config(dir);
   try {
-    s.step = state.at("step").get<int64_t>();
-    s.position.epoch = state.at("data").at("epoch").get<uint64_t>();
-    s.position.batch_in_epoch = state.at("data").at("batch_in_epoch").get<uint64_t>();
-    s.position.seed = state.at("data").at("seed").get<uint64_t>();
+    s.step = json_integer<int64_t>(state.at("step"), source + ": step", 0);
+    s.position.epoch = json_integer<uint64_t>(state.at("data").at("epoch"), source + ": data.epoch");
+    s.position.batch_in_epoch = json_integer<uint64_t>(state.at("data").at("batch_in_epoch"), source + ": data.batch_in_epoch");
+    s.position.seed = json_integer<uint64_t>(state.at("data").at("seed"), source + ": data.seed");
   } catch (const nlohmann::json::exception& e) {
     throw Error(source + ": malformed step/data position (" + e.what() + ")");
   }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/llama_ops.h"
 #ifdef SNIP_HAVE_NUMERICS
@@ -96,6 +97,17 @@ LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, int T) : config_(con
   if (T > config_.max_position_embeddings)
     throw Error("sequence length " + std::to_string(T) + " exceeds max_position_embeddings = " +
                 std::to_string(config_.max_position_embeddings) + "; use a shorter --seq-len or a larger config");
+  {  // refuse what cannot fit before allocating it (std::bad_alloc must not be reachable from input)
+    const ModelConfig& mc = config_;
+    const double BT = double(B) * T;
+    const double acts = double(mc.num_hidden_layers) * (BT * (6.0 * mc.hidden_size + 4.0 * mc.intermediate_size) +
+                                                        double(B) * mc.num_attention_heads * double(T) * T) +
+                        3.0 * BT * mc.vocab_size;
+    check_fits_in_memory(double(sizeof(R)) * (2.0 * double(mc.num_parameters()) + acts),
+                         "this model (" + std::to_string(mc.num_parameters()) + " parameters) at batch " +
+                             std::to_string(B) + "x" + std::to_string(T),
+                         "use a smaller --batch-size/--seq-len or a smaller model");
+  }
   const int L = config_.num_hidden_layers;
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
 

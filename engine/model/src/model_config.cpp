@@ -2,6 +2,8 @@
 #include "snip/model_config.h"
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
@@ -55,6 +57,18 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
     throw Error(source + ": rms_norm_eps must be a positive number");
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) throw Error(source + ": rope_theta must be a positive number");
+  {  // num_parameters() counts in int64: refuse shapes whose count would overflow it (each field alone is ≤ 2^30)
+    const double C = hidden_size, F = intermediate_size, V = vocab_size, HD = head_dim();
+    const double per_block = 2 * C + 2.0 * num_attention_heads * HD * C + 2.0 * num_key_value_heads * HD * C + 3 * F * C;
+    const double params = V * C * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_block + C;
+    if (!(params < 1e18)) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3g", params);
+      throw Error(source + ": this shape has about " + buf +
+                  " parameters, more than any machine can hold; check hidden_size, intermediate_size, "
+                  "num_hidden_layers and vocab_size");
+    }
+  }
   if (vocab_size > 65536 * 16)
     throw Error(source + ": vocab_size = " + std::to_string(vocab_size) + " is implausibly large");
 }
@@ -84,6 +98,35 @@ double get_double(const nlohmann::json& j, const char* key, const std::string& s
   return x;
 }
 
+// HF LlamaConfig fields whose non-default values change the model's math. The engine implements
+// only the defaults; a config asking for anything else is refused instead of silently trained
+// (or evaluated) as a different model. Absent or null fields are the defaults.
+void refuse_unimplemented_fields(const nlohmann::json& j, const std::string& source) {
+  auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  auto number = [&](const char* key) { return j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN(); };
+  struct Rule {
+    const char* key;
+    bool supported;
+    const char* why;
+  };
+  const Rule rules[] = {
+      {"attention_bias", !has("attention_bias") || j["attention_bias"] == false,
+       "attention_bias = true is not supported (Llama projections have no biases)"},
+      {"mlp_bias", !has("mlp_bias") || j["mlp_bias"] == false,
+       "mlp_bias = true is not supported (the MLP projections here have no biases)"},
+      {"attention_dropout", !has("attention_dropout") || number("attention_dropout") == 0.0,
+       "attention_dropout must be 0 (the engine has no dropout; training with it would be another model)"},
+      {"hidden_dropout", !has("hidden_dropout") || number("hidden_dropout") == 0.0,
+       "hidden_dropout must be 0 (the engine has no dropout)"},
+      {"pretraining_tp", !has("pretraining_tp") || number("pretraining_tp") == 1.0,
+       "pretraining_tp must be 1 (tensor-parallel slicing of the linear layers is not implemented)"},
+      {"partial_rotary_factor", !has("partial_rotary_factor") || number("partial_rotary_factor") == 1.0,
+       "partial_rotary_factor must be 1 (rotary embeddings cover the whole head here)"},
+  };
+  for (const Rule& r : rules)
+    if (!r.supported) throw Error(source + ": " + r.why + "; got " + r.key + " = " + j[r.key].dump());
+}
+
 }  // namespace
 
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
@@ -95,8 +138,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
     throw Error(source + ": hidden_act is " + j["hidden_act"].dump() + "; the Llama MLP here is SwiGLU (\"silu\")");
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw Error(source + ": rope_scaling is not supported; remove it or set it to null");
-  if (j.contains("attention_bias") && j["attention_bias"] == true)
-    throw Error(source + ": attention_bias = true is not supported (Llama projections have no biases)");
+  refuse_unimplemented_fields(j, source);
   ModelConfig c;
   c.hidden_size = get_int(j, "hidden_size", source, std::nullopt);
   c.intermediate_size = get_int(j, "intermediate_size", source, std::nullopt);

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csetjmp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -91,6 +93,14 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
   if (!std::isfinite(req.budget) || req.budget < 0 || req.budget > 1)
     throw Error("budget " + fmt(req.budget, 4) +
                 " is outside [0, 1]: it is the fraction of linear-layer FLOPs that must run in FP4");
+  // GLPK aborts the process on parameters it does not accept; these are refused here first.
+  if (!std::isfinite(req.mip_gap) || req.mip_gap < 0 || req.mip_gap >= 1)
+    throw Error("MIP gap " + fmt_g(req.mip_gap) +
+                " is outside [0, 1): it is the relative distance from the optimum at which the solver may stop "
+                "(0 proves optimality, 0.01 accepts 1%)");
+  if (req.time_limit_ms <= 0)
+    throw Error("solver time limit " + std::to_string(req.time_limit_ms) +
+                " ms must be positive (the default is 20000 ms)");
   if (req.allow_bf16 && (!std::isfinite(req.bf16_max_fraction) || req.bf16_max_fraction < 0 || req.bf16_max_fraction > 1))
     throw Error("the BF16 limit " + fmt(req.bf16_max_fraction) + " is outside [0, 1]");
   if (req.per_role && !costs.has_roles)
@@ -238,6 +248,91 @@ void glpk_callback(glp_tree* tree, void* info) {
   auto* t = static_cast<GapTracker*>(info);
   const int reason = glp_ios_reason(tree);
   if (reason == GLP_IBINGO || reason == GLP_ISELECT) t->gap = glp_ios_mip_gap(tree);
+}
+
+// The ILP as plain arrays (GLPK's 1-based conventions), built in C++ before GLPK is called.
+struct IlpArrays {
+  int ncols = 0, nrows = 0;
+  std::vector<double> obj;               // [1..ncols]
+  std::vector<int> row_type;             // [1..nrows]
+  std::vector<double> row_lo, row_hi;    // [1..nrows]
+  std::vector<int> ia, ja;               // [1..nnz]
+  std::vector<double> ar;                // [1..nnz]
+};
+
+struct IlpOutcome {
+  bool glpk_failed = false;  // GLPK reported an internal error (glp_error) instead of aborting
+  int rc = 0, status = 0;
+  std::vector<double> values;  // [1..ncols]
+};
+
+// GLPK's answer to an internal error (bad parameter, a state it did not expect) is to print a
+// message and abort() the process. Its error hook lets us jump back instead; the environment is
+// then inconsistent, so it is freed (glp_free_env) and the next GLPK call starts a fresh one.
+extern "C" void glpk_error_hook(void* info) { std::longjmp(*static_cast<std::jmp_buf*>(info), 1); }
+
+// GLPK's terminal output while the planner runs (its error text included, which GLPK prints even
+// with output off): kept for the error message instead of reaching the user's terminal.
+thread_local char t_glpk_said[512];
+extern "C" int glpk_term_hook(void*, const char* s) {
+  const size_t used = std::strlen(t_glpk_said);
+  if (used + 1 < sizeof t_glpk_said) std::strncat(t_glpk_said, s, sizeof t_glpk_said - used - 1);
+  return 1;  // handled: GLPK prints nothing
+}
+
+// Every GLPK call of the planner. Between setjmp and the calls that may longjmp back there are
+// only C calls and trivially destructible locals, so the jump skips no C++ destructor; all
+// C++ containers are owned by the caller and sized before the call.
+void run_glpk(const IlpArrays& a, glp_iocp* parm, IlpOutcome* out) {
+  static thread_local std::jmp_buf jump;
+  static thread_local glp_prob* volatile lp;
+  lp = nullptr;
+  if (setjmp(jump) != 0) {
+    glp_free_env();  // frees the problem too; never glp_delete_prob after a failure
+    out->glpk_failed = true;
+    return;
+  }
+  t_glpk_said[0] = '\0';
+  glp_term_hook(glpk_term_hook, nullptr);
+  glp_error_hook(glpk_error_hook, &jump);
+  lp = glp_create_prob();
+  glp_set_obj_dir(lp, GLP_MIN);
+  if (a.ncols > 0) glp_add_cols(lp, a.ncols);
+  for (int c = 1; c <= a.ncols; ++c) {
+    glp_set_col_kind(lp, c, GLP_BV);
+    glp_set_obj_coef(lp, c, a.obj[size_t(c)]);
+  }
+  if (a.nrows > 0) glp_add_rows(lp, a.nrows);
+  for (int r = 1; r <= a.nrows; ++r) glp_set_row_bnds(lp, r, a.row_type[size_t(r)], a.row_lo[size_t(r)], a.row_hi[size_t(r)]);
+  if (a.ia.size() > 1) glp_load_matrix(lp, int(a.ia.size()) - 1, a.ia.data(), a.ja.data(), a.ar.data());
+  // Cover-cut generation prints even at GLP_MSG_OFF; the term hook keeps it off the terminal.
+  if (parm->presolve == GLP_OFF) {  // glp_intopt then needs an optimal LP relaxation first
+    glp_smcp smcp;
+    glp_init_smcp(&smcp);
+    smcp.msg_lev = GLP_MSG_OFF;
+    glp_simplex(lp, &smcp);
+  }
+  out->rc = glp_intopt(lp, parm);
+  out->status = glp_mip_status(lp);
+  for (int c = 1; c <= a.ncols; ++c) out->values[size_t(c)] = glp_mip_col_val(lp, c);
+  glp_delete_prob(lp);
+  lp = nullptr;
+  glp_error_hook(nullptr, nullptr);
+  glp_term_hook(nullptr, nullptr);
+}
+
+// Solves the arrays; if GLPK's presolver fails on a degenerate problem (e.g. every column fixed
+// by the budget row), solves again without it (LP relaxation first, as glp_intopt then needs).
+IlpOutcome solve_arrays(const IlpArrays& a, glp_iocp parm) {
+  IlpOutcome out;
+  out.values.assign(size_t(a.ncols) + 1, 0.0);
+  run_glpk(a, &parm, &out);
+  if (!out.glpk_failed) return out;
+  IlpOutcome retry;
+  retry.values.assign(size_t(a.ncols) + 1, 0.0);
+  parm.presolve = GLP_OFF;
+  run_glpk(a, &parm, &retry);
+  return retry;
 }
 
 }  // namespace
@@ -388,8 +483,7 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
   const double kRaises[] = {0.0, 2e-7, 1e-6, 1e-5, 1e-4};
   for (int attempt = 0; attempt < 5; ++attempt) {
     rhs_shift = kRaises[attempt];
-    glp_prob* lp = glp_create_prob();
-    glp_set_obj_dir(lp, GLP_MIN);
+    IlpArrays a;
     std::vector<double> stage_total(m.stages, 0.0), stage_pinned_fp4(m.stages, 0.0);
     double total = 0, pinned_bf16 = 0;
     int ncols = 0;
@@ -406,33 +500,28 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
       col4[s] = ++ncols;
       colb[s] = sl.candidates.size() == 3 ? ++ncols : 0;
     }
-    if (ncols > 0) glp_add_cols(lp, ncols);
+    a.ncols = ncols;
+    a.obj.assign(size_t(ncols) + 1, 0.0);
     for (size_t s = 0; s < m.slots.size(); ++s) {
       const auto& c = m.slots[s].cost;
       const double c8 = c[int(Precision::fp8)];
-      if (col4[s]) {
-        glp_set_col_kind(lp, col4[s], GLP_BV);
-        glp_set_obj_coef(lp, col4[s], c[int(Precision::fp4)] - c8);
-      }
-      if (colb[s]) {
-        glp_set_col_kind(lp, colb[s], GLP_BV);
-        glp_set_obj_coef(lp, colb[s], c[int(Precision::bf16)] - c8);
-      }
+      if (col4[s]) a.obj[size_t(col4[s])] = c[int(Precision::fp4)] - c8;
+      if (colb[s]) a.obj[size_t(colb[s])] = c[int(Precision::bf16)] - c8;
     }
     // FLOP rows in units of the total FLOPs: coefficients O(1e-3..1) keep GLPK's tolerances meaningful.
     const double scale = 1.0 / total;
-    std::vector<int> ia{0}, ja{0};
-    std::vector<double> ar{0.0};
-    int row = 0;
+    a.ia = {0}, a.ja = {0}, a.ar = {0.0};
+    a.row_type = {0}, a.row_lo = {0.0}, a.row_hi = {0.0};
     auto add_row = [&](int type, double lo, double hi) {
-      glp_add_rows(lp, 1);
-      glp_set_row_bnds(lp, ++row, type, lo, hi);
-      return row;
+      a.row_type.push_back(type);
+      a.row_lo.push_back(lo);
+      a.row_hi.push_back(hi);
+      return ++a.nrows;
     };
     auto add_entry = [&](int r, int c, double v) {
-      ia.push_back(r);
-      ja.push_back(c);
-      ar.push_back(v);
+      a.ia.push_back(r);
+      a.ja.push_back(c);
+      a.ar.push_back(v);
     };
     // Σ_{s in stage} F_s·y4_s ≥ ρ·Σ_{s in stage} F_s − (pinned FP4 FLOPs of the stage)
     std::vector<int> budget_row(m.stages);
@@ -466,7 +555,6 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     }
     if (ncols == 0) {
       // Everything is pinned: nothing to solve (feasibility was checked by build_model).
-      glp_delete_prob(lp);
       std::vector<Precision> prec(m.slots.size());
       for (size_t s = 0; s < m.slots.size(); ++s) prec[s] = m.slots[s].candidates[0];
       best = prec;
@@ -474,7 +562,6 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
       glpk_status = GLP_OPT;
       break;
     }
-    if (ia.size() > 1) glp_load_matrix(lp, int(ia.size()) - 1, ia.data(), ja.data(), ar.data());
 
     glp_iocp parm;
     glp_init_iocp(&parm);
@@ -488,13 +575,20 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     GapTracker tracker;
     parm.cb_func = glpk_callback;
     parm.cb_info = &tracker;
-    // Cover-cut generation prints even at GLP_MSG_OFF; silence GLPK's terminal output around the solve.
-    const int term_was = glp_term_out(GLP_OFF);
-    const int rc = glp_intopt(lp, &parm);
-    glp_term_out(term_was);
-    glpk_status = glp_mip_status(lp);
+    const IlpOutcome out = solve_arrays(a, parm);
+    if (out.glpk_failed) {
+      std::string said = t_glpk_said;
+      while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+      for (char& ch : said)
+        if (ch == '\n') ch = ' ';
+      throw Error("the ILP solver (GLPK) failed on this request (budget " + fmt(req.budget) + ", " +
+                  std::to_string(ncols) + " free choices; GLPK said: " + said +
+                  "); please report this with the statistics or cost file, and try another budget or fewer pins "
+                  "meanwhile");
+    }
+    const int rc = out.rc;
+    glpk_status = out.status;
     if (glpk_status != GLP_OPT && glpk_status != GLP_FEAS) {
-      glp_delete_prob(lp);
       if (rc == GLP_ETMLIM)
         throw Error("the ILP found no plan within the time limit of " + std::to_string(req.time_limit_ms) +
                     " ms; raise the limit or allow a MIP gap");
@@ -504,13 +598,12 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     std::vector<Precision> prec(m.slots.size(), Precision::fp8);
     for (size_t s = 0; s < m.slots.size(); ++s) {
       if (!col4[s]) prec[s] = m.slots[s].candidates[0];
-      else if (glp_mip_col_val(lp, col4[s]) > 0.5) prec[s] = Precision::fp4;
-      else if (colb[s] && glp_mip_col_val(lp, colb[s]) > 0.5) prec[s] = Precision::bf16;
+      else if (out.values[size_t(col4[s])] > 0.5) prec[s] = Precision::fp4;
+      else if (colb[s] && out.values[size_t(colb[s])] > 0.5) prec[s] = Precision::bf16;
     }
     gap = (glpk_status == GLP_OPT && rc == 0) ? (req.mip_gap > 0 ? std::min(tracker.gap, req.mip_gap) : 0.0)
                                                : tracker.gap;
     if (std::isnan(gap)) gap = 0.0;
-    glp_delete_prob(lp);
     const auto choice = choice_from_slots(m, costs.layers.size(), prec);
     if (budget_holds(costs, choice, m.stage_of, m.stages, req.budget) && bf16_holds(costs, choice, req)) {
       best = prec;

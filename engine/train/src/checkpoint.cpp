@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
@@ -27,6 +28,29 @@ std::vector<TensorRef> tensor_refs(const Llama& model, const float* base, const 
   return refs;
 }
 
+// With tie_word_embeddings the output layer is the embedding; an lm_head.weight stored next to
+// it (HF writes one) is dropped. Dropping it is right only when it is a copy: a distinct output
+// layer would silently become another model, so it is refused.
+void check_tied_copy(const SafetensorsFile& f, const std::string& path, const Llama& model, const float* base,
+                     const std::string& prefix) {
+  for (const auto& t : model.param_tensors()) {
+    if (t.name != "model.embed_tokens.weight") continue;
+    size_t n = 1;
+    for (auto d : t.shape) n *= size_t(d);
+    std::vector<float> head(n);
+    try {
+      f.read_f32(prefix + "lm_head.weight", head.data(), t.shape);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (config.json says tie_word_embeddings = true, so lm_head.weight must be a "
+                                          "copy of model.embed_tokens.weight)");
+    }
+    if (std::memcmp(head.data(), base + t.offset, n * sizeof(float)) != 0)
+      throw Error(path + ": lm_head.weight differs from model.embed_tokens.weight but config.json says "
+                         "tie_word_embeddings = true, so the output layer would be silently replaced by the "
+                         "embedding; set tie_word_embeddings to false in config.json to keep the trained lm_head");
+  }
+}
+
 void read_tensors(const std::string& path, const Llama& model, float* base, const std::string& prefix) {
   const SafetensorsFile f = SafetensorsFile::open(path);
   for (const auto& t : model.param_tensors()) {
@@ -37,7 +61,10 @@ void read_tensors(const std::string& path, const Llama& model, float* base, cons
   }
   for (const auto& name : f.names()) {
     if (name.rfind(prefix, 0) == 0 && model.find_param(name.substr(prefix.size()))) continue;
-    if (name == prefix + "lm_head.weight" && model.config().tie_word_embeddings) continue;  // tied: ignore the copy
+    if (name == prefix + "lm_head.weight" && model.config().tie_word_embeddings) {
+      check_tied_copy(f, path, model, base, prefix);  // tied: the copy may go only if it is the embedding
+      continue;
+    }
     throw Error(path + ": unexpected tensor " + name + " — the config does not have it (another model shape?)");
   }
 }
@@ -185,11 +212,11 @@ void read_checkpoint_optimizer(const std::string& dir, const Llama& model, AdamW
   }
   auto it = f.metadata().find("t");
   if (it == f.metadata().end()) throw Error(path + ": metadata \"t\" (AdamW step count) is missing");
-  try {
-    opt.set_t(std::stoll(it->second));
-  } catch (...) {
-    throw Error(path + ": metadata \"t\" = \"" + it->second + "\" is not an integer");
-  }
+  // A whole number ≥ 0 with nothing after it: stoll alone would take "-5" or "12abc".
+  const std::string& t = it->second;
+  if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos)
+    throw Error(path + ": metadata \"t\" = \"" + t + "\" is not a non-negative integer (the AdamW step count)");
+  opt.set_t(std::stoll(t));
 }
 
 }  // namespace snip

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "snip/checkpoint.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #ifdef SNIP_HAVE_NUMERICS
 #include "snip/qlinear.h"
@@ -52,25 +53,25 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& s
     c.data_path = j.at("data_path").get<std::string>();
     c.tokenizer = j.at("tokenizer").get<std::string>();
     c.val_fraction = j.at("val_fraction").get<double>();
-    c.batch_size = j.at("batch_size").get<int>();
-    c.seq_len = j.at("seq_len").get<int>();
-    c.grad_accum = j.at("grad_accum").get<int>();
-    c.steps = j.at("steps").get<int64_t>();
+    c.batch_size = json_integer<int>(j.at("batch_size"), source + ": batch_size", 1);
+    c.seq_len = json_integer<int>(j.at("seq_len"), source + ": seq_len", 1);
+    c.grad_accum = json_integer<int>(j.at("grad_accum"), source + ": grad_accum", 1);
+    c.steps = json_integer<int64_t>(j.at("steps"), source + ": steps", 0);
     const auto& s = j.at("schedule");
     c.schedule.kind = s.at("kind").get<std::string>();
     c.schedule.lr = s.at("lr").get<double>();
     c.schedule.lr_min = s.at("lr_min").get<double>();
-    c.schedule.warmup = s.at("warmup").get<int64_t>();
-    c.schedule.total = s.at("total").get<int64_t>();
+    c.schedule.warmup = json_integer<int64_t>(s.at("warmup"), source + ": schedule.warmup", 0);
+    c.schedule.total = json_integer<int64_t>(s.at("total"), source + ": schedule.total", 0);
     const auto& a = j.at("adamw");
     c.adamw.beta1 = a.at("beta1").get<double>();
     c.adamw.beta2 = a.at("beta2").get<double>();
     c.adamw.eps = a.at("eps").get<double>();
     c.adamw.weight_decay = a.at("weight_decay").get<double>();
     c.grad_clip = j.at("grad_clip").get<double>();
-    c.seed = j.at("seed").get<uint64_t>();
-    c.eval_every = j.at("eval_every").get<int64_t>();
-    c.eval_batches = j.at("eval_batches").get<int>();
+    c.seed = json_integer<uint64_t>(j.at("seed"), source + ": seed");
+    c.eval_every = json_integer<int64_t>(j.at("eval_every"), source + ": eval_every", 0);
+    c.eval_batches = json_integer<int>(j.at("eval_batches"), source + ": eval_batches", 0);
     c.plan = plan_from_json(j.at("plan").dump(), source + " (plan)");
     c.precision = j.at("precision").get<std::string>();
     c.recipe = j.at("recipe").get<std::string>();
@@ -408,12 +409,12 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
   read_checkpoint_model(dir, *t->model_);
   read_checkpoint_optimizer(dir, *t->model_, *t->opt_);
   try {
-    t->step_ = state.at("step").get<int64_t>();
-    t->tokens_seen_ = state.at("tokens_seen").get<int64_t>();
+    t->step_ = json_integer<int64_t>(state.at("step"), source + ": step", 0);
+    t->tokens_seen_ = json_integer<int64_t>(state.at("tokens_seen"), source + ": tokens_seen", 0);
     DataPosition pos;
-    pos.epoch = state.at("data").at("epoch").get<uint64_t>();
-    pos.batch_in_epoch = state.at("data").at("batch_in_epoch").get<uint64_t>();
-    pos.seed = state.at("data").at("seed").get<uint64_t>();
+    pos.epoch = json_integer<uint64_t>(state.at("data").at("epoch"), source + ": data.epoch");
+    pos.batch_in_epoch = json_integer<uint64_t>(state.at("data").at("batch_in_epoch"), source + ": data.batch_in_epoch");
+    pos.seed = json_integer<uint64_t>(state.at("data").at("seed"), source + ": data.seed");
     t->train_loader_->seek(pos);
   } catch (const nlohmann::json::exception& e) {
     throw Error(source + ": malformed step/data position (" + e.what() + ")");

@@ -29,6 +29,10 @@ struct LayerId {
   int index() const { return block * kLayersPerBlock + static_cast<int>(type); }
 };
 std::optional<LayerId> parse_layer_module_name(std::string_view name);
+// Files name a layer only as layer_module_name writes it: "model.layers.00.mlp.up_proj" parses to
+// block 0 too, and accepting both spellings would let one file give one layer two values. Throws
+// snip::Error "<where>: layer '<name>' is not written as snip writes it: use '<canonical>'".
+void check_canonical_layer_name(const std::string& name, const LayerId& id, const std::string& where);
 
 // The dimensions that fix every linear layer's shape (HF config.json names in comments).
 struct ModelDims {

@@ -2,6 +2,7 @@
 // and deterministic batching whose position is part of a checkpoint.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,7 +101,7 @@ class BatchLoader {
   uint64_t windows_ = 0;   // windows of T+1 tokens at stride T (shuffle mode)
   uint64_t batches_ = 0;   // batches per epoch
   DataPosition pos_;
-  uint64_t order_epoch_ = UINT64_MAX;  // epoch whose order_ is built
+  std::optional<uint64_t> order_epoch_;  // epoch whose order_ is built (no sentinel: every epoch is valid)
   std::vector<uint64_t> order_;        // window indices in serving order
 };
 

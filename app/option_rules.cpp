@@ -1,0 +1,114 @@
+#include "option_rules.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "snip/error.h"
+
+namespace snip::cli {
+
+namespace {
+
+std::set<const CLI::App*>& checked_commands() {
+  static std::set<const CLI::App*> s;
+  return s;
+}
+
+std::string join_or(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
+// The option's name as the user typed it (its first long name, else its first short name).
+std::string option_name(const CLI::Option* opt) {
+  if (!opt->get_lnames().empty()) return "--" + opt->get_lnames().front();
+  if (!opt->get_snames().empty()) return "-" + opt->get_snames().front();
+  return opt->get_name();
+}
+
+}  // namespace
+
+bool OptionRules::given(const std::string& name) const { return cmd_->count(name) > 0; }
+
+OptionRules& OptionRules::add(std::function<void()> rule) {
+  rules_.push_back(std::move(rule));
+  return *this;
+}
+
+OptionRules& OptionRules::requires_any(const std::string& name, std::vector<std::string> others, std::string why) {
+  return add([=, this] {
+    if (!given(name)) return;
+    for (const auto& o : others)
+      if (given(o)) return;
+    throw Error(name + " needs " + join_or(others) + ": " + why);
+  });
+}
+
+OptionRules& OptionRules::one_of(const std::string& name, const std::string& value, std::vector<std::string> choices) {
+  const std::string* v = &value;
+  return add([=, this] {
+    if (!given(name)) return;
+    for (const auto& c : choices)
+      if (*v == c) return;
+    throw Error(name + " '" + *v + "' is not one of " + join_or(choices));
+  });
+}
+
+OptionRules& OptionRules::excludes(const std::string& a, const std::string& b, std::string why) {
+  return add([=, this] {
+    if (given(a) && given(b)) throw Error(a + " and " + b + " cannot be combined: " + why);
+  });
+}
+
+OptionRules& OptionRules::ignored_unless(const std::string& name, std::vector<std::string> others, std::string why) {
+  return add([=, this] {
+    if (!given(name)) return;
+    for (const auto& o : others)
+      if (given(o)) return;
+    warn(name + " is ignored without " + join_or(others) + " (" + why + ")");
+  });
+}
+
+void OptionRules::warn(const std::string& message) { std::fprintf(stderr, "warning: %s\n", message.c_str()); }
+
+void OptionRules::fail_range(const std::string& name, const std::string& got, const std::string& want,
+                             const std::string& meaning) {
+  throw Error(name + " must be " + want + " (got " + got + ")" + (meaning.empty() ? "" : "; " + meaning));
+}
+
+// Checks that hold for every option of a type, whatever the command: CLI11 converts "-1" for an
+// unsigned option to 2^64-1 and accepts "nan" and "inf" for a double; no snip option means either.
+void OptionRules::check_types() const {
+  for (const CLI::Option* opt : cmd_->get_options()) {
+    if (opt->count() == 0) continue;
+    const std::string type = opt->get_type_name();
+    for (const std::string& text : opt->results()) {
+      if (type == "UINT" && text.find('-') != std::string::npos)
+        throw Error(option_name(opt) + " must be a non-negative whole number (got " + text + ")");
+      if (type == "FLOAT") {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (!std::isfinite(v)) throw Error(option_name(opt) + " must be a finite number (got " + text + ")");
+      }
+    }
+  }
+}
+
+void OptionRules::check() const {
+  check_types();
+  for (const auto& rule : rules_) rule();
+}
+
+void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::function<void()> body) {
+  checked_commands().insert(cmd);
+  cmd->callback([rules, body = std::move(body)] {
+    rules->check();
+    body();
+  });
+}
+
+bool has_option_rules(const CLI::App* cmd) { return checked_commands().count(cmd) > 0; }
+
+}  // namespace snip::cli
