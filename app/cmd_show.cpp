@@ -62,6 +62,9 @@ using snip::cli::num_or_null;
 // One stored `snip compare` table, printed like `snip compare` prints it.
 void show_compare(const snip::Store& store, int64_t id, bool json) {
   const snip::CompareRecord c = store.compare(id);
+  if (c.rows.empty()) throw snip::Error(store.path() + ": compare " + std::to_string(id) + " has no rows");
+  const size_t bf16_row = snip::cli::find_bf16_row(c.rows), snip_row = snip::cli::find_snip_row(c.rows, c.options);
+  const std::vector<snip::ArmStatistics> stats = snip::cli::compare_row_statistics(c.rows, bf16_row, snip_row);
   if (json) {
     nlohmann::json j = {{"id", c.id},
                         {"run_id", c.run_id ? nlohmann::json(*c.run_id) : nlohmann::json(nullptr)},
@@ -75,29 +78,40 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
                         {"eval_batches", c.eval_batches},
                         {"last_window", c.last_window},
                         {"control_rel", c.control_rel},
+                        {"replicates", c.replicates},
+                        {"snip_reference", c.rows[snip_row].method},
                         {"noise_floor_train", num_or_null(c.noise_floor_train)},
                         {"noise_floor_val", num_or_null(c.noise_floor_val)},
                         {"options", c.options},
                         {"created", snip::format_utc_ms(c.created_ms)}};
+    j["regret_vs_oracle"] = snip::cli::regret_json(c.rows, stats, snip_row);
     j["rows"] = nlohmann::json::array();
-    for (const auto& r : c.rows) {
+    for (size_t i = 0; i < c.rows.size(); ++i) {
+      const snip::CompareRowRecord& r = c.rows[i];
       nlohmann::json curve = nlohmann::json::array();
       for (double v : r.train_curve) curve.push_back(num_or_null(v));
-      j["rows"].push_back(snip::cli::compare_row_json(r));
+      nlohmann::json replicate_curves = nlohmann::json::array();
+      for (const auto& x : r.replicates) {
+        replicate_curves.push_back(nlohmann::json::array());
+        for (double v : x.train_curve) replicate_curves.back().push_back(num_or_null(v));
+      }
+      j["rows"].push_back(snip::cli::compare_row_json(r, stats[i], i == snip_row));
+      j["rows"].back()["replicate_train_curves"] = replicate_curves;
       j["rows"].back()["plan_id"] = r.plan_id ? nlohmann::json(*r.plan_id) : nlohmann::json(nullptr);
       j["rows"].back()["train_curve"] = curve;
     }
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::printf("compare %lld: %s from step %lld, %lld steps per plan (+%lld cooldown), budget %.3f, recipe %s\n",
-              (long long)c.id, c.checkpoint.c_str(), (long long)c.start_step, (long long)c.steps,
-              (long long)c.cooldown_steps, c.budget, c.recipe.c_str());
+  std::printf(
+      "compare %lld: %s from step %lld, %lld steps per plan (+%lld cooldown), %lld replicate%s, budget %.3f, "
+      "recipe %s\n",
+      (long long)c.id, c.checkpoint.c_str(), (long long)c.start_step, (long long)c.steps, (long long)c.cooldown_steps,
+      (long long)c.replicates, c.replicates == 1 ? "" : "s", c.budget, c.recipe.c_str());
   std::printf("  created %s%s\n", snip::format_utc_ms(c.created_ms).c_str(),
               c.run_id ? (", run " + std::to_string(*c.run_id)).c_str() : "");
-  snip::cli::print_compare_rows(c.rows);
-  std::printf("noise floor (perturbed-weights control): train %.4f, val %.4f\n", c.noise_floor_train,
-              c.noise_floor_val);
+  snip::cli::print_compare_rows(c.rows, stats, snip_row);
+  snip::cli::print_compare_notes(c.rows, stats, snip_row);
 }
 
 void run_show(const ShowOptions& o) {

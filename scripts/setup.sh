@@ -9,7 +9,7 @@ packages=(
   libglpk-dev libopenblas-dev libeigen3-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  libsentencepiece-dev
+  libsentencepiece-dev libboost-math-dev
   xvfb xauth fonts-dejavu-core
   zlib1g-dev python3-numpy python3-torch
 )

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kCompareColumns =
     "c.id, c.run_id, c.stats_round_id, c.checkpoint, c.start_step, c.budget, c.recipe, c.steps, c.cooldown_steps, "
     "c.eval_batches, c.last_window, c.control_rel, c.noise_floor_train, c.noise_floor_val, c.options, c.created_ms, "
-    "(SELECT COUNT(*) FROM compare_rows r WHERE r.compare_id = c.id)";
+    "(SELECT COUNT(*) FROM compare_rows r WHERE r.compare_id = c.id), c.replicates";
 
 CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
   CompareRecord c;
@@ -41,7 +41,25 @@ CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
       store_detail::parse_json_column(st.column_text(14), db_path + ": compare " + std::to_string(c.id) + " options");
   c.created_ms = st.column_int64(15);
   c.row_count = st.column_int64(16);
+  c.replicates = st.column_int64(17);
   return c;
+}
+
+// A float64 curve blob read back, or an error naming where it is damaged.
+std::vector<double> read_curve(const Stmt& st, int column, const std::string& where) {
+  const std::vector<uint8_t> blob = st.column_blob(column);
+  if (blob.size() % sizeof(double) != 0)
+    throw Error(where + ": the train-loss curve is " + std::to_string(blob.size()) +
+                " bytes, not a whole number of float64 values (damaged database)");
+  std::vector<double> curve(blob.size() / sizeof(double));
+  if (!blob.empty()) std::memcpy(curve.data(), blob.data(), blob.size());
+  return curve;
+}
+
+// An empty curve is an empty (not NULL) blob.
+void bind_curve(Stmt& st, int column, const std::vector<double>& curve) {
+  static const double kNone = 0;
+  st.bind_blob(column, curve.empty() ? &kNone : curve.data(), curve.size() * sizeof(double));
 }
 
 void require_exists(store_detail::Db& db, const char* sql, int64_t id, const std::string& what) {
@@ -64,27 +82,35 @@ int64_t Store::insert_compare(const CompareRecord& c) {
   Stmt st(db,
           "INSERT INTO compares (run_id, stats_round_id, checkpoint, start_step, budget, recipe, steps, "
           "cooldown_steps, eval_batches, last_window, control_rel, noise_floor_train, noise_floor_val, options, "
-          "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+          "created_ms, replicates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   st.bind(1, c.run_id).bind(2, c.stats_round_id).bind(3, c.checkpoint).bind(4, c.start_step).bind(5, c.budget);
   st.bind(6, c.recipe).bind(7, c.steps).bind(8, c.cooldown_steps).bind(9, c.eval_batches).bind(10, c.last_window);
   st.bind(11, c.control_rel).bind(12, c.noise_floor_train).bind(13, c.noise_floor_val).bind(14, c.options.dump());
-  st.bind(15, now_ms()).run();
+  st.bind(15, now_ms()).bind(16, c.replicates).run();
   const int64_t id = sqlite3_last_insert_rowid(db.handle());
   Stmt row(db,
            "INSERT INTO compare_rows (compare_id, position, method, lambda, seed, achieved_fp4_fraction, "
            "train_loss_last, val_loss_plan, val_loss_bf16, gap_train, gap_val_plan, gap_val_bf16, control, "
            "differs_from_snip, same_plan_as, plan_id, train_curve) "
            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  Stmt rep(db,
+           "INSERT INTO compare_replicates (compare_id, position, replicate, train_loss_last, val_loss_plan, "
+           "val_loss_bf16, train_curve) VALUES (?, ?, ?, ?, ?, ?, ?)");
   for (size_t pos = 0; pos < c.rows.size(); ++pos) {
     const CompareRowRecord& r = c.rows[pos];
     row.bind(1, id).bind(2, int64_t(pos)).bind(3, r.method).bind(4, r.lambda).bind(5, r.seed);
     row.bind(6, r.achieved_fraction).bind(7, r.train_loss_last).bind(8, r.val_loss_plan).bind(9, r.val_loss_bf16);
     row.bind(10, r.gap_train).bind(11, r.gap_val_plan).bind(12, r.gap_val_bf16).bind(13, int64_t(r.control));
     row.bind(14, int64_t(r.differs_from_snip)).bind(15, r.same_plan_as).bind(16, r.plan_id);
-    // An empty curve is an empty (not NULL) blob.
-    static const double kNone = 0;
-    row.bind_blob(17, r.train_curve.empty() ? &kNone : r.train_curve.data(), r.train_curve.size() * sizeof(double));
+    bind_curve(row, 17, r.train_curve);
     row.run();
+    for (size_t k = 0; k < r.replicates.size(); ++k) {
+      const CompareReplicateRecord& x = r.replicates[k];
+      rep.bind(1, id).bind(2, int64_t(pos)).bind(3, int64_t(k + 1)).bind(4, x.train_loss_last);
+      rep.bind(5, x.val_loss_plan).bind(6, x.val_loss_bf16);
+      bind_curve(rep, 7, x.train_curve);
+      rep.run();
+    }
   }
   txn.commit();
   return id;
@@ -131,13 +157,25 @@ std::vector<CompareRowRecord> Store::compare_rows(int64_t compare_id) const {
     r.differs_from_snip = st.column_int64(12) != 0;
     r.same_plan_as = st.column_text(13);
     r.plan_id = st.column_opt_int64(14);
-    const std::vector<uint8_t> blob = st.column_blob(15);
-    if (blob.size() % sizeof(double) != 0)
-      throw Error(where + " row " + std::to_string(out.size()) + ": the train-loss curve is " +
-                  std::to_string(blob.size()) + " bytes, not a whole number of float64 values (damaged database)");
-    r.train_curve.resize(blob.size() / sizeof(double));
-    if (!blob.empty()) std::memcpy(r.train_curve.data(), blob.data(), blob.size());
+    r.train_curve = read_curve(st, 15, where + " row " + std::to_string(out.size()));
     out.push_back(std::move(r));
+  }
+  Stmt reps(db,
+            "SELECT position, replicate, train_loss_last, val_loss_plan, val_loss_bf16, train_curve "
+            "FROM compare_replicates WHERE compare_id = ? ORDER BY position, replicate");
+  reps.bind(1, compare_id);
+  while (reps.step()) {
+    const int64_t pos = reps.column_int64(0), k = reps.column_int64(1);
+    const std::string at = where + " row " + std::to_string(pos) + " replicate " + std::to_string(k);
+    if (pos < 0 || pos >= int64_t(out.size())) throw Error(at + ": no such row (damaged database)");
+    CompareRowRecord& r = out[size_t(pos)];
+    if (k != int64_t(r.replicates.size()) + 1) throw Error(at + ": replicate numbers have a gap (damaged database)");
+    CompareReplicateRecord x;
+    x.train_loss_last = reps.column_double(2);
+    x.val_loss_plan = reps.column_double(3);
+    x.val_loss_bf16 = reps.column_double(4);
+    x.train_curve = read_curve(reps, 5, at);
+    r.replicates.push_back(std::move(x));
   }
   return out;
 }

@@ -229,10 +229,31 @@ CREATE INDEX compares_by_run ON compares(run_id);
 CREATE INDEX compare_rows_by_plan ON compare_rows(plan_id);
 )sql";
 
+// Version 4: replicated compares (`snip compare --replicates K`). Every arm is trained K times,
+// paired by replicate; the K values of each arm are kept (with each replicate's train-loss
+// curve) so the intervals and verdicts are recomputed from the database, never stored as
+// conclusions. compare_rows keeps the means over the replicates; compares from version 3 have
+// no replicate rows and read back as one replicate each.
+const char* kMigrationV4 = R"sql(
+ALTER TABLE compares ADD COLUMN replicates INTEGER NOT NULL DEFAULT 1;
+
+CREATE TABLE compare_replicates (
+  compare_id       INTEGER NOT NULL,
+  position         INTEGER NOT NULL,
+  replicate        INTEGER NOT NULL CHECK (replicate >= 1),
+  train_loss_last  REAL,
+  val_loss_plan    REAL,
+  val_loss_bf16    REAL,
+  train_curve      BLOB    NOT NULL,
+  PRIMARY KEY (compare_id, position, replicate),
+  FOREIGN KEY (compare_id, position) REFERENCES compare_rows(compare_id, position) ON DELETE CASCADE
+) WITHOUT ROWID;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string>& schema_steps() {
-  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2, kMigrationV3};
+  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2, kMigrationV3, kMigrationV4};
   return steps;
 }
 

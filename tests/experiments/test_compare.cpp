@@ -1,6 +1,6 @@
 // Plan-comparison tests (METHOD.md section 6, training truth) on a tiny checkpoint with a few
 // steps: every method appears, identical plans are trained once and flagged, BF16 is the zero
-// of the gaps, the controls define a noise floor, and the checkpoint is never written.
+// of the gaps, every arm is replicated with paired perturbations, and the checkpoint is never written.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -39,6 +39,7 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
   o.eval_batches = 2;
   o.last_window = 3;
   o.random_seeds = 2;
+  o.replicates = 2;
   int calls = 0;
   const snip::CompareReport rep = snip::run_compare(dir, o, [&](int done, int total, const std::string&) {
     ++calls;
@@ -48,9 +49,14 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
   fs::remove_all(dir);
 
   EXPECT_EQ(rep.start_step, 20);
-  // bf16 + 4 λ + 2 random + min-err, min-rel-err, e-layer-type, e-layer-id + fp8, fp4 + 2 controls
-  ASSERT_EQ(rep.rows.size(), 15u);
-  EXPECT_EQ(calls, 15);
+  // bf16 + 4 λ + 2 random + min-err, min-rel-err, e-layer-type, e-layer-id + fp8, fp4
+  ASSERT_EQ(rep.rows.size(), 13u);
+  int distinct = 0;
+  for (const auto& r : rep.rows) distinct += r.same_plan_as.empty();
+  EXPECT_EQ(calls, 2 * distinct);  // every distinct plan trained once per replicate
+  EXPECT_EQ(rep.replicates, 2);
+  EXPECT_EQ(rep.bf16_row, 0u);
+  EXPECT_EQ(rep.snip_row, 2u);  // λ = 0.1
   EXPECT_EQ(rep.rows.front().method, "uniform-bf16");
   EXPECT_EQ(rep.rows.front().gap_train, 0.0);
   for (const auto& r : rep.rows) {
@@ -71,8 +77,14 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
   // uniform FP4 trains a different model than BF16
   EXPECT_NE(rep.rows[12].train_loss_last, rep.rows[0].train_loss_last);
   EXPECT_EQ(rep.rows[12].method, "uniform-fp4");
-  // the controls start from perturbed weights: a non-zero floor
-  EXPECT_TRUE(rep.rows[13].control && rep.rows[14].control);
+  // the replicates start from differently perturbed weights: different trajectories, a non-zero spread
+  for (const auto& r : rep.rows) {
+    ASSERT_EQ(r.replicates.size(), 2u) << r.method;
+    EXPECT_NE(r.replicates[0].train_curve, r.replicates[1].train_curve) << r.method;
+    // the row's values are the replicate means
+    EXPECT_NEAR(r.train_loss_last, (r.replicates[0].train_loss_last + r.replicates[1].train_loss_last) / 2, 1e-12);
+    EXPECT_NEAR(r.gap_train, r.train_loss_last - rep.rows[0].train_loss_last, 1e-12);
+  }
   EXPECT_GT(rep.noise_floor_train, 0.0);
   // What the store keeps: each row's per-step curve (the table's value is the mean of its last
   // `last_window` steps), λ and seed, the BF16-forward gap, and the round the plans came from.
@@ -81,23 +93,121 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
     ASSERT_EQ(r.train_curve.size(), 4u) << r.method;
     const double last3 = (r.train_curve[1] + r.train_curve[2] + r.train_curve[3]) / 3.0;
     EXPECT_NEAR(r.train_loss_last, last3, 1e-12) << r.method;
-    EXPECT_EQ(r.gap_val_bf16, r.val_loss_bf16 - rep.rows[0].val_loss_bf16) << r.method;
+    for (const auto& x : r.replicates) {
+      ASSERT_EQ(x.train_curve.size(), 4u) << r.method;
+      EXPECT_NEAR(x.train_loss_last, (x.train_curve[1] + x.train_curve[2] + x.train_curve[3]) / 3.0, 1e-12);
+    }
+    EXPECT_NEAR(r.gap_val_bf16, r.val_loss_bf16 - rep.rows[0].val_loss_bf16, 1e-12) << r.method;
   }
-  EXPECT_NE(rep.rows[13].train_curve, rep.rows[2].train_curve);  // perturbed weights, another trajectory
   EXPECT_EQ(rep.rows[1].lambda, 0.0);
   EXPECT_EQ(rep.rows[4].lambda, 1.0);
   EXPECT_FALSE(rep.rows[0].lambda.has_value());
   EXPECT_EQ(rep.rows[5].seed, 1u);  // random s1
   EXPECT_EQ(rep.rows[6].seed, 2u);  // random s2
   EXPECT_FALSE(rep.rows[7].seed.has_value());
-  EXPECT_EQ(rep.rows[13].seed, 1001u);
-  EXPECT_EQ(rep.rows[14].lambda, 0.1);
+}
+
+// Replicate r of every arm starts from the same perturbed weights: the BF16 arm (no stochastic
+// rounding) is the same whether it is run alone or in a full compare, and one replicate is a
+// valid (interval-free) compare.
+TEST(Compare, OneReplicateIsPairedAndRepeatable) {
+  const std::string dir = (fs::temp_directory_path() / ("snip-exp-compare1-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  {
+    snip::Trainer t(exptest::tiny_config("bf16", 10));
+    t.run();
+    t.save_checkpoint(dir);
+  }
+  snip::CompareOptions o;
+  o.budget = 0.5;
+  o.steps = 2;
+  o.cooldown_steps = 0;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.random_seeds = 0;
+  o.lambdas = {0.1};
+  o.replicates = 1;
+  const snip::CompareReport a = snip::run_compare(dir, o);
+  o.lambdas = {0, 0.1, 1};  // more arms before the same ones: replicate 1 must not depend on the order
+  o.oracle = true;          // and an oracle arm after them
+  o.oracle_batches = 2;
+  const snip::CompareReport b = snip::run_compare(dir, o);
+  fs::remove_all(dir);
+  for (const auto& r : a.rows) ASSERT_EQ(r.replicates.size(), 1u) << r.method;
+  EXPECT_EQ(a.rows.front().method, "uniform-bf16");
+  EXPECT_EQ(a.rows.front().replicates[0].train_curve, b.rows.front().replicates[0].train_curve);
+  EXPECT_EQ(a.rows.back().method, "uniform-fp4");
+  ASSERT_TRUE(b.oracle_row.has_value());
+  EXPECT_EQ(b.rows[*b.oracle_row].method, "oracle");
+  EXPECT_GE(b.rows[*b.oracle_row].achieved_fraction, 0.5);
+  EXPECT_EQ(b.rows[*b.oracle_row].replicates.size(), 1u);
+  EXPECT_FALSE(a.oracle_row.has_value());
+  const auto& fp4_b = b.rows[*b.oracle_row - 1];
+  EXPECT_EQ(fp4_b.method, "uniform-fp4");
+  EXPECT_EQ(a.rows.back().replicates[0].train_curve, fp4_b.replicates[0].train_curve);
+  EXPECT_EQ(a.rows[a.snip_row].method, "snip λ=0.1");
+  EXPECT_EQ(b.rows[b.snip_row].method, "snip λ=0.1");
+  EXPECT_TRUE(std::isnan(a.noise_floor_train));  // no spread with one replicate
+}
+
+// The oracle's costs are the measured ΔL per layer and precision; the ILP on them puts FP4 where
+// the measured damage is smallest.
+TEST(Compare, OracleCostsAreTheMeasuredDamage) {
+  snip::CostTable like;
+  like.kind = "snip";
+  for (int i = 0; i < 3; ++i) {
+    snip::CostLayer c;
+    c.name = "model.layers.0.self_attn." + std::string(i == 0 ? "q" : i == 1 ? "k" : "v") + "_proj";
+    c.type = snip::LayerType(i);
+    c.flops = 100;
+    c.cost[0] = {0, 0, 5, 9};  // SNIP would choose differently
+    c.cost[1] = {0, 0, 1, 1};
+    like.layers.push_back(c);
+  }
+  like.has_roles = true;
+  snip::ValidationReport truth;
+  truth.batches = 32;
+  const double fp4_damage[3] = {0.3, 0.01, 0.2};
+  for (int i = 0; i < 3; ++i) {
+    truth.entries.push_back({like.layers[size_t(i)].name, snip::Precision::fp8, {{"dl_true", 0.001}}});
+    truth.entries.push_back({like.layers[size_t(i)].name, snip::Precision::fp4, {{"dl_true", fp4_damage[i]}}});
+  }
+  const snip::CostTable t = snip::oracle_cost_table(truth, like);
+  EXPECT_FALSE(t.has_roles);
+  EXPECT_EQ(t.layers[2].total_cost(snip::Precision::fp4), 0.2);
+  EXPECT_EQ(t.layers[0].total_cost(snip::Precision::fp8), 0.001);
+  EXPECT_EQ(t.layers[1].total_cost(snip::Precision::bf16), 0.0);
+  snip::PlanRequest req;
+  req.budget = 0.3;  // one layer of three in FP4: the one with the least measured damage
+  const snip::PlanResult p = snip::solve_ilp(t, req, &like);
+  EXPECT_EQ(p.choice[1][0], snip::Precision::fp4);
+  EXPECT_EQ(p.choice[0][0], snip::Precision::fp8);
+  EXPECT_EQ(p.choice[2][0], snip::Precision::fp8);
+  truth.entries.pop_back();
+  EXPECT_THROW(snip::oracle_cost_table(truth, like), snip::Error);
 }
 
 TEST(Compare, RejectsBadOptions) {
   snip::CompareOptions o;
   o.steps = 0;
   EXPECT_THROW(snip::run_compare("/nonexistent", o), snip::Error);
+  o.steps = 1;
+  o.replicates = 0;
+  try {
+    snip::run_compare("/nonexistent", o);
+    FAIL() << "replicates = 0 accepted";
+  } catch (const snip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--replicates must be at least 1"), std::string::npos) << e.what();
+  }
+  o.replicates = 1;
+  o.oracle = true;
+  o.oracle_batches = 0;
+  try {
+    snip::run_compare("/nonexistent", o);
+    FAIL() << "oracle_batches = 0 accepted";
+  } catch (const snip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--oracle-batches must be at least 1"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

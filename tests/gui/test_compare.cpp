@@ -101,7 +101,7 @@ TEST_F(CompareExperimentTest, LaunchedExperimentIsStoredAndShownAsASortableExpor
   const snip::CompareRecord rec = store.compare(compare_id);
   EXPECT_DOUBLE_EQ(rec.budget, 0.5);
   EXPECT_EQ(rec.steps, 2);
-  ASSERT_GE(rec.rows.size(), 10u);  // BF16, SNIP at several λ, the baselines, uniform, controls
+  ASSERT_GE(rec.rows.size(), 10u);  // BF16, SNIP at several λ, the baselines, uniform
   ASSERT_EQ(cv->compare_list()->count(), 1);
   EXPECT_EQ(cv->compare_list()->item(0)->checkState(), Qt::Checked);
 
@@ -130,7 +130,7 @@ TEST_F(CompareExperimentTest, LaunchedExperimentIsStoredAndShownAsASortableExpor
       EXPECT_TRUE(verdict.startsWith(arm.differs_from_snip ? "differs" : "within noise")) << verdict.toStdString();
     }
   }
-  EXPECT_EQ(controls, 2);
+  EXPECT_EQ(controls, 0);  // replicated compares have no control arms: the replicates measure the noise
   EXPECT_DOUBLE_EQ(cell_value(t, row_of.at("uniform-bf16"), CompareView::col_gap_train), 0.0);
 
   // Sortable by a number column: ascending train loss, unknown values last.

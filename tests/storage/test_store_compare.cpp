@@ -1,7 +1,8 @@
 // Plan comparisons (`snip compare`) in the store: a full experiment round-trips exactly (every
 // field of every row, NaN losses, curves bit-exact), listing is light and filters by run, bad
 // references are refused without writing, deleting cascades to rows only, and a version-2
-// database (made with the v1 DDL plus the v2 migration) is migrated to v3 with its data kept.
+// database (made with the v1 DDL plus the v2 migration) is migrated to v3 with its data kept,
+// and a version-3 compare reads back from version 4 as one replicate per arm.
 #include <cmath>
 #include <limits>
 
@@ -30,6 +31,14 @@ CompareRowRecord sample_row(int i, int64_t steps) {
   r.differs_from_snip = i % 2 == 1;
   if (i == 3) r.same_plan_as = "arm 1";
   for (int64_t s = 0; s < steps; ++s) r.train_curve.push_back(4.0 / double(1 + s) + 1e-17 * double(i));
+  for (int k = 0; k < 3; ++k) {  // the replicates, each with its own curve
+    CompareReplicateRecord x;
+    x.train_loss_last = r.train_loss_last + 1e-3 * (k - 1);
+    x.val_loss_plan = r.val_loss_plan + 2e-3 * (k - 1);
+    x.val_loss_bf16 = r.val_loss_bf16 - 1e-3 * k;
+    for (int64_t s = 0; s < steps; ++s) x.train_curve.push_back(4.0 / double(1 + s) + 1e-4 * k + 1e-17 * double(i));
+    r.replicates.push_back(std::move(x));
+  }
   return r;
 }
 
@@ -47,6 +56,7 @@ CompareRecord sample_compare(std::optional<int64_t> run_id, int rows = 7) {
   c.control_rel = 1e-4;
   c.noise_floor_train = 0.0123;
   c.noise_floor_val = 0.0456;
+  c.replicates = 3;
   c.options = {{"random_seeds", 2}, {"lambdas", {0, 0.1, 0.3, 1}}};
   for (int i = 0; i < rows; ++i) c.rows.push_back(sample_row(i, 200));
   return c;
@@ -69,6 +79,8 @@ TEST(StoreCompare, RoundTripsEveryFieldAndCurveExactly) {
   c.rows[4].train_loss_last = std::numeric_limits<double>::quiet_NaN();  // a diverged arm
   c.rows[4].train_curve[150] = std::numeric_limits<double>::infinity();
   c.rows[6].train_curve.clear();  // an arm without a curve (e.g. "same plan as")
+  c.rows[6].replicates[1].train_curve.clear();
+  c.rows[2].replicates[2].val_loss_plan = std::numeric_limits<double>::quiet_NaN();
   const int64_t id = store.insert_compare(c);
 
   const CompareRecord back = store.compare(id);
@@ -89,9 +101,10 @@ TEST(StoreCompare, RoundTripsEveryFieldAndCurveExactly) {
   EXPECT_EQ(back.options, c.options);
   EXPECT_GT(back.created_ms, 0);
   EXPECT_EQ(back.row_count, 7);
+  EXPECT_EQ(back.replicates, 3);
   ASSERT_EQ(back.rows.size(), c.rows.size());
   for (size_t i = 0; i < c.rows.size(); ++i) {
-    if (i == 4) continue;  // NaN != NaN; checked below
+    if (i == 4 || i == 2) continue;  // NaN != NaN; checked below
     EXPECT_EQ(back.rows[i], c.rows[i]) << "row " << i;
   }
   EXPECT_TRUE(std::isnan(back.rows[4].train_loss_last));
@@ -108,9 +121,45 @@ TEST(StoreCompare, RoundTripsEveryFieldAndCurveExactly) {
   EXPECT_FALSE(back.rows[4].control);
   EXPECT_TRUE(back.rows[5].differs_from_snip);
   EXPECT_TRUE(back.rows[6].train_curve.empty());
+  // every replicate in order, with its own curve; NaN read back as NaN
+  ASSERT_EQ(back.rows[2].replicates.size(), 3u);
+  EXPECT_TRUE(std::isnan(back.rows[2].replicates[2].val_loss_plan));
+  EXPECT_EQ(back.rows[2].replicates[1], c.rows[2].replicates[1]);
+  EXPECT_EQ(back.rows[2].replicates[2].train_curve, c.rows[2].replicates[2].train_curve);
+  EXPECT_TRUE(back.rows[6].replicates[1].train_curve.empty());
   // compare_rows is the same rows without the header.
   EXPECT_EQ(store.compare_rows(id).size(), 7u);
-  EXPECT_EQ(store.compare_rows(id)[2], c.rows[2]);
+  EXPECT_EQ(store.compare_rows(id)[3], c.rows[3]);
+  // deleting the compare deletes its replicates too
+  store.delete_compare(id);
+  EXPECT_EQ(raw_query_text(dir.file("w.db"), "SELECT COUNT(*) FROM compare_replicates"), "0");
+}
+
+TEST(StoreCompare, AVersion3CompareReadsBackAsOneReplicatePerArm) {
+  TempDir dir;
+  const std::string path = dir.file("v3.db");
+  raw_exec(path, "PRAGMA journal_mode = WAL;");
+  for (int v = 0; v < 3; ++v) raw_exec(path, store_detail::schema_steps().at(size_t(v)));
+  raw_exec(path,
+           "INSERT INTO compares (id, checkpoint, start_step, budget, recipe, steps, cooldown_steps, eval_batches, "
+           "last_window, control_rel, noise_floor_train, noise_floor_val, options, created_ms) VALUES (4, '/ck', 6, "
+           "0.5, 'snip', 3, 1, 1, 3, 1e-4, 0.01, 0.02, '{}', 1000);"
+           "INSERT INTO compare_rows (compare_id, position, method, achieved_fp4_fraction, train_loss_last, "
+           "val_loss_plan, val_loss_bf16, gap_train, gap_val_plan, gap_val_bf16, control, differs_from_snip, "
+           "train_curve) VALUES (4, 0, 'uniform-bf16', 0, 3.0, 3.1, 3.1, 0, 0, 0, 0, 0, x''), "
+           "(4, 1, 'snip λ=0.1', 0.5, 3.2, 3.3, 3.1, 0.2, 0.2, 0, 0, 0, x'');"
+           "PRAGMA application_id = 1397639504; PRAGMA user_version = 3;");
+  {
+    Store store(path);
+    EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+    const CompareRecord c = store.compare(4);
+    EXPECT_EQ(c.replicates, 1);
+    ASSERT_EQ(c.rows.size(), 2u);
+    EXPECT_TRUE(c.rows[1].replicates.empty());
+    EXPECT_EQ(c.rows[1].train_loss_last, 3.2);
+  }
+  EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(raw_query_text(path, "PRAGMA foreign_key_check"), "");
 }
 
 TEST(StoreCompare, ListingIsNewestFirstLightAndFiltersByRun) {
@@ -225,7 +274,7 @@ TEST(StoreCompare, MigratesVersion2ToVersion3KeepingData) {
   ASSERT_EQ(raw_query_text(path, "SELECT name FROM sqlite_schema WHERE name = 'compares'"), "");
   {
     Store store(path);
-    EXPECT_EQ(store.schema_version(), 3);
+    EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
     EXPECT_EQ(store.run(3).spec.name, "v2 run");
     EXPECT_EQ(store.metrics(3).size(), 2u);
     EXPECT_EQ(store.plan(5).plan.achieved_fp4_fraction, 0.76);
@@ -237,7 +286,7 @@ TEST(StoreCompare, MigratesVersion2ToVersion3KeepingData) {
     EXPECT_EQ(store.compare(id).rows[0].plan_id, 5);
     EXPECT_EQ(store.list_compares(3).size(), 1u);
   }
-  EXPECT_EQ(raw_query_text(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(raw_query_text(path, "PRAGMA user_version"), std::to_string(Store::kSchemaVersion));
   EXPECT_EQ(raw_query_text(path, "SELECT name FROM sqlite_schema WHERE name = 'compares_by_run'"), "compares_by_run");
   EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(raw_query_text(path, "PRAGMA foreign_key_check"), "");

@@ -1,20 +1,19 @@
 // Plan comparison by training (compare.h; METHOD.md section 6, training truth).
 #include "snip/compare.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <random>
 
 #include "snip/error.h"
+#include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
 #include "snip/trainer.h"
 
 namespace snip {
 namespace {
-
-struct RunResult {
-  double train_last = 0, val_plan = 0, val_bf16 = 0;
-  std::vector<double> curve;  // train loss per step
-};
 
 // Extra optimizer steps on the next training batches with the learning rate decaying linearly
 // from the schedule's current value to 0 (the "short LR cooldown" before measuring val loss).
@@ -29,7 +28,7 @@ void cooldown(Trainer& t, int n) {
   const double lr0 = c.schedule.at(t.step_count());
   for (int i = 0; i < n; ++i) {
     m.zero_grads();
-    m.set_quant_key(c.seed, uint64_t(t.step_count() + i));
+    m.set_quant_key(t.rounding_seed(), uint64_t(t.step_count() + i));
     for (int a = 0; a < c.grad_accum; ++a) {
       loader.next(in.data(), tgt.data());
       const double loss = m.forward(in.data(), tgt.data());
@@ -41,41 +40,131 @@ void cooldown(Trainer& t, int n) {
   }
 }
 
-RunResult train_plan(const std::string& dir, int64_t start, const Plan& plan, const CompareOptions& o,
-                     const std::string& recipe, double perturb_rel, uint64_t perturb_seed) {
+// The stochastic-rounding seed of replicate r: distinct per replicate, the same for every arm.
+uint64_t rounding_seed_of(uint64_t run_seed, int replicate) {
+  return run_seed ^ (0x9E3779B97F4A7C15ull * uint64_t(replicate));
+}
+
+// One replicate of one arm: resume the checkpoint, perturb every weight by a relative
+// `o.replicate_rel` (seed = replicate), train `o.steps` steps under the plan, cool down, evaluate.
+CompareReplicate train_plan(const std::string& dir, int64_t start, const Plan& plan, const CompareOptions& o,
+                            const std::string& recipe, int replicate) {
   std::unique_ptr<Trainer> t = Trainer::resume(dir, start + o.steps);
   t->model().set_recipe(Recipe::named(recipe));
-  if (perturb_rel > 0) {
-    std::mt19937_64 rng(perturb_seed);
+  t->set_rounding_seed(rounding_seed_of(t->config().seed, replicate));
+  if (o.replicate_rel > 0) {
+    std::mt19937_64 rng{uint64_t(replicate)};
     std::normal_distribution<double> nd(0.0, 1.0);
     float* p = t->model().param_data();
-    for (int64_t i = 0; i < t->model().num_params(); ++i) p[i] = float(p[i] * (1.0 + perturb_rel * nd(rng)));
+    for (int64_t i = 0; i < t->model().num_params(); ++i) p[i] = float(p[i] * (1.0 + o.replicate_rel * nd(rng)));
   }
   t->set_plan(plan);
   std::vector<double> losses;
   for (int64_t s = 0; s < o.steps; ++s) losses.push_back(t->step().train_loss);
-  RunResult r;
+  CompareReplicate r;
   const size_t w = std::min(losses.size(), size_t(std::max(1, o.last_window)));
-  for (size_t i = losses.size() - w; i < losses.size(); ++i) r.train_last += losses[i] / double(w);
-  r.curve = std::move(losses);
+  for (size_t i = losses.size() - w; i < losses.size(); ++i) r.train_loss_last += losses[i] / double(w);
+  r.train_curve = std::move(losses);
   cooldown(*t, o.cooldown_steps);
-  r.val_plan = t->evaluate(o.eval_batches);
+  r.val_loss_plan = t->evaluate(o.eval_batches);
   const std::vector<LinearPrecision> prec = t->model().precisions();
   t->model().set_precisions(std::vector<LinearPrecision>(prec.size(), LinearPrecision::uniform(Precision::bf16)));
-  r.val_bf16 = t->evaluate(o.eval_batches);
+  r.val_loss_bf16 = t->evaluate(o.eval_batches);
   t->model().set_precisions(prec);
   return r;
 }
 
+// Means over the replicates and the gaps to the BF16 row.
+void summarize(CompareReport& rep) {
+  for (CompareRow& row : rep.rows) {
+    const double k = double(row.replicates.size());
+    row.train_loss_last = row.val_loss_plan = row.val_loss_bf16 = 0;
+    row.train_curve.assign(row.replicates.front().train_curve.size(), 0.0);
+    for (const CompareReplicate& r : row.replicates) {
+      row.train_loss_last += r.train_loss_last / k;
+      row.val_loss_plan += r.val_loss_plan / k;
+      row.val_loss_bf16 += r.val_loss_bf16 / k;
+      for (size_t i = 0; i < row.train_curve.size() && i < r.train_curve.size(); ++i)
+        row.train_curve[i] += r.train_curve[i] / k;
+    }
+  }
+  const CompareRow& bf16 = rep.rows[rep.bf16_row];
+  for (CompareRow& r : rep.rows) {
+    r.gap_train = r.train_loss_last - bf16.train_loss_last;
+    r.gap_val_plan = r.val_loss_plan - bf16.val_loss_plan;
+    r.gap_val_bf16 = r.val_loss_bf16 - bf16.val_loss_bf16;
+  }
+  const CompareRow& snip = rep.rows[rep.snip_row];
+  if (snip.replicates.size() < 2) {
+    rep.noise_floor_train = rep.noise_floor_val = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  auto spread = [&](double CompareReplicate::*field) {
+    double lo = snip.replicates[0].*field, hi = lo;
+    for (const CompareReplicate& r : snip.replicates) lo = std::min(lo, r.*field), hi = std::max(hi, r.*field);
+    return hi - lo;
+  };
+  rep.noise_floor_train = spread(&CompareReplicate::train_loss_last);
+  rep.noise_floor_val = spread(&CompareReplicate::val_loss_plan);
+}
+
+// The oracle plan: the ablation truth on the checkpoint (forward loss damage only, no
+// weight-update truth: that is what a plan's ΔL costs), then the ILP on it.
+PlanResult oracle_plan(const std::string& dir, const std::string& recipe, const CompareOptions& o,
+                       const CostTable& like, const PlanRequest& req) {
+  ExperimentSetup setup = load_experiment(dir);
+  setup.model->set_recipe(Recipe::named(recipe));
+  ValidateOptions vo;
+  vo.batches = o.oracle_batches;
+  vo.weight_truth = false;
+  vo.stats = o.stats;
+  if (o.oracle_batches > setup.val_batches())
+    throw Error("compare: --oracle-batches " + std::to_string(o.oracle_batches) + " exceeds the " +
+                std::to_string(setup.val_batches()) + " validation batches of the checkpoint's data; use at most that");
+  const ValidationReport truth = run_validation(setup, vo);
+  const CostTable table = oracle_cost_table(truth, like);
+  PlanResult p = solve_ilp(table, req, &like);
+  p.method = "oracle";
+  p.notes.push_back("oracle: ILP on the measured ΔL of " + std::to_string(o.oracle_batches) + " validation batches");
+  return p;
+}
+
 }  // namespace
+
+CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like) {
+  CostTable t = like;
+  t.kind = "oracle";
+  t.source = "measured ΔL, " + std::to_string(truth.batches) + " validation batches at step " +
+             std::to_string(truth.step);
+  t.has_roles = false;
+  for (CostLayer& c : t.layers) {
+    for (int r = 0; r < kNumRoles; ++r) c.cost[r].fill(kNaN);
+    c.cost[0][int(Precision::bf16)] = 0;
+    c.cost[1][int(Precision::bf16)] = 0;
+    for (Precision p : {Precision::fp8, Precision::fp4}) {
+      const AblationEntry* e = nullptr;
+      for (const AblationEntry& x : truth.entries)
+        if (x.layer == c.name && x.precision == p) e = &x;
+      if (!e || !e->values.count("dl_true"))
+        throw Error("oracle: the ablation truth has no " + std::string(precision_name(p)) + " entry for " + c.name);
+      c.cost[0][int(p)] = e->values.at("dl_true");
+      c.cost[1][int(p)] = 0;
+    }
+  }
+  return t;
+}
 
 CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareProgress& progress) {
   if (o.steps < 1) throw Error("compare: --steps must be at least 1");
+  if (o.replicates < 1)
+    throw Error("compare: --replicates must be at least 1 (3 or more give 95% intervals; 1 gives no interval)");
   if (!(o.budget >= 0 && o.budget <= 1)) throw Error("compare: --budget must be in [0, 1]");
+  if (o.oracle && o.oracle_batches < 1) throw Error("compare: --oracle-batches must be at least 1");
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
   CompareReport rep;
   rep.start_step = t0->step_count();
   rep.budget = o.budget;
+  rep.replicates = o.replicates;
   rep.recipe = o.recipe.empty() ? t0->config().recipe : o.recipe;
   t0->model().set_recipe(Recipe::named(rep.recipe));
   rep.round = collect_stats_round(*t0, o.stats);
@@ -85,33 +174,43 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   // every plan, in report order
   PlanRequest req;
   req.budget = o.budget;
-  struct Arm {
-    std::string name;
-    PlanResult result;
-    std::optional<double> lambda;
-    std::optional<uint64_t> seed;
+  auto add_result = [&](const std::string& name, PlanResult p, Method m, uint64_t seed,
+                        std::optional<double> lambda) {
+    p.plan.recipe = rep.recipe;
+    CompareRow row;
+    row.method = name;
+    row.lambda = lambda;
+    if (m == Method::random) row.seed = seed;
+    row.plan = std::move(p.plan);
+    row.achieved_fraction = p.achieved_fraction;
+    row.notes = std::move(p.notes);
+    for (const CompareRow& prev : rep.rows)
+      if (prev.plan.layers == row.plan.layers) {
+        row.same_plan_as = prev.method;
+        break;
+      }
+    rep.rows.push_back(std::move(row));
   };
-  std::vector<Arm> plans;
   auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1,
                  std::optional<double> lambda = std::nullopt) {
     PlanRequest r = req;
     r.seed = seed;
-    PlanResult p = make_plan(in, m, r);
-    p.plan.recipe = rep.recipe;
-    plans.push_back({name, std::move(p), lambda, m == Method::random ? std::optional<uint64_t>(seed) : std::nullopt});
+    add_result(name, make_plan(in, m, r), m, seed, lambda);
   };
   const PlannerInput base = planner_input_from_stats(round);
   add("uniform-bf16", base, Method::uniform_bf16);
-  size_t snip_ref = 0;
+  rep.bf16_row = 0;
+  bool have_ref = false;
   for (double lam : o.lambdas) {
     EstimatorOptions eo;
     eo.lambda = lam;
     char name[32];
     std::snprintf(name, sizeof name, "snip λ=%g", lam);
-    if (std::abs(lam - 0.1) < 1e-12) snip_ref = plans.size();
+    if (std::abs(lam - 0.1) < 1e-12 && !have_ref) rep.snip_row = rep.rows.size(), have_ref = true;
     add(name, planner_input_from_stats(round, eo), Method::snip, 1, lam);
   }
-  if (snip_ref == 0) snip_ref = 1;  // no λ = 0.1: the first SNIP plan is the reference
+  if (!have_ref) rep.snip_row = 1;  // no λ = 0.1: the first SNIP plan is the reference
+  if (rep.snip_row >= rep.rows.size()) throw Error("compare: give at least one SNIP λ");
   for (int s = 1; s <= o.random_seeds; ++s) add("random s" + std::to_string(s), base, Method::random, uint64_t(s));
   add("min-err", base, Method::min_err);
   add("min-rel-err", base, Method::min_rel_err);
@@ -119,59 +218,30 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   add("e-layer-id", base, Method::e_layer_id);
   add("uniform-fp8", base, Method::uniform_fp8);
   add("uniform-fp4", base, Method::uniform_fp4);
+  if (o.oracle) {
+    if (progress) progress(0, 0, "oracle: measuring every layer's loss damage");
+    add_result("oracle", oracle_plan(dir, rep.recipe, o, base.snip, req), Method::snip, 1, std::nullopt);
+    rep.oracle_row = rep.rows.size() - 1;
+  }
 
-  const int total = int(plans.size()) + o.control_seeds;
+  // Replicate-major: an interrupted compare has whole replicates. Rows with an earlier row's
+  // plan copy its replicates (the same plan from the same replicate start trains the same model).
+  int distinct = 0;
+  for (const CompareRow& row : rep.rows) distinct += row.same_plan_as.empty();
+  const int total = distinct * o.replicates;
   int done = 0;
-  for (const auto& [name, pr, lambda, seed] : plans) {
-    CompareRow row;
-    row.method = name;
-    row.lambda = lambda;
-    row.seed = seed;
-    row.plan = pr.plan;
-    row.achieved_fraction = pr.achieved_fraction;
-    row.notes = pr.notes;
-    for (const CompareRow& prev : rep.rows)
-      if (prev.plan.layers == row.plan.layers) {
-        row.same_plan_as = prev.method;
-        row.train_loss_last = prev.train_loss_last, row.val_loss_plan = prev.val_loss_plan;
-        row.val_loss_bf16 = prev.val_loss_bf16, row.train_curve = prev.train_curve;
-        break;
-      }
-    if (row.same_plan_as.empty()) {
-      const RunResult r = train_plan(dir, rep.start_step, row.plan, o, rep.recipe, 0, 0);
-      row.train_loss_last = r.train_last, row.val_loss_plan = r.val_plan, row.val_loss_bf16 = r.val_bf16;
-      row.train_curve = r.curve;
+  for (int r = 1; r <= o.replicates; ++r)
+    for (CompareRow& row : rep.rows) {
+      if (!row.same_plan_as.empty()) continue;
+      row.replicates.push_back(train_plan(dir, rep.start_step, row.plan, o, rep.recipe, r));
+      if (progress)
+        progress(++done, total, row.method + " (replicate " + std::to_string(r) + "/" + std::to_string(o.replicates) + ")");
     }
-    rep.rows.push_back(std::move(row));
-    if (progress) progress(++done, total, name);
-  }
-  const CompareRow snip = rep.rows[snip_ref];
-  for (int s = 1; s <= o.control_seeds; ++s) {
-    CompareRow row;
-    char name[64];
-    std::snprintf(name, sizeof name, "control s%d (w×(1+%g·ξ))", s, o.control_rel);
-    row.method = name;  // the SNIP reference plan (λ = 0.1) from perturbed weights
-    row.lambda = snip.lambda;
-    row.seed = 1000 + uint64_t(s);
-    row.plan = snip.plan;
-    row.achieved_fraction = snip.achieved_fraction;
-    row.control = true;
-    const RunResult r = train_plan(dir, rep.start_step, row.plan, o, rep.recipe, o.control_rel, *row.seed);
-    row.train_loss_last = r.train_last, row.val_loss_plan = r.val_plan, row.val_loss_bf16 = r.val_bf16;
-    row.train_curve = r.curve;
-    rep.noise_floor_train = std::max(rep.noise_floor_train, std::abs(r.train_last - snip.train_loss_last));
-    rep.noise_floor_val = std::max(rep.noise_floor_val, std::abs(r.val_plan - snip.val_loss_plan));
-    rep.rows.push_back(std::move(row));
-    if (progress) progress(++done, total, rep.rows.back().method);
-  }
-  const CompareRow& bf16 = rep.rows.front();
-  const double snip_gap = snip.train_loss_last - bf16.train_loss_last;
-  for (CompareRow& r : rep.rows) {
-    r.gap_train = r.train_loss_last - bf16.train_loss_last;
-    r.gap_val_plan = r.val_loss_plan - bf16.val_loss_plan;
-    r.gap_val_bf16 = r.val_loss_bf16 - bf16.val_loss_bf16;
-    r.differs_from_snip = !r.control && std::abs(r.gap_train - snip_gap) > rep.noise_floor_train;
-  }
+  for (CompareRow& row : rep.rows)
+    if (!row.same_plan_as.empty())
+      for (const CompareRow& prev : rep.rows)
+        if (prev.method == row.same_plan_as) row.replicates = prev.replicates;
+  summarize(rep);
   return rep;
 }
 

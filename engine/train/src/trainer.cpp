@@ -223,7 +223,7 @@ StepMetrics Trainer::step() {
   const std::string where = "step " + std::to_string(step_no) + ": ";
   Llama& m = *model_;
   m.zero_grads();
-  m.set_quant_key(config_.seed, uint64_t(step_));
+  m.set_quant_key(rounding_seed(), uint64_t(step_));
   double loss_sum = 0;
   // A failed step leaves the trainer as it was before it (weights, moments and data position),
   // so the state can still be saved as the last good one.

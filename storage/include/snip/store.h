@@ -46,7 +46,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;  // PRAGMA user_version of a current database
+  static constexpr int kSchemaVersion = 4;  // PRAGMA user_version of a current database
 
   // Opens (or creates) the database and migrates an older schema forward. Throws snip::Error,
   // without modifying the file, for: a file that is not a SQLite database, a truncated

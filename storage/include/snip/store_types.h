@@ -149,6 +149,16 @@ struct ValidationResult {
   int64_t created_ms = 0;
 };
 
+// One training of one compare arm (replicate r: weights perturbed with seed r, its own
+// stochastic-rounding seed; replicate r of every arm starts from the same weights).
+struct CompareReplicateRecord {
+  double train_loss_last = 0.0;     // mean train loss over the last `last_window` steps
+  double val_loss_plan = 0.0;       // after the LR cooldown, forward under the plan
+  double val_loss_bf16 = 0.0;       // after the LR cooldown, forward in BF16
+  std::vector<double> train_curve;  // train loss of each step
+  bool operator==(const CompareReplicateRecord&) const = default;
+};
+
 // METHOD.md section 6, training truth (`snip compare`): one row of the comparison table, i.e.
 // one arm trained from the common checkpoint under one plan. Losses are NaN when unknown
 // (e.g. a diverged arm); NaN is stored as NULL and read back as NaN.
@@ -164,10 +174,15 @@ struct CompareRowRecord {
   double gap_val_plan = 0.0;            // val_loss_plan − uniform-bf16's
   double gap_val_bf16 = 0.0;            // val_loss_bf16 − uniform-bf16's
   bool control = false;                 // a noise-floor control arm
-  bool differs_from_snip = false;       // |gap_train − SNIP's| > the train noise floor
+  // Version 3 compares: |gap_train − SNIP's| > the noise floor; since version 4: the verdict
+  // against SNIP (paired_stats.h) is `better` or `worse`. Recompute from `replicates` instead.
+  bool differs_from_snip = false;
   std::string same_plan_as;             // earlier row with the identical plan (not trained again), or ""
   std::optional<int64_t> plan_id;       // the arm's plan in the plans table, when stored
   std::vector<double> train_curve;      // train loss of each step, start_step+1 ... start_step+steps
+  // The K replicates in order (replicate r at index r − 1); the loss fields above are their
+  // means. Empty for compares stored before schema version 4 (one unreplicated run).
+  std::vector<CompareReplicateRecord> replicates;
   bool operator==(const CompareRowRecord&) const = default;
 };
 
@@ -188,6 +203,7 @@ struct CompareRecord {
   double control_rel = 0.0;                // relative weight perturbation of the controls
   double noise_floor_train = 0.0;
   double noise_floor_val = 0.0;
+  int64_t replicates = 1;                  // K: trainings per arm (1 for compares before version 4)
   nlohmann::json options = nlohmann::json::object();  // anything else (seeds, λ list, ...)
   int64_t created_ms = 0;                  // set by the store
   int64_t row_count = 0;                   // set by the store (list_compares leaves rows empty)

@@ -1,11 +1,12 @@
 // Training truth (METHOD.md section 6): from one checkpoint and with a fixed data order, train N
 // steps under each plan at the same FP4 budget — SNIP at several λ, random ×k, min-err,
-// min-rel-err, e-layer-type, e-layer-id, uniform BF16/FP8/FP4 — plus the noise-floor control
-// (the SNIP λ=0.1 plan rerun from weights perturbed by a relative 1e-4, two seeds). Per plan:
-// the mean train loss over the last 50 steps, the validation loss under the plan and under
-// BF16 after a short LR cooldown, the gaps to uniform BF16, and whether the gap differs from
-// SNIP's by more than the noise floor. Methods that produce the same plan are trained once and
-// reported as the same plan.
+// min-rel-err, e-layer-type, e-layer-id, uniform BF16/FP8/FP4 — each K times (replicates).
+// Replicate r of every arm starts from the checkpoint's weights perturbed by a relative 1e-4
+// (seed r) and uses its own stochastic-rounding seed, so the arms are paired by r. Per plan and
+// replicate: the mean train loss over the last 50 steps, the validation loss under the plan and
+// under BF16 after a short LR cooldown. The statistics (gaps to BF16 with 95% intervals, paired
+// differences to the SNIP reference and verdicts) are computed from these values by
+// paired_stats.h. Methods that produce the same plan are trained once and reported as the same plan.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "snip/planner.h"
 #include "snip/stats_round.h"
+#include "snip/validate.h"
 
 namespace snip {
 
@@ -24,48 +26,75 @@ struct CompareOptions {
   std::string recipe;    // "" = the checkpoint's recipe; "tensor" = the harsh regime
   int random_seeds = 2;  // random ×k
   std::vector<double> lambdas = {0, 0.1, 0.3, 1};
-  int cooldown_steps = 20;    // LR decays linearly to 0 over these extra steps before val
-  int eval_batches = 8;       // sequential validation batches
-  int last_window = 50;       // train-loss mean over the last this-many steps
-  double control_rel = 1e-4;  // weight perturbation of the noise-floor control
-  int control_seeds = 2;
-  StatsRoundOptions stats;  // the round the cost-based plans come from
+  int cooldown_steps = 20;      // LR decays linearly to 0 over these extra steps before val
+  int eval_batches = 8;         // sequential validation batches
+  int last_window = 50;         // train-loss mean over the last this-many steps
+  int replicates = 3;           // K: every arm trained K times, paired by replicate
+  double replicate_rel = 1e-4;  // relative weight perturbation of every replicate (seed r)
+  StatsRoundOptions stats;      // the round the cost-based plans come from
+  // The oracle arm: the same ILP on the measured per-layer loss damage (the ablation truth
+  // dl_true of `snip validate`) on this checkpoint, averaged over `oracle_batches` sequential
+  // validation batches. The measured ΔL of one batch is dominated by its first-order term
+  // ⟨G_l, δY_l⟩, whose sign changes from batch to batch; averaging n batches shrinks that noise
+  // by √n, and 32 batches (8× the 4 that could not rank layers, √8 ≈ 2.8× less noise) is the
+  // default that keeps a tiny/small oracle under a few minutes.
+  bool oracle = false;
+  int oracle_batches = 32;
+};
+
+// One training of one arm.
+struct CompareReplicate {
+  double train_loss_last = 0;       // mean over the last `last_window` steps
+  double val_loss_plan = 0;         // after the cooldown, forward under the plan
+  double val_loss_bf16 = 0;         // after the cooldown, forward in BF16
+  std::vector<double> train_curve;  // train loss of each step
 };
 
 struct CompareRow {
-  std::string method;  // "snip λ=0.1", "random s1", "uniform-fp4", "control s1", ...
-  std::optional<double> lambda;  // SNIP's λ (SNIP rows and the controls)
-  std::optional<uint64_t> seed;  // the random baseline's seed, or the control's perturbation seed
+  std::string method;  // "snip λ=0.1", "random s1", "uniform-fp4", ...
+  std::optional<double> lambda;  // SNIP's λ (SNIP rows)
+  std::optional<uint64_t> seed;  // the random baseline's seed
   Plan plan;
   double achieved_fraction = 0;
-  double train_loss_last = 0;      // mean over the last `last_window` steps
-  double val_loss_plan = 0;        // after the cooldown, forward under the plan
-  double val_loss_bf16 = 0;        // after the cooldown, forward in BF16
-  double gap_train = 0;            // train_loss_last − uniform-bf16's
-  double gap_val_plan = 0;         // val_loss_plan − uniform-bf16's
-  double gap_val_bf16 = 0;         // val_loss_bf16 − uniform-bf16's
-  bool control = false;            // a noise-floor control run
-  std::string same_plan_as;        // earlier row with the identical plan (not trained again), or ""
-  bool differs_from_snip = false;  // |gap_train − SNIP(λ=0.1)'s| > noise floor
+  std::vector<CompareReplicate> replicates;  // K, replicate r at index r − 1
+  // Means over the replicates (the gaps are paired by replicate, so also the mean paired gap).
+  double train_loss_last = 0;
+  double val_loss_plan = 0;
+  double val_loss_bf16 = 0;
+  double gap_train = 0;             // train_loss_last − uniform-bf16's
+  double gap_val_plan = 0;          // val_loss_plan − uniform-bf16's
+  double gap_val_bf16 = 0;          // val_loss_bf16 − uniform-bf16's
+  std::string same_plan_as;         // earlier row with the identical plan (not trained again), or ""
   std::vector<std::string> notes;
-  std::vector<double> train_curve;  // train loss of each step (a copy of the earlier row's when same_plan_as)
+  std::vector<double> train_curve;  // per-step mean over the replicates
 };
 
 struct CompareReport {
   int64_t start_step = 0;
   double budget = 0;
   std::string recipe;
+  int replicates = 0;   // K
+  size_t bf16_row = 0;  // the uniform-bf16 row, the zero of the gaps
+  size_t snip_row = 0;  // the SNIP reference row (λ = 0.1, else the first SNIP λ)
+  std::optional<size_t> oracle_row;  // with CompareOptions::oracle
   std::vector<CompareRow> rows;
-  double noise_floor_train = 0;  // max |train_loss_last(control) − train_loss_last(SNIP λ=0.1)|
-  double noise_floor_val = 0;    // the same for val_loss_plan
-  StatsRound round;              // the statistics round the cost-based plans were made from
+  // Spread (max − min) of the SNIP reference's replicate losses: the old single-number noise
+  // floor, kept for the record; NaN with one replicate. The intervals are the evidence.
+  double noise_floor_train = 0;
+  double noise_floor_val = 0;
+  StatsRound round;  // the statistics round the cost-based plans were made from
 };
 
-// Progress: (rows done, rows total, method name).
+// The oracle's cost table: `like`'s layers (names, FLOPs, SNIP's predictions for rating) with
+// every layer's cost the measured ΔL (dl_true) per precision from `truth`, BF16 cost 0, no roles.
+// Throws snip::Error when `truth` lacks a layer × precision of the table.
+CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like);
+
+// Progress: (trainings done, trainings total, "method (replicate r/K)").
 using CompareProgress = std::function<void(int, int, const std::string&)>;
 
 // Runs the comparison from the checkpoint directory (never written). Throws snip::Error for a
-// budget no plan can meet, steps < 1, or a bad checkpoint.
+// budget no plan can meet, steps < 1, replicates < 1, or a bad checkpoint.
 CompareReport run_compare(const std::string& checkpoint, const CompareOptions& options,
                           const CompareProgress& progress = {});
 

@@ -127,6 +127,10 @@ class Trainer {
   const std::vector<std::string>& resume_warnings() const { return resume_warnings_; }
 
   int64_t step_count() const { return step_; }
+  // The stochastic-rounding seed of the quantized GEMMs (default: config().seed). A replicated
+  // experiment gives each replicate its own without changing the data order; not checkpointed.
+  void set_rounding_seed(uint64_t seed) { rounding_seed_ = seed; }
+  uint64_t rounding_seed() const { return rounding_seed_.value_or(config_.seed); }
   const TrainConfig& config() const { return config_; }
   Llama& model() { return *model_; }
   const Llama& model() const { return *model_; }
@@ -147,6 +151,7 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
+  std::optional<uint64_t> rounding_seed_;
   Callback callback_;
   std::vector<std::string> plan_warnings_;
   std::vector<std::string> resume_warnings_;
