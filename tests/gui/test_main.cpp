@@ -1,8 +1,17 @@
 // test_gui's main: the offscreen Qt platform and private config/data directories are set
 // before the QApplication exists, so tests never touch the user's settings or database.
 #include <QApplication>
+#include <QSettings>
 #include <QTemporaryDir>
 #include <gtest/gtest.h>
+
+namespace {
+// Each test starts from the defaults: settings one test's window saved (the run form, window
+// state) must not shape the next test's window.
+class FreshSettings : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override { QSettings().clear(); }
+};
+}  // namespace
 
 int main(int argc, char** argv) {
   qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -13,5 +22,6 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName(QStringLiteral("snip-workbench-test"));
   QApplication::setApplicationName(QStringLiteral("snip-workbench-test"));
   ::testing::InitGoogleTest(&argc, argv);
+  ::testing::UnitTest::GetInstance()->listeners().Append(new FreshSettings);
   return RUN_ALL_TESTS();
 }

@@ -1,6 +1,7 @@
 // HeatmapWidget: painted grid with a viridis colour scale, tooltips and click-to-pin.
 #include "heatmap_widget.h"
 
+#include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -22,13 +23,41 @@ QColor viridis(double t) {
                           float((kStops[i][2] * (1 - f) + kStops[i + 1][2] * f) / 255.0));
 }
 
+QColor diverging_colour(double t) {
+  static const double kStops[7][3] = {{33, 102, 172}, {103, 169, 207}, {209, 229, 240}, {247, 247, 247},
+                                      {253, 219, 199}, {239, 138, 98},  {178, 24, 43}};
+  if (!std::isfinite(t)) t = 0.5;
+  t = std::clamp(t, 0.0, 1.0) * 6.0;
+  const int i = std::min(5, int(t));
+  const double f = t - i;
+  return QColor::fromRgbF(float((kStops[i][0] * (1 - f) + kStops[i + 1][0] * f) / 255.0),
+                          float((kStops[i][1] * (1 - f) + kStops[i + 1][1] * f) / 255.0),
+                          float((kStops[i][2] * (1 - f) + kStops[i + 1][2] * f) / 255.0));
+}
+
+namespace {
+// Symmetric log: |v| below max·10⁻³ is nearly linear, above it logarithmic (three decades shown).
+constexpr double kSymlogDecades = 1e-3;
+}  // namespace
+
 HeatmapWidget::HeatmapWidget(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);  // reachable with Tab; arrows move the selection
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
 }
 
 void HeatmapWidget::set_data(HeatmapData data) {
   data_ = std::move(data);
+  // A signed quantity (or any negative value, which a log scale cannot show) gets the diverging
+  // scale: symmetric around 0, so the sign reads from the hue and one colour means one value.
+  diverging_ = data_.diverging;
+  max_abs_ = 0.0;
+  for (double v : data_.values)
+    if (std::isfinite(v)) {
+      diverging_ = diverging_ || v < 0;
+      max_abs_ = std::max(max_abs_, std::fabs(v));
+    }
+  if (!(max_abs_ > 0)) max_abs_ = 1.0;
   // Colour range from the finite values (log space when asked).
   lo_ = std::numeric_limits<double>::infinity();
   hi_ = -std::numeric_limits<double>::infinity();
@@ -44,6 +73,7 @@ void HeatmapWidget::set_data(HeatmapData data) {
   if (!(lo_ <= hi_)) lo_ = 0.0, hi_ = 1.0;
   if (hi_ == lo_) hi_ = lo_ + 1.0;
   hover_ = -1;
+  if (selected_ >= data_.rows * data_.cols) selected_ = -1;
   update();
 }
 
@@ -54,8 +84,44 @@ void HeatmapWidget::set_marked(std::set<int> cells) {
 
 double HeatmapWidget::normalized(double v) const {
   if (!std::isfinite(v)) return std::nan("");
+  if (diverging_) {
+    if (!data_.log_colour) return 0.5 + 0.5 * v / max_abs_;
+    const double lt = kSymlogDecades * max_abs_;
+    const double f = std::log10(1.0 + std::fabs(v) / lt) / std::log10(1.0 + max_abs_ / lt);
+    return 0.5 + 0.5 * std::copysign(f, v);
+  }
   if (data_.log_colour) v = v > 0 ? std::log10(v) : lo_;
   return (v - lo_) / (hi_ - lo_);
+}
+
+double HeatmapWidget::value_at(double t) const {
+  if (diverging_) {
+    const double f = 2.0 * t - 1.0;
+    if (!data_.log_colour) return f * max_abs_;
+    const double lt = kSymlogDecades * max_abs_;
+    return std::copysign(lt * (std::pow(1.0 + max_abs_ / lt, std::fabs(f)) - 1.0), f);
+  }
+  return data_.log_colour ? std::pow(10.0, lo_ + t * (hi_ - lo_)) : lo_ + t * (hi_ - lo_);
+}
+
+QString HeatmapWidget::scale_caption() const {
+  if (diverging_) return data_.log_colour ? tr("diverging · log") : tr("diverging · linear");
+  return data_.log_colour ? tr("log") : tr("linear");
+}
+
+QColor HeatmapWidget::colour_of(double value) const {
+  const double t = normalized(value);
+  return diverging_ ? diverging_colour(t) : viridis(t);
+}
+
+QStringList HeatmapWidget::legend_labels() const {
+  auto label = [this](double t) {
+    const double v = value_at(t);
+    // The diverging scale's centre is exactly 0 (not a rounding residue), its ends ±max.
+    if (diverging_ && t == 0.5) return QStringLiteral("0");
+    return (diverging_ && v > 0 ? QStringLiteral("+") : QString()) + QString::number(v, 'g', 3);
+  };
+  return {label(1.0), label(0.5), label(0.0)};
 }
 
 HeatmapWidget::Geometry HeatmapWidget::geometry() const {
@@ -64,7 +130,8 @@ HeatmapWidget::Geometry HeatmapWidget::geometry() const {
   for (const QString& s : data_.row_labels) label_w = std::max(label_w, fm.horizontalAdvance(s));
   label_w = std::max(label_w, fm.horizontalAdvance(QStringLiteral("00"))) + 8;
   const int header_h = fm.height() + 8;
-  const int bar_w = 16 + 8 + fm.horizontalAdvance(QStringLiteral("-0.00e-00")) + 8;
+  const int bar_w = std::max(16 + 8 + fm.horizontalAdvance(QStringLiteral("-0.00e-00")) + 8,
+                             fm.horizontalAdvance(scale_caption()) + 12);
   Geometry g;
   g.grid = QRect(label_w, header_h, std::max(1, width() - label_w - bar_w - 8), std::max(1, height() - header_h - 4));
   g.colorbar = QRect(g.grid.right() + 12, header_h, 16, g.grid.height());
@@ -129,7 +196,7 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
     const double v = cell < int(data_.values.size()) ? data_.values[size_t(cell)] : std::nan("");
     const double t = normalized(v);
     if (std::isfinite(t)) {
-      const QColor colour = viridis(t);
+      const QColor colour = colour_of(v);
       p.fillRect(rc, colour);
       if (show_numbers) {
         p.setPen(colour.lightnessF() > 0.55 ? Qt::black : Qt::white);
@@ -157,6 +224,15 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
     p.setBrush(Qt::NoBrush);
     p.drawRect(rc);
   }
+  if (selected_ >= 0) {
+    // Two rings, the text colour outside and the base colour inside, so it shows on every cell colour.
+    const QRect rc = cell_rect(selected_);
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(pal.color(QPalette::Text), hasFocus() ? 3 : 2));
+    p.drawRect(rc.adjusted(1, 1, -2, -2));
+    p.setPen(QPen(pal.color(QPalette::Base), 2));
+    p.drawRect(rc.adjusted(4, 4, -5, -5));
+  }
   if (hover_ >= 0) {
     p.setPen(QPen(pal.color(QPalette::Text), 1, Qt::DashLine));
     p.setBrush(Qt::NoBrush);
@@ -178,21 +254,63 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   }
   // Colour bar with its range (values in the data's own units).
   const QRect bar = g.colorbar;
-  for (int y = 0; y < bar.height(); ++y)
-    p.fillRect(QRect(bar.left(), bar.bottom() - y, bar.width(), 1), viridis(double(y) / std::max(1, bar.height() - 1)));
+  for (int y = 0; y < bar.height(); ++y) {
+    const double t = double(y) / std::max(1, bar.height() - 1);
+    p.fillRect(QRect(bar.left(), bar.bottom() - y, bar.width(), 1), diverging_ ? diverging_colour(t) : viridis(t));
+  }
   p.setPen(pal.color(QPalette::Text));
   p.drawRect(bar.adjusted(0, 0, -1, -1));
-  auto value_at = [this](double t) { return data_.log_colour ? std::pow(10.0, lo_ + t * (hi_ - lo_)) : lo_ + t * (hi_ - lo_); };
+  const QStringList labels = legend_labels();
   const QRect top_label(bar.right() + 4, bar.top() - 2, width() - bar.right() - 4, fm.height());
   const QRect bottom_label(bar.right() + 4, bar.bottom() - fm.height(), width() - bar.right() - 4, fm.height());
   const QRect mid_label(bar.right() + 4, bar.center().y() - fm.height() / 2, width() - bar.right() - 4, fm.height());
-  p.drawText(top_label, Qt::AlignLeft | Qt::AlignTop, QString::number(value_at(1.0), 'g', 3));
-  p.drawText(mid_label, Qt::AlignLeft | Qt::AlignVCenter, QString::number(value_at(0.5), 'g', 3));
-  p.drawText(bottom_label, Qt::AlignLeft | Qt::AlignBottom, QString::number(value_at(0.0), 'g', 3));
-  if (data_.log_colour) {
-    const QRect log_label(bar.left() - 4, 0, width() - bar.left() + 4, g.grid.top() - 2);
-    p.drawText(log_label, Qt::AlignLeft | Qt::AlignBottom, tr("log"));
+  p.drawText(top_label, Qt::AlignLeft | Qt::AlignTop, labels[0]);
+  p.drawText(mid_label, Qt::AlignLeft | Qt::AlignVCenter, labels[1]);
+  p.drawText(bottom_label, Qt::AlignLeft | Qt::AlignBottom, labels[2]);
+  // Which scale this is, always: a reader must not take a log scale for a linear one.
+  const QRect caption(bar.left() - 4, 0, width() - bar.left() + 4, g.grid.top() - 2);
+  p.drawText(caption, Qt::AlignLeft | Qt::AlignBottom, scale_caption());
+}
+
+void HeatmapWidget::select_cell(int cell) {
+  if (cell < 0 || cell >= data_.rows * data_.cols) return;
+  selected_ = cell;
+  update();
+  emit cell_selected(cell);
+  const QRect rc = cell_rect(cell);
+  QToolTip::showText(mapToGlobal(rc.bottomLeft()), tooltip_text(cell), this, rc);
+}
+
+void HeatmapWidget::keyPressEvent(QKeyEvent* event) {
+  const int cells = data_.rows * data_.cols;
+  if (cells <= 0) return QWidget::keyPressEvent(event);
+  const int r = selected_ < 0 ? 0 : selected_ / data_.cols, c = selected_ < 0 ? 0 : selected_ % data_.cols;
+  int next = -2;
+  switch (event->key()) {
+    case Qt::Key_Left: next = r * data_.cols + std::max(0, c - 1); break;
+    case Qt::Key_Right: next = r * data_.cols + std::min(data_.cols - 1, c + 1); break;
+    case Qt::Key_Up: next = std::max(0, r - 1) * data_.cols + c; break;
+    case Qt::Key_Down: next = std::min(data_.rows - 1, r + 1) * data_.cols + c; break;
+    case Qt::Key_Home: next = r * data_.cols; break;
+    case Qt::Key_End: next = r * data_.cols + data_.cols - 1; break;
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+    case Qt::Key_Space:
+      if (selected_ >= 0) emit cell_clicked(selected_);
+      return;
+    default: return QWidget::keyPressEvent(event);
   }
+  select_cell(selected_ < 0 ? 0 : next);
+}
+
+void HeatmapWidget::focusInEvent(QFocusEvent* event) {
+  QWidget::focusInEvent(event);
+  update();
+}
+
+void HeatmapWidget::focusOutEvent(QFocusEvent* event) {
+  QWidget::focusOutEvent(event);
+  update();
 }
 
 void HeatmapWidget::mouseMoveEvent(QMouseEvent* event) {
@@ -211,7 +329,11 @@ void HeatmapWidget::mouseMoveEvent(QMouseEvent* event) {
 void HeatmapWidget::mousePressEvent(QMouseEvent* event) {
   if (event->button() != Qt::LeftButton) return;
   const int cell = cell_at(event->position().toPoint());
-  if (cell >= 0) emit cell_clicked(cell);
+  if (cell >= 0) {
+    selected_ = cell;  // the keyboard goes on from the clicked cell
+    update();
+    emit cell_clicked(cell);
+  }
 }
 
 void HeatmapWidget::leaveEvent(QEvent*) {

@@ -1,7 +1,10 @@
 // A heatmap of one number per cell: rows × columns (blocks × q/k/v/o/gate/up/down for the
 // per-layer divergence view; rounds × layers for the layer × step view). Viridis colour scale
-// (linear or log), a colour bar with its range, hover tooltip with the exact numbers, click to
-// pin a cell (emits cell_clicked; the owner decides what pinning means).
+// (linear or log) for magnitudes; a diverging blue–white–red scale centred at 0 and symmetric
+// (linear or symmetric-log) for signed quantities; a colour bar with its range and a caption
+// saying which scale is drawn; hover tooltip with the exact numbers, click to pin a cell (emits
+// cell_clicked; the owner decides what pinning means). Keyboard: the arrow keys move a visible
+// selection (its tooltip shows the cell's numbers), Enter or Space clicks it.
 #pragma once
 #include <QString>
 #include <QStringList>
@@ -20,11 +23,14 @@ struct HeatmapData {
   QStringList row_labels;      // may be empty (then "0", "1", ...)
   QStringList col_labels;
   QString value_name;          // e.g. "ΔL (FP4)"
-  bool log_colour = false;     // colour by log10(value); values <= 0 drawn as the lowest colour
+  bool log_colour = false;     // colour by log10(value) (diverging: by sign·log10(1 + |v|/(10⁻³·max|v|)))
+  bool diverging = false;      // a signed quantity: diverging scale around 0 (also chosen when any value < 0)
 };
 
 // Viridis, t in [0, 1] (perceptually uniform, readable on dark and light backgrounds).
 QColor viridis(double t);
+// Diverging blue (t = 0) – near-white (t = 0.5) – red (t = 1), after ColorBrewer's RdBu.
+QColor diverging_colour(double t);
 
 class HeatmapWidget : public QWidget {
   Q_OBJECT
@@ -43,6 +49,14 @@ class HeatmapWidget : public QWidget {
   // Cell under a widget position, -1 outside the grid.
   int cell_at(QPoint pos) const;
   QRect cell_rect(int cell) const;
+  // What the colour bar shows: the caption ("linear", "log", "diverging · linear",
+  // "diverging · log"), the colour of a value, and the top / middle / bottom range labels.
+  QString scale_caption() const;
+  QColor colour_of(double value) const;
+  QStringList legend_labels() const;
+  // The keyboard selection (-1: none); selecting shows the cell's tooltip.
+  int selected() const { return selected_; }
+  void select_cell(int cell);
 
   QSize sizeHint() const override { return {640, 480}; }
   QSize minimumSizeHint() const override { return {240, 160}; }
@@ -50,6 +64,7 @@ class HeatmapWidget : public QWidget {
  signals:
   void cell_clicked(int cell);
   void cell_hovered(int cell);
+  void cell_selected(int cell);
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -58,6 +73,9 @@ class HeatmapWidget : public QWidget {
   // A double click is two clicks (each press already counted), not a third.
   void mouseDoubleClickEvent(QMouseEvent* event) override { event->accept(); }
   void leaveEvent(QEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;
+  void focusInEvent(QFocusEvent*) override;
+  void focusOutEvent(QFocusEvent*) override;
 
  private:
   struct Geometry {
@@ -67,12 +85,17 @@ class HeatmapWidget : public QWidget {
   };
   Geometry geometry() const;
   double normalized(double v) const;  // value -> [0, 1] for the colour scale
+  double value_at(double t) const;    // its inverse, for the colour bar's labels
+  bool diverging() const { return diverging_; }
 
   HeatmapData data_;
   std::set<int> marked_;
   std::function<QString(int)> detail_;
   double lo_ = 0.0, hi_ = 1.0;  // colour range in (possibly log) value space
+  bool diverging_ = false;
+  double max_abs_ = 1.0;        // diverging: the range is [-max_abs_, max_abs_]
   int hover_ = -1;
+  int selected_ = -1;
 };
 
 }  // namespace snip::ui

@@ -3,10 +3,12 @@
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDoubleSpinBox>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFrame>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
@@ -18,6 +20,7 @@
 #include <QSvgGenerator>
 #include <QTabWidget>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include <sched.h>
@@ -92,8 +95,12 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   worker_thread_.start();
   request_short_ui_slice();
 
-  // Message bar above the views: non-blocking, closable.
-  message_bar_ = new QWidget(this);
+  auto* central = new QWidget(this);
+  // Message bar: non-blocking, closable, floating over the bottom edge of the views (not in the
+  // layout: a bar that pushed the views down and then hid moved every button under the mouse).
+  auto* bar_frame = new QFrame(central);
+  bar_frame->setFrameStyle(QFrame::StyledPanel | QFrame::Raised);
+  message_bar_ = bar_frame;
   message_bar_->setAutoFillBackground(true);
   auto* bar_layout = new QHBoxLayout(message_bar_);
   message_layout_ = bar_layout;
@@ -126,13 +133,12 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   tabs_->addTab(plan_view_, tr("&Plan"));
   tabs_->addTab(compare_view_, tr("&Compare"));
 
-  auto* central = new QWidget(this);
   auto* central_layout = new QVBoxLayout(central);
   central_layout->setContentsMargins(0, 0, 0, 0);
   central_layout->setSpacing(0);
-  central_layout->addWidget(message_bar_);
   central_layout->addWidget(tabs_, 1);
   setCentralWidget(central);
+  central->installEventFilter(this);  // resizes re-place the floating message bar
 
   status_db_ = new QLabel(this);
   status_training_ = new QLabel(tr("idle"), this);
@@ -155,8 +161,9 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   });
   connect(worker_, &TrainingWorker::progress, this, [this](const StepUpdate& u) {
     run_view_->show_progress(u);
-    status_training_->setText(tr("run #%1 · step %2/%3 · %4 tok/s").arg(u.run_id).arg(u.step).arg(u.total_steps)
-                                  .arg(u.tokens_per_s, 0, 'f', 0));
+    // Steps only: the throughput is the Run view's and the Monitor's (one figure, not two that
+    // were sampled at different steps).
+    status_training_->setText(tr("training run #%1 · step %2 of %3").arg(u.run_id).arg(u.step).arg(u.total_steps));
   });
   connect(worker_, &TrainingWorker::warning, this, [this](const QString& w) { show_message(MessageLevel::warning, w); });
   connect(worker_, &TrainingWorker::run_ended, this,
@@ -228,33 +235,19 @@ void MainWindow::build_menus() {
     if (!path.isEmpty()) workbench_->import_plan(path);
   });
   file->addSeparator();
-  auto guarded = [this](const QString& what, std::function<void()> f) {
+  file->addAction(tr("&Save plan to database"), QKeySequence::Save, this, [this] {
     try {
-      f();
-    } catch (const std::exception& e) {
-      show_message(MessageLevel::error, tr("%1 failed: %2").arg(what, error_text(e)));
-    }
-  };
-  file->addAction(tr("&Save plan to database"), QKeySequence::Save, this, [this, guarded] {
-    guarded(tr("Saving the plan"), [this] {
       show_message(MessageLevel::info, tr("Saved as plan #%1").arg(plan_view_->save_plan_to_store()));
-    });
+    } catch (const std::exception& e) {
+      show_message(MessageLevel::error, tr("Saving the plan failed: %1").arg(error_text(e)));
+    }
   });
-  file->addAction(tr("&Export plan as JSON…"), QKeySequence(tr("Ctrl+E")), this, [this, guarded] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("plan.json"), tr("Plans (*.json)"));
-    if (!path.isEmpty()) guarded(tr("Exporting the plan"), [&] { plan_view_->export_plan_json(path); });
-  });
-  file->addAction(tr("Export plan as &CSV…"), this, [this, guarded] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("plan.csv"), tr("CSV (*.csv)"));
-    if (!path.isEmpty()) guarded(tr("Exporting the plan"), [&] { plan_view_->export_plan_csv(path); });
-  });
-  file->addAction(tr("Export chart as P&NG…"), this, [this] { export_chart(false); });
-  file->addAction(tr("Export chart as S&VG…"), this, [this] { export_chart(true); });
-  file->addAction(tr("Export &metrics as CSV…"), this, &MainWindow::export_metrics_csv);
-  file->addAction(tr("Export comparison &table as CSV…"), this, [this, guarded] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export table"), QStringLiteral("compare.csv"), tr("CSV (*.csv)"));
-    if (!path.isEmpty()) guarded(tr("Exporting the table"), [&] { compare_view_->export_table_csv(path); });
-  });
+  file->addAction(tr("&Export plan as JSON…"), QKeySequence(tr("Ctrl+E")), this, [this] { ask_and_export(ExportKind::plan_json); });
+  file->addAction(tr("Export plan as &CSV…"), this, [this] { ask_and_export(ExportKind::plan_csv); });
+  file->addAction(tr("Export chart as P&NG…"), this, [this] { ask_and_export(ExportKind::chart_png); });
+  file->addAction(tr("Export chart as S&VG…"), this, [this] { ask_and_export(ExportKind::chart_svg); });
+  file->addAction(tr("Export &metrics as CSV…"), this, [this] { ask_and_export(ExportKind::metrics_csv); });
+  file->addAction(tr("Export comparison &table as CSV…"), this, [this] { ask_and_export(ExportKind::compare_csv); });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -269,6 +262,15 @@ void MainWindow::build_menus() {
   for (int i = 0; i < titles.size(); ++i)
     view->addAction(titles[i], QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this,
                     [this, i] { tabs_->setCurrentIndex(i); });
+  // Ctrl+Tab / Ctrl+Shift+Tab cycle the views, as in browsers and other tabbed applications.
+  QAction* next = view->addAction(tr("&Next view"), this, [this] {
+    tabs_->setCurrentIndex((tabs_->currentIndex() + 1) % tabs_->count());
+  });
+  next->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Tab)});
+  QAction* previous = view->addAction(tr("P&revious view"), this, [this] {
+    tabs_->setCurrentIndex((tabs_->currentIndex() + tabs_->count() - 1) % tabs_->count());
+  });
+  previous->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backtab)});
   view->addSeparator();
   view->addAction(tr("&Refresh from database"), QKeySequence::Refresh, this, [this] {
     workbench_->poll_now();
@@ -276,12 +278,41 @@ void MainWindow::build_menus() {
   });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
-  help->addAction(tr("&About"), this, [this] {
-    QMessageBox::about(this, tr("About SNIP Workbench"),
-                       tr("<b>SNIP Workbench</b><br>FP8/FP4 mixed-precision Llama training on the CPU and the SNIP "
-                          "planner (Pan et al., ASPLOS 2026).<br>Database: %1")
-                           .arg(workbench_->database_path().toHtmlEscaped()));
+  QAction* docs = help->addAction(tr("&Documentation (README)"), this, [this] {
+    const QString readme = readme_path();
+    if (readme.isEmpty() || !QDesktopServices::openUrl(QUrl::fromLocalFile(readme)))
+      show_message(MessageLevel::warning, readme.isEmpty() ? tr("The README was not installed with this copy")
+                                                           : tr("No program to open %1 was found").arg(readme));
   });
+  docs->setShortcut(QKeySequence::HelpContents);
+  help->addAction(tr("&About SNIP Workbench"), this, [this] {
+    QMessageBox::about(this, tr("About SNIP Workbench"), about_text());
+  });
+}
+
+QString MainWindow::readme_path() {
+  const QString installed =
+      QDir(QCoreApplication::applicationDirPath()).absoluteFilePath(QStringLiteral("../share/doc/snip-workbench/README.md"));
+  for (const QString& candidate : {installed, QStringLiteral(SNIP_SOURCE_DIR "/README.md")})
+    if (QFileInfo::exists(candidate)) return QDir::cleanPath(candidate);
+  return {};
+}
+
+QString MainWindow::about_text() const {
+  QString text = tr("<b>SNIP Workbench %1</b><br>FP8/FP4 mixed-precision Llama training on the CPU and the SNIP "
+                    "planner (Pan et al., ASPLOS 2026).")
+                     .arg(QStringLiteral(SNIP_VERSION));
+  const QString readme = readme_path();
+  if (!readme.isEmpty()) {
+    const QString docs = QFileInfo(readme).absolutePath() + QStringLiteral("/docs");
+    text += tr("<br><br>Documentation: <a href=\"%1\">README</a>").arg(QUrl::fromLocalFile(readme).toString().toHtmlEscaped());
+    if (QFileInfo(docs).isDir())
+      text += tr(" · <a href=\"%1\">docs folder</a>").arg(QUrl::fromLocalFile(docs).toString().toHtmlEscaped());
+    text += tr(" (F1 opens the README)");
+  }
+  text += tr("<br><br>Database: %1")
+              .arg(workbench_->store() ? workbench_->database_path().toHtmlEscaped() : tr("none open"));
+  return text;
 }
 
 void MainWindow::select_defaults() {
@@ -289,11 +320,7 @@ void MainWindow::select_defaults() {
   snip::Store* store = workbench_->store();
   if (!store) return;
   try {
-    if (workbench_->planning_source().empty()) {
-      const auto rounds = store->stats_rounds();
-      if (!rounds.empty())
-        workbench_->use_stats_round(std::max_element(rounds.begin(), rounds.end(), [](auto& a, auto& b) { return a.id < b.id; })->id);
-    }
+    workbench_->adopt_newest_round_if_none();
     // Compare: the two newest plans, three newest runs and the newest compare experiment.
     std::vector<int64_t> plans, runs, compares;
     for (const auto& p : store->plans())
@@ -345,6 +372,7 @@ void MainWindow::add_message_action(const QString& label, std::function<void()> 
   message_layout_->insertWidget(message_layout_->count() - 1, button);
   message_actions_.append(button);
   connect(button, &QPushButton::clicked, this, [action = std::move(action)] { action(); });
+  place_message_bar();
 }
 
 void MainWindow::show_view(const QString& name) {
@@ -356,7 +384,9 @@ bool MainWindow::training() const { return worker_ && worker_->busy(); }
 
 QString MainWindow::message_text() const { return message_bar_->isVisible() ? message_label_->text() : QString(); }
 
-void MainWindow::show_message(MessageLevel level, const QString& text) {
+void MainWindow::show_message(MessageLevel level, const QString& text_in) {
+  // Every message passes here, whoever made it (the worker, the store, a view): said in GUI terms.
+  const QString text = gui_wording(text_in);
   QPalette pal = palette();
   QColor bg = pal.color(QPalette::AlternateBase);
   QString prefix;
@@ -383,11 +413,26 @@ void MainWindow::show_message(MessageLevel level, const QString& text) {
   for (QPushButton* b : message_actions_) b->deleteLater();
   message_actions_.clear();
   message_bar_->show();
+  place_message_bar();
   statusBar()->showMessage(text, 10000);
   if (level == MessageLevel::info)
     message_hide_timer_.start(kInfoMessageMs);
   else
     message_hide_timer_.stop();
+}
+
+void MainWindow::place_message_bar() {
+  QWidget* central = centralWidget();
+  if (!central || !message_bar_->isVisible()) return;
+  const int w = central->width();
+  const int h = message_bar_->hasHeightForWidth() ? message_bar_->heightForWidth(w) : message_bar_->sizeHint().height();
+  message_bar_->setGeometry(0, central->height() - h, w, h);
+  message_bar_->raise();
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == centralWidget() && event->type() == QEvent::Resize) place_message_bar();
+  return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::start_training() {
@@ -410,6 +455,7 @@ void MainWindow::start_training() {
 }
 
 void MainWindow::start_request(const TrainRequest& request) {
+  run_view_->save_settings();  // the form as it started a run is what the next launch shows
   if (training()) {
     show_message(MessageLevel::warning, tr("A run is already training; stop it first (Ctrl+.)"));
     return;
@@ -482,6 +528,7 @@ void MainWindow::save_settings() {
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   settings.setValue(QStringLiteral("window/state"), saveState());
   settings.setValue(QStringLiteral("window/tab"), tabs_->currentIndex());
+  run_view_->save_settings();
 }
 
 void MainWindow::restore_settings() {
@@ -491,61 +538,81 @@ void MainWindow::restore_settings() {
   tabs_->setCurrentIndex(settings.value(QStringLiteral("window/tab"), 0).toInt());
 }
 
-void MainWindow::export_chart(bool svg) {
+void MainWindow::ask_and_export(ExportKind kind) {
   const QString view = view_names().value(tabs_->currentIndex());
-  const QString suffix = svg ? QStringLiteral("svg") : QStringLiteral("png");
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export chart"), view + "." + suffix,
-                                                    svg ? tr("SVG (*.svg)") : tr("PNG (*.png)"));
-  if (path.isEmpty()) return;
-  try {
-    CurveChart* chart = nullptr;
-    if (view == QLatin1String("monitor")) chart = monitor_view_->loss_chart();
-    if (view == QLatin1String("plan")) chart = plan_view_->tradeoff_chart();
-    if (view == QLatin1String("compare")) chart = compare_view_->loss_chart();
-    if (chart) {
-      svg ? chart->export_svg(path) : chart->export_png(path);
-    } else {
-      QWidget* w = view == QLatin1String("sensitivity") ? static_cast<QWidget*>(sensitivity_view_->heatmap()) : tabs_->currentWidget();
-      if (svg) {
-        QSvgGenerator gen;
-        gen.setFileName(path);
-        gen.setSize(w->size());
-        gen.setViewBox(QRect(QPoint(0, 0), w->size()));
-        QPainter painter;
-        if (!painter.begin(&gen)) throw snip::Error("cannot write " + path.toStdString());
-        w->render(&painter);
-      } else if (!w->grab().save(path, "PNG")) {
-        throw snip::Error("cannot write " + path.toStdString() + " — is the folder writable?");
+  QString name, filter;
+  switch (kind) {
+    case ExportKind::plan_json: name = QStringLiteral("plan.json"), filter = tr("Plans (*.json)"); break;
+    case ExportKind::plan_csv: name = QStringLiteral("plan.csv"), filter = tr("CSV (*.csv)"); break;
+    case ExportKind::chart_png: name = view + QStringLiteral(".png"), filter = tr("PNG (*.png)"); break;
+    case ExportKind::chart_svg: name = view + QStringLiteral(".svg"), filter = tr("SVG (*.svg)"); break;
+    case ExportKind::compare_csv: name = QStringLiteral("compare.csv"), filter = tr("CSV (*.csv)"); break;
+    case ExportKind::metrics_csv:
+      if (monitor_view_->shown_run() == 0 || !workbench_->store()) {
+        show_message(MessageLevel::warning, tr("Choose a run in the Monitor view first"));
+        return;
       }
+      name = QStringLiteral("run-%1.csv").arg(monitor_view_->shown_run()), filter = tr("CSV (*.csv)");
+      break;
+  }
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export"), name, filter);
+  if (!path.isEmpty()) export_to(kind, path);
+}
+
+bool MainWindow::export_to(ExportKind kind, const QString& path) {
+  QString what;
+  try {
+    switch (kind) {
+      case ExportKind::plan_json: what = tr("the plan"), plan_view_->export_plan_json(path); break;
+      case ExportKind::plan_csv: what = tr("the plan"), plan_view_->export_plan_csv(path); break;
+      case ExportKind::chart_png: what = tr("the chart"), export_chart(false, path); break;
+      case ExportKind::chart_svg: what = tr("the chart"), export_chart(true, path); break;
+      case ExportKind::metrics_csv: what = tr("the metrics"), export_metrics_csv(path); break;
+      case ExportKind::compare_csv: what = tr("the comparison table"), compare_view_->export_table_csv(path); break;
     }
-    show_message(MessageLevel::info, tr("Wrote %1").arg(path));
   } catch (const std::exception& e) {
-    show_message(MessageLevel::error, tr("Export failed: %1").arg(error_text(e)));
+    show_message(MessageLevel::error, tr("Exporting %1 failed: %2").arg(what, error_text(e)));
+    return false;
+  }
+  show_message(MessageLevel::info, tr("Exported %1 to %2").arg(what, QDir::toNativeSeparators(path)));
+  return true;
+}
+
+void MainWindow::export_chart(bool svg, const QString& path) {
+  const QString view = view_names().value(tabs_->currentIndex());
+  CurveChart* chart = nullptr;
+  if (view == QLatin1String("monitor")) chart = monitor_view_->loss_chart();
+  if (view == QLatin1String("plan")) chart = plan_view_->tradeoff_chart();
+  if (view == QLatin1String("compare")) chart = compare_view_->loss_chart();
+  if (chart) {
+    svg ? chart->export_svg(path) : chart->export_png(path);
+    return;
+  }
+  QWidget* w = view == QLatin1String("sensitivity") ? static_cast<QWidget*>(sensitivity_view_->heatmap()) : tabs_->currentWidget();
+  if (svg) {
+    QSvgGenerator gen;
+    gen.setFileName(path);
+    gen.setSize(w->size());
+    gen.setViewBox(QRect(QPoint(0, 0), w->size()));
+    QPainter painter;
+    if (!painter.begin(&gen)) throw snip::Error("cannot write " + path.toStdString());
+    w->render(&painter);
+  } else if (!w->grab().save(path, "PNG")) {
+    throw snip::Error("cannot write " + path.toStdString() + " — is the folder writable?");
   }
 }
 
-void MainWindow::export_metrics_csv() {
+void MainWindow::export_metrics_csv(const QString& path) {
   const int64_t run_id = monitor_view_->shown_run();
-  if (run_id == 0 || !workbench_->store()) {
-    show_message(MessageLevel::warning, tr("Choose a run in the Monitor view first"));
-    return;
-  }
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"), QStringLiteral("run-%1.csv").arg(run_id),
-                                                    tr("CSV (*.csv)"));
-  if (path.isEmpty()) return;
-  try {
-    std::string csv = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,fp4_fraction,bf16_gap\n";
-    auto opt = [](const std::optional<double>& v) { return v ? QString::number(*v, 'g', 9).toStdString() : std::string(); };
-    for (const snip::MetricRow& m : workbench_->store()->metrics(run_id))
-      csv += std::to_string(m.step) + "," + QString::number(m.train_loss, 'g', 9).toStdString() + "," + opt(m.val_loss) + "," +
-             QString::number(m.lr, 'g', 9).toStdString() + "," + QString::number(m.grad_norm, 'g', 9).toStdString() + "," +
-             QString::number(m.tokens_per_s, 'g', 9).toStdString() + "," +
-             QString::number(m.fp4_fraction, 'g', 9).toStdString() + "," + opt(m.bf16_gap) + "\n";
-    snip::write_file_atomic(path.toStdString(), csv);
-    show_message(MessageLevel::info, tr("Wrote %1").arg(path));
-  } catch (const std::exception& e) {
-    show_message(MessageLevel::error, tr("Export failed: %1").arg(error_text(e)));
-  }
+  if (run_id == 0 || !workbench_->store()) throw snip::Error("no run is shown: choose a run in the Monitor view first");
+  std::string csv = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,fp4_fraction,bf16_gap\n";
+  auto opt = [](const std::optional<double>& v) { return v ? QString::number(*v, 'g', 9).toStdString() : std::string(); };
+  for (const snip::MetricRow& m : workbench_->store()->metrics(run_id))
+    csv += std::to_string(m.step) + "," + QString::number(m.train_loss, 'g', 9).toStdString() + "," + opt(m.val_loss) + "," +
+           QString::number(m.lr, 'g', 9).toStdString() + "," + QString::number(m.grad_norm, 'g', 9).toStdString() + "," +
+           QString::number(m.tokens_per_s, 'g', 9).toStdString() + "," +
+           QString::number(m.fp4_fraction, 'g', 9).toStdString() + "," + opt(m.bf16_gap) + "\n";
+  snip::write_file_atomic(path.toStdString(), csv);
 }
 
 QStringList MainWindow::render_screenshots(const QString& dir) {

@@ -31,6 +31,9 @@ class PlanView;
 class RunView;
 class SensitivityView;
 
+// What File › Export writes.
+enum class ExportKind { plan_json, plan_csv, chart_png, chart_svg, metrics_csv, compare_csv };
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
@@ -57,8 +60,17 @@ class MainWindow : public QMainWindow {
   QStringList render_screenshots(const QString& dir);
 
   bool training() const;
+  // Writes `kind` to `path` (what the File › Export entries do after asking for the file) and
+  // confirms in the message bar, naming the file; an error says why. Returns success.
+  bool export_to(ExportKind kind, const QString& path);
+  // Help › About's text: the version, the database, links to the documentation.
+  QString about_text() const;
+  // The README of this installation (share/doc/snip-workbench/ beside bin/) or of the source
+  // tree it was built from; empty when neither exists.
+  static QString readme_path();
   // The text of the message bar (empty when hidden).
   QString message_text() const;
+  QWidget* message_bar() const { return message_bar_; }
   // Buttons shown in the message bar beside the current message (e.g. "Open another
   // database…" after a failed open); cleared by the next message.
   void add_message_action(const QString& label, std::function<void()> action);
@@ -81,6 +93,7 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void build_menus();
@@ -88,8 +101,11 @@ class MainWindow : public QMainWindow {
   void new_database_dialog();
   void update_database_status();
   void select_defaults();
-  void export_chart(bool svg);
-  void export_metrics_csv();
+  void ask_and_export(ExportKind kind);
+  void export_chart(bool svg, const QString& path);
+  void export_metrics_csv(const QString& path);
+  // The message bar floats over the bottom of the views: showing or hiding it moves nothing.
+  void place_message_bar();
   void save_settings();
   void restore_settings();
 

@@ -59,8 +59,19 @@ MonitorView::MonitorView(Workbench* workbench, std::shared_ptr<LiveMetrics> live
   live_timer_.setInterval(kLiveRefreshMs);
   connect(&live_timer_, &QTimer::timeout, this, &MonitorView::poll_live);
   live_timer_.start();
+  connect(workbench_, &Workbench::database_changed, this, &MonitorView::forget_run);
   connect(workbench_, &Workbench::data_changed, this, &MonitorView::refresh_runs);
   refresh_runs();
+}
+
+void MonitorView::forget_run() {
+  // Another database: the shown run's id means another run (or none) there.
+  run_id_ = 0;
+  live_mode_ = false;
+  live_taken_ = 0;
+  run_combo_->clear();
+  summary_->clear();
+  set_empty_curves();
 }
 
 void MonitorView::refresh_runs() {
@@ -77,11 +88,16 @@ void MonitorView::refresh_runs() {
     const QSignalBlocker block(run_combo_);
     run_combo_->clear();
     for (const snip::RunInfo& r : runs)
+      // Steps count from 1: a run whose last step is 5000 trained 5000 steps.
       run_combo_->addItem(tr("#%1 %2 · %3 · %4 steps").arg(r.id).arg(QString::fromStdString(r.spec.name))
                               .arg(QString::fromLatin1(snip::run_status_name(r.status)))
-                              .arg(r.last_step + 1),
+                              .arg(std::max<int64_t>(0, r.last_step)),
                           qlonglong(r.id));
   }
+  // A live run that ended (finished, stopped or failed) is shown from the store from now on,
+  // labelled with its status, not "live".
+  for (const snip::RunInfo& r : runs)
+    if (live_mode_ && r.id == run_id_ && r.status != snip::RunStatus::running) live_mode_ = false;
   if (run_id_ == 0 && !runs.empty()) {
     show_run(runs.front().id);
     return;
@@ -159,9 +175,12 @@ void MonitorView::poll_live() {
   fp4_->append_points({fp4});
   bf16_gap_->append_points({gap});
   const snip::MetricRow& last = rows.back();
-  summary_->setText(tr("live · step %1 · loss %2 · %3 tokens/s").arg(last.step).arg(last.train_loss, 0, 'f', 4)
+  // The one throughput figure of a training run (the status bar shows steps only).
+  summary_->setText(tr("training · step %1 · loss %2 · %3 tokens/s").arg(last.step).arg(last.train_loss, 0, 'f', 4)
                         .arg(last.tokens_per_s, 0, 'f', 0));
 }
+
+QString MonitorView::summary_text() const { return summary_->text(); }
 
 void MonitorView::set_empty_curves() {
   loss_->set_curves({Curve{tr("train"), {}, {}}, Curve{tr("validation"), {}, {}}});

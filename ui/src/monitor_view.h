@@ -27,6 +27,8 @@ class MonitorView : public QWidget {
   void show_run(int64_t run_id);
   int64_t shown_run() const { return run_id_; }
   CurveChart* loss_chart() const { return loss_; }
+  QComboBox* run_combo() const { return run_combo_; }
+  QString summary_text() const;
   std::vector<CurveChart*> charts() const { return {loss_, lr_, grad_norm_, fp4_, bf16_gap_}; }
   // Points of the loss chart's train curve (what is shown, before display downsampling).
   size_t train_points() const { return loss_->curves().empty() ? 0 : loss_->curves().front().points.size(); }
@@ -34,6 +36,8 @@ class MonitorView : public QWidget {
  public slots:
   void refresh_runs();
   void reload_from_store();
+  // Another database was opened: no run is shown until one is chosen (or starts).
+  void forget_run();
 
  private:
   void poll_live();

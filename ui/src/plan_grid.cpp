@@ -2,6 +2,7 @@
 #include "plan_grid.h"
 
 #include <QHelpEvent>
+#include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -30,6 +31,7 @@ constexpr int kLegendHeight = 22;
 
 PlanGrid::PlanGrid(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);  // reachable with Tab; arrows move the selection
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
 }
 
@@ -37,6 +39,7 @@ void PlanGrid::set_plan(int num_blocks, std::vector<snip::LinearPrecision> per_l
   num_blocks_ = num_blocks;
   plan_ = std::move(per_layer);
   title_ = title;
+  if (selected_ >= int(plan_.size())) selected_ = -1;
   update();
 }
 
@@ -158,6 +161,15 @@ void PlanGrid::paintEvent(QPaintEvent*) {
       p.drawRect(layer_rect(l));
     }
   }
+  if (selected_ >= 0 && selected_ < layers) {
+    // Two rings (the text colour, then the base colour) so the selection shows on every precision colour.
+    const QRect rc = layer_rect(selected_);
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(pal.color(QPalette::Text), hasFocus() ? 3 : 2));
+    p.drawRect(rc.adjusted(1, 1, -2, -2));
+    p.setPen(QPen(pal.color(QPalette::Base), 2));
+    p.drawRect(rc.adjusted(4, 4, -5, -5));
+  }
   // Legend
   int x = g.left();
   const int ly = g.bottom() + 8;
@@ -182,32 +194,82 @@ void PlanGrid::paintEvent(QPaintEvent*) {
 void PlanGrid::mousePressEvent(QMouseEvent* event) {
   if (event->button() != Qt::LeftButton) return;
   const int layer = layer_at(event->position().toPoint());
-  if (layer >= 0) emit layer_clicked(layer);
+  if (layer >= 0) {
+    selected_ = layer;  // the keyboard goes on from the clicked layer
+    update();
+    emit layer_clicked(layer);
+  }
+}
+
+QString PlanGrid::tooltip_text(int l) const {
+  if (l < 0 || l >= int(plan_.size())) return {};
+  const snip::LinearPrecision& lp = plan_[size_t(l)];
+  const auto type = snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)];
+  QString text = QStringLiteral("<b>%1</b><br>fprop %2 · dgrad %3 · wgrad %4")
+                     .arg(QString::fromStdString(snip::layer_module_name(l / snip::kLayersPerBlock, type)),
+                          precision_label(lp.fprop), precision_label(lp.dgrad), precision_label(lp.wgrad));
+  if (reference_.size() == plan_.size() && !(lp == reference_[size_t(l)])) {
+    const snip::LinearPrecision& rp = reference_[size_t(l)];
+    text += QStringLiteral("<br>reference: %1 · %2 · %3")
+                .arg(precision_label(rp.fprop), precision_label(rp.dgrad), precision_label(rp.wgrad));
+  }
+  if (auto it = pins_.find(l); it != pins_.end())
+    text += tr("<br><i>pinned to %1 (click to unpin)</i>").arg(precision_label(it->second));
+  return text;
 }
 
 bool PlanGrid::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* help = static_cast<QHelpEvent*>(e);
     const int l = layer_at(help->pos());
-    if (l >= 0 && l < int(plan_.size())) {
-      const snip::LinearPrecision& lp = plan_[size_t(l)];
-      const auto type = snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)];
-      QString text = QStringLiteral("<b>%1</b><br>fprop %2 · dgrad %3 · wgrad %4")
-                         .arg(QString::fromStdString(snip::layer_module_name(l / snip::kLayersPerBlock, type)),
-                              precision_label(lp.fprop), precision_label(lp.dgrad), precision_label(lp.wgrad));
-      if (reference_.size() == plan_.size() && !(lp == reference_[size_t(l)])) {
-        const snip::LinearPrecision& rp = reference_[size_t(l)];
-        text += QStringLiteral("<br>reference: %1 · %2 · %3")
-                    .arg(precision_label(rp.fprop), precision_label(rp.dgrad), precision_label(rp.wgrad));
-      }
-      if (auto it = pins_.find(l); it != pins_.end()) text += tr("<br><i>pinned to %1 (click to unpin)</i>").arg(precision_label(it->second));
-      QToolTip::showText(help->globalPos(), text, this, layer_rect(l));
-    } else {
+    if (l >= 0 && l < int(plan_.size()))
+      QToolTip::showText(help->globalPos(), tooltip_text(l), this, layer_rect(l));
+    else
       QToolTip::hideText();
-    }
     return true;
   }
   return QWidget::event(e);
+}
+
+void PlanGrid::select_layer(int layer) {
+  if (layer < 0 || layer >= int(plan_.size()) || layer >= num_blocks_ * snip::kLayersPerBlock) return;
+  selected_ = layer;
+  update();
+  emit layer_selected(layer);
+  const QRect rc = layer_rect(layer);
+  QToolTip::showText(mapToGlobal(rc.bottomLeft()), tooltip_text(layer), this, rc);
+}
+
+void PlanGrid::keyPressEvent(QKeyEvent* event) {
+  const int cols = snip::kLayersPerBlock, rows = num_blocks_;
+  if (rows <= 0 || plan_.empty()) return QWidget::keyPressEvent(event);
+  const int r = selected_ < 0 ? 0 : selected_ / cols, c = selected_ < 0 ? 0 : selected_ % cols;
+  int next = 0;
+  switch (event->key()) {
+    case Qt::Key_Left: next = r * cols + std::max(0, c - 1); break;
+    case Qt::Key_Right: next = r * cols + std::min(cols - 1, c + 1); break;
+    case Qt::Key_Up: next = std::max(0, r - 1) * cols + c; break;
+    case Qt::Key_Down: next = std::min(rows - 1, r + 1) * cols + c; break;
+    case Qt::Key_Home: next = r * cols; break;
+    case Qt::Key_End: next = r * cols + cols - 1; break;
+    case Qt::Key_Return:
+    case Qt::Key_Enter:
+    case Qt::Key_Space:
+      if (selected_ >= 0) emit layer_clicked(selected_);
+      return;
+    default: return QWidget::keyPressEvent(event);
+  }
+  select_layer(selected_ < 0 ? 0 : next);
+}
+
+void PlanGrid::focusInEvent(QFocusEvent* event) {
+  QWidget::focusInEvent(event);
+  update();
+}
+
+void PlanGrid::focusOutEvent(QFocusEvent* event) {
+  QWidget::focusOutEvent(event);
+  update();
 }
 
 }  // namespace snip::ui

@@ -1,7 +1,9 @@
 // The plan grid: one cell per selectable linear layer (rows = blocks, columns = q/k/v/o/gate/
 // up/down), coloured by precision (FP4 / FP8 / BF16 / FP32). When the three GEMM roles of a
 // layer differ, the cell splits into fprop | dgrad | wgrad stripes. Cells that differ from a
-// reference plan (compare mode) are outlined; pinned layers carry a corner mark.
+// reference plan (compare mode) are outlined; pinned layers carry a corner mark. Keyboard: the
+// arrow keys move a visible selection whose tooltip names the layer and its precisions; Enter or
+// Space clicks it (pins it, in the Plan view).
 #pragma once
 #include <QString>
 #include <QMouseEvent>
@@ -33,12 +35,17 @@ class PlanGrid : public QWidget {
   std::vector<int> differing_layers() const;
   int layer_at(QPoint pos) const;
   QRect layer_rect(int layer) const;
+  // What hovering or selecting a layer shows (empty outside the plan).
+  QString tooltip_text(int layer) const;
+  int selected() const { return selected_; }
+  void select_layer(int layer);
 
   QSize sizeHint() const override { return {420, 360}; }
   QSize minimumSizeHint() const override { return {200, 140}; }
 
  signals:
   void layer_clicked(int layer);
+  void layer_selected(int layer);
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -46,6 +53,9 @@ class PlanGrid : public QWidget {
   // A double click is two clicks (each press already counted), not a third.
   void mouseDoubleClickEvent(QMouseEvent* event) override { event->accept(); }
   bool event(QEvent*) override;  // tooltips
+  void keyPressEvent(QKeyEvent*) override;
+  void focusInEvent(QFocusEvent*) override;
+  void focusOutEvent(QFocusEvent*) override;
 
  private:
   QRect grid_rect() const;
@@ -55,6 +65,7 @@ class PlanGrid : public QWidget {
   std::vector<snip::LinearPrecision> reference_;
   std::map<int, snip::Precision> pins_;
   QString title_;
+  int selected_ = -1;
 };
 
 }  // namespace snip::ui

@@ -165,6 +165,13 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   connect(&solve_watcher_, &QFutureWatcher<SolveOutcome>::finished, this, &PlanView::solve_finished);
   connect(&sweep_watcher_, &QFutureWatcher<std::vector<snip::SweepPoint>>::finished, this, &PlanView::sweep_finished);
   connect(workbench_, &Workbench::planning_source_changed, this, &PlanView::rebuild_input);
+  // Pins belong to the database's model; another database starts unpinned.
+  connect(workbench_, &Workbench::database_changed, this, [this] {
+    if (pins_.empty()) return;
+    pins_.clear();
+    resolve();
+    start_sweep();
+  });
   connect(workbench_, &Workbench::data_changed, this, &PlanView::refresh_validation);
   rebuild_input();
 }

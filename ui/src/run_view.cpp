@@ -16,6 +16,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
+#include <QSettings>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QStandardItemModel>
@@ -166,7 +167,14 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   shape_row->addWidget(batch_spin_);
   shape_row->addWidget(new QLabel(tr("seq len T"), box));
   shape_row->addWidget(seq_spin_);
+
   form->addRow(tr("Shape:"), shape_row);
+  // Beside the box's row, full width: says when (and why) T was lowered; hidden otherwise.
+  seq_note_ = new QLabel(box);
+  seq_note_->setWordWrap(true);
+  seq_note_->setStyleSheet(QStringLiteral("color: #b05a00"));
+  seq_note_->hide();
+  form->addRow(QString(), seq_note_);
   lr_spin_ = new QDoubleSpinBox(box);
   lr_spin_->setDecimals(5);
   lr_spin_->setRange(1e-6, 1.0);
@@ -256,23 +264,126 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
     adaptive_box_->setEnabled(p == kAdaptive);
   };
   connect(precision_combo_, &QComboBox::currentIndexChanged, this, update_enabled);
-  // A preset fixes the longest sequence: keep T within it.
-  auto clamp_seq = [this] {
-    try {
-      const snip::ModelConfig c = snip::preset_config(preset_combo_->currentText().toStdString());
-      if (c.max_position_embeddings > 0) {
-        seq_spin_->setMaximum(c.max_position_embeddings);
-        seq_spin_->setValue(std::min(seq_spin_->value(), c.max_position_embeddings));
-      }
-    } catch (const std::exception&) {
-    }
-  };
-  connect(preset_combo_, &QComboBox::currentIndexChanged, this, clamp_seq);
-  clamp_seq();
+  // A preset fixes the longest sequence. The box's own range stays wide: a maximum of 64 made
+  // the box swallow the third digit of a typed 128 (leaving 12). T is checked when typing ends
+  // or the model changes, and lowered with a note beside the box saying why.
+  connect(preset_combo_, &QComboBox::currentIndexChanged, this, &RunView::fit_seq_to_model);
+  connect(seq_spin_, &QSpinBox::editingFinished, this, &RunView::fit_seq_to_model);
+  connect(seq_spin_, &QSpinBox::valueChanged, this, [this] {
+    seq_note_->clear();
+    seq_note_->hide();
+  });
+  restore_settings();
+  fit_seq_to_model();
   update_enabled();
   connect(workbench_, &Workbench::data_changed, this, &RunView::refresh_runs);
   set_training(false);
   refresh_runs();
+}
+
+void RunView::fit_seq_to_model() {
+  int cap = 0;
+  QString model = preset_combo_->currentText();
+  try {
+    const QString config = config_edit_->text().trimmed();
+    const snip::ModelConfig c = config.isEmpty() ? snip::preset_config(model.toStdString())
+                                                 : snip::read_config_file(config.toStdString());
+    if (!config.isEmpty()) model = QFileInfo(config).fileName();
+    cap = c.max_position_embeddings;
+  } catch (const std::exception&) {
+    return;  // an unreadable config.json is reported when the run starts
+  }
+  if (cap <= 0 || seq_spin_->value() <= cap) return;
+  const int asked = seq_spin_->value();
+  {
+    const QSignalBlocker block(seq_spin_);  // the note below must survive this change
+    seq_spin_->setValue(cap);
+  }
+  seq_note_->setText(tr("⚠ T lowered from %1 to %2: the longest sequence %3 takes").arg(asked).arg(cap).arg(model));
+  seq_note_->show();
+}
+
+QString RunView::seq_note() const { return seq_note_->text(); }
+
+void RunView::save_settings() const {
+  QSettings s;
+  s.beginGroup(QStringLiteral("run_form"));
+  s.setValue(QStringLiteral("preset"), preset_combo_->currentText());
+  s.setValue(QStringLiteral("config"), config_edit_->text());
+  s.setValue(QStringLiteral("data"), data_edit_->text());
+  s.setValue(QStringLiteral("recipe"), recipe_combo_->currentText());
+  s.setValue(QStringLiteral("precision"), precision_combo_->currentIndex());
+  s.setValue(QStringLiteral("plan_file"), plan_edit_->text());
+  s.setValue(QStringLiteral("steps"), steps_spin_->value());
+  s.setValue(QStringLiteral("batch"), batch_spin_->value());
+  s.setValue(QStringLiteral("seq_len"), seq_spin_->value());
+  s.setValue(QStringLiteral("lr"), lr_spin_->value());
+  s.setValue(QStringLiteral("seed"), seed_spin_->value());
+  s.setValue(QStringLiteral("eval_every"), eval_spin_->value());
+  s.setValue(QStringLiteral("checkpoint_every"), save_spin_->value());
+  s.setValue(QStringLiteral("adaptive/method"), adaptive_method_->currentText());
+  s.setValue(QStringLiteral("adaptive/lambda"), adaptive_lambda_->value());
+  s.setValue(QStringLiteral("adaptive/budget_percent"), adaptive_budget_->value());
+  s.setValue(QStringLiteral("adaptive/replan_every"), adaptive_replan_->value());
+  s.setValue(QStringLiteral("adaptive/bf16_probe_every"), adaptive_probe_->value());
+  s.setValue(QStringLiteral("adaptive/noise_passes"), adaptive_noise_passes_->value());
+  s.setValue(QStringLiteral("adaptive/sigma_eta_rel"), adaptive_sigma_->value());
+  s.setValue(QStringLiteral("adaptive/ties"), adaptive_ties_->isChecked());
+  s.setValue(QStringLiteral("adaptive/per_role"), adaptive_per_role_->isChecked());
+}
+
+void RunView::restore_settings() {
+  // Each value only when stored and valid for its widget (a preset that no longer exists, an
+  // out-of-range number from an older version): the default stays otherwise.
+  QSettings s;
+  s.beginGroup(QStringLiteral("run_form"));
+  auto combo = [&](QComboBox* c, const char* key) {
+    const QString v = s.value(QLatin1String(key)).toString();
+    if (!v.isEmpty() && c->findText(v) >= 0) c->setCurrentText(v);
+  };
+  auto index = [&](QComboBox* c, const char* key) {
+    bool ok = false;
+    const int i = s.value(QLatin1String(key)).toInt(&ok);
+    if (ok && i >= 0 && i < c->count()) c->setCurrentIndex(i);
+  };
+  auto spin = [&](QSpinBox* b, const char* key) {
+    bool ok = false;
+    const int v = s.value(QLatin1String(key)).toInt(&ok);
+    if (ok && v >= b->minimum() && v <= b->maximum()) b->setValue(v);
+  };
+  auto dspin = [&](QDoubleSpinBox* b, const char* key) {
+    bool ok = false;
+    const double v = s.value(QLatin1String(key)).toDouble(&ok);
+    if (ok && v >= b->minimum() && v <= b->maximum()) b->setValue(v);
+  };
+  auto text = [&](QLineEdit* e, const char* key) {
+    if (s.contains(QLatin1String(key))) e->setText(s.value(QLatin1String(key)).toString());
+  };
+  auto check = [&](QCheckBox* c, const char* key) {
+    if (s.contains(QLatin1String(key))) c->setChecked(s.value(QLatin1String(key)).toBool());
+  };
+  combo(preset_combo_, "preset");
+  text(config_edit_, "config");
+  text(data_edit_, "data");
+  combo(recipe_combo_, "recipe");
+  index(precision_combo_, "precision");
+  text(plan_edit_, "plan_file");
+  spin(steps_spin_, "steps");
+  spin(batch_spin_, "batch");
+  spin(seq_spin_, "seq_len");
+  dspin(lr_spin_, "lr");
+  spin(seed_spin_, "seed");
+  spin(eval_spin_, "eval_every");
+  spin(save_spin_, "checkpoint_every");
+  combo(adaptive_method_, "adaptive/method");
+  dspin(adaptive_lambda_, "adaptive/lambda");
+  dspin(adaptive_budget_, "adaptive/budget_percent");
+  spin(adaptive_replan_, "adaptive/replan_every");
+  spin(adaptive_probe_, "adaptive/bf16_probe_every");
+  spin(adaptive_noise_passes_, "adaptive/noise_passes");
+  dspin(adaptive_sigma_, "adaptive/sigma_eta_rel");
+  check(adaptive_ties_, "adaptive/ties");
+  check(adaptive_per_role_, "adaptive/per_role");
 }
 
 void RunView::set_training(bool training, bool paused) {

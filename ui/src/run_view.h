@@ -68,6 +68,13 @@ class RunView : public QWidget {
   QProgressBar* progress_bar() const { return progress_; }
   QTableWidget* runs_table() const { return runs_table_; }
 
+  // The form's settings persist between launches (QSettings, group "run_form"): saved when a
+  // run starts and when the window closes, restored when the view is made.
+  void save_settings() const;
+  void restore_settings();
+  // The note beside the sequence-length box (empty when T fits the model).
+  QString seq_note() const;
+
   void set_training(bool training, bool paused = false);
   qint64 selected_run() const;  // 0: none
   void show_progress(const StepUpdate& u);
@@ -89,6 +96,8 @@ class RunView : public QWidget {
 
  private:
   void update_resume_enabled();
+  // Keeps T within the model's longest sequence, saying so beside the box when it lowers it.
+  void fit_seq_to_model();
 
   Workbench* workbench_;
   QComboBox* preset_combo_ = nullptr;
@@ -102,6 +111,7 @@ class RunView : public QWidget {
   QSpinBox* seed_spin_ = nullptr;
   QSpinBox* batch_spin_ = nullptr;
   QSpinBox* seq_spin_ = nullptr;
+  QLabel* seq_note_ = nullptr;
   QDoubleSpinBox* lr_spin_ = nullptr;
   QSpinBox* eval_spin_ = nullptr;
   QSpinBox* save_spin_ = nullptr;

@@ -114,7 +114,11 @@ void SensitivityView::refresh_rounds() {
       round_combo_->addItem(tr("round #%1 · %2 · step %3 · %4 layers").arg(r.id).arg(run).arg(r.step).arg(r.num_layers),
                             qlonglong(r.id));
     }
-    if (src.round_id) round_combo_->setCurrentIndex(std::max(0, round_combo_->findData(qlonglong(*src.round_id))));
+    // The combo shows what is drawn: the source's round, or nothing (never a round that is not shown).
+    if (src.round_id)
+      round_combo_->setCurrentIndex(std::max(0, round_combo_->findData(qlonglong(*src.round_id))));
+    else if (!src.costs)
+      round_combo_->setCurrentIndex(-1);
   }
   // Rounds of the same run (or the same import) in step order, for the step slider.
   run_rounds_.clear();
@@ -177,7 +181,10 @@ void SensitivityView::redraw() {
   const PlanningSource& src = workbench_->planning_source();
   const bool diff = precision_combo_->currentIndex() == kPrecDiff;
   HeatmapData data;
-  data.log_colour = scale_combo_->currentIndex() == 0 && !diff;
+  // FP4 − FP8 is signed by construction: a diverging scale around 0 (log or linear magnitude as
+  // the menu says); the widget also turns diverging for any other data holding negative values.
+  data.log_colour = scale_combo_->currentIndex() == 0;
+  data.diverging = diff;
   data.col_labels = layer_type_labels();
   estimates_.reset();
   step_label_->setText(run_rounds_.empty() ? tr("—")

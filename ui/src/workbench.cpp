@@ -3,13 +3,39 @@
 
 #include <QFile>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <algorithm>
+#include <utility>
 
 #include "snip/error.h"
 
 namespace snip::ui {
 
-QString error_text(const std::exception& e) { return QString::fromStdString(e.what()); }
+namespace {
+QRegularExpression re(const char* pattern) { return QRegularExpression(QString::fromUtf8(pattern)); }
+}  // namespace
+
+QString gui_wording(QString text) {
+  // The engine and the store speak to the CLI user; most specific phrasing first, then any
+  // flag left over. Kept as one table so a new CLI hint needs one new row here.
+  static const std::pair<QRegularExpression, QString> kRewrites[] = {
+      {re(R"re(pass --db with a writable path)re"), QObject::tr("choose a database in a writable folder (File › New database…)")},
+      {re(R"re(pass --db on another disk)re"), QObject::tr("choose a database on another disk with File › New database…")},
+      {re(R"re(\(was another file passed with --db\?\))re"), QObject::tr("(was another file chosen?)")},
+      {re(R"re(--db needs a database file path)re"), QObject::tr("choose a database file, not a folder")},
+      {re(R"re(pass (another|a new|an existing) --db( file)?)re"),
+       QObject::tr("choose another database (File › Open database… or File › New database…)")},
+      {re(R"re(point --data at)re"), QObject::tr("set the Run view's Data field to")},
+      {re(R"re(\s*\((list|see) [^()]*`snip [^`]*`[^()]*\))re"), QString()},
+      {re(R"re(`snip runs --db [^`]*`)re"), QObject::tr("the Run view's table")},
+      {re(R"re(--db\b)re"), QObject::tr("the database (File › Open database…)")},
+      {re(R"re(--data\b)re"), QObject::tr("the Run view's Data field")},
+  };
+  for (const auto& [pattern, replacement] : kRewrites) text.replace(pattern, replacement);
+  return text;
+}
+
+QString error_text(const std::exception& e) { return gui_wording(QString::fromStdString(e.what())); }
 
 int PlanningSource::num_blocks() const {
   if (round) return round->dims.num_layers > 0 ? round->dims.num_layers : 0;
@@ -22,6 +48,8 @@ int PlanningSource::num_blocks() const {
 Workbench::Workbench(QObject* parent) : QObject(parent) {
   poll_timer_.setInterval(1500);
   connect(&poll_timer_, &QTimer::timeout, this, &Workbench::poll_now);
+  // Connected before any view: a round that just appeared is the source when the views redraw.
+  connect(this, &Workbench::data_changed, this, &Workbench::adopt_newest_round_if_none);
 }
 
 Workbench::~Workbench() = default;
@@ -47,6 +75,11 @@ bool Workbench::open_database(const QString& path) {
   last_open_error_.clear();
   last_fingerprint_.clear();
   last_counter_.reset();
+  // Nothing of the previous database stays on screen: its round (or imported costs) would be
+  // planned on as if it belonged to this one. The views follow planning_source_changed, then
+  // database_changed (which selects this database's own defaults).
+  set_planning_source({});
+  adopt_newest_round_if_none();
   emit database_changed();
   emit data_changed();
   if (!poll_timer_.isActive()) poll_timer_.start();
@@ -125,6 +158,17 @@ bool Workbench::use_stats_round(int64_t round_id) {
   } catch (const std::exception& e) {
     report(MessageLevel::error, tr("Could not load statistics round #%1: %2").arg(round_id).arg(error_text(e)));
     return false;
+  }
+}
+
+void Workbench::adopt_newest_round_if_none() {
+  if (!store_ || !source_.empty()) return;
+  try {
+    const auto rounds = store_->stats_rounds();
+    if (rounds.empty()) return;
+    use_stats_round(std::max_element(rounds.begin(), rounds.end(), [](auto& a, auto& b) { return a.id < b.id; })->id);
+  } catch (const std::exception& e) {
+    report(MessageLevel::error, tr("Reading statistics rounds failed: %1").arg(error_text(e)));
   }
 }
 

@@ -55,6 +55,9 @@ class Workbench : public QObject {
   bool import_plan(const QString& path);
   // Uses stored statistics round `round_id` as the planning source.
   bool use_stats_round(int64_t round_id);
+  // When nothing is chosen to plan from, the newest stored statistics round becomes the source
+  // (a new database, or the first round of an adaptive run); an existing choice is kept.
+  void adopt_newest_round_if_none();
 
   // A message for the message bar (non-blocking; never a modal dialog).
   void report(MessageLevel level, const QString& text);
@@ -79,7 +82,10 @@ class Workbench : public QObject {
   QString last_open_error_;
 };
 
-// The same text the CLI prints for an exception escaping an engine call.
+// An exception's text as the GUI shows it: the CLI's message with its command-line advice
+// ("pass another --db", "point --data at ...") said in the GUI's words (the menu or field that
+// does it), since a GUI user never typed a flag.
 QString error_text(const std::exception& e);
+QString gui_wording(QString text);
 
 }  // namespace snip::ui

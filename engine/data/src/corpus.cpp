@@ -94,7 +94,18 @@ std::vector<int32_t> tokenize_checked(const std::string& text, const std::string
 
 }  // namespace
 
-std::string bundled_corpus_path() { return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz"; }
+std::string bundled_corpus_path() {
+  // An installed copy (`cmake --install`) reads the corpus installed beside it,
+  // <prefix>/share/snip-workbench/corpus/, so it works once the source tree is gone; a build
+  // tree reads the source's resources/.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share/snip-workbench/corpus/kjv.txt.gz";
+    if (fs::exists(installed, ec)) return installed.string();
+  }
+  return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz";
+}
 
 std::string read_text_corpus(const std::string& path_in) {
   const std::string path = resolve(path_in);

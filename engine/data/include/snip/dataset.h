@@ -41,7 +41,8 @@ struct TokenData {
 TokenData load_token_data(const std::string& path, const Tokenizer& tokenizer, int vocab_size,
                           double val_fraction = 0.05);
 
-// Path of the bundled corpus (resources/corpus/...).
+// Path of the bundled corpus: <prefix>/share/snip-workbench/corpus/ of an installed copy, else the
+// source tree's resources/corpus/.
 std::string bundled_corpus_path();
 
 // Writes tokens as an llm.c token file (atomic): version 1 (uint16 tokens) when every id fits

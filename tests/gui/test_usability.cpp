@@ -1,0 +1,519 @@
+// The workbench as a newcomer meets it, on real widgets, a real SQLite file in a temp dir and the
+// real executable: --help/--version without a display, every view following File › New/Open
+// database, the first statistics round shown without a second click, the sequence-length box
+// that says what it did, honest colour scales, About/docs/export confirmations in GUI words,
+// keyboard navigation, agreeing numbers, the remembered run form and a message bar that moves
+// nothing. Screenshots of the changed views go to the build tree (tests/screenshots/usability/).
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QImage>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProcess>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QToolTip>
+#include <QUrl>
+#include <functional>
+#include <gtest/gtest.h>
+
+#include "compare_view.h"
+#include "heatmap_widget.h"
+#include "main_window.h"
+#include "monitor_view.h"
+#include "plan_grid.h"
+#include "plan_view.h"
+#include "run_view.h"
+#include "sensitivity_view.h"
+#include "snip/model_config.h"
+#include "snip/store.h"
+#include "synthetic_stats.h"
+
+using namespace snip::ui;
+
+namespace {
+
+bool wait_for(const std::function<bool()>& done, int timeout_ms = 30000) {
+  QElapsedTimer t;
+  t.start();
+  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  return done();
+}
+
+QString shot_path(const QString& name) {
+  const QString dir = QStringLiteral(SNIP_SCREENSHOT_DIR "/usability");
+  QDir().mkpath(dir);
+  return dir + "/" + name + ".png";
+}
+
+// A database with one finished run (curves), one statistics round of `preset`'s shape and one plan.
+struct Seeded {
+  int64_t run = 0, round = 0, plan = 0;
+};
+Seeded seed_database(const QString& path, const std::string& preset, const std::string& run_name, uint64_t seed) {
+  snip::Store store(path.toStdString());
+  Seeded out;
+  snip::RunSpec spec;
+  spec.name = run_name;
+  spec.dims = snip::preset_config(preset).dims();
+  spec.method = "uniform-fp4";
+  out.run = store.create_run(spec);
+  std::vector<snip::MetricRow> rows;
+  for (int s = 1; s <= 40; ++s) rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 1.0, std::nullopt});
+  store.append_metrics(out.run, rows);
+  store.set_run_status(out.run, snip::RunStatus::finished);
+  out.round = store.add_stats_round(snip::test::synthetic_stats_round(spec.dims, 2048, 40, seed), out.run);
+  snip::Plan plan;
+  plan.method = "uniform-fp8";
+  out.plan = store.add_plan(plan);
+  return out;
+}
+
+class UsabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(dir_.isValid()); }
+  std::unique_ptr<MainWindow> open_window(const QString& db, QSize size = {1280, 800}) {
+    auto w = std::make_unique<MainWindow>(db);
+    w->set_close_confirmation([] { return true; });
+    w->resize(size);
+    w->show();
+    return w;
+  }
+  QTemporaryDir dir_;
+};
+
+// ---- 1. --help and --version without a display ---------------------------------------------
+
+TEST(CommandLine, HelpAndVersionWorkWithoutADisplay) {
+  QTemporaryDir home;
+  for (const QString& arg : {QStringLiteral("--help"), QStringLiteral("--version"), QStringLiteral("-h")}) {
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    for (const char* var : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(QString::fromLatin1(var));
+    env.insert("XDG_CONFIG_HOME", home.path() + "/config");
+    env.insert("XDG_DATA_HOME", home.path() + "/data");
+    env.insert("XDG_RUNTIME_DIR", home.path());
+    p.setProcessEnvironment(env);
+    p.start(QStringLiteral(SNIP_WORKBENCH_EXE), {arg});
+    ASSERT_TRUE(p.waitForFinished(60000)) << arg.toStdString();
+    const QString out = QString::fromUtf8(p.readAllStandardOutput()), err = QString::fromUtf8(p.readAllStandardError());
+    EXPECT_EQ(p.exitStatus(), QProcess::NormalExit) << arg.toStdString() << ": " << err.toStdString();
+    EXPECT_EQ(p.exitCode(), 0) << arg.toStdString() << ": " << err.toStdString();
+    EXPECT_FALSE(err.contains("display")) << err.toStdString();
+    if (arg == QLatin1String("--version")) {
+      EXPECT_EQ(out.trimmed(), QStringLiteral("snip-workbench " SNIP_VERSION));
+    } else {
+      EXPECT_TRUE(out.contains("Usage:")) << out.toStdString();
+      EXPECT_TRUE(out.contains("--db <FILE>")) << out.toStdString();
+      EXPECT_TRUE(out.contains("--screenshot-dir")) << out.toStdString();
+    }
+  }
+}
+
+// ---- 2. every view follows the open database -----------------------------------------------
+
+TEST_F(UsabilityTest, EveryViewFollowsANewOrOpenedDatabase) {
+  const QString first = dir_.filePath("first.db");
+  const Seeded a = seed_database(first, "small", "run of the first database", 7);
+  auto w = open_window(first);
+  PlanView* pv = w->plan_view();
+  ASSERT_TRUE(wait_for([&] { return pv->current().has_value() && !pv->solving(); })) << pv->last_error().toStdString();
+  w->compare_view()->select({a.plan}, {a.run});
+  pv->cycle_pin(3);
+  ASSERT_TRUE(wait_for([&] { return !pv->solving() && pv->pins().size() == 1; }));
+  // The first database is on every view.
+  EXPECT_EQ(w->workbench()->planning_source().round_id, a.round);
+  EXPECT_GT(w->sensitivity_view()->heatmap()->data().rows, 0);
+  EXPECT_EQ(w->monitor_view()->shown_run(), a.run);
+  EXPECT_GT(w->monitor_view()->train_points(), 0u);
+  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 1);
+  EXPECT_GT(w->compare_view()->table()->rowCount(), 0);
+
+  // File › New database (what the dialog does once a file name is chosen).
+  const QString empty = dir_.filePath("new.db");
+  ASSERT_TRUE(w->workbench()->open_database(empty));
+  QCoreApplication::processEvents();
+  EXPECT_TRUE(w->workbench()->planning_source().empty());
+  EXPECT_EQ(w->sensitivity_view()->heatmap()->data().rows, 0);
+  EXPECT_EQ(w->sensitivity_view()->round_combo()->count(), 0);
+  ASSERT_TRUE(wait_for([&] { return !pv->solving(); }));
+  EXPECT_FALSE(pv->current().has_value());
+  EXPECT_TRUE(pv->grid()->plan().empty());
+  EXPECT_TRUE(pv->pins().empty());
+  EXPECT_EQ(w->monitor_view()->shown_run(), 0);
+  EXPECT_EQ(w->monitor_view()->train_points(), 0u);
+  EXPECT_EQ(w->monitor_view()->run_combo()->count(), 0);
+  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 0);
+  w->show_view("compare");
+  QCoreApplication::processEvents();
+  EXPECT_EQ(w->compare_view()->table()->rowCount(), 0);
+  EXPECT_TRUE(w->compare_view()->grids().empty());
+  w->show_view("sensitivity");
+  QCoreApplication::processEvents();
+  ASSERT_TRUE(w->grab().save(shot_path("new-database-sensitivity")));
+
+  // File › Open database on a third one: its own round, run and plan, none of the first's.
+  const QString other = dir_.filePath("other.db");
+  const Seeded c = seed_database(other, "tiny", "run of the other database", 11);
+  ASSERT_TRUE(w->workbench()->open_database(other));
+  QCoreApplication::processEvents();
+  EXPECT_EQ(w->workbench()->planning_source().round_id, c.round);
+  EXPECT_EQ(w->sensitivity_view()->heatmap()->data().rows, snip::preset_config("tiny").dims().num_layers);
+  ASSERT_TRUE(wait_for([&] { return pv->current().has_value() && !pv->solving(); }));
+  EXPECT_EQ(pv->grid()->num_blocks(), snip::preset_config("tiny").dims().num_layers);
+  ASSERT_TRUE(wait_for([&] { return w->monitor_view()->shown_run() == c.run; }));
+  EXPECT_TRUE(w->monitor_view()->run_combo()->currentText().contains("other database"));
+  w->close();
+}
+
+// ---- 3. the first round of a run is shown ---------------------------------------------------
+
+TEST_F(UsabilityTest, TheFirstStatisticsRoundIsShownAsSoonAsItIsListed) {
+  const QString db = dir_.filePath("w.db");
+  { snip::Store store(db.toStdString()); }
+  auto w = open_window(db);
+  SensitivityView* sv = w->sensitivity_view();
+  EXPECT_EQ(sv->heatmap()->data().rows, 0);
+  EXPECT_EQ(sv->round_combo()->currentIndex(), -1);  // nothing listed, nothing pretended
+  // An adaptive run (here: another connection, as the training thread and `snip train` write)
+  // stores its first round.
+  int64_t round = 0;
+  {
+    snip::Store store(db.toStdString());
+    snip::RunSpec spec;
+    spec.name = "adaptive";
+    spec.dims = snip::preset_config("tiny").dims();
+    const int64_t run = store.create_run(spec);
+    round = store.add_stats_round(snip::test::synthetic_stats_round(spec.dims, 1024, 1, 3), run);
+  }
+  w->workbench()->poll_now();
+  QCoreApplication::processEvents();
+  EXPECT_EQ(sv->round_combo()->currentData().toLongLong(), round);
+  EXPECT_EQ(sv->heatmap()->data().rows, snip::preset_config("tiny").dims().num_layers);
+  w->close();
+}
+
+// ---- 4. the sequence-length box ------------------------------------------------------------
+
+TEST_F(UsabilityTest, TypedSequenceLengthIsNeverMangledAndALoweredOneIsExplained) {
+  const QString db = dir_.filePath("w.db");
+  auto w = open_window(db);
+  RunView* rv = w->run_view();
+  w->show_view("run");
+  rv->preset_combo()->setCurrentText("tiny");
+  const int cap = snip::preset_config("tiny").max_position_embeddings;
+  ASSERT_LT(cap, 128);
+  QSpinBox* seq = rv->seq_spin();
+  seq->setFocus();
+  seq->selectAll();
+  QTest::keyClicks(seq, "128");
+  EXPECT_EQ(seq->value(), 128);  // not 12: the box keeps every digit typed
+  QTest::keyClick(seq, Qt::Key_Return);
+  EXPECT_EQ(seq->value(), cap);
+  EXPECT_TRUE(rv->seq_note().contains("128")) << rv->seq_note().toStdString();
+  EXPECT_TRUE(rv->seq_note().contains(QString::number(cap))) << rv->seq_note().toStdString();
+  EXPECT_TRUE(rv->seq_note().contains("tiny")) << rv->seq_note().toStdString();
+  ASSERT_TRUE(rv->grab().save(shot_path("run-seq-lowered")));
+  // A value that fits clears the note; switching to a preset with a shorter cap says so too.
+  seq->setValue(32);
+  EXPECT_TRUE(rv->seq_note().isEmpty());
+  rv->preset_combo()->setCurrentText("small");
+  seq->setValue(4096);
+  QTest::keyClick(seq, Qt::Key_Return);
+  const int small_cap = snip::preset_config("small").max_position_embeddings;
+  EXPECT_EQ(seq->value(), small_cap);
+  rv->preset_combo()->setCurrentText("tiny");
+  EXPECT_EQ(seq->value(), std::min(small_cap, cap));
+  EXPECT_TRUE(rv->seq_note().contains("tiny")) << rv->seq_note().toStdString();
+  w->close();
+}
+
+// ---- 5. colour scales ----------------------------------------------------------------------
+
+TEST(HeatmapScale, SignedValuesGetASymmetricDivergingScaleThatSaysSo) {
+  HeatmapWidget map;
+  map.resize(700, 300);
+  HeatmapData d;
+  d.rows = 1;
+  d.cols = 6;
+  d.values = {-4.0, -0.5, 0.0, 1e-3, 1.0, 2.0};
+  d.col_labels = {"a", "b", "c", "d", "e", "f"};
+  d.value_name = "ΔL (FP4 − FP8)";
+  d.log_colour = true;
+  d.diverging = true;
+  map.set_data(d);
+  map.show();
+  EXPECT_EQ(map.scale_caption(), QStringLiteral("diverging · log"));
+  // Symmetric around 0: the range is ±max|v|, 0 in the middle.
+  EXPECT_EQ(map.legend_labels(), (QStringList{"+4", "0", "-4"}));
+  const QColor zero = map.colour_of(0.0), neg = map.colour_of(-4.0), pos = map.colour_of(4.0);
+  EXPECT_GT(zero.lightnessF(), 0.9);               // 0 is near white
+  EXPECT_GT(neg.blueF(), neg.redF());              // negative: blue
+  EXPECT_GT(pos.redF(), pos.blueF());              // positive: red
+  EXPECT_NE(map.colour_of(-0.5), map.colour_of(-4.0));  // magnitudes stay apart
+  EXPECT_NE(map.colour_of(1.0), map.colour_of(2.0));
+  ASSERT_TRUE(map.grab().save(shot_path("heatmap-diverging-log")));
+
+  // Negative ΔL under "Log colour" without the diverging flag: still diverging (a log scale
+  // cannot show it), never a made-up 1–10 range with every cell one colour.
+  d.diverging = false;
+  d.values = {-3e-4, -1e-4, -2e-5, -5e-6, -1e-6, -7e-7};
+  map.set_data(d);
+  EXPECT_EQ(map.scale_caption(), QStringLiteral("diverging · log"));
+  EXPECT_EQ(map.legend_labels(), (QStringList{"+0.0003", "0", "-0.0003"}));
+  EXPECT_NE(map.colour_of(-3e-4), map.colour_of(-1e-6));
+
+  // Magnitudes: viridis, the caption names the scale.
+  d.values = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1};
+  map.set_data(d);
+  EXPECT_EQ(map.scale_caption(), QStringLiteral("log"));
+  EXPECT_EQ(map.legend_labels().front(), QStringLiteral("0.1"));
+  EXPECT_EQ(map.legend_labels().back(), QStringLiteral("1e-06"));
+  d.log_colour = false;
+  map.set_data(d);
+  EXPECT_EQ(map.scale_caption(), QStringLiteral("linear"));
+}
+
+TEST_F(UsabilityTest, SensitivityDifferenceUsesTheDivergingScaleTheMenuNames) {
+  const QString db = dir_.filePath("w.db");
+  seed_database(db, "tiny", "r", 5);
+  auto w = open_window(db, {1024, 700});
+  SensitivityView* sv = w->sensitivity_view();
+  w->show_view("sensitivity");
+  ASSERT_GT(sv->heatmap()->data().rows, 0);
+  EXPECT_EQ(sv->heatmap()->scale_caption(), QStringLiteral("log"));  // FP4 ΔL, "Log colour"
+  QComboBox* precision = nullptr;
+  QComboBox* scale = nullptr;
+  for (QComboBox* c : sv->findChildren<QComboBox*>()) {
+    if (c->findText(QStringLiteral("FP4 − FP8")) >= 0) precision = c;
+    if (c->findText(QStringLiteral("Log colour")) >= 0) scale = c;
+  }
+  ASSERT_TRUE(precision && scale);
+  precision->setCurrentText(QStringLiteral("FP4 − FP8"));
+  EXPECT_TRUE(sv->heatmap()->data().diverging);
+  EXPECT_EQ(sv->heatmap()->scale_caption(), QStringLiteral("diverging · log"));
+  scale->setCurrentText(QStringLiteral("Linear colour"));
+  EXPECT_EQ(sv->heatmap()->scale_caption(), QStringLiteral("diverging · linear"));
+  QCoreApplication::processEvents();
+  ASSERT_TRUE(w->grab().save(shot_path("sensitivity-fp4-minus-fp8")));
+  w->close();
+}
+
+// ---- 6. About, docs, exports, GUI words, keyboard ------------------------------------------
+
+TEST_F(UsabilityTest, AboutNamesTheVersionAndLinksTheDocs) {
+  auto w = open_window(dir_.filePath("w.db"));
+  const QString about = w->about_text();
+  EXPECT_TRUE(about.contains(QStringLiteral(SNIP_VERSION))) << about.toStdString();
+  const QString readme = MainWindow::readme_path();
+  ASSERT_FALSE(readme.isEmpty());
+  EXPECT_TRUE(QFileInfo::exists(readme));
+  EXPECT_TRUE(about.contains(QUrl::fromLocalFile(readme).toString())) << about.toStdString();
+  EXPECT_TRUE(about.contains("docs folder")) << about.toStdString();
+  w->close();
+}
+
+TEST_F(UsabilityTest, ExportsConfirmNamingTheFile) {
+  const QString db = dir_.filePath("w.db");
+  seed_database(db, "tiny", "r", 5);
+  auto w = open_window(db);
+  PlanView* pv = w->plan_view();
+  ASSERT_TRUE(wait_for([&] { return pv->current().has_value() && !pv->solving(); }));
+  const QString json = dir_.filePath("exported-plan.json");
+  ASSERT_TRUE(w->export_to(ExportKind::plan_json, json));
+  EXPECT_TRUE(QFileInfo::exists(json));
+  EXPECT_TRUE(w->message_text().contains(json)) << w->message_text().toStdString();
+  const QString metrics = dir_.filePath("metrics.csv");
+  ASSERT_TRUE(w->export_to(ExportKind::metrics_csv, metrics));
+  EXPECT_TRUE(w->message_text().contains(metrics)) << w->message_text().toStdString();
+  // A failed export says so, and why.
+  EXPECT_FALSE(w->export_to(ExportKind::plan_csv, dir_.filePath("no/such/folder/plan.csv")));
+  EXPECT_TRUE(w->message_text().contains("failed")) << w->message_text().toStdString();
+  w->close();
+}
+
+TEST_F(UsabilityTest, MessagesSpeakOfMenusAndFieldsNotCommandLineFlags) {
+  auto w = open_window(dir_.filePath("w.db"));
+  // A folder chosen as the database and a file that is not one.
+  w->workbench()->open_database(dir_.path());
+  QString msg = w->message_text();
+  EXPECT_FALSE(msg.contains("--db")) << msg.toStdString();
+  EXPECT_TRUE(msg.contains("not a folder")) << msg.toStdString();
+  QFile junk(dir_.filePath("junk.db"));
+  ASSERT_TRUE(junk.open(QIODevice::WriteOnly));
+  junk.write(QByteArray(4096, 'x'));
+  junk.close();
+  w->workbench()->open_database(junk.fileName());
+  msg = w->message_text();
+  EXPECT_FALSE(msg.contains("--db")) << msg.toStdString();
+  // A missing corpus in the Data field: the message points at the field, not at --data.
+  RunView* rv = w->run_view();
+  rv->preset_combo()->setCurrentText("tiny");
+  rv->seq_spin()->setValue(32);
+  rv->steps_spin()->setValue(2);
+  rv->data_edit()->setText(dir_.filePath("no-such-corpus.txt"));
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
+  msg = w->message_text();
+  EXPECT_FALSE(msg.contains("--data")) << msg.toStdString();
+  EXPECT_TRUE(msg.contains("Data field")) << msg.toStdString();
+  EXPECT_EQ(gui_wording("pass --db with a writable path"), "choose a database in a writable folder (File › New database…)");
+  w->close();
+}
+
+TEST_F(UsabilityTest, CtrlTabCyclesTheViews) {
+  auto w = open_window(dir_.filePath("w.db"));
+  QApplication::setActiveWindow(w.get());
+  ASSERT_TRUE(QTest::qWaitForWindowActive(w.get()));
+  w->show_view("run");
+  w->run_view()->steps_spin()->setFocus();  // focus inside a form: the shortcut still switches
+  QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab, Qt::ControlModifier);
+  EXPECT_EQ(w->tabs()->currentIndex(), 1);
+  QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : w.get(), Qt::Key_Tab, Qt::ControlModifier);
+  EXPECT_EQ(w->tabs()->currentIndex(), 2);
+  QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : w.get(), Qt::Key_Backtab,
+                  Qt::ControlModifier | Qt::ShiftModifier);
+  EXPECT_EQ(w->tabs()->currentIndex(), 1);
+  w->show_view("run");
+  QTest::keyClick(w.get(), Qt::Key_Backtab, Qt::ControlModifier | Qt::ShiftModifier);
+  EXPECT_EQ(w->tabs()->currentIndex(), 4);  // wraps around
+  w->close();
+}
+
+TEST_F(UsabilityTest, HeatmapAndPlanGridTakeKeyboardFocusAndShowTheSelectedCell) {
+  const QString db = dir_.filePath("w.db");
+  seed_database(db, "small", "r", 5);
+  auto w = open_window(db);
+  QApplication::setActiveWindow(w.get());
+  ASSERT_TRUE(QTest::qWaitForWindowActive(w.get()));
+  w->show_view("sensitivity");
+  HeatmapWidget* map = w->sensitivity_view()->heatmap();
+  EXPECT_NE(map->focusPolicy() & Qt::TabFocus, 0);
+  map->setFocus();
+  ASSERT_TRUE(map->hasFocus());
+  QTest::keyClick(map, Qt::Key_Right);  // the first key selects the first cell
+  QTest::keyClick(map, Qt::Key_Right);
+  QTest::keyClick(map, Qt::Key_Down);
+  const int cols = map->data().cols;
+  EXPECT_EQ(map->selected(), cols + 1);
+  EXPECT_TRUE(QToolTip::isVisible());
+  EXPECT_TRUE(QToolTip::text().contains("block 1")) << QToolTip::text().toStdString();
+  EXPECT_TRUE(QToolTip::text().contains("k")) << QToolTip::text().toStdString();
+  ASSERT_TRUE(w->grab().save(shot_path("sensitivity-keyboard-selection")));
+  // Enter pins the selected layer in the Plan view, as a click does.
+  QTest::keyClick(map, Qt::Key_Return);
+  EXPECT_EQ(w->plan_view()->pins().count("model.layers.1.self_attn.k_proj"), 1u);
+
+  w->show_view("plan");
+  PlanView* pv = w->plan_view();
+  ASSERT_TRUE(wait_for([&] { return pv->current().has_value() && !pv->solving(); }));
+  PlanGrid* grid = pv->grid();
+  grid->setFocus();
+  ASSERT_TRUE(grid->hasFocus());
+  QTest::keyClick(grid, Qt::Key_Down);
+  QTest::keyClick(grid, Qt::Key_Down);
+  QTest::keyClick(grid, Qt::Key_End);
+  EXPECT_EQ(grid->selected(), 1 * 7 + 6);
+  EXPECT_TRUE(QToolTip::isVisible());
+  EXPECT_TRUE(QToolTip::text().contains("model.layers.1.mlp.down_proj")) << QToolTip::text().toStdString();
+  ASSERT_TRUE(w->grab().save(shot_path("plan-keyboard-selection")));
+  w->close();
+}
+
+// ---- 7. numbers that agree, the remembered form --------------------------------------------
+
+TEST_F(UsabilityTest, FinishedRunIsLabelledByItsStatusWithItsStepCount) {
+  const QString db = dir_.filePath("w.db");
+  auto w = open_window(db);
+  RunView* rv = w->run_view();
+  rv->preset_combo()->setCurrentText("tiny");
+  rv->steps_spin()->setValue(3);
+  rv->batch_spin()->setValue(2);
+  rv->seq_spin()->setValue(16);
+  rv->eval_spin()->setValue(0);
+  rv->precision_combo()->setCurrentIndex(1);  // FP8
+  QSignalSpy progress(w->worker(), &TrainingWorker::progress);
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  w->start_training();
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 120000));
+  ASSERT_EQ(ended.at(0).at(1).toString(), "finished");
+  QCoreApplication::processEvents();
+  // The status bar counts steps; the throughput is said once, in the views.
+  for (const QLabel* l : w->statusBar()->findChildren<QLabel*>()) EXPECT_FALSE(l->text().contains("tok/s"));
+  MonitorView* mv = w->monitor_view();
+  ASSERT_TRUE(wait_for([&] { return mv->summary_text().contains("finished"); }, 10000)) << mv->summary_text().toStdString();
+  EXPECT_FALSE(mv->summary_text().contains("live"));
+  EXPECT_TRUE(mv->run_combo()->currentText().contains("3 steps")) << mv->run_combo()->currentText().toStdString();
+  w->close();
+}
+
+TEST_F(UsabilityTest, TheRunFormIsRememberedBetweenLaunches) {
+  const QString db = dir_.filePath("w.db");
+  {
+    auto w = open_window(db);
+    RunView* rv = w->run_view();
+    EXPECT_EQ(rv->preset_combo()->currentText(), "small");  // defaults on a first launch
+    rv->preset_combo()->setCurrentText("tiny");
+    rv->steps_spin()->setValue(123);
+    rv->seq_spin()->setValue(48);
+    rv->precision_combo()->setCurrentIndex(6);
+    rv->adaptive_lambda()->setValue(0.35);
+    rv->adaptive_ties()->setChecked(true);
+    w->close();  // saves
+  }
+  auto w = open_window(db);
+  RunView* rv = w->run_view();
+  EXPECT_EQ(rv->preset_combo()->currentText(), "tiny");
+  EXPECT_EQ(rv->steps_spin()->value(), 123);
+  EXPECT_EQ(rv->seq_spin()->value(), 48);
+  EXPECT_EQ(rv->precision_combo()->currentIndex(), 6);
+  EXPECT_DOUBLE_EQ(rv->adaptive_lambda()->value(), 0.35);
+  EXPECT_TRUE(rv->adaptive_ties()->isChecked());
+  // The settings are this test's (main() points QSettings at a temporary folder).
+  EXPECT_TRUE(QSettings().fileName().startsWith(qEnvironmentVariable("XDG_CONFIG_HOME"))) << QSettings().fileName().toStdString();
+  w->close();
+}
+
+// ---- 8. the message bar moves nothing; 1024×700 ---------------------------------------------
+
+TEST_F(UsabilityTest, MessageBarFloatsAndMovesNothing) {
+  const QString db = dir_.filePath("w.db");
+  seed_database(db, "tiny", "r", 5);
+  auto w = open_window(db, {1024, 700});
+  QCoreApplication::processEvents();
+  w->show_view("run");
+  const QRect tabs_before = w->tabs()->geometry();
+  const QPoint button_before = w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0));
+  w->show_message(MessageLevel::warning, "A long warning that wraps: " + QString("word ").repeated(60));
+  QCoreApplication::processEvents();
+  ASSERT_TRUE(w->message_bar()->isVisible());
+  EXPECT_EQ(w->tabs()->geometry(), tabs_before);
+  EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
+  const QRect bar = w->message_bar()->geometry();
+  EXPECT_EQ(bar.bottom(), w->centralWidget()->height() - 1);  // on the bottom edge, whole width
+  EXPECT_EQ(bar.width(), w->centralWidget()->width());
+  // Tall enough for the whole wrapped text.
+  const QLabel* label = w->message_bar()->findChild<QLabel*>();
+  ASSERT_TRUE(label);
+  EXPECT_GE(label->height(), label->heightForWidth(label->width()));
+  ASSERT_TRUE(w->grab().save(shot_path("message-bar-1024x700")));
+  w->message_bar()->hide();
+  QCoreApplication::processEvents();
+  EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
+  w->close();
+}
+
+}  // namespace
