@@ -8,6 +8,7 @@
 #include <string>
 
 #include "command.h"
+#include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
@@ -33,6 +34,7 @@ struct EvalOptions {
 };
 
 void run_eval(const EvalOptions& o) {
+  if (!o.grads_out.empty()) snip::checked_write_target(o.grads_out);  // refused before the evaluation
   const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
   std::string tokenizer = o.tokenizer, recipe = o.recipe;
   if (std::filesystem::exists(o.checkpoint + "/trainer_state.json")) {
