@@ -102,6 +102,20 @@ TEST(AtomicFile, RefusesDirectoriesFifosAndLinksToThem) {
   EXPECT_EQ(read_file(d / "folder/keep.txt"), "user data");
   EXPECT_EQ(d.entries(), 3u);  // no temp file
   EXPECT_EQ(checked_write_target(d / "missing.txt"), d / "missing.txt");
+  // A link the kernel makes (/dev/stdout -> /proc/self/fd/1 -> "pipe:[…]", which readlink cannot
+  // follow to a name): refused by what it opens, a pipe.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  fs::create_symlink("/proc/self/fd/" + std::to_string(p[1]), d / "stdout-like");
+  try {
+    checked_write_target(d / "stdout-like");
+    ADD_FAILURE() << "a pipe behind a /proc link was accepted as a write target";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("named pipe"), std::string::npos) << e.what();
+  }
+  ::close(p[0]);
+  ::close(p[1]);
+  fs::remove(d / "stdout-like");
   // A character device such as /dev/null (only checked: a regression must not replace the real one).
   try {
     checked_write_target("/dev/null");

@@ -81,8 +81,16 @@ std::string checked_write_target(const std::string& path) {
   if (path.empty()) throw Error("cannot write a file with an empty name: give a file path");
   const std::string target = follow_links(path);
   struct stat st {};
-  if (::lstat(target.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return target;  // missing: created
-  const std::string via = target == path ? "" : " (the symbolic link points to " + target + ")";
+  // lstat of the resolved name; stat of the given one catches what readlink cannot name (the
+  // kernel's links in /proc, e.g. /dev/stdout -> /proc/self/fd/1 -> "pipe:[…]").
+  bool named = ::lstat(target.c_str(), &st) == 0;
+  if (!named || S_ISREG(st.st_mode)) {
+    struct stat via_link {};
+    if (::stat(path.c_str(), &via_link) != 0 || S_ISREG(via_link.st_mode)) return target;  // missing: created
+    st = via_link;
+    named = false;
+  }
+  const std::string via = target == path || !named ? "" : " (the symbolic link points to " + target + ")";
   throw Error("cannot write " + path + ": it is " + file_kind(st.st_mode) + via +
               ", not a regular file; snip replaces the file it writes, so it only writes regular files or new "
               "paths: give a file path (nothing was written)");
