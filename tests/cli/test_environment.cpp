@@ -337,3 +337,56 @@ TEST(Environment, GuiCheckpointFoldersAreUniquePerDatabaseAndRun) {
   // Not claimed again (a checkpoint of another database): a folder of its own.
   EXPECT_EQ(snip::run_checkpoint_folder(a, 1, a + "/run-1/step-150", false), a + "/run-1-2");
 }
+
+// Stopped by a signal after 1..5 steps, again and again (SIGTERM, SIGHUP, SIGINT in turn), and
+// resumed each time with the command the tool prints: the same metric rows (every step once,
+// the same losses) and byte-identical weights and optimizer state as one uninterrupted run.
+TEST(Environment, RepeatedStopSignalsThenResumeGiveTheUninterruptedRun) {
+  TempDir d;
+  const std::vector<std::string> base = {"--preset", "tiny", "--batch-size", "2", "--seq-len", "32", "--eval-every",
+                                         "0", "--steps", "20", "--seed", "5", "--json"};
+  std::vector<std::string> straight = {"train"};
+  straight.insert(straight.end(), base.begin(), base.end());
+  straight.insert(straight.end(), {"--db", d / "straight.db", "--out", d / "straight"});
+  Child s(straight);
+  ASSERT_EQ(s.wait(), 0) << s.output();
+
+  std::vector<std::string> args = {"train"};
+  args.insert(args.end(), base.begin(), base.end());
+  args.insert(args.end(), {"--db", d / "loop.db", "--out", d / "ck"});
+  const int signals[] = {SIGTERM, SIGHUP, SIGINT};
+  int stops = 0;
+  for (int round = 0; round < 12; ++round) {
+    Child c(args);
+    const int after = 1 + round % 5;  // steps of this process before its signal
+    int seen = 0;
+    bool sent = false;
+    std::string line;
+    while (c.line(&line)) {
+      if (line.rfind("{", 0) != 0 || line.find("\"step\":") == std::string::npos) continue;
+      const int64_t step = nlohmann::json::parse(line)["step"].get<int64_t>();
+      if (++seen == after && step < 20) {
+        ::kill(c.pid(), signals[stops % 3]);
+        sent = true;
+      }
+    }
+    const int st = c.wait();
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << c.output();
+    stops += sent;
+    args = {"train", "--resume", d / "ck", "--json", "--db", d / "loop.db"};
+    if (snip::read_trainer_state(d / "ck")["step"].get<int64_t>() >= 20) break;
+  }
+  EXPECT_GE(stops, 3);
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(snip::read_file(d / ("ck/" + std::string(f))), snip::read_file(d / ("straight/" + std::string(f)))) << f;
+  snip::Store loop(d / "loop.db"), one(d / "straight.db");
+  ASSERT_EQ(loop.runs().size(), 1u);
+  EXPECT_EQ(loop.runs()[0].status, snip::RunStatus::finished);
+  const auto a = loop.metrics(loop.runs()[0].id), b = one.metrics(one.runs()[0].id);
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].step, int64_t(i) + 1);
+    EXPECT_EQ(a[i].train_loss, b[i].train_loss) << "step " << a[i].step;
+  }
+}
