@@ -32,6 +32,7 @@ double nan_to_null_guard(double v) {
 }
 
 void run_collect(const CollectOptions& o) {
+  if (!o.out.empty()) snip::checked_write_target(o.out);  // a directory or device: refused before the round
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
   std::vector<int32_t> in, tgt;
   snip::StatsRoundOptions so;

@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
@@ -34,6 +35,7 @@ struct EvalOptions {
 };
 
 void run_eval(const EvalOptions& o) {
+  if (!o.grads_out.empty()) snip::checked_write_target(o.grads_out);  // refused before the evaluation
   const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
   std::string tokenizer = o.tokenizer, recipe = o.recipe;
   if (std::filesystem::exists(o.checkpoint + "/trainer_state.json")) {

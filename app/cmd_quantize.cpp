@@ -52,6 +52,8 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 }
 
 void run_quantize(const QuantizeOptions& o) {
+  snip::checked_write_target(o.out);  // both outputs refused (a directory, a device) before either is written
+  if (!o.codes.empty()) snip::checked_write_target(o.codes);
   const snip::ElemFormat format = snip::parse_elem_format(o.format);
   if (format == snip::ElemFormat::fp32)
     throw snip::Error("--format fp32 is the identity; use one of e4m3, e5m2, e2m1, e3m2, e2m3, bf16");

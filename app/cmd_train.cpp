@@ -1,7 +1,7 @@
 // `snip train`: trains a Llama model on the CPU with every block linear layer's three GEMMs at
 // the precision a plan assigns (uniform --precision, or a snip-plan/1 file), with a progress bar
-// on a terminal or one JSON line per step, periodic checkpoints and evaluation. Ctrl-C stops
-// after the current step, saves a checkpoint and exits cleanly.
+// on a terminal or one JSON line per step, periodic checkpoints and evaluation. Ctrl-C, SIGTERM
+// and SIGHUP stop after the current step, save a checkpoint and exit cleanly (stop_signals.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +29,7 @@
 #include "snip/store.h"
 #include "snip/store_export.h"
 #include "snip/trainer.h"
+#include "stop_signals.h"
 
 namespace {
 
@@ -53,6 +54,7 @@ struct TrainOptions {
   std::string recipe = "snip";
   std::string resume;
   std::string out;
+  bool overwrite = false;  // --out may replace another run's snip checkpoint
   int64_t save_every = 0;
   int64_t eval_every = 100;
   int eval_batches = 8;
@@ -135,12 +137,6 @@ std::string resume_command(const TrainOptions& o, const std::string& out) {
   if (o.no_db) cmd += " --no-db";
   else if (!o.db.empty()) cmd += " --db " + o.db;
   return cmd;
-}
-
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) {
-  g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
 }
 
 std::string default_out_dir() {
@@ -299,10 +295,14 @@ void run_train(const TrainOptions& o) {
   }
 
   // ---- the experiment store: the run, its metrics, checkpoints, and (adaptive) rounds and plans
+  const std::string db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
   std::unique_ptr<snip::Store> store;
+  if (!o.no_db) store = std::make_unique<snip::Store>(db_path);
+  // Before step 1 and before the run is recorded: what is at --out may be replaced, and the
+  // location is writable and held by this run until its last checkpoint is saved.
+  const snip::CheckpointLock out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
   int64_t run_id = 0;
-  if (!o.no_db) {
-    store = std::make_unique<snip::Store>(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  if (store) {
     snip::RunDescription description;
     // A name derived from the directory is made one printable line; a given --name with a
     // control character is refused by the store.
@@ -317,9 +317,11 @@ void run_train(const TrainOptions& o) {
   options.adaptive = adaptive;
   options.stop_reason = "stopped by Ctrl-C";
   snip::RecordedTraining training(*trainer, store.get(), run_id, options);
+  snip::cli::StopSignals stop_signals;
   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
-    return !g_interrupted.load();
+    if (stop_signals.requested()) training.set_stop_reason("stopped by " + stop_signals.name());
+    return !stop_signals.requested();
   };
   training.on_plan = [&](const snip::PlanEvent& e, int64_t) {
     if (!o.json)
@@ -328,17 +330,13 @@ void run_train(const TrainOptions& o) {
                    e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
   };
 
-  g_interrupted.store(false);
-  auto previous = std::signal(SIGINT, on_sigint);
   snip::TrainingOutcome outcome;
   try {
     outcome = training.run();
   } catch (const std::exception&) {
-    std::signal(SIGINT, previous);
     progress.end_line();
     throw;  // NaN/Inf and bad input: the run is marked failed, the last saved checkpoint is kept as it is
   }
-  std::signal(SIGINT, previous);
   progress.end_line();
   if (!outcome.finished) {
     std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: %s)\n",
@@ -411,7 +409,11 @@ void setup_train(CLI::App& app) {
                   "snip-plan/1 JSON assigning fprop/dgrad/wgrad precisions per layer (layers left out run BF16)");
   cmd->add_option("--recipe", o->recipe, "Scaling recipe of the quantized GEMMs: snip, mx, nvfp4, tensor");
   cmd->add_option("--resume", o->resume, "Continue the run saved in this checkpoint directory (bit-exact)");
-  cmd->add_option("--out", o->out, "Checkpoint directory (default checkpoints/run-<time>, or the --resume directory)");
+  cmd->add_option("--out", o->out,
+                  "Checkpoint directory (default checkpoints/run-<time>, or the --resume directory); it must be "
+                  "new, empty, or this run's checkpoint");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "Let --out replace another run's snip checkpoint (never a folder with other files)");
   cmd->add_option("--save-every", o->save_every, "Also save a checkpoint every N steps (0: only at the end)");
   cmd->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: never)");
   cmd->add_option("--eval-batches", o->eval_batches, "Sequential validation batches per evaluation");

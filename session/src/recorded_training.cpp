@@ -141,6 +141,33 @@ std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::str
   return found;
 }
 
+std::string checkpoint_root_of_database(const std::string& db_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path db = fs::absolute(db_path, ec);
+  if (ec) db = db_path;
+  return (db.parent_path() / (db.filename().string() + ".checkpoints")).string();
+}
+
+std::string run_checkpoint_folder(const std::string& root, int64_t run_id, const std::string& resumed_from,
+                                  bool resumed) {
+  namespace fs = std::filesystem;
+  std::string from = resumed_from;
+  while (from.size() > 1 && from.back() == '/') from.pop_back();
+  const fs::path ck(from);
+  const std::string leaf = ck.filename().string();
+  if (resumed && leaf.rfind("step-", 0) == 0 && leaf.size() > 5 &&
+      leaf.find_first_not_of("0123456789", 5) == std::string::npos && ck.has_parent_path())
+    return ck.parent_path().string();
+  const std::string base = (fs::path(root) / ("run-" + std::to_string(run_id))).string();
+  std::error_code ec;
+  for (int k = 1;; ++k) {
+    const std::string candidate = k == 1 ? base : base + "-" + std::to_string(k);
+    if (!fs::exists(fs::symlink_status(candidate, ec)) || (fs::is_directory(candidate, ec) && fs::is_empty(candidate, ec)))
+      return candidate;
+  }
+}
+
 namespace {
 
 // Stores `plan` (given as a file, not solved here) for `run_id`, in effect from `first_step`.

@@ -98,6 +98,7 @@ TEST(Cli, CtrlCSavesACheckpointAndExitsCleanly) {
   if (pid == 0) {
     const std::string out = d / "ck", steps = "100000";
     freopen(log.c_str(), "w", stderr);
+    signal(SIGINT, SIG_DFL);  // a background test runner may have it ignored (snip then keeps ignoring it)
     execl(SNIP_EXE, SNIP_EXE, "train", "--preset", "tiny", "--batch-size", "2", "--seq-len", "32", "--eval-every", "0",
           "--steps", steps.c_str(), "--out", out.c_str(), (char*)nullptr);
     _exit(127);

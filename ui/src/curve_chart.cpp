@@ -22,6 +22,8 @@
 #include <cmath>
 #include <limits>
 
+#include "export_file.h"
+#include "snip/atomic_file.h"
 #include "snip/error.h"
 
 namespace snip::ui {
@@ -411,34 +413,23 @@ void CurveChart::redraw_now() {
 
 void CurveChart::export_png(const QString& path) {
   redraw_now();
-  QPixmap pixmap = view_->grab();
-  if (!pixmap.save(path, "PNG")) throw snip::Error("could not write the chart image " + path.toStdString() +
-                                                   " — is the folder writable?");
+  write_png_file(view_->grab(), path);
 }
 
 void CurveChart::export_svg(const QString& path) {
   redraw_now();
-  QSvgGenerator generator;
-  generator.setFileName(path);
-  generator.setSize(view_->size());
-  generator.setViewBox(QRect(QPoint(0, 0), view_->size()));
-  generator.setTitle(title_);
-  QPainter painter;
-  if (!painter.begin(&generator))
-    throw snip::Error("could not write the SVG file " + path.toStdString() + " — is the folder writable?");
-  view_->render(&painter);
-  painter.end();
+  write_svg_file(view_->size(), title_, [&](QPainter& painter) { view_->render(&painter); }, path);
 }
 
 void CurveChart::export_csv(const QString& path) const {
-  QFile file(path);
-  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text))
-    throw snip::Error("could not write " + path.toStdString() + ": " + file.errorString().toStdString());
-  QTextStream out(&file);
+  QString text;
+  QTextStream out(&text);
   out << "curve,step,value\n";
   for (const Curve& c : curves_)
     for (const QPointF& p : c.points) out << c.name << ',' << QString::number(p.x(), 'g', 17) << ','
                                           << QString::number(p.y(), 'g', 9) << '\n';
+  out.flush();
+  snip::write_file_atomic(path.toStdString(), text.toStdString());
 }
 
 }  // namespace snip::ui

@@ -30,6 +30,7 @@
 
 #include "compare_view.h"
 #include "curve_chart.h"
+#include "export_file.h"
 #include "heatmap_widget.h"
 #include "monitor_view.h"
 #include "plan_view.h"
@@ -589,17 +590,10 @@ void MainWindow::export_chart(bool svg, const QString& path) {
     return;
   }
   QWidget* w = view == QLatin1String("sensitivity") ? static_cast<QWidget*>(sensitivity_view_->heatmap()) : tabs_->currentWidget();
-  if (svg) {
-    QSvgGenerator gen;
-    gen.setFileName(path);
-    gen.setSize(w->size());
-    gen.setViewBox(QRect(QPoint(0, 0), w->size()));
-    QPainter painter;
-    if (!painter.begin(&gen)) throw snip::Error("cannot write " + path.toStdString());
-    w->render(&painter);
-  } else if (!w->grab().save(path, "PNG")) {
-    throw snip::Error("cannot write " + path.toStdString() + " — is the folder writable?");
-  }
+  if (svg)
+    write_svg_file(w->size(), view, [&](QPainter& painter) { w->render(&painter); }, path);
+  else
+    write_png_file(w->grab(), path);
 }
 
 void MainWindow::export_metrics_csv(const QString& path) {
@@ -627,7 +621,7 @@ QStringList MainWindow::render_screenshots(const QString& dir) {
     for (CurveChart* c : tabs_->widget(i)->findChildren<CurveChart*>()) c->redraw_now();
     QCoreApplication::processEvents();
     const QString path = QDir(dir).filePath(names[i] + QStringLiteral(".png"));
-    if (!grab().save(path, "PNG")) throw snip::Error("cannot write " + path.toStdString());
+    write_png_file(grab(), path);
     written << path;
   }
   tabs_->setCurrentIndex(previous);

@@ -479,7 +479,7 @@ TrainRequest RunView::make_request() const {
                           r.method)
                      .arg(c.seed);
   r.db_path = workbench_->database_path();
-  r.checkpoint_root = QFileInfo(r.db_path).absolutePath() + QStringLiteral("/checkpoints");
+  r.checkpoint_root = QString::fromStdString(snip::checkpoint_root_of_database(r.db_path.toStdString()));
   r.save_every = save_spin_->value();
   return r;
 }
@@ -559,7 +559,7 @@ TrainRequest RunView::make_resume_request(const QString& checkpoint_dir) const {
   TrainRequest r;
   r.resume_from = checkpoint_dir;
   r.db_path = workbench_->database_path();
-  r.checkpoint_root = QFileInfo(r.db_path).absolutePath() + QStringLiteral("/checkpoints");
+  r.checkpoint_root = QString::fromStdString(snip::checkpoint_root_of_database(r.db_path.toStdString()));
   r.save_every = save_spin_->value();
   r.run_name = QStringLiteral("resumed · %1").arg(QFileInfo(checkpoint_dir).fileName());
   // A checkpoint of an adaptive run of this database goes on re-planning with that run's settings.
@@ -588,7 +588,8 @@ TrainRequest RunView::make_resume_request_for_run(qint64 run_id) const {
 void RunView::choose_checkpoint_and_resume() {
   if (training_) return;
   const QString dir = QFileDialog::getExistingDirectory(
-      this, tr("Resume from checkpoint"), QFileInfo(workbench_->database_path()).absolutePath() + QStringLiteral("/checkpoints"));
+      this, tr("Resume from checkpoint"),
+      QString::fromStdString(snip::checkpoint_root_of_database(workbench_->database_path().toStdString())));
   if (!dir.isEmpty()) resume_from_checkpoint(dir);
 }
 

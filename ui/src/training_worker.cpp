@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "snip/checkpoint.h"
 #include "snip/error.h"
 #include "snip/recorded_training.h"
 #include "snip/store.h"
@@ -102,9 +103,21 @@ void TrainingWorker::run(const TrainRequest& request) {
 
     snip::RecordedTrainingOptions options;
     options.save_every = request.save_every;
-    options.checkpoint_dir =
-        QDir(request.checkpoint_root).filePath(QStringLiteral("run-%1").arg(run_id)).toStdString();  // step-<N> below
+    options.checkpoint_dir = snip::run_checkpoint_folder(request.checkpoint_root.toStdString(), run_id, resume_from,
+                                                         run.resumed);  // step-<N> below
     options.checkpoint_per_step = true;
+    // Before step 1: the folder is this run's, writable, and held until the last checkpoint.
+    snip::CheckpointLock checkpoint_lock;
+    try {
+      snip::CheckpointTargetOptions target;
+      target.per_step = true;
+      target.resumed_from = resume_from;
+      target.db_path = request.db_path.toStdString();
+      checkpoint_lock = snip::check_checkpoint_target(options.checkpoint_dir, target);
+    } catch (const std::exception& e) {
+      store->set_run_status(run_id, snip::RunStatus::failed, e.what());
+      throw;
+    }
     options.adaptive = adaptive;
     options.stop_reason = "stopped by the user";
     options.recorder.on_busy = [this](const std::string& msg) { emit warning(QString::fromStdString(msg)); };

@@ -29,7 +29,7 @@ struct TrainRequest {
   QString resume_from;            // continue the run saved in this checkpoint directory
   QString db_path;
   QString run_name;
-  QString checkpoint_root;        // checkpoints go to <root>/run-<id>/step-<N>
+  QString checkpoint_root;        // checkpoints go to snip::run_checkpoint_folder(<root>, ...)/step-<N>
   int64_t save_every = 0;         // periodic checkpoints (0: only at the end / on stop)
   QString method;                 // stored with the run: "uniform-fp4", "plan", ... ("": derived)
   std::optional<int64_t> plan_id; // stored plan the run starts with

@@ -49,9 +49,64 @@ std::string advice(int e, const std::string& path) {
     return " (the location is read-only or not writable: choose a writable directory" + kept + ")";
   return kept.empty() ? "" : " (" + kept.substr(2) + ")";
 }
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device (like /dev/null)";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+// The file a write to `path` must replace: `path` itself, or the final target of a chain of
+// symbolic links (a link stays a link; its target gets the new contents, as editors and cp do).
+std::string follow_links(const std::string& path) {
+  std::string p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    char buf[4096];
+    const ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
+    if (n < 0) return p;
+    const std::string link(buf, size_t(n));
+    p = link[0] == '/' ? link : dir_of(p) + "/" + link;
+  }
+  throw Error("cannot write " + path + ": too many levels of symbolic links (a link loop?); nothing was written");
+}
 }  // namespace
 
-void write_file_atomic(const std::string& path, const void* data, size_t size) {
+std::string checked_write_target(const std::string& path) {
+  if (path.empty()) throw Error("cannot write a file with an empty name: give a file path");
+  const std::string target = follow_links(path);
+  struct stat st {};
+  // lstat of the resolved name; stat of the given one catches what readlink cannot name (the
+  // kernel's links in /proc, e.g. /dev/stdout -> /proc/self/fd/1 -> "pipe:[…]").
+  bool named = ::lstat(target.c_str(), &st) == 0;
+  if (!named || S_ISREG(st.st_mode)) {
+    struct stat via_link {};
+    if (::stat(path.c_str(), &via_link) != 0 || S_ISREG(via_link.st_mode)) return target;  // missing: created
+    st = via_link;
+    named = false;
+  }
+  const std::string via = target == path || !named ? "" : " (the symbolic link points to " + target + ")";
+  throw Error("cannot write " + path + ": it is " + file_kind(st.st_mode) + via +
+              ", not a regular file; snip replaces the file it writes, so it only writes regular files or new "
+              "paths: give a file path (nothing was written)");
+}
+
+namespace {
+// The permission bits the new file gets: those of the file it replaces (else 0644 less umask).
+void keep_mode(int fd, const std::string& target) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::fchmod(fd, st.st_mode & 07777);
+}
+}  // namespace
+
+void write_file_atomic(const std::string& requested, const void* data, size_t size) {
+  // Refused before anything is created: a directory, device, FIFO or socket is never replaced.
+  const std::string path = checked_write_target(requested);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int open_fault = injected_fault(path, /*at_open=*/true);
   int fd = open_fault ? (errno = open_fault, -1) : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -59,6 +114,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     const int e = errno;
     throw Error("cannot write " + path + ": " + std::strerror(e) + advice(e, path));
   }
+  keep_mode(fd, path);
   // An injected ENOSPC lets the first half be written, as a disk that fills up mid-file does.
   const int write_fault = injected_fault(path, /*at_open=*/false);
   const size_t limit = write_fault ? size / 2 : size;

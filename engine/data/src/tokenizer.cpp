@@ -240,6 +240,8 @@ void train_sentencepiece(const std::string& text_path, int vocab_size, const std
   if (model_type != "bpe" && model_type != "unigram")
     throw Error("tokenizer model type '" + model_type + "' is unknown: use bpe or unigram");
   if (out_prefix.empty()) throw Error("tokenizer output prefix is empty: pass --out PREFIX (writes PREFIX.model)");
+  checked_write_target(out_prefix + ".model");  // both refused (a directory, a device) before training
+  checked_write_target(out_prefix + ".vocab");
   const std::string text = read_text_corpus(text_path);
 
   const std::unordered_map<std::string, std::string> args = {

@@ -94,6 +94,27 @@ void read_model_weights(const std::string& path, Llama& model) {
 // A process killed while saving leaves `<name>.tmp-<pid>` (a partial checkpoint) behind;
 // remove those whose process is gone. `.old-<pid>` directories are left alone: one may hold
 // the only copy of the previous checkpoint if the kill came in the middle of the fallback swap.
+// Only what a save left is removed: a folder holding nothing but checkpoint files (complete or not).
+static bool only_checkpoint_parts(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    bool ours = false;
+    for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+      ours |= name == f || name.rfind(std::string(f) + ".tmp.", 0) == 0;
+    if (!ours) return false;
+  }
+  return !ec;
+}
+
+// What may be swapped out and removed: a snip checkpoint or an empty folder (never the user's files).
+static bool replaceable(const std::string& dir, std::string* why_not) {
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(dir, ec)) && fs::is_empty(dir, ec) && !ec) return true;
+  return is_snip_checkpoint(dir, why_not);
+}
+
 static void remove_stale_temp_dirs(const fs::path& parent, const std::string& name) {
   std::error_code ec;
   const std::string prefix = name + ".tmp-";
@@ -105,6 +126,7 @@ static void remove_stale_temp_dirs(const fs::path& parent, const std::string& na
     const long pid = std::strtol(digits.c_str(), nullptr, 10);
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still alive (or not ours)
+    if (!only_checkpoint_parts(it->path())) continue;
     std::error_code rm;
     fs::remove_all(it->path(), rm);
   }
@@ -114,6 +136,11 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
                       const nlohmann::json& trainer_state) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::error_code link_ec;
+  if (fs::is_symlink(dir, link_ec)) {  // the folder the link names is replaced; the link stays
+    const fs::path real = fs::canonical(dir, link_ec);
+    if (!link_ec) dir = real.string();
+  }
   const fs::path target(dir);
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
@@ -127,6 +154,12 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   // A checkpoint with a NaN/Inf weight would replace the last good one with one that cannot train.
   if (const std::string bad = model.first_nonfinite_param(/*values=*/true); !bad.empty())
     throw failed("weight " + bad + " is not finite (training diverged?); it was not saved");
+  // The swap below removes what was at `dir`: only ever a checkpoint (check_checkpoint_target
+  // refuses the rest before training; this is the last guard).
+  std::string why_not;
+  if (had_previous && !replaceable(dir, &why_not))
+    throw Error("cannot save checkpoint " + dir + ": " + dir + " is not a snip checkpoint (" + why_not +
+                "), so it was left as it is and nothing was saved; save to a new folder");
   fs::create_directories(parent, ec);
   if (ec)
     throw failed("cannot create " + parent.string() + ": " + ec.message() +
@@ -157,7 +190,14 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   // renameat2 RENAME_EXCHANGE), else rename aside and in.
   if (fs::exists(target)) {
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
-      fs::remove_all(tmp, ec);  // now holds the previous checkpoint
+      // `tmp` now holds what was at `dir`: removed only if it is still a checkpoint (something
+      // else may have been put there since the check above: swap back and keep it).
+      if (!replaceable(tmp, &why_not)) {
+        ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE);
+        throw Error("cannot save checkpoint " + dir + ": " + dir + " changed while saving and is not a snip checkpoint (" +
+                    why_not + "); it was left as it is, the new checkpoint is in " + tmp);
+      }
+      fs::remove_all(tmp, ec);
     } else {
       const std::string old = dir + ".old-" + std::to_string(::getpid());
       fs::remove_all(old, ec);
@@ -172,7 +212,7 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
         fs::remove_all(tmp, ec);
         throw failed(std::string("cannot replace it: ") + std::strerror(e));
       }
-      fs::remove_all(old, ec);
+      if (replaceable(old, nullptr)) fs::remove_all(old, ec);
     }
   } else if (::rename(tmp.c_str(), dir.c_str()) != 0) {
     const int e = errno;

@@ -86,6 +86,16 @@ struct RunDescription {
 // The run in `store` one of whose checkpoints is `checkpoint_dir` (paths compared canonically).
 std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::string& checkpoint_dir);
 
+// The GUI's checkpoint layout. A database's runs keep their checkpoints in
+// <db folder>/<db file name>.checkpoints (unique per database file: two databases in one folder
+// never share one), run `run_id`'s in run_checkpoint_folder(root, ...)/step-<N>.
+std::string checkpoint_root_of_database(const std::string& db_path);
+// <root>/run-<id>; a run resumed (claimed again, `resumed`) from one of its own step-<N>
+// checkpoints goes on in that checkpoint's folder; a <root>/run-<id> that already holds
+// something (left by an earlier database file of the same name) gets a suffix -2, -3, ...
+std::string run_checkpoint_folder(const std::string& root, int64_t run_id, const std::string& resumed_from,
+                                  bool resumed);
+
 struct RecordedRun {
   int64_t id = 0;
   bool resumed = false;  // an existing run claimed again (else a new run)
@@ -139,6 +149,8 @@ class RecordedTraining {
   // From any thread: stop after the current step; hold between steps.
   void request_stop();
   void set_paused(bool paused);
+  // On the training thread (e.g. from on_step): the interrupted run's message ("<reason> at step N").
+  void set_stop_reason(std::string reason) { options_.stop_reason = std::move(reason); }
 
  private:
   std::string checkpoint_path(int64_t step) const;

@@ -7,7 +7,10 @@
 
 namespace snip {
 
-// Throws snip::Error naming the path, the OS error and what to do (disk full, read-only, ...).
+// `path` may be a missing path, a regular file or a symbolic link to one (the link is kept and
+// its final target replaced, keeping the target's permission bits). Anything else that exists
+// (a directory, a device such as /dev/null, a FIFO, a socket) is refused before any temp file
+// is created (checked_write_target). Throws snip::Error naming the path, the OS error and what to do (disk full, read-only, ...).
 // On failure the previous file at `path` is untouched and no temp file is left behind.
 // Tests inject failures with the environment variable SNIP_FAULT_WRITE=ENOSPC[:substring]
 // (the write fails half-way) or EROFS[:substring] (the temp file cannot be created), for
@@ -16,6 +19,11 @@ void write_file_atomic(const std::string& path, const void* data, size_t size);
 inline void write_file_atomic(const std::string& path, std::string_view text) {
   write_file_atomic(path, text.data(), text.size());
 }
+
+// The file a write to `path` replaces (the final target when `path` is a symbolic link); throws
+// snip::Error saying what is there when it exists and is not a regular file. Every writer of a
+// user-named file calls it (write_file_atomic does) before creating anything.
+std::string checked_write_target(const std::string& path);
 
 // Reads a whole file; throws snip::Error naming the path when it cannot.
 std::string read_file(const std::string& path);

@@ -8,6 +8,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "snip/llama.h"
 #include "snip/optimizer.h"
@@ -22,9 +23,58 @@ void read_model_weights(const std::string& path, Llama& model);
 // Gradients of every parameter with HF names (what `snip eval --grads-out` writes).
 void write_model_grads(const std::string& path, const Llama& model);
 
-// Writes a complete checkpoint directory atomically (temp dir + fsync + swap).
+// Writes a complete checkpoint directory atomically (temp dir + fsync + swap). Only a missing
+// path, an empty directory or a snip checkpoint (is_snip_checkpoint) is ever replaced: anything
+// else at `dir` is left as it is and snip::Error says what is there. A symbolic link at `dir` is
+// followed (the directory it points to is replaced; the link stays).
 void write_checkpoint(const std::string& dir, const Llama& model, const AdamW<float>& opt,
                       const nlohmann::json& trainer_state);
+// True when `dir` is a directory holding a snip checkpoint and nothing else: config.json,
+// model.safetensors, trainer_state.json (a JSON object with step, config and data) and
+// optionally optimizer.safetensors. Else false, and `why_not` (when given) says what is there.
+bool is_snip_checkpoint(const std::string& dir, std::string* why_not = nullptr);
+
+// What a run's checkpoint location may replace (check_checkpoint_target).
+struct CheckpointTargetOptions {
+  bool overwrite = false;    // another run's snip checkpoint may be replaced (`snip train --overwrite`)
+  std::string resumed_from;  // the checkpoint this run continues from: it may be replaced
+  std::string db_path;       // the run's experiment database: a folder holding it is never used
+  bool per_step = false;     // `dir` holds step-<N> checkpoints (the GUI's layout), not one checkpoint
+};
+
+// Holds `<dir>.lock` (an flock, with the owner's pid in the file) while alive, so a second run
+// with the same checkpoint location is refused. The kernel drops the lock when the owner dies,
+// so a lock file left by a killed run is taken over. Move-only; releasing removes the file.
+class CheckpointLock {
+ public:
+  CheckpointLock() = default;
+  CheckpointLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  CheckpointLock(CheckpointLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  CheckpointLock& operator=(CheckpointLock&& o) noexcept;
+  CheckpointLock(const CheckpointLock&) = delete;
+  CheckpointLock& operator=(const CheckpointLock&) = delete;
+  ~CheckpointLock() { release(); }
+  void release();
+  bool held() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// The pre-flight of a checkpoint location, called before step 1 by every front that trains
+// (snip train, the GUI's worker): refuses, with what is there and what to do,
+//   - "", ".", "..", "/" and a path whose parent cannot be made a folder (a file in the way);
+//   - an existing regular file, device, FIFO, ... (only folders hold checkpoints);
+//   - a folder holding `options.db_path`, or anything that is not a snip checkpoint
+//     (per_step: anything but step-<N> checkpoints), so nothing of the user's is replaced;
+//   - a snip checkpoint of another run, unless it is options.resumed_from or options.overwrite;
+//   - a location another live run holds (its lock), or where the checkpoint cannot be written
+//     (read-only, name too long: a probe directory is created and removed beside it).
+// Returns the lock on the location; keep it until the run's last checkpoint is saved.
+[[nodiscard]] CheckpointLock check_checkpoint_target(const std::string& dir, const CheckpointTargetOptions& options);
+
 // Loads the parts of a checkpoint; each throws snip::Error naming what is missing or wrong.
 ModelConfig read_checkpoint_config(const std::string& dir);
 nlohmann::json read_trainer_state(const std::string& dir);

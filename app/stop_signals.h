@@ -1,0 +1,77 @@
+// StopSignals: the one place the `snip` commands that train handle the signals that ask a
+// process to end. While an instance lives, SIGINT (Ctrl-C), SIGTERM (kill, timeout, systemd,
+// job schedulers) and SIGHUP (the terminal went away) only set a flag: the command stops after
+// the current step, saves its checkpoint, flushes its metric rows and marks the run
+// interrupted. The first signal puts the default actions back, so a second one of any of the
+// three ends the process at once. A signal ignored when the command started (SIGHUP under
+// nohup, SIGINT in a background job) stays ignored. The previous handlers are restored on
+// destruction.
+#pragma once
+#include <signal.h>
+
+#include <atomic>
+#include <string>
+
+namespace snip::cli {
+
+class StopSignals {
+ public:
+  StopSignals() {
+    received().store(0);
+    struct sigaction sa {};
+    sa.sa_handler = &StopSignals::on_signal;
+    sigemptyset(&sa.sa_mask);
+    unsigned handled = 0;
+    for (int i = 0; i < kCount; ++i) {
+      sigaction(kSignals[i], &sa, &previous_[i]);
+      if (previous_[i].sa_handler == SIG_IGN)
+        sigaction(kSignals[i], &previous_[i], nullptr);
+      else
+        handled |= 1u << i;
+    }
+    handled_mask().store(handled);
+  }
+  ~StopSignals() {
+    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  bool requested() const { return received().load() != 0; }
+  // How the stop was asked for, for the run's message: "Ctrl-C", "SIGTERM", "SIGHUP" ("" if not).
+  std::string name() const {
+    switch (received().load()) {
+      case SIGINT: return "Ctrl-C";
+      case SIGTERM: return "SIGTERM";
+      case SIGHUP: return "SIGHUP";
+      default: return "";
+    }
+  }
+
+ private:
+  static constexpr int kCount = 3;
+  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
+
+  static std::atomic<int>& received() {
+    static std::atomic<int> sig{0};  // lock-free: safe to store from a signal handler
+    return sig;
+  }
+  static std::atomic<unsigned>& handled_mask() {
+    static std::atomic<unsigned> mask{0};
+    return mask;
+  }
+  static void on_signal(int sig) {
+    int none = 0;
+    received().compare_exchange_strong(none, sig);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    const unsigned handled = handled_mask().load();
+    for (int i = 0; i < kCount; ++i)
+      if (handled & (1u << i)) sigaction(kSignals[i], &dfl, nullptr);  // async-signal-safe
+  }
+
+  struct sigaction previous_[kCount] {};
+};
+
+}  // namespace snip::cli
