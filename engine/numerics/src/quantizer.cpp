@@ -134,8 +134,7 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
       r = (fl + up) * q;
     }
     if constexpr (std::is_same_v<OutT, int8_t>) {
-      const int32_t m = int32_t(r * 2.0f);
-      y[c] = int8_t((vb >> 31) ? -m : m);
+      y[c] = int8_t(int32_t(ffrom(fbits(r) | (vb & ~kAbsMask)) * 2.0f));
     } else {
       y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
     }
