@@ -67,52 +67,94 @@ inline float scale_of(const E2M1Operand& o, int64_t i, int64_t k) {
 
 inline int64_t chunk_len(const Packed& P, int64_t c) { return std::min(P.kc, P.K - c * P.kc); }
 
+// A (M, K) as unsigned bytes a + 12. When the reduction runs down the source's rows (code_cs !=
+// 1: wgrad's dY), 64 rows of A are 64 adjacent bytes of each source row, so those are read
+// row by row (a strided byte gather per element re-read each cache line 64 times).
 void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
   const int64_t lda = P.nch * P.kcp;
-  detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      uint8_t* dst = P.a.data() + m * lda;
-      for (int64_t c = 0; c < P.nch; ++c) {
-        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
-        uint8_t* d = dst + c * P.kcp;
-        const int8_t* src = A.code2 + m * A.code_rs + k0 * A.code_cs;
-        if (A.code_cs == 1) {
+  auto scales = [&](int64_t m) {
+    for (int64_t c = 0; c < P.nch; ++c) {
+      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      uint8_t* d = P.a.data() + m * lda + c * P.kcp;
+      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+    }
+  };
+  if (A.code_cs == 1) {
+    detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        for (int64_t c = 0; c < P.nch; ++c) {
+          const int64_t len = chunk_len(P, c);
+          uint8_t* d = P.a.data() + m * lda + c * P.kcp;
+          const int8_t* src = A.code2 + m * A.code_rs + c * P.kc;
           for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t] + kOffset);
-        } else {
-          for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t * A.code_cs] + kOffset);
         }
-        for (int64_t t = len; t < P.kcp; ++t) d[t] = uint8_t(kOffset);
-        P.sa[size_t(m * P.nch + c)] = scale_of(A, m, k0);
+        scales(m);
       }
+    });
+    return;
+  }
+  // 64×64 tiles through a local buffer: writing 64 rows of A straight from one source row hit
+  // 64 lines lda bytes apart, the same L1 set when lda is a multiple of 4 KiB.
+  const int64_t groups = (P.M + 63) / 64;
+  detail::parallel_chunks(nchunks, groups, 1, [&](int, int64_t g0, int64_t g1) {
+    uint8_t tile[64][64];
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t m0 = g * 64, mn = std::min<int64_t>(64, P.M - m0);
+      for (int64_t kb = 0; kb < P.K; kb += 64) {
+        const int64_t kn = std::min<int64_t>(64, P.K - kb);
+        for (int64_t kk = 0; kk < kn; ++kk) {
+          const int8_t* src = A.code2 + (kb + kk) * A.code_cs + m0 * A.code_rs;
+          for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = uint8_t(src[mm * A.code_rs] + kOffset);
+        }
+        for (int64_t mm = 0; mm < mn; ++mm) {
+          uint8_t* row = P.a.data() + (m0 + mm) * lda;
+          for (int64_t kk = 0; kk < kn; ++kk) {
+            const int64_t k = kb + kk;
+            row[(k / P.kc) * P.kcp + k % P.kc] = tile[mm][kk];
+          }
+        }
+      }
+      for (int64_t m = m0; m < m0 + mn; ++m) scales(m);
     }
   });
 }
 
+// B (N, K) into 64-column panels with −12·Σb per column and chunk. When the reduction runs
+// down the source's rows (dgrad's W, wgrad's X), a panel's 64 columns are 64 adjacent bytes of
+// each source row: read row by row, as in pack_a.
 void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
   const int64_t kq = P.kcp / 4;
   detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
       for (int64_t c = 0; c < P.nch; ++c) {
         const int64_t k0 = c * P.kc, len = chunk_len(P, c);
         int8_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
-        for (int j = 0; j < kNR; ++j) {
-          const int64_t n = p * kNR + j;
-          int32_t sum = 0;
-          if (n < P.N) {
-            const int8_t* src = B.code2 + n * B.code_rs + k0 * B.code_cs;
-            for (int64_t t = 0; t < P.kcp; ++t) {
-              const int8_t v = t < len ? src[t * B.code_cs] : int8_t(0);
-              dst[(t / 4) * kNR * 4 + j * 4 + (t % 4)] = v;
-              sum += v;
+        std::memset(dst, 0, size_t(kq * kNR * 4));
+        int32_t sum[kNR] = {};
+        if (B.code_cs == 1) {
+          for (int j = 0; j < ncols; ++j) {
+            const int8_t* src = B.code2 + (p * kNR + j) * B.code_rs + k0;
+            for (int64_t t = 0; t < len; ++t) {
+              dst[(t / 4) * kNR * 4 + j * 4 + (t % 4)] = src[t];
+              sum[j] += src[t];
             }
-            sb[j] = scale_of(B, n, k0) * 0.25f;
-          } else {
-            for (int64_t t = 0; t < P.kcp; ++t) dst[(t / 4) * kNR * 4 + j * 4 + (t % 4)] = 0;
-            sb[j] = 0.0f;
           }
-          corr[j] = -kOffset * sum;
+        } else {
+          for (int64_t t = 0; t < len; ++t) {
+            const int8_t* src = B.code2 + (k0 + t) * B.code_cs + p * kNR * B.code_rs;
+            int8_t* d = dst + (t / 4) * kNR * 4 + (t % 4);
+            for (int j = 0; j < ncols; ++j) {
+              d[j * 4] = src[j * B.code_rs];
+              sum[j] += src[j * B.code_rs];
+            }
+          }
+        }
+        for (int j = 0; j < kNR; ++j) {
+          corr[j] = -kOffset * sum[j];
+          sb[j] = j < ncols ? scale_of(B, p * kNR + j, k0) * 0.25f : 0.0f;
         }
       }
     }

@@ -105,7 +105,8 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
   const float in0 = in_s[0], out0 = out_s[0];
   for (int64_t c = 0; c < n; ++c) {
     const float in = kVecScale ? in_s[c] : in0;
-    const float out = kVecScale ? out_s[c] : out0;
+    float out = out0;  // the code kernels pass one dummy out value: never index it
+    if constexpr (kVecScale && !std::is_same_v<OutT, int8_t>) out = out_s[c];
     const float v = kDivide ? x[c] / in : x[c] * in;
     const uint32_t vb = fbits(v);
     float a = ffrom(vb & kAbsMask);
@@ -134,8 +135,7 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
       r = (fl + up) * q;
     }
     if constexpr (std::is_same_v<OutT, int8_t>) {
-      const int32_t m = int32_t(r * 2.0f);
-      y[c] = int8_t((vb >> 31) ? -m : m);
+      y[c] = int8_t(int32_t(ffrom(fbits(r) | (vb & ~kAbsMask)) * 2.0f));
     } else {
       y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
     }
