@@ -137,7 +137,7 @@ inline std::string pad(const std::string& s, size_t width) {
 
 template <class Rows>
 void print_compare_rows(const Rows& rows, const std::vector<ArmStatistics>& stats, size_t snip_row) {
-  std::printf("  %s %6s %9s  %s%s%s%s%s\n", pad("method", 24).c_str(), "rho", "train", pad("gap train", 18).c_str(),
+  std::printf("  %s %6s %9s  %s%s%s%s%s%s\n", pad("method", 24).c_str(), "rho", "train", pad("gap train", 18).c_str(),
               pad("train vs SNIP", 18).c_str(), pad("verdict", 18).c_str(), pad("gap val", 18).c_str(),
               pad("val vs SNIP", 18).c_str(), "verdict val");
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -149,7 +149,7 @@ void print_compare_rows(const Rows& rows, const std::vector<ArmStatistics>& stat
     if (!r.same_plan_as.empty()) extra = "  (same plan as " + r.same_plan_as + ")";
     if constexpr (requires { r.control; })
       if (r.control) extra += "  (control)";
-    std::printf("  %s %6.3f %9.4f  %s%s%s%s%s%s\n", pad(r.method.substr(0, 24), 24).c_str(), r.achieved_fraction,
+    std::printf("  %s %6.3f %9.4f  %s%s%s%s%s%s%s\n", pad(r.method.substr(0, 24), 24).c_str(), r.achieved_fraction,
                 r.train_loss_last, pad(mean_pm(s.train.gap), 18).c_str(), pad(diff(s.train), 18).c_str(),
                 pad(i == snip_row ? "reference" : verdict(s.train), 18).c_str(), pad(mean_pm(s.val.gap), 18).c_str(),
                 pad(diff(s.val), 18).c_str(), (i == snip_row ? std::string("reference") : verdict(s.val)).c_str(),
