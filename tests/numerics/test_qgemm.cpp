@@ -1,4 +1,4 @@
-// The E2M1 integer GEMM (snip/qgemm.h, docs/FORMATS_GEMM.md): codes equal fake_quantize's
+// The E2M1 integer GEMM (snip/qgemm.h, docs/FORMATS.md section 6.4): codes equal fake_quantize's
 // values; the VNNI and scalar kernels give the same bits, for every thread count; the result is
 // within the documented bound of a double evaluation of the same quantized operands; and the
 // BF16 outputs of qlinear_* equal the dequantize-then-sgemm path's except where the two FP32

@@ -1,4 +1,4 @@
-// Block-scaled E2M1 GEMM on exact int32 block sums (snip/qgemm.h, docs/FORMATS_GEMM.md).
+// Block-scaled E2M1 GEMM on exact int32 block sums (snip/qgemm.h, docs/FORMATS.md section 6.4).
 //
 // Packing. A (M, K) becomes unsigned bytes a + 12 ∈ [0, 24], row-major, each K chunk padded to a
 // multiple of 4 bytes; B (N, K) becomes signed panels of 64 columns, [panel][chunk][K/4][64][4]

@@ -1,4 +1,4 @@
-// Block-scaled E2M1 × E2M1 GEMM on exact integer block sums (docs/FORMATS_GEMM.md).
+// Block-scaled E2M1 × E2M1 GEMM on exact integer block sums (docs/FORMATS.md section 6.4).
 //
 // Every E2M1 value times 2 is an integer in [-12, 12], so the dot product of two operands over
 // a run of K that shares one scale per operand (a "chunk") is an exact int32 sum of products of
