@@ -46,8 +46,8 @@ void list_compares(const snip::Store& store, bool json) {
       continue;
     }
     std::printf("%5lld  %5s  %-8s  %6.3f  %7lld  %6lld  %5lld  %11.4f  %-20s  %s\n", (long long)c.id,
-                c.run_id ? std::to_string(*c.run_id).c_str() : "-", fit(snip::printable_text(c.recipe), 8).c_str(), c.budget,
-                (long long)c.start_step, (long long)c.steps, (long long)c.row_count, c.noise_floor_train,
+                c.run_id ? std::to_string(*c.run_id).c_str() : "-", fit(snip::printable_text(c.recipe), 8).c_str(),
+                c.budget, (long long)c.start_step, (long long)c.steps, (long long)c.row_count, c.noise_floor_train,
                 snip::format_utc_ms(c.created_ms).c_str(), snip::printable_text(c.checkpoint).c_str());
   }
   if (json) std::cout << out.dump(2) << "\n";
@@ -84,10 +84,11 @@ void run_runs(const RunsOptions& o) {
     char loss_text[32] = "-";
     if (loss) std::snprintf(loss_text, sizeof loss_text, "%.4f", *loss);
     std::printf("%5lld  %-24s  %-11s  %8lld  %10s  %-12s  %-6s  %-20s  %s\n", (long long)r.id,
-                fit(snip::printable_text(r.spec.name), 24).c_str(), snip::run_status_name(r.status), (long long)std::max<int64_t>(r.last_step, 0), loss_text,
+                fit(snip::printable_text(r.spec.name), 24).c_str(), snip::run_status_name(r.status),
+                (long long)std::max<int64_t>(r.last_step, 0), loss_text,
                 fit(r.spec.method.empty() ? "-" : snip::printable_text(r.spec.method), 12).c_str(),
-                fit(snip::printable_text(r.spec.recipe), 6).c_str(),
-                snip::format_utc_ms(r.started_ms).c_str(), snip::format_duration_ms(end - r.started_ms).c_str());
+                fit(snip::printable_text(r.spec.recipe), 6).c_str(), snip::format_utc_ms(r.started_ms).c_str(),
+                snip::format_duration_ms(end - r.started_ms).c_str());
   }
   if (o.json) std::cout << out.dump(2) << "\n";
 }

@@ -186,8 +186,10 @@ void run_show(const ShowOptions& o) {
               snip::format_duration_ms(end - r.started_ms).c_str());
   std::printf("  model       C=%d F=%d L=%d NH=%d KVH=%d (%zu selectable linear layers)\n", d.hidden, d.intermediate,
               d.num_layers, d.num_heads, d.num_kv_heads, size_t(7) * size_t(std::max(0, d.num_layers)));
-  std::printf("  data        %s\n", r.spec.data_source.empty() ? "-" : snip::printable_text(r.spec.data_source).c_str());
-  std::printf("  method      %s   recipe %s   seed %lld\n", r.spec.method.empty() ? "-" : snip::printable_text(r.spec.method).c_str(),
+  std::printf("  data        %s\n",
+              r.spec.data_source.empty() ? "-" : snip::printable_text(r.spec.data_source).c_str());
+  std::printf("  method      %s   recipe %s   seed %lld\n",
+              r.spec.method.empty() ? "-" : snip::printable_text(r.spec.method).c_str(),
               snip::printable_text(r.spec.recipe).c_str(), (long long)r.spec.seed);
   if (r.spec.parent_run_id)
     std::printf("  branched    from run %lld at step %lld\n", (long long)*r.spec.parent_run_id,
@@ -201,13 +203,14 @@ void run_show(const ShowOptions& o) {
               opt_text(m.last_gap, "%+.4f").c_str());
   if (!r.spec.notes.empty()) std::printf("  notes       %s\n", snip::printable_text(r.spec.notes).c_str());
   std::printf("  checkpoints %zu\n", r.checkpoints.size());
-  for (const auto& c : r.checkpoints) std::printf("    step %-8lld %s\n", (long long)c.step, snip::printable_text(c.path).c_str());
+  for (const auto& c : r.checkpoints)
+    std::printf("    step %-8lld %s\n", (long long)c.step, snip::printable_text(c.path).c_str());
   std::printf("  plan timeline %zu\n", timeline.size());
   for (const auto& e : timeline) {
     const auto p = store.plan(e.plan_id);
     std::printf("    steps %lld..%s  plan %lld (%s, budget %.3f, achieved %.4f)\n", (long long)e.first_step,
-                e.last_step ? std::to_string(*e.last_step).c_str() : "", (long long)e.plan_id, snip::printable_text(p.plan.method).c_str(),
-                p.plan.budget, p.plan.achieved_fp4_fraction);
+                e.last_step ? std::to_string(*e.last_step).c_str() : "", (long long)e.plan_id,
+                snip::printable_text(p.plan.method).c_str(), p.plan.budget, p.plan.achieved_fp4_fraction);
   }
   std::printf("  plans       %zu\n", plans.size());
   for (const auto& p : plans)

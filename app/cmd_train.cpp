@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <optional>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,11 +76,18 @@ struct TrainOptions {
 
 // Options that define a run; on --resume they come from the checkpoint, and one given again
 // must agree with it (--data is where the corpus is now; its fingerprint must match).
-const char* const kRunDefiningOptions[] = {"--data",  "--tokenizer",  "--batch-size",  "--seq-len",   "--grad-accum",
-                                           "--lr",    "--lr-min",     "--warmup",      "--schedule",  "--weight-decay",
-                                           "--beta1", "--beta2",      "--clip",        "--precision", "--recipe",
-                                           "--seed",  "--eval-every", "--eval-batches", "--method",   "--budget",
-                                           "--replan-every", "--bf16-probe-every", "--lambda", "--ties"};
+const char* const kRunDefiningOptions[] = {"--data",         "--tokenizer",
+                                           "--batch-size",   "--seq-len",
+                                           "--grad-accum",   "--lr",
+                                           "--lr-min",       "--warmup",
+                                           "--schedule",     "--weight-decay",
+                                           "--beta1",        "--beta2",
+                                           "--clip",         "--precision",
+                                           "--recipe",       "--seed",
+                                           "--eval-every",   "--eval-batches",
+                                           "--method",       "--budget",
+                                           "--replan-every", "--bf16-probe-every",
+                                           "--lambda",       "--ties"};
 
 bool given(const TrainOptions& o, const std::string& name) {
   return std::find(o.given.begin(), o.given.end(), name) != o.given.end();
@@ -89,28 +96,27 @@ bool given(const TrainOptions& o, const std::string& name) {
 // The run-defining settings given again on a resume, as pointers into the checkpoint's
 // training configuration (`stored`, train_config_to_json) and adaptive settings.
 std::vector<snip::GivenSetting> given_train_settings(const TrainOptions& o, const nlohmann::json& stored) {
-  const std::vector<snip::GivenSetting> all = {
-      {"--tokenizer", "/tokenizer", o.tokenizer},
-      {"--batch-size", "/batch_size", o.batch_size},
-      {"--seq-len", "/seq_len", o.seq_len},
-      {"--grad-accum", "/grad_accum", o.grad_accum},
-      {"--lr", "/schedule/lr", o.lr},
-      {"--lr-min", "/schedule/lr_min", o.lr_min},
-      // a warmup longer than the run was stored as the run's length
-      {"--warmup", "/schedule/warmup",
-       stored.contains("steps") && stored["steps"].is_number_integer()
-           ? std::min<int64_t>(o.warmup, stored["steps"].get<int64_t>())
-           : o.warmup},
-      {"--schedule", "/schedule/kind", o.schedule},
-      {"--weight-decay", "/adamw/weight_decay", o.weight_decay},
-      {"--beta1", "/adamw/beta1", o.beta1},
-      {"--beta2", "/adamw/beta2", o.beta2},
-      {"--clip", "/grad_clip", o.clip},
-      {"--precision", "/precision", o.precision},
-      {"--recipe", "/recipe", o.recipe},
-      {"--seed", "/seed", o.seed},
-      {"--eval-every", "/eval_every", o.eval_every},
-      {"--eval-batches", "/eval_batches", o.eval_batches}};
+  const std::vector<snip::GivenSetting> all = {{"--tokenizer", "/tokenizer", o.tokenizer},
+                                               {"--batch-size", "/batch_size", o.batch_size},
+                                               {"--seq-len", "/seq_len", o.seq_len},
+                                               {"--grad-accum", "/grad_accum", o.grad_accum},
+                                               {"--lr", "/schedule/lr", o.lr},
+                                               {"--lr-min", "/schedule/lr_min", o.lr_min},
+                                               // a warmup longer than the run was stored as the run's length
+                                               {"--warmup", "/schedule/warmup",
+                                                stored.contains("steps") && stored["steps"].is_number_integer()
+                                                    ? std::min<int64_t>(o.warmup, stored["steps"].get<int64_t>())
+                                                    : o.warmup},
+                                               {"--schedule", "/schedule/kind", o.schedule},
+                                               {"--weight-decay", "/adamw/weight_decay", o.weight_decay},
+                                               {"--beta1", "/adamw/beta1", o.beta1},
+                                               {"--beta2", "/adamw/beta2", o.beta2},
+                                               {"--clip", "/grad_clip", o.clip},
+                                               {"--precision", "/precision", o.precision},
+                                               {"--recipe", "/recipe", o.recipe},
+                                               {"--seed", "/seed", o.seed},
+                                               {"--eval-every", "/eval_every", o.eval_every},
+                                               {"--eval-batches", "/eval_batches", o.eval_batches}};
   std::vector<snip::GivenSetting> out;
   for (const auto& g : all)
     if (given(o, g.option)) out.push_back(g);
@@ -134,8 +140,10 @@ std::vector<snip::GivenSetting> given_adaptive_settings(const TrainOptions& o) {
 // What `snip train --resume` needs besides the directory to reach the same database.
 std::string resume_command(const TrainOptions& o, const std::string& out) {
   std::string cmd = "snip train --resume " + out;
-  if (o.no_db) cmd += " --no-db";
-  else if (!o.db.empty()) cmd += " --db " + o.db;
+  if (o.no_db)
+    cmd += " --no-db";
+  else if (!o.db.empty())
+    cmd += " --db " + o.db;
   return cmd;
 }
 
@@ -290,7 +298,8 @@ void run_train(const TrainOptions& o) {
     for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (adaptive && !o.plan.empty())
       throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
-                        o.plan + " would be replaced at the next round; resume without --plan, or start a new run "
+                        o.plan +
+                        " would be replaced at the next round; resume without --plan, or start a new run "
                         "with --plan");
   }
 

@@ -105,16 +105,18 @@ void check_given_settings(const nlohmann::json& stored, const std::vector<GivenS
                (have.is_null() ? std::string("none") : have.dump());
   }
   if (!clashes.empty())
-    throw Error("--resume " + checkpoint + " continues the saved run with its own settings, and the command line "
-                "contradicts them: " + clashes +
+    throw Error("--resume " + checkpoint +
+                " continues the saved run with its own settings, and the command line "
+                "contradicts them: " +
+                clashes +
                 ". Drop these options to continue the run as it was, or start a new run (--preset/--config) "
                 "with the settings you want");
 }
 
 std::optional<AdaptiveOptions> resumed_adaptive_options(const Trainer& trainer, const std::string& checkpoint,
-                                                         const std::optional<AdaptiveOptions>& requested,
-                                                         const std::vector<GivenSetting>& given,
-                                                         std::vector<std::string>* warnings) {
+                                                        const std::optional<AdaptiveOptions>& requested,
+                                                        const std::vector<GivenSetting>& given,
+                                                        std::vector<std::string>* warnings) {
   const StoredAdaptive stored = stored_adaptive_options(trainer, checkpoint + "/trainer_state.json");
   if (!stored.known) {
     if (warnings && trainer.step_count() > 0)
@@ -270,7 +272,7 @@ std::string RecordedTraining::checkpoint_path(int64_t step) const {
 // weights, moments and data position as they were), so save it unless it is already saved.
 // Returns what the error message should add ("" when nothing was saved).
 std::string RecordedTraining::save_after_failure(RunRecorder* recorder, int64_t first_step,
-                                                int64_t last_saved) noexcept {
+                                                 int64_t last_saved) noexcept {
   try {
     const int64_t step = trainer_.step_count();
     if (step <= first_step || step == last_saved || options_.checkpoint_dir.empty()) return "";
@@ -296,8 +298,8 @@ TrainingOutcome RecordedTraining::run() {
     if (trainer_.step_count() < total) trainer_.check_can_evaluate();
     // The checkpoint carries the adaptive settings (null: a fixed-plan run), so `--resume DIR`
     // alone continues the same run.
-    trainer_.set_state_extra("adaptive", options_.adaptive ? adaptive_options_to_json(*options_.adaptive)
-                                                           : nlohmann::json());
+    trainer_.set_state_extra("adaptive",
+                             options_.adaptive ? adaptive_options_to_json(*options_.adaptive) : nlohmann::json());
     if (options_.adaptive) {
       controller.emplace(trainer_, *options_.adaptive);
       controller->on_probe([&](const ProbeEvent& p) { probe = p; });

@@ -225,7 +225,7 @@ TEST(ResumeIsTheSameRun, ContradictingOptionsAreAnErrorNamingBothValues) {
   EXPECT_NE(err.find("--plan with --resume of an adaptive run"), std::string::npos) << err;
   // the same values again are fine, and the run goes on adaptive
   ASSERT_EQ(run_snip("train --resume " + ck + " --db " + db + " --method snip --budget 0.5 --lambda 0.3 --batch-size 2",
-                 &err),
+                     &err),
             0)
       << err;
   EXPECT_EQ(recorded(db).round_steps, (std::vector<int64_t>{0, 3, 6, 9}));
@@ -266,7 +266,8 @@ TEST(ResumeIsTheSameRun, ChangedOrMovedCorpusIsAnErrorAndRelativeDataIsFoundFrom
 TEST(ResumeIsTheSameRun, OlderCheckpointWithoutTheNewKeysResumesWithAWarning) {
   TempDir dir;
   const std::string ck = dir.file("ck");
-  ASSERT_EQ(run_snip("train --preset tiny --steps 2 --batch-size 2 --seq-len 32 --eval-every 0 --no-db --out " + ck), 0);
+  ASSERT_EQ(run_snip("train --preset tiny --steps 2 --batch-size 2 --seq-len 32 --eval-every 0 --no-db --out " + ck),
+            0);
   nlohmann::json state = snip::read_trainer_state(ck);
   state["data"].erase("fingerprint");
   state["data"].erase("path");
@@ -283,17 +284,18 @@ TEST(CheckedBeforeStepOne, TrainingThatCannotEvaluateFailsBeforeTheFirstStep) {
   TempDir dir;
   const std::string db = dir.file("w.db");
   std::string err;
-  EXPECT_EQ(run_snip("train --preset tiny --steps 50 --batch-size 2 --seq-len 32 --eval-every 10 --eval-batches 0 --db " +
-                     db + " --out " + dir.file("ck1"),
-                 &err),
-            1);
+  EXPECT_EQ(
+      run_snip("train --preset tiny --steps 50 --batch-size 2 --seq-len 32 --eval-every 10 --eval-batches 0 --db " +
+                   db + " --out " + dir.file("ck1"),
+               &err),
+      1);
   EXPECT_NE(err.find("--eval-batches"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir.file("ck1") + "/model.safetensors"));
   // 2000 bytes: the validation 5% (100 tokens) is less than one 2x64 batch.
   { std::ofstream(dir.file("small.txt")) << std::string(2000, 'a'); }
   EXPECT_EQ(run_snip("train --preset tiny --steps 50 --batch-size 2 --seq-len 64 --eval-every 10 --data " +
-                     dir.file("small.txt") + " --db " + db + " --out " + dir.file("ck2"),
-                 &err),
+                         dir.file("small.txt") + " --db " + db + " --out " + dir.file("ck2"),
+                     &err),
             1);
   EXPECT_NE(err.find("validation stream"), std::string::npos) << err;
   EXPECT_NE(err.find("--eval-every 0"), std::string::npos) << err;
@@ -312,8 +314,9 @@ TEST(CheckedBeforeStepOne, FailureAfterStepOneSavesTheLastGoodState) {
   std::string err;
   // A learning rate this large makes the second step's loss non-finite.
   EXPECT_EQ(run_snip("train --preset tiny --steps 20 --batch-size 2 --seq-len 32 --warmup 0 --schedule constant "
-                 "--lr 1e30 --eval-every 0 --db " + db + " --out " + ck,
-                 &err),
+                     "--lr 1e30 --eval-every 0 --db " +
+                         db + " --out " + ck,
+                     &err),
             1);
   EXPECT_NE(err.find("the last good state, step"), std::string::npos) << err;
   ASSERT_TRUE(fs::exists(ck + "/trainer_state.json")) << err;
@@ -414,8 +417,8 @@ TEST(StoredIsTrue, ControlCharactersInNamesCannotForgeRows) {
   const std::string db = dir.file("w.db");
   std::string err;
   EXPECT_EQ(run_snip("train --preset tiny --steps 1 --batch-size 2 --seq-len 32 --eval-every 0 --db " + db + " --out " +
-                     dir.file("ck") + " --name \"$(printf 'a\\n    9  forged  finished')\"",
-                 &err),
+                         dir.file("ck") + " --name \"$(printf 'a\\n    9  forged  finished')\"",
+                     &err),
             1);
   EXPECT_NE(err.find("contains a control character"), std::string::npos) << err;
   // A name stored by an older version: printed escaped, on one line.

@@ -1,10 +1,10 @@
 // Round trips of every stored entity through a real SQLite file (runs, checkpoints,
 // metrics, curves, statistics rounds, plans, plan timeline, validation results), the
 // RunRecorder's batching, and transactions.
-#include <cmath>
-#include <limits>
 #include <atomic>
+#include <cmath>
 #include <future>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -545,7 +545,10 @@ TEST(RunRecorder, BusyDatabaseKeepsRowsInMemoryUntilTheLockIsFree) {
   const int64_t id = store.create_run(tiny_spec());
   std::vector<std::string> warnings;
   RunRecorder rec(store, id,
-                  {.flush_rows = 4, .flush_ms = 1000000, .busy_retry_ms = 1, .busy_retry_max_ms = 1,
+                  {.flush_rows = 4,
+                   .flush_ms = 1000000,
+                   .busy_retry_ms = 1,
+                   .busy_retry_max_ms = 1,
                    .on_busy = [&](const std::string& m) { warnings.push_back(m); }});
   auto lock = std::make_unique<Store::Transaction>(holder);  // holds the write lock
   for (int s = 0; s < 40; ++s) rec.record(row_for_step(s));
@@ -578,8 +581,12 @@ TEST(RunRecorder, BoundedBufferAndCheckpointWaitForTheLockInsteadOfFailing) {
   std::promise<void> hit;
   std::atomic<int> hits{0};
   RunRecorder rec(store, id,
-                  {.flush_rows = 1000, .flush_ms = 1000000, .max_buffered_rows = 8, .busy_retry_ms = 1,
-                   .busy_retry_max_ms = 2, .on_busy = [&](const std::string&) {
+                  {.flush_rows = 1000,
+                   .flush_ms = 1000000,
+                   .max_buffered_rows = 8,
+                   .busy_retry_ms = 1,
+                   .busy_retry_max_ms = 2,
+                   .on_busy = [&](const std::string&) {
                      if (hits++ == 0) hit.set_value();
                    }});
   Store::Transaction lock(holder);

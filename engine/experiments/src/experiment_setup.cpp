@@ -36,8 +36,8 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
     const std::filesystem::path a = std::filesystem::absolute(p, ec);
     return ec ? p : a.lexically_normal().string();
   };
-  const bool same_data = data_path.empty() || data_path == s.config.data_path ||
-                         absolute(data_path) == absolute(s.config.data_path);
+  const bool same_data =
+      data_path.empty() || data_path == s.config.data_path || absolute(data_path) == absolute(s.config.data_path);
   if (!data_path.empty()) s.config.data_path = data_path;
   if (batch_size > 0) s.config.batch_size = batch_size;
   if (seq_len > 0) s.config.seq_len = seq_len;

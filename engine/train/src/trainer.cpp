@@ -296,8 +296,8 @@ bool Trainer::run(int64_t save_every, const std::string& out_dir) {
 void Trainer::check_can_evaluate() const {
   if (config_.eval_every <= 0) return;
   if (config_.eval_batches <= 0)
-    throw Error("--eval-every " + std::to_string(config_.eval_every) + " asks for a validation loss but --eval-batches is " +
-                std::to_string(config_.eval_batches) +
+    throw Error("--eval-every " + std::to_string(config_.eval_every) +
+                " asks for a validation loss but --eval-batches is " + std::to_string(config_.eval_batches) +
                 "; give --eval-batches ≥ 1, or --eval-every 0 to train without evaluating");
   const size_t need = size_t(config_.batch_size) * size_t(config_.seq_len) + 1;
   if (data_.val.size() < need)
@@ -309,8 +309,7 @@ void Trainer::check_can_evaluate() const {
 }
 
 double Trainer::evaluate(int batches) {
-  if (batches <= 0)
-    throw Error("an evaluation needs at least one batch (got " + std::to_string(batches) + ")");
+  if (batches <= 0) throw Error("an evaluation needs at least one batch (got " + std::to_string(batches) + ")");
   BatchLoader val(&data_.val, config_.batch_size, config_.seq_len, 0, /*shuffle=*/false);
   const int64_t n = std::min<int64_t>(batches, int64_t(val.batches_per_epoch()));
   if (n <= 0)
@@ -329,24 +328,23 @@ double Trainer::evaluate(int batches) {
 nlohmann::json Trainer::trainer_state() const {
   const DataPosition pos = train_loader_->position();
   TrainConfig cfg = config_;
-  return nlohmann::json{
-      {"format", "snip-trainer-state/1"},
-      {"step", step_},
-      {"tokens_seen", tokens_seen_},
-      {"data",
-       {{"source", data_.source},
-        {"path", config_.data_path},
-        {"fingerprint", {{"tokens", fingerprint_.tokens}, {"fnv1a64", fingerprint_.hex()}}},
-        {"epoch", pos.epoch},
-        {"batch_in_epoch", pos.batch_in_epoch},
-        {"seed", pos.seed}}},
-      // Stochastic rounding is counter-based: its state is (seed, step).
-      {"rng", {{"seed", config_.seed}, {"step", step_}}},
-      {"adamw_t", opt_->t()},
-      {"recipe", config_.recipe},
-      {"plan", nlohmann::json::parse(plan_to_json(config_.plan))},
-      {"config", train_config_to_json(cfg)},
-      {"extra", extra_}};
+  return nlohmann::json{{"format", "snip-trainer-state/1"},
+                        {"step", step_},
+                        {"tokens_seen", tokens_seen_},
+                        {"data",
+                         {{"source", data_.source},
+                          {"path", config_.data_path},
+                          {"fingerprint", {{"tokens", fingerprint_.tokens}, {"fnv1a64", fingerprint_.hex()}}},
+                          {"epoch", pos.epoch},
+                          {"batch_in_epoch", pos.batch_in_epoch},
+                          {"seed", pos.seed}}},
+                        // Stochastic rounding is counter-based: its state is (seed, step).
+                        {"rng", {{"seed", config_.seed}, {"step", step_}}},
+                        {"adamw_t", opt_->t()},
+                        {"recipe", config_.recipe},
+                        {"plan", nlohmann::json::parse(plan_to_json(config_.plan))},
+                        {"config", train_config_to_json(cfg)},
+                        {"extra", extra_}};
 }
 
 void Trainer::save_checkpoint(const std::string& dir) const {
@@ -401,8 +399,9 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
     t->resume_warnings_.push_back(dir + " was saved without a corpus fingerprint (by an older snip): whether " +
                                   t->data_.source + " is still the corpus the run trained on cannot be checked");
   } else if (saved->tokens != t->fingerprint_.tokens || saved->hash != t->fingerprint_.hash) {
-    throw Error("the corpus " + t->data_.source + " is not the one " + dir + " was trained on: the checkpoint's corpus is " +
-                saved->str() + ", this one is " + t->fingerprint_.str() +
+    throw Error("the corpus " + t->data_.source + " is not the one " + dir +
+                " was trained on: the checkpoint's corpus is " + saved->str() + ", this one is " +
+                t->fingerprint_.str() +
                 " — restore the original corpus (or pass --data with it), or start a new run on this one");
   }
   if (state.contains("extra") && state["extra"].is_object()) t->extra_ = state["extra"];
