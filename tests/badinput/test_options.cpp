@@ -198,6 +198,9 @@ TEST_F(Options, SolverParametersGlpkWouldAbortOnAreRefused) {
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --time-limit-ms -5"),
                "--time-limit-ms must be ≥ 1 (got -5)");
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --stages 0"), "--stages must be ≥ 1 (got 0)");
+  EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --pin model.layers.0.mlp.up_proj=fp8 --pin "
+                   "model.layers.0.mlp.up_proj=fp4"),
+               "pins contradict each other: model.layers.0.mlp.up_proj is pinned to both fp8 and fp4");
 }
 
 // ---- section 3: integers from outside --------------------------------------------------------

@@ -66,8 +66,9 @@ StatsRound stats_from_json(const std::string& text, const std::string& source) {
     auto it = r.globals.find(key);
     if (it != r.globals.end() && it->second < 0)
       throw Error(source + ": globals." + key + " = " + json(it->second).dump() +
-                  " is negative; it must be ≥ 0 (a curvature below 0 would make quantizing look like it lowers the "
-                  "loss) — the file is damaged or was not written by a statistics round");
+                  " is negative; it must be ≥ 0: below 0, quantizing would look like it lowers the loss and any plan "
+                  "made from it is meaningless (a measured curvature below 0 means too few noise passes: collect the "
+                  "round again with more --noise-passes)");
   }
   if (!j.contains("layers") || !j["layers"].is_array()) throw Error(source + ": missing \"layers\" array");
   std::map<std::string, size_t> seen;  // layer name -> first index
