@@ -73,7 +73,7 @@ void run_solve(const SolveOptions& o) {
   req.seed = o.seed;
   req.mip_gap = o.mip_gap;
   req.time_limit_ms = o.time_limit_ms;
-  for (const auto& p : o.pins) req.pins.insert(snip::parse_pin(p));
+  for (const auto& p : o.pins) snip::add_pin(req.pins, p);
   const snip::Method method = snip::parse_method(o.method);
   snip::PlanResult r = snip::make_plan(in, method, req);
   if (from_stats) r.plan.provenance["lambda"] = o.lambda;

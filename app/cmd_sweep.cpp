@@ -59,7 +59,7 @@ void run_sweep_cmd(const SweepCliOptions& o) {
   opt.request.allow_bf16 = o.allow_bf16;
   opt.request.bf16_max_fraction = o.bf16_max;
   opt.request.seed = o.seed;
-  for (const auto& p : o.pins) opt.request.pins.insert(snip::parse_pin(p));
+  for (const auto& p : o.pins) snip::add_pin(opt.request.pins, p);
   const auto points = snip::run_sweep(in, opt);
 
   if (o.json) {

@@ -3,12 +3,14 @@
 // of a run). Header-only; used by cmd_solve.cpp and cmd_sweep.cpp.
 #pragma once
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 
 #include "command.h"
+#include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/planner.h"
 #include "snip/store.h"
@@ -28,6 +30,17 @@ inline bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A round whose measured curvature is negative gives negative ΔL estimates: quantizing looks like
+// it lowers the loss. It can be a real (noisy) measurement, so it is planned on, never silently.
+inline void warn_about_round(const StatsRound& round, const std::string& source) {
+  auto it = round.globals.find("curvature");
+  if (it != round.globals.end() && it->second < 0)
+    std::fprintf(stderr,
+                 "warning: %s: the measured curvature is negative (%g), so every ΔL estimate is negative and the plan "
+                 "rests on ΔW and noise; collect the round again with more --noise-passes\n",
+                 source.c_str(), it->second);
+}
+
 // Resolves the source and builds the planner input. A --stats value that is a whole number
 // names a stored round when --db is given or no file of that name exists; anything else is a
 // file. Throws snip::Error naming what is missing and how to find it (snip runs / snip show).
@@ -41,6 +54,7 @@ inline PlannerInput load_planner_input(StatsSource& src, const EstimatorOptions&
     if (!src.db.empty())
       throw Error(std::string("--db is used with --stats ROUND_ID or --run RUN_ID; '") + src.stats + src.costs +
                   "' is read as a file (give a round id such as --stats 3)");
+    if (!src.stats.empty()) warn_about_round(stats_from_json(read_file(src.stats), src.stats), src.stats);
     return read_planner_input(src.stats, src.costs, est);
   }
   if (!src.costs.empty()) throw Error("--costs cannot be combined with --run or a stored --stats round");
@@ -74,6 +88,7 @@ inline PlannerInput load_planner_input(StatsSource& src, const EstimatorOptions&
     }
   }
   const StatsRound round = store.stats_round(id);  // throws naming the id when missing
+  warn_about_round(round, db + " round " + std::to_string(id));
   PlannerInput in = planner_input_from_stats(round, est);
   const std::string label = db + " round " + std::to_string(id) + " (step " + std::to_string(round.step) + ")";
   in.snip.source = label;

@@ -243,7 +243,7 @@ TEST_F(BadInput, UnknownOptionAndExcludedPairAreCli11Errors) {
 TEST_F(BadInput, NonPositiveBatchAndTooLongSequence) {
   Result r = run("train --preset tiny --steps 1 --batch-size 0 --out " + p("x_b0"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_CONTAINS(r.out, "batch size, sequence length and gradient accumulation must be positive");
+  EXPECT_CONTAINS(r.out, "--batch-size must be ≥ 1 (got 0)");  // option_rules.h, before the engine's own check
   r = run("train --preset tiny --steps 1 --batch-size 2 --seq-len 65 --out " + p("x_t"));
   EXPECT_EQ(r.status, 1);
   EXPECT_CONTAINS(r.out, "sequence length 65 exceeds max_position_embeddings = 64");

@@ -198,6 +198,9 @@ TEST_F(Options, SolverParametersGlpkWouldAbortOnAreRefused) {
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --time-limit-ms -5"),
                "--time-limit-ms must be ≥ 1 (got -5)");
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --stages 0"), "--stages must be ≥ 1 (got 0)");
+  EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --pin model.layers.0.mlp.up_proj=fp8 --pin "
+                   "model.layers.0.mlp.up_proj=fp4"),
+               "pins contradict each other: model.layers.0.mlp.up_proj is pinned to both fp8 and fp4");
 }
 
 // ---- section 3: integers from outside --------------------------------------------------------
@@ -323,8 +326,16 @@ TEST_F(Options, StatisticsWithADuplicatedLayerOrNegativeCurvatureAreRefused) {
   json neg = st;
   neg["globals"]["curvature"] = -0.5;
   write_json(dir_ / "neg_stats.json", neg);
-  EXPECT_ERROR(run("solve --stats " + p("neg_stats.json") + " --budget 0.5"), "globals.curvature = -0.5 is negative");
-  EXPECT_ERROR(run("sweep --stats " + p("neg_stats.json")), "globals.curvature = -0.5 is negative");
+  // A negative curvature can be measured (noise): planned on, with a warning, never silently.
+  for (const std::string cmd : {"solve --budget 0.5", "sweep --budgets 0.5"}) {
+    const Result r = run(cmd + " --stats " + p("neg_stats.json"));
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_CONTAINS(r.out, "neg_stats.json: the measured curvature is negative (-0.5), so every ΔL estimate is negative");
+  }
+  json sig = st;
+  sig["globals"]["sigma_eps"] = -1.0;
+  write_json(dir_ / "sig_stats.json", sig);
+  EXPECT_ERROR(run("solve --stats " + p("sig_stats.json") + " --budget 0.5"), "globals.sigma_eps = -1.0 is negative");
 }
 
 TEST_F(Options, PlansWithTwoSpellingsOfALayerABadBudgetOrRecipeAreRefused) {

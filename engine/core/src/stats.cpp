@@ -61,13 +61,13 @@ StatsRound stats_from_json(const std::string& text, const std::string& source) {
   r.tokens = j["tokens"].get<int64_t>();
   if (j.contains("globals")) r.globals = number_map(j["globals"], source + ": globals");
   if (j.contains("options")) r.options = j["options"];
-  // Values the estimators take as physical: a negative curvature or noise scale is not a measurement.
-  for (const char* key : {"curvature", "sigma_eps", "sigma_eta", "k_t"}) {
+  // Scales no measurement makes negative (a negative curvature can be measured: the front warns).
+  for (const char* key : {"sigma_eps", "sigma_eta", "k_t"}) {
     auto it = r.globals.find(key);
     if (it != r.globals.end() && it->second < 0)
       throw Error(source + ": globals." + key + " = " + json(it->second).dump() +
-                  " is negative; it must be ≥ 0 (a curvature below 0 would make quantizing look like it lowers the "
-                  "loss) — the file is damaged or was not written by a statistics round");
+                  " is negative; it is a noise scale or step factor and must be ≥ 0 — the file is damaged or was not "
+                  "written by a statistics round");
   }
   if (!j.contains("layers") || !j["layers"].is_array()) throw Error(source + ": missing \"layers\" array");
   std::map<std::string, size_t> seen;  // layer name -> first index

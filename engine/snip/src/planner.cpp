@@ -703,6 +703,14 @@ std::pair<std::string, Precision> parse_pin(const std::string& text) {
   }
 }
 
+void add_pin(std::map<std::string, Precision>& pins, const std::string& text) {
+  const auto [name, p] = parse_pin(text);
+  const auto [it, added] = pins.emplace(name, p);
+  if (!added && it->second != p)
+    throw Error("pins contradict each other: " + name + " is pinned to both " + precision_name(it->second) + " and " +
+                precision_name(p) + "; keep one --pin per layer");
+}
+
 PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest& req) {
   const auto t0 = std::chrono::steady_clock::now();
   PlanResult r;

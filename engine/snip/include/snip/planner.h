@@ -78,6 +78,9 @@ PlannerInput read_planner_input(const std::string& stats_path, const std::string
 
 // "model.layers.3.mlp.down_proj=fp8" -> (name, precision); throws snip::Error on bad syntax.
 std::pair<std::string, Precision> parse_pin(const std::string& text);
+// Adds one --pin to a request's pins; pinning a layer twice to different precisions is an error
+// (a std::map insert would silently keep the first).
+void add_pin(std::map<std::string, Precision>& pins, const std::string& text);
 
 // One plan by any method. Every result is rated under SNIP's costs (predicted_*). Throws
 // snip::Error for infeasible requests naming the cause (ρ outside [0, 1], pins or ties that make
