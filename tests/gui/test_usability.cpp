@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
+#include <QHeaderView>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QImage>
@@ -513,6 +514,107 @@ TEST_F(UsabilityTest, MessageBarFloatsAndMovesNothing) {
   w->message_bar()->hide();
   QCoreApplication::processEvents();
   EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
+  w->close();
+}
+
+}  // namespace
+
+namespace {
+
+// ---- 10. the quick start --------------------------------------------------------------------
+
+TEST_F(UsabilityTest, QuickStartRunsTheWholeLoopAndSaysWhatToLookAtNext) {
+  const QString db = dir_.filePath("w.db");
+  auto w = open_window(db);
+  // An empty database offers it.
+  EXPECT_TRUE(w->message_text().contains("Quick start")) << w->message_text().toStdString();
+  ASSERT_EQ(w->message_actions().size(), 1);
+  EXPECT_EQ(w->message_actions()[0]->text(), "Quick start");
+  const int form_steps = w->run_view()->steps_spin()->value();
+
+  QuickStartOptions o;  // the real loop, shortened: 6 steps, a round and a plan every 3
+  o.steps = 6;
+  o.replan_every = 3;
+  o.batch = 2;
+  o.seq_len = 16;
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  QSignalSpy plans(w->worker(), &TrainingWorker::plan_made);
+  w->start_quick_start(o);
+  EXPECT_TRUE(w->quick_start_running());
+  EXPECT_EQ(w->tabs()->currentIndex(), 1);  // Monitor first, the loss as it trains
+  EXPECT_TRUE(w->message_text().contains("1/2")) << w->message_text().toStdString();
+  // Each round fills Sensitivity and Plan while the first run still trains.
+  ASSERT_TRUE(wait_for([&] { return plans.count() >= 1; }, 120000));
+  QCoreApplication::processEvents();
+  EXPECT_GT(w->sensitivity_view()->heatmap()->data().rows, 0);
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 2 && !w->quick_start_running(); }, 240000));
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(ended.at(i).at(1).toString(), "finished") << ended.at(i).at(2).toString().toStdString();
+  snip::Store store(db.toStdString());
+  const qint64 snip_run = ended.at(0).at(0).toLongLong(), fp4_run = ended.at(1).at(0).toLongLong();
+  EXPECT_EQ(store.run(snip_run).spec.method, "snip");
+  EXPECT_EQ(store.run(fp4_run).spec.method, "uniform-fp4");
+  EXPECT_EQ(store.stats_rounds(snip_run).size(), 2u);
+  // The end: Compare with both runs and SNIP's plans, and a message saying where to look next.
+  EXPECT_EQ(w->tabs()->currentIndex(), 4);
+  ASSERT_TRUE(wait_for([&] { return w->plan_view()->current().has_value() && !w->plan_view()->solving(); }));
+  int run_rows = 0, plan_rows = 0;
+  QTableWidget* t = w->compare_view()->table();
+  for (int r = 0; r < t->rowCount(); ++r) {
+    const QString source = t->item(r, CompareView::col_source)->text();
+    run_rows += source.startsWith("run #");
+    plan_rows += source.startsWith("plan #");
+  }
+  EXPECT_EQ(run_rows, 2);
+  EXPECT_EQ(plan_rows, 2);
+  const QString msg = w->message_text();
+  EXPECT_TRUE(msg.contains("Quick start done")) << msg.toStdString();
+  EXPECT_TRUE(msg.contains("Sensitivity")) << msg.toStdString();
+  EXPECT_TRUE(msg.contains("Plan")) << msg.toStdString();
+  EXPECT_EQ(w->run_view()->steps_spin()->value(), form_steps);  // the user's form is untouched
+  EXPECT_TRUE(w->message_actions().isEmpty());  // the offer's button went with the offer
+  w->compare_view()->loss_chart()->redraw_now();
+  ASSERT_TRUE(w->grab().save(shot_path("quick-start-done")));
+  w->close();
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(UsabilityTest, At1024x700PlanLegendsAndTheCompareTableFit) {
+  const QString db = dir_.filePath("w.db");
+  const Seeded s = seed_database(db, "small", "r", 5);
+  auto w = open_window(db, {1024, 700});
+  PlanView* pv = w->plan_view();
+  QSignalSpy swept(pv, &PlanView::sweep_shown);
+  ASSERT_TRUE(wait_for([&] { return pv->current().has_value() && !pv->solving() && swept.count() > 0; }));
+  const int64_t snip_plan = pv->save_plan_to_store();
+  w->show_view("plan");
+  QCoreApplication::processEvents();
+  pv->tradeoff_chart()->redraw_now();
+  QCoreApplication::processEvents();
+  ASSERT_TRUE(w->grab().save(shot_path("plan-1024x700")));
+  EXPECT_EQ(w->width(), 1024);
+  w->show_view("compare");
+  w->compare_view()->refresh_lists();
+  w->compare_view()->select({s.plan, snip_plan}, {s.run});
+  QCoreApplication::processEvents();
+  w->compare_view()->loss_chart()->redraw_now();
+  QCoreApplication::processEvents();
+  ASSERT_TRUE(w->grab().save(shot_path("compare-1024x700")));
+  // The window is really 1024 wide (no view's minimum forces it wider), and every column up to
+  // "vs SNIP" is inside the view (the last, "Pred. ΔL", may need the scroll bar).
+  EXPECT_EQ(w->width(), 1024);
+  QTableWidget* t = w->compare_view()->table();
+  auto right_edge = [t] {
+    const int last = CompareView::col_vs_snip;
+    return t->horizontalHeader()->sectionViewportPosition(last) + t->horizontalHeader()->sectionSize(last);
+  };
+  wait_for([&] { return right_edge() <= t->viewport()->width(); }, 3000);  // the header lays out on events
+  for (int c = 0; c <= CompareView::col_vs_snip; ++c)
+    EXPECT_LE(t->horizontalHeader()->sectionViewportPosition(c) + t->horizontalHeader()->sectionSize(c),
+              t->viewport()->width())
+        << "column " << c;
   w->close();
 }
 

@@ -163,7 +163,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   pick_layout->addWidget(experiment);
   connect(experiment_button_, &QPushButton::clicked, this, &CompareView::launch_compare_experiment);
   connect(cancel_button_, &QPushButton::clicked, this, &CompareView::cancel_compare_experiment);
-  pick->setMinimumWidth(260);
+  pick->setMinimumWidth(230);
   pick->setMaximumWidth(330);
 
   grids_host_ = new QWidget(this);
@@ -192,7 +192,10 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
       tr("The planner's predicted loss increase ΔL of a stored plan")};
   table_->setHorizontalHeaderLabels(headers);
   for (int c = 0; c < num_columns; ++c) table_->horizontalHeaderItem(c)->setToolTip(header_tips[c]);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  // Every column within the view's width (at 1024 px "vs SNIP" and "Pred. ΔL" were scrolled off):
+  // long cells elide, their tooltips hold the whole text.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setMinimumSectionSize(40);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSortIndicatorShown(true);
   table_->setTextElideMode(Qt::ElideRight);

@@ -37,6 +37,7 @@
 #include "run_view.h"
 #include "sensitivity_view.h"
 #include "snip/atomic_file.h"
+#include "snip/model_config.h"
 #include "snip/error.h"
 #include "snip/store.h"
 
@@ -183,7 +184,16 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
             workbench_->poll_now();
             emit workbench_->data_changed();
             emit run_ended(id, status, message);
+            if (quick_start_running()) quick_start_run_ended(id, status);
           });
+  // The quick start shows each new statistics round as the adaptive run makes it.
+  connect(worker_, &TrainingWorker::plan_made, this, [this](qint64 run_id, qint64, qint64, double) {
+    if (quick_stage_ != QuickStage::adaptive || !workbench_->store()) return;
+    workbench_->poll_now();
+    int64_t newest = 0;
+    for (const auto& r : workbench_->store()->stats_rounds(run_id)) newest = std::max(newest, r.id);
+    if (newest > 0) workbench_->use_stats_round(newest);
+  });
   connect(plan_view_->lambda_spin(), &QDoubleSpinBox::valueChanged, sensitivity_view_, &SensitivityView::set_lambda);
   connect(sensitivity_view_, &SensitivityView::layer_clicked, this, [this](int layer) {
     plan_view_->cycle_pin(layer);
@@ -192,6 +202,7 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   connect(workbench_, &Workbench::database_changed, this, [this] {
     update_database_status();
     select_defaults();
+    offer_quick_start_on_an_empty_database();
   });
   // A database that cannot be opened: the message says why; these buttons offer the way on.
   connect(workbench_, &Workbench::database_open_failed, this, [this] {
@@ -257,6 +268,8 @@ void MainWindow::build_menus() {
   run->addAction(tr("&Pause / resume"), QKeySequence(tr("Ctrl+P")), this, &MainWindow::toggle_pause);
   run->addAction(tr("S&top (saves a checkpoint)"), QKeySequence(tr("Ctrl+.")), this, &MainWindow::stop_training);
   run->addAction(run_view_->resume_action());
+  run->addSeparator();
+  run->addAction(tr("&Quick start (train → statistics → plan → compare)"), this, [this] { start_quick_start(); });
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   const QStringList titles = {tr("Run"), tr("Monitor"), tr("Sensitivity"), tr("Plan"), tr("Compare")};
@@ -411,7 +424,10 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
   message_bar_->setPalette(pal);
   message_label_->setPalette(pal);
   message_label_->setText(prefix + text);
-  for (QPushButton* b : message_actions_) b->deleteLater();
+  for (QPushButton* b : message_actions_) {
+    b->hide();  // gone now, deleted when the event loop comes round
+    b->deleteLater();
+  }
   message_actions_.clear();
   message_bar_->show();
   place_message_bar();
@@ -434,6 +450,122 @@ void MainWindow::place_message_bar() {
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
   if (watched == centralWidget() && event->type() == QEvent::Resize) place_message_bar();
   return QMainWindow::eventFilter(watched, event);
+}
+
+void MainWindow::offer_quick_start_on_an_empty_database() {
+  try {
+    if (!workbench_->store() || !workbench_->store()->runs().empty()) return;
+  } catch (const std::exception&) {
+    return;
+  }
+  show_message(MessageLevel::info,
+               tr("New here? Quick start trains a small model with SNIP on the bundled corpus, then with FP4 "
+                  "everywhere, and compares them: about two minutes, each view filling as it goes."));
+  message_hide_timer_.stop();  // an offer stays until taken or dismissed
+  add_message_action(tr("Quick start"), [this] { start_quick_start(); });
+}
+
+void MainWindow::start_quick_start(const QuickStartOptions& options) {
+  if (training() || quick_start_running()) {
+    show_message(MessageLevel::warning, tr("A run is already training; stop it first (Ctrl+.)"));
+    return;
+  }
+  if (!workbench_->store()) {
+    show_message(MessageLevel::error, tr("No database is open: File › Open database"));
+    return;
+  }
+  quick_options_ = options;
+  quick_runs_.clear();
+  quick_stage_ = QuickStage::adaptive;
+  // The loop's first stage: SNIP re-plans from a statistics round every replan_every steps.
+  TrainRequest r;
+  try {
+    r = quick_start_request(QStringLiteral("quick start · adaptive SNIP"));
+  } catch (const std::exception& e) {
+    quick_stage_ = QuickStage::none;
+    show_message(MessageLevel::error, tr("Quick start could not start: %1").arg(error_text(e)));
+    return;
+  }
+  snip::AdaptiveOptions a;
+  a.method = snip::Method::snip;
+  a.request.budget = options.budget;
+  a.request.seed = r.config.seed;
+  a.replan_every = options.replan_every;
+  a.bf16_probe_every = std::max(1, options.replan_every / 4);
+  a.stats.seed = r.config.seed;
+  r.config.precision = "bf16";  // until the first plan, made before step 1
+  r.adaptive = a;
+  r.method = QStringLiteral("snip");
+  show_view(QStringLiteral("monitor"));
+  show_message(MessageLevel::info, tr("Quick start 1/2: training %1 with SNIP at %2 % FP4 (re-planned every %3 steps). "
+                                      "Watch the loss in Monitor; Sensitivity and Plan fill at each statistics round.")
+                                       .arg(options.preset)
+                                       .arg(options.budget * 100.0, 0, 'f', 0)
+                                       .arg(options.replan_every));
+  start_request(r);
+}
+
+TrainRequest MainWindow::quick_start_request(const QString& name) const {
+  // The form's request (database, checkpoint folder), with the quick start's own settings: the
+  // user's form is left as it is.
+  TrainRequest r = run_view_->make_quick_request();
+  snip::TrainConfig& c = r.config;
+  c.model = snip::preset_config(quick_options_.preset.toStdString());
+  c.data_path.clear();  // the bundled corpus
+  c.recipe = "snip";
+  c.steps = quick_options_.steps;
+  c.batch_size = quick_options_.batch;
+  c.seq_len = std::min(quick_options_.seq_len, c.model.max_position_embeddings);
+  c.seed = 1337;
+  c.eval_every = std::max(1, quick_options_.steps / 8);
+  c.schedule.lr = 3e-3;
+  c.schedule.lr_min = 3e-4;
+  c.schedule.total = c.steps;
+  c.schedule.warmup = std::min<int64_t>(c.schedule.warmup, std::max<int64_t>(1, c.steps / 10));
+  r.run_name = name;
+  r.adaptive.reset();
+  r.plan_id.reset();
+  return r;
+}
+
+void MainWindow::quick_start_run_ended(qint64 run_id, const QString& status) {
+  if (status != QLatin1String("finished")) {
+    quick_stage_ = QuickStage::none;
+    show_message(MessageLevel::warning, tr("Quick start stopped (run #%1 %2); Training › Quick start begins it again.")
+                                            .arg(run_id)
+                                            .arg(status));
+    return;
+  }
+  quick_runs_.push_back(run_id);
+  if (quick_stage_ == QuickStage::adaptive) {
+    // The baseline: the same model, data, seed and steps with every GEMM in FP4.
+    quick_stage_ = QuickStage::uniform_fp4;
+    TrainRequest r = quick_start_request(QStringLiteral("quick start · FP4 everywhere"));
+    r.config.precision = "fp4";
+    r.method = QStringLiteral("uniform-fp4");
+    show_message(MessageLevel::info, tr("Quick start 2/2: the same run with FP4 everywhere, to compare against."));
+    start_request(r);
+    return;
+  }
+  quick_stage_ = QuickStage::none;
+  // Both runs and the plans SNIP made in the Compare view.
+  std::vector<int64_t> plans;
+  try {
+    for (const snip::PlanTimelineEntry& e : workbench_->store()->plan_timeline(quick_runs_.front()))
+      if (plans.size() < 2) plans.push_back(e.plan_id);
+  } catch (const std::exception&) {
+  }
+  compare_view_->refresh_lists();
+  compare_view_->select(plans, {quick_runs_.begin(), quick_runs_.end()});
+  show_view(QStringLiteral("compare"));
+  show_message(MessageLevel::info,
+               tr("Quick start done. Compare: SNIP's run (#%1, %2 % FP4) against FP4 everywhere (#%3), with SNIP's "
+                  "first plans side by side. Next: Sensitivity shows which layers FP4 hurts most; in Plan, move the "
+                  "FP4 budget and the ILP re-solves; Run trains your own.")
+                   .arg(quick_runs_.front())
+                   .arg(quick_options_.budget * 100.0, 0, 'f', 0)
+                   .arg(quick_runs_.back()));
+  message_hide_timer_.stop();  // what to look at next stays until dismissed
 }
 
 void MainWindow::start_training() {

@@ -7,6 +7,7 @@
 #include <QThread>
 #include <QTimer>
 #include <functional>
+#include <vector>
 #include <memory>
 
 #include "live_metrics.h"
@@ -30,6 +31,18 @@ bool request_short_ui_slice();
 class PlanView;
 class RunView;
 class SensitivityView;
+
+// The one-click start for a newcomer: an adaptive SNIP run (statistics rounds and plans as it
+// trains), then the same run with FP4 everywhere, then both in the Compare view with the plans
+// SNIP made. On the bundled corpus; about two minutes on 2 cores with the defaults.
+struct QuickStartOptions {
+  QString preset = QStringLiteral("tiny");
+  int steps = 600;  // tiny: 400 adaptive steps took 31 s wall on 2 busy cores, so two runs ≈ 1.5 min
+  int replan_every = 150;
+  int batch = 8;
+  int seq_len = 64;
+  double budget = 0.5;  // FP4 FLOP fraction of SNIP's plans
+};
 
 // What File › Export writes.
 enum class ExportKind { plan_json, plan_csv, chart_png, chart_svg, metrics_csv, compare_csv };
@@ -60,6 +73,9 @@ class MainWindow : public QMainWindow {
   QStringList render_screenshots(const QString& dir);
 
   bool training() const;
+  // Starts the quick start (Training › Quick start); refused while a run trains.
+  void start_quick_start(const QuickStartOptions& options = {});
+  bool quick_start_running() const { return quick_stage_ != QuickStage::none; }
   // Writes `kind` to `path` (what the File › Export entries do after asking for the file) and
   // confirms in the message bar, naming the file; an error says why. Returns success.
   bool export_to(ExportKind kind, const QString& path);
@@ -102,6 +118,10 @@ class MainWindow : public QMainWindow {
   void update_database_status();
   void select_defaults();
   void ask_and_export(ExportKind kind);
+  // The quick start's next stage after a run ended (or its end, with a message).
+  void quick_start_run_ended(qint64 run_id, const QString& status);
+  TrainRequest quick_start_request(const QString& name) const;
+  void offer_quick_start_on_an_empty_database();
   void export_chart(bool svg, const QString& path);
   void export_metrics_csv(const QString& path);
   // The message bar floats over the bottom of the views: showing or hiding it moves nothing.
@@ -114,6 +134,10 @@ class MainWindow : public QMainWindow {
   QThread worker_thread_;
   TrainingWorker* worker_ = nullptr;
   bool paused_ = false;
+  enum class QuickStage { none, adaptive, uniform_fp4 };
+  QuickStage quick_stage_ = QuickStage::none;
+  QuickStartOptions quick_options_;
+  std::vector<qint64> quick_runs_;
   std::function<bool()> confirm_close_;
 
   QTabWidget* tabs_ = nullptr;

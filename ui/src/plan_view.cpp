@@ -105,7 +105,7 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   form->addRow(result_label_);
   form->addRow(notes_label_);
   form->addRow(validation_label_);
-  controls->setMinimumWidth(330);
+  controls->setMinimumWidth(290);
   controls->setMaximumWidth(420);
 
   // ---- grid and tradeoff chart ------------------------------------------------------------
@@ -122,10 +122,13 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   splitter->setStretchFactor(1, 1);
   splitter->setSizes({480, 480});  // half and half; the grid's size hint alone would starve the chart
   splitter->setChildrenCollapsible(false);
-  tradeoff_->setMinimumWidth(360);
+  tradeoff_->setMinimumWidth(320);
+  // Six methods in one row below the plot were elided at 1024 px ("e-lay…" twice): one per line
+  // beside the plot, names whole, also in exported images.
   QFont legend_font = tradeoff_->chart()->legend()->font();
-  legend_font.setPointSizeF(legend_font.pointSizeF() * 0.85);  // six methods must fit one legend row
+  legend_font.setPointSizeF(legend_font.pointSizeF() * 0.85);
   tradeoff_->chart()->legend()->setFont(legend_font);
+  tradeoff_->chart()->legend()->setAlignment(Qt::AlignRight);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(controls);
   layout->addWidget(splitter, 1);

@@ -484,6 +484,13 @@ TrainRequest RunView::make_request() const {
   return r;
 }
 
+TrainRequest RunView::make_quick_request() const {
+  TrainRequest r;
+  r.db_path = workbench_->database_path();
+  r.checkpoint_root = QFileInfo(r.db_path).absolutePath() + QStringLiteral("/checkpoints");
+  return r;
+}
+
 void RunView::refresh_runs() {
   snip::Store* store = workbench_->store();
   if (!store) return;

@@ -33,6 +33,9 @@ class RunView : public QWidget {
 
   // The request the form describes; throws snip::Error for an invalid form (bad config file, ...).
   TrainRequest make_request() const;
+  // A request that reads nothing of the form (the quick start sets its own run): the open
+  // database and its checkpoint folder, as make_request sets them.
+  TrainRequest make_quick_request() const;
   // Continuing the run saved in `checkpoint_dir`: its settings come from the checkpoint (and, for
   // an adaptive run of this database, its stored adaptive settings); checkpoint interval from the
   // form. A missing or corrupt directory is reported by the worker when it starts.

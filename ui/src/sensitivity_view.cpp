@@ -27,7 +27,7 @@ QStringList layer_type_labels() {
 
 SensitivityView::SensitivityView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
   round_combo_ = new QComboBox(this);
-  round_combo_->setMinimumContentsLength(28);
+  round_combo_->setMinimumContentsLength(20);
   round_combo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   metric_combo_ = new QComboBox(this);
   metric_combo_->addItem(tr("ΔL loss divergence"), int(SensitivityMetric::dl));
@@ -43,6 +43,11 @@ SensitivityView::SensitivityView(Workbench* workbench, QWidget* parent) : QWidge
   mode_combo_ = new QComboBox(this);
   mode_combo_->addItems({tr("Blocks × layer type"), tr("Layer × step (rounds of the run)"),
                          tr("Plan timeline (FP4 share per layer × step range)")});
+  // Sized by a short minimum, not by their longest entry: the row must fit a 1024 px window.
+  for (QComboBox* c : {metric_combo_, mode_combo_}) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(14);
+  }
   step_slider_ = new QSlider(Qt::Horizontal, this);
   step_slider_->setToolTip(tr("Move through the statistics rounds of this run"));
   step_label_ = new QLabel(this);
