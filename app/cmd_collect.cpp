@@ -21,7 +21,7 @@ namespace {
 
 struct CollectOptions {
   std::string checkpoint, data, db, out, dw_mode = "approx";
-  int batch_size = 0, seq_len = 0, noise_passes = 3;
+  int batch_size = 0, seq_len = 0, noise_passes = 3, hessian_probes = 0;
   uint64_t seed = 1;
   double lambda = 0.1;
   bool json = false;
@@ -38,6 +38,7 @@ void run_collect(const CollectOptions& o) {
   snip::StatsRoundOptions so;
   setup.train_batch(0, in, tgt, &so.batch_id);
   so.noise_passes = o.noise_passes;
+  so.hessian_probes = o.hessian_probes;
   so.seed = o.seed;
   so.step = setup.step;
   so.lr = setup.next_lr();
@@ -115,6 +116,10 @@ void setup_collect(CLI::App& app) {
   cmd->add_option("--out", opts->out, "Write the raw statistics here (snip-stats/1 JSON)");
   cmd->add_option("--noise-passes", opts->noise_passes, "Backward- and forward-noise passes (each)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--hessian-probes", opts->hessian_probes,
+                  "Also record each layer's weight-Hessian trace (Hutchinson, this many Rademacher probes, 2 FP32 "
+                  "forward+backward passes each) for the hawq method; 0 = off")
+      ->check(CLI::Range(0, 10000));
   cmd->add_option("--seed", opts->seed, "Seed of the noise and of stochastic rounding");
   cmd->add_option("--lambda", opts->lambda, "lambda in Q = dL^ + lambda*dW^ for the printed estimates");
   cmd->add_option("--dw-mode", opts->dw_mode,

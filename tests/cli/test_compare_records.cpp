@@ -83,9 +83,9 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   EXPECT_EQ(c.noise_floor_train, j["noise_floor_train"].get<double>());
   EXPECT_EQ(c.replicates, 2);
   EXPECT_EQ(j["replicates"], 2);
-  // bf16 + 4 λ + 1 random + min-err, min-rel-err, e-layer-type, e-layer-id + fp8, fp4
-  ASSERT_EQ(c.rows.size(), 12u);
-  ASSERT_EQ(j["rows"].size(), 12u);
+  // bf16 + 4 λ + 1 random + min-err, min-rel-err, hawq, e-layer-type, e-layer-id + fp8, fp4
+  ASSERT_EQ(c.rows.size(), 13u);
+  ASSERT_EQ(j["rows"].size(), 13u);
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const auto& row = c.rows[i];
     const auto& jr = j["rows"][i];
@@ -114,7 +114,8 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   EXPECT_EQ(c.rows[2].lambda, 0.1);  // "snip λ=0.1", the reference
   EXPECT_EQ(j["snip_reference"], "snip λ=0.1");
   EXPECT_EQ(c.rows[5].seed, 1);      // "random s1"
-  EXPECT_NE(c.rows[0].train_curve, c.rows[11].train_curve);  // BF16 and uniform FP4 trained differently
+  EXPECT_NE(c.rows[0].train_curve, c.rows[12].train_curve);  // BF16 and uniform FP4 trained differently
+  EXPECT_EQ(c.rows[8].method, "hawq");
 
   // The stored replicate values reproduce every printed statistic (recomputed here by hand from
   // the stored numbers, not by the table code): gaps paired by replicate, means, 95% half-widths
@@ -158,12 +159,12 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   const Result show = run_out("show --db " + db() + " --compare " + std::to_string(id) + " --json");
   ASSERT_EQ(show.code, 0);
   const nlohmann::json js = nlohmann::json::parse(show.out);
-  ASSERT_EQ(js["rows"].size(), 12u);
+  ASSERT_EQ(js["rows"].size(), 13u);
   EXPECT_EQ(js["rows"][3]["train_curve"].size(), 3u);
   EXPECT_EQ(js["rows"][3]["replicate_train_curves"].size(), 2u);
-  EXPECT_EQ(js["rows"][11]["method"], "uniform-fp4");
+  EXPECT_EQ(js["rows"][12]["method"], "uniform-fp4");
   // the stored table's statistics are the ones printed when it ran
-  for (size_t i = 0; i < 12; ++i)
+  for (size_t i = 0; i < 13; ++i)
     for (const char* key : {"replicate_gaps_train", "gap_train_mean", "gap_train_ci95", "diff_vs_snip_mean",
                             "diff_vs_snip_ci95", "verdict", "replicate_gaps_val", "gap_val_mean", "gap_val_ci95",
                             "diff_vs_snip_mean_val", "diff_vs_snip_ci95_val", "verdict_val"})
@@ -173,7 +174,7 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   const nlohmann::json jl = nlohmann::json::parse(list.out);
   ASSERT_GE(jl.size(), 1u);
   EXPECT_EQ(jl[0]["id"], id);
-  EXPECT_EQ(jl[0]["rows"], 12);
+  EXPECT_EQ(jl[0]["rows"], 13);
   const Result run_view = run_out("show --db " + db() + " --run " + std::to_string(runs[0].id) + " --json");
   ASSERT_EQ(run_view.code, 0);
   const nlohmann::json jr = nlohmann::json::parse(run_view.out);

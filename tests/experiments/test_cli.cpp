@@ -82,7 +82,7 @@ TEST_F(ExperimentCli, ValidateAndComparePrintJson) {
                                "/ck --budget 0.5 --steps 2 --cooldown 1 --eval-batches 1 --seeds 1 --no-db --json");
   ASSERT_EQ(c.code, 0) << c.out;
   const nlohmann::json jc = nlohmann::json::parse(c.out);
-  EXPECT_EQ(jc["rows"].size(), 12u);  // one random seed; no control arms (the replicates are the noise)
+  EXPECT_EQ(jc["rows"].size(), 13u);  // one random seed; no control arms (the replicates are the noise)
   EXPECT_EQ(jc["replicates"], 3);     // the default
   EXPECT_EQ(jc["rows"][0]["method"], "uniform-bf16");
 }

@@ -49,8 +49,8 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
   fs::remove_all(dir);
 
   EXPECT_EQ(rep.start_step, 20);
-  // bf16 + 4 λ + 2 random + min-err, min-rel-err, e-layer-type, e-layer-id + fp8, fp4
-  ASSERT_EQ(rep.rows.size(), 13u);
+  // bf16 + 4 λ + 2 random + min-err, min-rel-err, hawq, e-layer-type, e-layer-id + fp8, fp4
+  ASSERT_EQ(rep.rows.size(), 14u);
   int distinct = 0;
   for (const auto& r : rep.rows) distinct += r.same_plan_as.empty();
   EXPECT_EQ(calls, 2 * distinct);  // every distinct plan trained once per replicate
@@ -75,8 +75,10 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
     }
   }
   // uniform FP4 trains a different model than BF16
-  EXPECT_NE(rep.rows[12].train_loss_last, rep.rows[0].train_loss_last);
-  EXPECT_EQ(rep.rows[12].method, "uniform-fp4");
+  EXPECT_NE(rep.rows[13].train_loss_last, rep.rows[0].train_loss_last);
+  EXPECT_EQ(rep.rows[13].method, "uniform-fp4");
+  EXPECT_EQ(rep.rows[9].method, "hawq");  // the round carries the weight-Hessian traces
+  for (const auto& l : rep.round.layers) EXPECT_TRUE(l.scalars.count("hessian_trace_w")) << l.name;
   // the replicates start from differently perturbed weights: different trajectories, a non-zero spread
   for (const auto& r : rep.rows) {
     ASSERT_EQ(r.replicates.size(), 2u) << r.method;

@@ -194,5 +194,38 @@ TEST(Estimator, PlannerInputFromStatsJsonRoundTrip) {
   }
 }
 
+// hawq (HAWQ-V3): Ω_l(p) = tr(H_W)/(N·K)·‖Q_p(W) − W‖², planned by the same ILP; without the
+// weight-Hessian trace in the round the method says how to get it.
+TEST(Estimator, HawqSensitivityIsTraceOverSizeTimesWeightErrorSquared) {
+  StatsRound r = random_round(2, 9);
+  PlanRequest req;
+  req.budget = 0.5;
+  EXPECT_FALSE(planner_input_from_stats(r).hawq.has_value());
+  try {
+    make_plan(planner_input_from_stats(r), Method::hawq, req);
+    FAIL() << "hawq planned without Hessian traces";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--hessian-probes"), std::string::npos) << e.what();
+  }
+  for (size_t l = 0; l < r.layers.size(); ++l) r.layers[l].scalars[k::kLayerHessianTraceW] = 10.0 * double(l + 1);
+  const Estimates est = estimate_divergences(r);
+  for (size_t l = 0; l < est.layers.size(); ++l) {
+    const LayerEstimate& e = est.layers[l];
+    for (Precision p : {Precision::fp8, Precision::fp4}) {
+      const double ew = r.layers[l].per_precision.at(precision_name(p)).at(k::kPrecErrFpropW);
+      EXPECT_NEAR(e.hawq[int(p)], 10.0 * double(l + 1) / double(e.in_features * e.out_features) * ew * ew,
+                  1e-12 * e.hawq[int(p)]);
+    }
+  }
+  const PlannerInput in = planner_input_from_stats(r);
+  ASSERT_TRUE(in.hawq.has_value());
+  const PlanResult p = make_plan(in, Method::hawq, req);
+  EXPECT_EQ(p.method, "hawq");
+  EXPECT_GE(p.achieved_fraction, 0.5);
+  EXPECT_EQ(parse_method("hawq"), Method::hawq);
+  // the ILP on Ω: the same plan as solving the hawq table directly
+  EXPECT_EQ(p.plan.layers, solve_ilp(*in.hawq, req, &in.snip).plan.layers);
+}
+
 }  // namespace
 }  // namespace snip

@@ -28,7 +28,9 @@ void AdaptiveController::continue_from(const Plan& plan, int64_t made_at) {
 PlanEvent AdaptiveController::replan() {
   PlanEvent ev;
   const auto t0 = std::chrono::steady_clock::now();
-  ev.round = collect_stats_round(trainer_, options_.stats);
+  StatsRoundOptions so = options_.stats;
+  if (options_.method == Method::hawq && so.hessian_probes == 0) so.hessian_probes = 8;  // hawq's input
+  ev.round = collect_stats_round(trainer_, so);
   ev.round_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const PlannerInput input = planner_input_from_stats(ev.round, options_.estimator);
   ev.result = make_plan(input, options_.method, options_.request);

@@ -167,7 +167,9 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   rep.replicates = o.replicates;
   rep.recipe = o.recipe.empty() ? t0->config().recipe : o.recipe;
   t0->model().set_recipe(Recipe::named(rep.recipe));
-  rep.round = collect_stats_round(*t0, o.stats);
+  StatsRoundOptions so = o.stats;
+  if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
+  rep.round = collect_stats_round(*t0, so);
   const StatsRound& round = rep.round;
   t0.reset();
 
@@ -214,6 +216,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   for (int s = 1; s <= o.random_seeds; ++s) add("random s" + std::to_string(s), base, Method::random, uint64_t(s));
   add("min-err", base, Method::min_err);
   add("min-rel-err", base, Method::min_rel_err);
+  add("hawq", base, Method::hawq);
   add("e-layer-type", base, Method::e_layer_type);
   add("e-layer-id", base, Method::e_layer_id);
   add("uniform-fp8", base, Method::uniform_fp8);

@@ -351,6 +351,42 @@ void fill_gaussian(std::vector<float>& out, double sigma, std::mt19937_64& rng) 
   for (float& x : out) x = float(nd(rng));
 }
 
+// HAWQ-V3's sensitivity input: the Hutchinson trace of every linear layer's weight Hessian on this
+// batch, in FP32 GEMMs (BF16 rounding would swamp the finite differences). 2·probes forward and
+// backward passes; the weights are restored bit for bit and the precisions as they were; the
+// gradients are left overwritten (the round has read them).
+void record_hessian_traces(Llama& model, const int32_t* inputs, const int32_t* targets, const StatsRoundOptions& o,
+                           StatsRound& round) {
+  const int NL = model.num_linear_layers();
+  const std::vector<LinearPrecision> saved = model.precisions();
+  model.set_precisions(std::vector<LinearPrecision>(size_t(NL), LinearPrecision::uniform(Precision::fp32)));
+  float* p = model.param_data();
+  const int64_t np = model.num_params();
+  const std::vector<float> w0(p, p + np);
+  std::vector<HessianBlock> blocks;
+  for (int l = 0; l < NL; ++l) {
+    const ParamTensor* t = model.find_param(model.linear(l).name + ".weight");
+    SNIP_ASSERT(t != nullptr);
+    const double rms = std::sqrt(sum_sq(p + t->offset, t->numel) / double(t->numel));
+    blocks.push_back({t->offset, t->offset + t->numel, o.hessian_eps_rel * (rms > 0 ? rms : 1.0)});
+  }
+  auto grad_at = [&](const std::vector<float>& delta, std::vector<float>& grad) {
+    for (int64_t i = 0; i < np; ++i) p[i] = w0[size_t(i)] + delta[size_t(i)];
+    const double loss = model.forward(inputs, targets);
+    if (!std::isfinite(loss)) throw Error("statistics round: the loss is not finite while probing the Hessian trace");
+    model.zero_grads();
+    model.backward(1.0);
+    grad.assign(model.grad_data(), model.grad_data() + np);
+  };
+  const std::vector<double> traces =
+      hessian_block_traces(grad_at, np, blocks, o.hessian_probes, o.seed * 0xD1B54A32D192ED03ull + uint64_t(o.step));
+  std::copy(w0.begin(), w0.end(), p);
+  model.set_precisions(saved);
+  for (int l = 0; l < NL; ++l)
+    for (LayerStats& ls : round.layers)
+      if (ls.name == model.linear(l).name) ls.scalars[keys::kLayerHessianTraceW] = traces[size_t(l)];
+}
+
 }  // namespace
 
 StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
@@ -660,6 +696,8 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
     }
   }
 
+  if (o.hessian_probes > 0) record_hessian_traces(model, inputs, targets, o, round);
+
   round.options = nlohmann::json{{"precisions",
                                   [&] {
                                     nlohmann::json a = nlohmann::json::array();
@@ -672,7 +710,8 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
                                  {"lr", o.lr},
                                  {"grad_clip", o.grad_clip},
                                  {"reference", "bf16"},
-                                 {"weight_divergence_mode", exact ? "local+exact" : "local"}};
+                                 {"weight_divergence_mode", exact ? "local+exact" : "local"},
+                                 {"hessian_probes", o.hessian_probes}};
   return round;
 }
 

@@ -18,6 +18,7 @@ const char* cost_kind_name(CostKind k) {
     case CostKind::snip: return "snip";
     case CostKind::min_err: return "min-err";
     case CostKind::min_rel_err: return "min-rel-err";
+    case CostKind::hawq: return "hawq";
   }
   return "?";
 }
@@ -34,8 +35,14 @@ CostTable cost_table_from_estimates(const Estimates& est, CostKind kind) {
     c.block = e.block;
     c.type = e.type;
     c.flops = 3.0 * e.gemm_flops;
-    const auto& src = kind == CostKind::snip ? e.q_role : kind == CostKind::min_err ? e.min_err_role : e.min_rel_err_role;
-    for (int r = 0; r < kNumRoles; ++r) c.cost[r] = src[r];
+    if (kind == CostKind::hawq) {
+      c.cost[0] = e.hawq;
+      c.cost[1] = {0, 0, 0, 0};
+    } else {
+      const auto& src =
+          kind == CostKind::snip ? e.q_role : kind == CostKind::min_err ? e.min_err_role : e.min_rel_err_role;
+      for (int r = 0; r < kNumRoles; ++r) c.cost[r] = src[r];
+    }
     c.pred_dl = e.dl;
     c.pred_dw = e.dw;
     c.pred_q = e.q_role;

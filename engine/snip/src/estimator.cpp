@@ -289,6 +289,11 @@ Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& 
       e.min_rel_err_role[0][pi] = rf;
       e.min_rel_err_role[1][pi] = rb;
       e.min_rel_err[pi] = rf + rb;
+      const auto trace = round.layers[m].scalars.find(k::kLayerHessianTraceW);
+      if (trace != round.layers[m].scalars.end()) {
+        const double ew = v.prec(m, p, k::kPrecErrFpropW);
+        e.hawq[pi] = trace->second / (double(info.in_features) * double(info.out_features)) * ew * ew;
+      }
     }
     for (int r = 0; r < kNumRoles; ++r)
       for (int pi = 0; pi < kNumPrecisions; ++pi) {

@@ -54,6 +54,40 @@ double hutchinson_frobenius(const ApplyJt& apply_Jt, int64_t dim, int n, uint64_
   return hutchinson_from_raw(sum / n, sigma);
 }
 
+std::vector<double> hessian_block_traces(const GradAt& grad_at, int64_t dim, const std::vector<HessianBlock>& blocks,
+                                         int n, uint64_t seed) {
+  if (n < 1) throw Error("Hessian trace: needs n ≥ 1 probes");
+  for (const HessianBlock& b : blocks)
+    if (b.begin < 0 || b.end <= b.begin || b.end > dim || !(b.eps > 0))
+      throw Error("Hessian trace: block [" + std::to_string(b.begin) + ", " + std::to_string(b.end) +
+                  ") is empty, outside the " + std::to_string(dim) + " parameters, or has ε ≤ 0");
+  std::mt19937_64 rng(seed);
+  std::vector<float> delta(size_t(dim), 0.0f), g_plus, g_minus;
+  std::vector<int8_t> sign(size_t(dim), 0);
+  std::vector<double> trace(blocks.size(), 0.0);
+  for (int j = 0; j < n; ++j) {
+    for (const HessianBlock& b : blocks)
+      for (int64_t i = b.begin; i < b.end; ++i) sign[size_t(i)] = (rng() >> 63) ? 1 : -1;
+    // the step actually applied is the float value ±ε·v (ε is exact in float up to rounding of ε itself)
+    for (int s : {1, -1}) {
+      for (const HessianBlock& b : blocks)
+        for (int64_t i = b.begin; i < b.end; ++i) delta[size_t(i)] = float(s * b.eps * sign[size_t(i)]);
+      grad_at(delta, s > 0 ? g_plus : g_minus);
+    }
+    if (int64_t(g_plus.size()) != dim || int64_t(g_minus.size()) != dim)
+      throw Error("Hessian trace: the gradient callback returned the wrong dimension");
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const HessianBlock& b = blocks[k];
+      const double step = double(float(b.eps));
+      double acc = 0;
+      for (int64_t i = b.begin; i < b.end; ++i)
+        acc += sign[size_t(i)] * (double(g_plus[size_t(i)]) - double(g_minus[size_t(i)]));
+      trace[k] += acc / (2.0 * step) / n;
+    }
+  }
+  return trace;
+}
+
 CurvatureEstimate curvature_from_pairs(const std::vector<double>& loss_plus, const std::vector<double>& loss_minus,
                                        double loss0, const std::vector<double>& eta_sq) {
   if (loss_plus.empty() || loss_plus.size() != loss_minus.size() || loss_plus.size() != eta_sq.size())

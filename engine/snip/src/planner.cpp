@@ -32,6 +32,7 @@ const char* method_name(Method m) {
     case Method::uniform_bf16: return "uniform-bf16";
     case Method::uniform_fp8: return "uniform-fp8";
     case Method::uniform_fp4: return "uniform-fp4";
+    case Method::hawq: return "hawq";
   }
   return "?";
 }
@@ -44,7 +45,9 @@ Method parse_method(std::string_view s) {
   throw Error("unknown method '" + std::string(s) + "' (expected one of: " + names + ")");
 }
 
-bool method_uses_ilp(Method m) { return m == Method::snip || m == Method::min_err || m == Method::min_rel_err; }
+bool method_uses_ilp(Method m) {
+  return m == Method::snip || m == Method::min_err || m == Method::min_rel_err || m == Method::hawq;
+}
 
 namespace {
 
@@ -462,7 +465,7 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
   const auto t0 = std::chrono::steady_clock::now();
   Model m = build_model(costs, req);
   PlanResult result;
-  result.method = costs.kind == "min-err" || costs.kind == "min-rel-err" ? costs.kind : "snip";
+  result.method = costs.kind == "min-err" || costs.kind == "min-rel-err" || costs.kind == "hawq" ? costs.kind : "snip";
   result.notes = m.notes;
 
   // Formulation: pinned slots are constants; a free slot s gets a binary y4_s (FP4) and, with
@@ -651,7 +654,7 @@ PlanResult solve_exhaustive_ref(const CostTable& costs, const PlanRequest& req) 
   }
   if (best.empty()) throw Error("no assignment meets budget " + fmt(req.budget));
   PlanResult r;
-  r.method = costs.kind == "min-err" || costs.kind == "min-rel-err" ? costs.kind : "snip";
+  r.method = costs.kind == "min-err" || costs.kind == "min-rel-err" || costs.kind == "hawq" ? costs.kind : "snip";
   r.choice = choice_from_slots(m, costs.layers.size(), best);
   r.objective = best_obj;
   r.status = "optimal";
@@ -670,6 +673,12 @@ PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOp
   in.min_rel_err = cost_table_from_estimates(est, CostKind::min_rel_err);
   const std::string src = "statistics step " + std::to_string(round.step);
   in.snip.source = in.min_err->source = in.min_rel_err->source = src;
+  bool traced = !est.layers.empty();
+  for (const LayerEstimate& e : est.layers) traced = traced && !std::isnan(e.hawq[int(Precision::fp4)]);
+  if (traced) {
+    in.hawq = cost_table_from_estimates(est, CostKind::hawq);
+    in.hawq->source = src;
+  }
   return in;
 }
 
@@ -686,6 +695,7 @@ PlannerInput read_planner_input(const std::string& stats_path, const std::string
   if (!costs_path.empty()) return planner_input_from_costs(read_cost_csv(costs_path));
   PlannerInput in = planner_input_from_stats(stats_from_json(read_file(stats_path), stats_path), options);
   in.snip.source = in.min_err->source = in.min_rel_err->source = stats_path;
+  if (in.hawq) in.hawq->source = stats_path;
   return in;
 }
 
@@ -725,6 +735,16 @@ PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest
                     "one cost per layer (use --stats, or --method snip on the imported costs)");
       SNIP_ASSERT(t->layers.size() == input.snip.layers.size());
       return solve_ilp(*t, req, &input.snip);
+    }
+    case Method::hawq: {
+      if (!input.hawq)
+        throw Error(
+            "hawq needs each layer's weight-Hessian trace, which this statistics round does not have; collect one "
+            "with `snip collect --hessian-probes 8` (snip compare collects its own)");
+      SNIP_ASSERT(input.hawq->layers.size() == input.snip.layers.size());
+      PlanResult h = solve_ilp(*input.hawq, req, &input.snip);
+      h.method = method_name(Method::hawq);
+      return h;
     }
     case Method::e_layer_type: r = plan_e_layer_type(input.snip, req); break;
     case Method::e_layer_id: r = plan_e_layer_id(input.snip, req); break;

@@ -1,6 +1,6 @@
 // Training truth (METHOD.md section 6): from one checkpoint and with a fixed data order, train N
 // steps under each plan at the same FP4 budget — SNIP at several λ, random ×k, min-err,
-// min-rel-err, e-layer-type, e-layer-id, uniform BF16/FP8/FP4 — each K times (replicates).
+// min-rel-err, hawq, e-layer-type, e-layer-id, uniform BF16/FP8/FP4 — each K times (replicates).
 // Replicate r of every arm starts from the checkpoint's weights perturbed by a relative 1e-4
 // (seed r) and uses its own stochastic-rounding seed, so the arms are paired by r. Per plan and
 // replicate: the mean train loss over the last 50 steps, the validation loss under the plan and

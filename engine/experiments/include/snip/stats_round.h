@@ -44,6 +44,12 @@ struct StatsRoundOptions {
   // elementwise AdamW-weighted weight-gradient error (keys::exact_upstream_sq_key). Costs about
   // one partial backward with weight gradients per layer and precision.
   bool exact_weight_divergence = false;
+  // HAWQ-V3's input: per linear layer the Hutchinson trace of its weight Hessian from this many
+  // Rademacher probes (2 FP32 forward+backward passes each, every layer probed at once), with the
+  // central-difference step hessian_eps_rel·RMS(W_l). 0 = not recorded (the `hawq` method then
+  // refuses the round).
+  int hessian_probes = 0;
+  double hessian_eps_rel = 1e-2;
 };
 
 // Runs one round on the batch (inputs, targets: (B, T) ids, the model's batch shape) with the

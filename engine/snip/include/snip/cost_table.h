@@ -49,8 +49,8 @@ struct CostTable {
 };
 
 // Kind of costs to take from estimates (METHOD.md section 8).
-enum class CostKind { snip, min_err, min_rel_err };
-const char* cost_kind_name(CostKind k);  // "snip" "min-err" "min-rel-err"
+enum class CostKind { snip, min_err, min_rel_err, hawq };
+const char* cost_kind_name(CostKind k);  // "snip" "min-err" "min-rel-err" "hawq"
 
 // From a statistics round's estimates. BF16 costs that the round did not measure are 0 (BF16 is
 // the reference the divergences are measured against). The SNIP prediction fields are filled

@@ -61,6 +61,9 @@ struct LayerEstimate {
   std::array<PerPrecision, kNumRoles> min_rel_err_role{};
   PerPrecision min_err{kNaN, kNaN, kNaN, kNaN};
   PerPrecision min_rel_err{kNaN, kNaN, kNaN, kNaN};
+  // HAWQ-V3: Ω_l(p) = tr(H_W_l)/(N·K) · ‖Q_p(W_l) − W_l‖² (the fprop weight's error); NaN when the
+  // round has no Hessian trace. All of it on the fprop role (HAWQ models weight quantization).
+  PerPrecision hawq{kNaN, kNaN, kNaN, kNaN};
   // Raw signals for validation: ‖δY‖² and the first-order term ⟨G, δY⟩.
   PerPrecision dy_err_sq{kNaN, kNaN, kNaN, kNaN};
   PerPrecision g_dot_dy{kNaN, kNaN, kNaN, kNaN};

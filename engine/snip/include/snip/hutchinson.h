@@ -22,6 +22,24 @@ double hutchinson_frobenius(const ApplyJt& apply_Jt, int64_t dim, int n, uint64_
 // Raw form used with recorded statistics: ‖J‖_F² = mean_j ‖Jᵀε_j‖² / σ².
 inline double hutchinson_from_raw(double mean_jt_eps_sq, double sigma) { return mean_jt_eps_sq / (sigma * sigma); }
 
+// Hutchinson traces of the diagonal blocks of a Hessian from gradients (HAWQ-V3's estimator, by
+// central differences instead of a second backward):
+//   tr(H_b) ≈ mean_j v_jᵀ [∇f(x + ε v_j) − ∇f(x − ε v_j)]_b / (2ε)
+// with v_j Rademacher (±1) on every block at once: the cross-block terms v_bᵀ H_bc v_c average
+// to 0 because the blocks' signs are independent, so one pair of gradients serves every block.
+// For a quadratic f the difference quotient is exact, and for a diagonal H every probe gives
+// tr(H_b) exactly. grad_at(delta, grad) evaluates ∇f at x + delta (both of dimension dim; delta is
+// 0 outside the blocks). Blocks are [begin, end) ranges with their own step ε (e.g. relative to
+// the block's weights); deterministic for a seed. Throws snip::Error on n < 1, an empty or
+// out-of-range block, or ε ≤ 0.
+struct HessianBlock {
+  int64_t begin = 0, end = 0;
+  double eps = 1e-3;
+};
+using GradAt = std::function<void(const std::vector<float>& delta, std::vector<float>& grad)>;
+std::vector<double> hessian_block_traces(const GradAt& grad_at, int64_t dim, const std::vector<HessianBlock>& blocks,
+                                         int n, uint64_t seed);
+
 struct CurvatureEstimate {
   double c = 0;            // the curvature estimate
   double second_diff = 0;  // mean_j [L(z+η_j) + L(z−η_j) − 2L₀]

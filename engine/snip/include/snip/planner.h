@@ -23,13 +23,17 @@
 
 namespace snip {
 
-enum class Method { snip, min_err, min_rel_err, e_layer_type, e_layer_id, random, uniform_bf16, uniform_fp8, uniform_fp4 };
-inline constexpr std::array<Method, 9> kAllMethods = {Method::snip,         Method::min_err,    Method::min_rel_err,
-                                                      Method::e_layer_type, Method::e_layer_id, Method::random,
-                                                      Method::uniform_bf16, Method::uniform_fp8, Method::uniform_fp4};
-const char* method_name(Method m);        // "snip" "min-err" ... "uniform-fp4"
+// hawq: HAWQ-V3 (Yao et al. 2021), the ILP on tr(H_W)/|W|·‖Q(W) − W‖²; needs a statistics round
+// with the weight-Hessian trace (hessian_probes > 0).
+enum class Method {
+  snip, min_err, min_rel_err, e_layer_type, e_layer_id, random, uniform_bf16, uniform_fp8, uniform_fp4, hawq
+};
+inline constexpr std::array<Method, 10> kAllMethods = {
+    Method::snip,         Method::min_err,     Method::min_rel_err, Method::e_layer_type, Method::e_layer_id,
+    Method::random,       Method::uniform_bf16, Method::uniform_fp8, Method::uniform_fp4, Method::hawq};
+const char* method_name(Method m);        // "snip" "min-err" ... "uniform-fp4" "hawq"
 Method parse_method(std::string_view s);  // throws snip::Error listing the accepted names
-bool method_uses_ilp(Method m);           // snip, min-err, min-rel-err
+bool method_uses_ilp(Method m);           // snip, min-err, min-rel-err, hawq
 
 struct PlanRequest {
   double budget = 0.5;        // ρ: required FP4 fraction of the selectable linear FLOPs, in [0, 1]
@@ -69,6 +73,7 @@ struct PlannerInput {
   CostTable snip;                        // SNIP's Q (or the imported costs)
   std::optional<CostTable> min_err;      // only from statistics
   std::optional<CostTable> min_rel_err;  // only from statistics
+  std::optional<CostTable> hawq;         // only from statistics with the weight-Hessian trace
 };
 PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOptions& options = {});
 PlannerInput planner_input_from_costs(CostTable imported);

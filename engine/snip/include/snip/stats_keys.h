@@ -54,6 +54,10 @@ inline constexpr const char* kLayerJtEpsSqY = "jt_eps_sq_y";
 // step 1): R_b (block input) for q, k, v, o and M_b = R_b + o_proj output for gate, up, down.
 // Every layer of a block carries its own point's value: mean_j ‖J_Rᵀε_j‖².
 inline constexpr const char* kLayerJtEpsSqResid = "jt_eps_sq_resid";
+// HAWQ-V3 (Yao et al. 2021): Hutchinson trace of the loss Hessian w.r.t. W_l, tr(∂²L/∂W_l²), from
+// central differences of FP32 gradients (snip/hutchinson.h hessian_block_traces). Only in rounds
+// collected with hessian_probes > 0 (`snip collect --hessian-probes N`, `snip compare`).
+inline constexpr const char* kLayerHessianTraceW = "hessian_trace_w";
 
 // ---- per layer x precision p -------------------------------------------------------------
 // Quantization error norms ‖e_p(operand)‖ = ‖Q_p(A) − A‖ of each operand in the tiling of the
