@@ -487,7 +487,7 @@ TrainRequest RunView::make_request() const {
 TrainRequest RunView::make_quick_request() const {
   TrainRequest r;
   r.db_path = workbench_->database_path();
-  r.checkpoint_root = QFileInfo(r.db_path).absolutePath() + QStringLiteral("/checkpoints");
+  r.checkpoint_root = QString::fromStdString(snip::checkpoint_root_of_database(r.db_path.toStdString()));
   return r;
 }
 
