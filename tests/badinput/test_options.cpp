@@ -172,7 +172,7 @@ TEST_F(Options, PlannerBudgetAtTheLargestFractionThePinsAllowIsAPlanNotAnAbort) 
   const std::string pin_args = " --pin " + pins[0] + "=fp8 --pin " + pins[1] + "=fp8";
   // Budgets above the largest fraction minus the smallest free layer leave one answer (every free
   // layer FP4); GLPK's presolver then removed every column and aborted (`glp_add_cols: ncs = 0`).
-  for (const std::string b : {std::string("0.84"), std::string("0.85"), std::string(budget)}) {
+  for (const std::string& b : {std::string("0.84"), std::string("0.85"), std::string(budget)}) {
     const Result s = run("solve --stats " + p("stats.json") + " --budget " + b + pin_args + " --json");
     ASSERT_EQ(s.status, 0) << b << "\n" << s.out;
     const json j = json::parse(s.out);

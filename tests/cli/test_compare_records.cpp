@@ -202,7 +202,9 @@ TEST_F(CompareRecords, OneReplicateSaysThereIsNoIntervalAndBadReplicatesAreRefus
   const nlohmann::json j = nlohmann::json::parse(json.out);
   for (const auto& r : j["rows"]) {
     EXPECT_TRUE(r["gap_train_ci95"].is_null()) << r.dump();
-    if (!r["snip_reference"].get<bool>()) EXPECT_EQ(r["verdict"], "indistinguishable") << r.dump();
+    if (!r["snip_reference"].get<bool>()) {
+      EXPECT_EQ(r["verdict"], "indistinguishable") << r.dump();
+    }
   }
   EXPECT_EQ(run_out(base + "0").code, 1);
   EXPECT_EQ(run_out(base + "1 --oracle --oracle-batches 99999").code, 1);  // more than the validation stream  // "error: compare: --replicates must be at least 1 ..."

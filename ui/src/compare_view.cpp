@@ -527,7 +527,10 @@ void CompareView::export_table_csv(const QString& path) const {
     return cell.toStdString();
   };
   std::string csv;
-  for (int c = 0; c < table_->columnCount(); ++c) csv += (c ? "," : "") + field(table_->horizontalHeaderItem(c)->text());
+  for (int c = 0; c < table_->columnCount(); ++c) {
+    if (c) csv += ',';
+    csv += field(table_->horizontalHeaderItem(c)->text());
+  }
   csv += "\n";
   for (int r = 0; r < table_->rowCount(); ++r) {  // the visual order: sorting moves the rows
     for (int c = 0; c < table_->columnCount(); ++c) {
@@ -537,7 +540,8 @@ void CompareView::export_table_csv(const QString& path) const {
         const QVariant v = item->data(Qt::UserRole);
         cell = v.isValid() ? (std::isfinite(v.toDouble()) ? QString::number(v.toDouble(), 'g', 9) : QString()) : item->text();
       }
-      csv += (c ? "," : "") + field(cell);
+      if (c) csv += ',';
+      csv += field(cell);
     }
     csv += "\n";
   }
