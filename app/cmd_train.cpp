@@ -281,7 +281,7 @@ void run_train(const TrainOptions& o) {
   Progress progress(o.json);
 
   std::optional<snip::AdaptiveOptions> adaptive;
-  if (o.replan_every > 0 || !o.method.empty()) {
+  if (!o.method.empty()) {  // the option rules refuse the other adaptive options without it (or --resume)
     snip::AdaptiveOptions ao;
     ao.method = snip::parse_method(o.method.empty() ? "snip" : o.method);
     ao.request.budget = o.budget;
@@ -296,6 +296,9 @@ void run_train(const TrainOptions& o) {
     std::vector<std::string> warnings;
     adaptive = snip::resumed_adaptive_options(*trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
     for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!adaptive && !given_adaptive_settings(o).empty())
+      throw snip::Error(o.resume + " is not an adaptive run, so " + given_adaptive_settings(o).front().option +
+                        " has nothing to change; give --method too to re-plan it from here on");
     if (adaptive && !o.plan.empty())
       throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
                         o.plan +
@@ -359,7 +362,9 @@ void run_train(const TrainOptions& o) {
 // and the options that only matter together (adaptive planning) or decide the same thing.
 std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOptions& o) {
   auto r = std::make_shared<snip::cli::OptionRules>(cmd);
-  const std::vector<std::string> adaptive = {"--method"};
+  // The adaptive options need a method, or a --resume whose checkpoint carries one (the resume
+  // then checks each given value against the run's own: resumed_adaptive_options).
+  const std::vector<std::string> adaptive = {"--method", "--resume"};
   r->at_least<int64_t>("--steps", o.steps, 1, "leave it out for the default (500, or the run's own total on --resume)")
       .at_least("--batch-size", o.batch_size, 1)
       .at_least("--seq-len", o.seq_len, 1, "leave it out for min(256, max_position_embeddings)")

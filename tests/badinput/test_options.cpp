@@ -122,12 +122,21 @@ TEST_F(Options, NegativeUnsignedAndNonFiniteNumbersAreRefusedForEveryCommand) {
 }
 
 TEST_F(Options, AdaptiveOptionsWithoutAMethodAreRefused) {
-  EXPECT_ERROR(train("--steps 1 --budget 0.7"), "--budget needs --method: it is the FP4 target of adaptive planning");
-  EXPECT_ERROR(train("--steps 1 --replan-every 5"), "--replan-every needs --method: re-planning needs a planning method");
+  EXPECT_ERROR(train("--steps 1 --budget 0.7"),
+               "--budget needs --method or --resume: it is the FP4 target of adaptive planning");
+  EXPECT_ERROR(train("--steps 1 --replan-every 5"),
+               "--replan-every needs --method or --resume: re-planning needs a planning method");
   EXPECT_ERROR(train("--steps 1 --bf16-probe-every 2"), "--bf16-probe-every needs --method");
   EXPECT_ERROR(train("--steps 1 --lambda 0.5"), "--lambda needs --method");
   EXPECT_ERROR(train("--steps 1 --ties"), "--ties needs --method");
   EXPECT_ERROR(train("--steps 1 --method snip --budget 1.5"), "--budget must be between 0 and 1 (got 1.5)");
+  // On --resume the checkpoint says whether the run is adaptive: a fixed-plan run's resume with
+  // an adaptive option alone is refused, not silently ignored or turned into SNIP at a default.
+  const std::string ck = copy_ck("ck_fixed");
+  EXPECT_ERROR(run("train --resume " + ck + " --no-db --budget 0.7"),
+               ck + " is not an adaptive run, so --budget has nothing to change; give --method too");
+  EXPECT_ERROR(run("train --resume " + ck + " --no-db --replan-every 5"),
+               ck + " is not an adaptive run, so --replan-every has nothing to change");
 }
 
 TEST_F(Options, ContradictoryOptionsAreRefused) {
