@@ -56,6 +56,7 @@ struct TrainOptions {
   std::string out;
   bool overwrite = false;  // --out may replace another run's snip checkpoint
   int64_t save_every = 0;
+  bool save_every_given = false;  // else a resumed run keeps the interval its checkpoint carries
   int64_t eval_every = 100;
   int eval_batches = 8;
   uint64_t seed = 1337;
@@ -325,6 +326,12 @@ void run_train(const TrainOptions& o) {
 
   snip::RecordedTrainingOptions options;
   options.save_every = o.save_every;
+  if (!o.resume.empty() && !o.save_every_given) {  // the resumed run keeps its checkpoint interval
+    const nlohmann::json& extra = trainer->state_extra();
+    if (extra.contains("save_every") && extra["save_every"].is_number_integer() &&
+        extra["save_every"].get<int64_t>() > 0)
+      options.save_every = extra["save_every"].get<int64_t>();
+  }
   options.checkpoint_dir = out;
   options.adaptive = adaptive;
   options.stop_reason = "stopped by Ctrl-C";
@@ -428,7 +435,7 @@ void setup_train(CLI::App& app) {
                   "new, empty, or this run's checkpoint");
   cmd->add_flag("--overwrite", o->overwrite,
                 "Let --out replace another run's snip checkpoint (never a folder with other files)");
-  cmd->add_option("--save-every", o->save_every, "Also save a checkpoint every N steps (0: only at the end)");
+  cmd->add_option("--save-every", o->save_every, "Also save a checkpoint every N steps (0: only at the end; on --resume: the run's own interval)");
   cmd->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: never)");
   cmd->add_option("--eval-batches", o->eval_batches, "Sequential validation batches per evaluation");
   cmd->add_option("--seed", o->seed, "Seed of the weights, the data order and stochastic rounding");
@@ -452,6 +459,7 @@ void setup_train(CLI::App& app) {
   cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
   snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();
+    o->save_every_given = cmd->count("--save-every") > 0;
     for (const char* name : kRunDefiningOptions)
       if (cmd->count(name) > 0) o->given.push_back(name);
     run_train(*o);

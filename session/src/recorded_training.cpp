@@ -300,6 +300,7 @@ TrainingOutcome RecordedTraining::run() {
     // alone continues the same run.
     trainer_.set_state_extra("adaptive",
                              options_.adaptive ? adaptive_options_to_json(*options_.adaptive) : nlohmann::json());
+    trainer_.set_state_extra("save_every", options_.save_every);  // kept by `snip train --resume DIR`
     if (options_.adaptive) {
       controller.emplace(trainer_, *options_.adaptive);
       controller->on_probe([&](const ProbeEvent& p) { probe = p; });

@@ -441,3 +441,26 @@ TEST(StoredIsTrue, ControlCharactersInNamesCannotForgeRows) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;  // header + one run
   EXPECT_NE(text.find("a\\n    9  forged"), std::string::npos) << text;
 }
+
+namespace {
+
+// `snip train --resume DIR` alone keeps the run's checkpoint interval (--save-every), carried
+// by the checkpoint: a resumed run that saved only at its end lost everything since the resume
+// point when it was killed (found by a SIGKILL loop over an adaptive run).
+TEST(ResumeIsTheSameRun, ResumeKeepsTheCheckpointInterval) {
+  TempDir d;
+  const std::string db = d.file("w.db"), ck = d.file("ck");
+  const std::string common = " --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --save-every 2";
+  std::string err;
+  ASSERT_EQ(run_snip("train" + common + " --steps 4 --out " + ck + " --db " + db, &err), 0) << err;
+  ASSERT_EQ(run_snip("train --resume " + ck + " --steps 8 --db " + db, &err), 0) << err;
+  snip::Store store(db);
+  const std::vector<snip::RunInfo> runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  std::vector<int64_t> steps;
+  for (const snip::Checkpoint& c : store.checkpoints(runs[0].id)) steps.push_back(c.step);
+  for (int64_t s : {2, 4, 6, 8})
+    EXPECT_NE(std::find(steps.begin(), steps.end(), s), steps.end()) << "no checkpoint recorded at step " << s;
+}
+
+}  // namespace
