@@ -14,8 +14,8 @@
 #include <optional>
 
 #include "command.h"
-#include "option_rules.h"
 #include "compare_table.h"
+#include "option_rules.h"
 #include "snip/compare.h"
 #include "snip/error.h"
 #include "snip/store.h"
@@ -30,7 +30,6 @@ struct CompareCliOptions {
   bool json = false, no_db = false, oracle = false;
   int oracle_batches = 32;
 };
-
 
 // The stored run one of whose checkpoints is this directory, if any (newest run first).
 std::optional<int64_t> run_of_checkpoint(const snip::Store& store, const std::string& checkpoint) {

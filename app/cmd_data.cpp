@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -61,14 +60,16 @@ void run_data_info(const DataInfoOptions& o) {
   const snip::TokenData d = load(o.src, *tok);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.json) {
-    nlohmann::json j = {{"source", d.source},          {"tokenizer", tok->name()},      {"vocab_size", d.vocab_size},
-                        {"train_tokens", d.train.size()}, {"val_tokens", d.val.size()}, {"seconds", secs}};
+    nlohmann::json j = {{"source", d.source},         {"tokenizer", tok->name()},
+                        {"vocab_size", d.vocab_size}, {"train_tokens", d.train.size()},
+                        {"val_tokens", d.val.size()}, {"seconds", secs}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  std::printf("source      %s\ntokenizer   %s\nvocab size  %d\ntrain       %zu tokens\nvalidation  %zu tokens\n"
-              "loaded in   %.3f s\n",
-              d.source.c_str(), tok->name().c_str(), d.vocab_size, d.train.size(), d.val.size(), secs);
+  std::printf(
+      "source      %s\ntokenizer   %s\nvocab size  %d\ntrain       %zu tokens\nvalidation  %zu tokens\n"
+      "loaded in   %.3f s\n",
+      d.source.c_str(), tok->name().c_str(), d.vocab_size, d.train.size(), d.val.size(), secs);
 }
 
 void run_data_peek(const DataPeekOptions& o) {

@@ -121,12 +121,13 @@ void run_quantize(const QuantizeOptions& o) {
                         {"zero_pct", zero_pct}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("quantized %lldx%lld %s with recipe %s (%s): blocks %s (0 = whole dimension), scale %s%s%s, rounding %s\n",
-                (long long)rows, (long long)cols, snip::elem_format_name(spec.format), recipe.name().c_str(),
-                snip::operand_name(role), block.c_str(), scale_names[int(spec.scale)],
-                spec.scale == snip::ScaleKind::e8m0 ? " mode " : "",
-                spec.scale == snip::ScaleKind::e8m0 ? snip::e8m0_mode_name(spec.e8m0_mode) : "",
-                snip::rounding_name(spec.rounding));
+    std::printf(
+        "quantized %lldx%lld %s with recipe %s (%s): blocks %s (0 = whole dimension), scale %s%s%s, rounding %s\n",
+        (long long)rows, (long long)cols, snip::elem_format_name(spec.format), recipe.name().c_str(),
+        snip::operand_name(role), block.c_str(), scale_names[int(spec.scale)],
+        spec.scale == snip::ScaleKind::e8m0 ? " mode " : "",
+        spec.scale == snip::ScaleKind::e8m0 ? snip::e8m0_mode_name(spec.e8m0_mode) : "",
+        snip::rounding_name(spec.rounding));
     std::printf("  rmse                 %.6g\n", rmse);
     std::printf("  rel. Frobenius error %.6g\n", rel);
     std::printf("  max abs error        %.6g\n", st.max_abs_err);

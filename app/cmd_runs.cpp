@@ -28,8 +28,8 @@ std::string fit(std::string s, size_t width) {
 void list_compares(const snip::Store& store, bool json) {
   nlohmann::json out = nlohmann::json::array();
   if (!json)
-    std::printf("%5s  %5s  %-8s  %6s  %7s  %6s  %5s  %11s  %-20s  %s\n", "ID", "RUN", "RECIPE", "BUDGET", "FROM", "STEPS",
-                "ROWS", "NOISE FLOOR", "CREATED (UTC)", "CHECKPOINT");
+    std::printf("%5s  %5s  %-8s  %6s  %7s  %6s  %5s  %11s  %-20s  %s\n", "ID", "RUN", "RECIPE", "BUDGET", "FROM",
+                "STEPS", "ROWS", "NOISE FLOOR", "CREATED (UTC)", "CHECKPOINT");
   for (const auto& c : store.list_compares()) {
     if (json) {
       out.push_back({{"id", c.id},
@@ -41,7 +41,7 @@ void list_compares(const snip::Store& store, bool json) {
                      {"steps", c.steps},
                      {"rows", c.row_count},
                      {"noise_floor_train", std::isfinite(c.noise_floor_train) ? nlohmann::json(c.noise_floor_train)
-                                                                             : nlohmann::json(nullptr)},
+                                                                              : nlohmann::json(nullptr)},
                      {"created", snip::format_utc_ms(c.created_ms)}});
       continue;
     }
@@ -98,8 +98,9 @@ void setup_runs(CLI::App& app) {
   auto* cmd = app.add_subcommand("runs", "List the training runs stored in an experiment database");
   cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
   cmd->add_option("--status", opts->status, "Only runs with this status: running, finished, failed, interrupted");
-  cmd->add_flag("--compares", opts->compares,
-                "List the stored plan comparisons (`snip compare`) instead of runs; show one with snip show --compare ID");
+  cmd->add_flag(
+      "--compares", opts->compares,
+      "List the stored plan comparisons (`snip compare`) instead of runs; show one with snip show --compare ID");
   cmd->add_flag("--json", opts->json, "Print a JSON array of runs instead of a table");
   snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd), [opts] { run_runs(*opts); });
 }

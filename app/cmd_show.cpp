@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "command.h"
-#include "option_rules.h"
 #include "compare_table.h"
+#include "option_rules.h"
 #include "snip/error.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -66,24 +66,25 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
   const size_t bf16_row = snip::cli::find_bf16_row(c.rows), snip_row = snip::cli::find_snip_row(c.rows, c.options);
   const std::vector<snip::ArmStatistics> stats = snip::cli::compare_row_statistics(c.rows, bf16_row, snip_row);
   if (json) {
-    nlohmann::json j = {{"id", c.id},
-                        {"run_id", c.run_id ? nlohmann::json(*c.run_id) : nlohmann::json(nullptr)},
-                        {"stats_round_id", c.stats_round_id ? nlohmann::json(*c.stats_round_id) : nlohmann::json(nullptr)},
-                        {"checkpoint", c.checkpoint},
-                        {"start_step", c.start_step},
-                        {"budget", c.budget},
-                        {"recipe", c.recipe},
-                        {"steps", c.steps},
-                        {"cooldown_steps", c.cooldown_steps},
-                        {"eval_batches", c.eval_batches},
-                        {"last_window", c.last_window},
-                        {"control_rel", c.control_rel},
-                        {"replicates", c.replicates},
-                        {"snip_reference", c.rows[snip_row].method},
-                        {"noise_floor_train", num_or_null(c.noise_floor_train)},
-                        {"noise_floor_val", num_or_null(c.noise_floor_val)},
-                        {"options", c.options},
-                        {"created", snip::format_utc_ms(c.created_ms)}};
+    nlohmann::json j = {
+        {"id", c.id},
+        {"run_id", c.run_id ? nlohmann::json(*c.run_id) : nlohmann::json(nullptr)},
+        {"stats_round_id", c.stats_round_id ? nlohmann::json(*c.stats_round_id) : nlohmann::json(nullptr)},
+        {"checkpoint", c.checkpoint},
+        {"start_step", c.start_step},
+        {"budget", c.budget},
+        {"recipe", c.recipe},
+        {"steps", c.steps},
+        {"cooldown_steps", c.cooldown_steps},
+        {"eval_batches", c.eval_batches},
+        {"last_window", c.last_window},
+        {"control_rel", c.control_rel},
+        {"replicates", c.replicates},
+        {"snip_reference", c.rows[snip_row].method},
+        {"noise_floor_train", num_or_null(c.noise_floor_train)},
+        {"noise_floor_val", num_or_null(c.noise_floor_val)},
+        {"options", c.options},
+        {"created", snip::format_utc_ms(c.created_ms)}};
     j["regret_vs_oracle"] = snip::cli::regret_json(c.rows, stats, snip_row);
     j["rows"] = nlohmann::json::array();
     for (size_t i = 0; i < c.rows.size(); ++i) {
@@ -121,7 +122,8 @@ void run_show(const ShowOptions& o) {
     show_compare(store, *o.compare, o.json);
     return;
   }
-  if (!o.run) throw snip::Error("snip show: give --run ID (see `snip runs`) or --compare ID (see `snip runs --compares`)");
+  if (!o.run)
+    throw snip::Error("snip show: give --run ID (see `snip runs`) or --compare ID (see `snip runs --compares`)");
   const snip::RunInfo r = store.run(*o.run);
   const auto rows = store.metrics(r.id);
   const MetricsSummary m = summarize(rows);
@@ -232,16 +234,18 @@ void run_show(const ShowOptions& o) {
   }
   std::printf("  compares    %zu\n", compares.size());
   for (const auto& c : compares)
-    std::printf("    compare %lld from step %lld: budget %.3f recipe %s, %lld steps, %lld rows, noise floor %.4f "
-                "(snip show --compare %lld)\n",
-                (long long)c.id, (long long)c.start_step, c.budget, c.recipe.c_str(), (long long)c.steps,
-                (long long)c.row_count, c.noise_floor_train, (long long)c.id);
+    std::printf(
+        "    compare %lld from step %lld: budget %.3f recipe %s, %lld steps, %lld rows, noise floor %.4f "
+        "(snip show --compare %lld)\n",
+        (long long)c.id, (long long)c.start_step, c.budget, c.recipe.c_str(), (long long)c.steps,
+        (long long)c.row_count, c.noise_floor_train, (long long)c.id);
 }
 
 void setup_show(CLI::App& app) {
   auto opts = std::make_shared<ShowOptions>();
   auto* cmd = app.add_subcommand(
-      "show", "Summarize one run (status, progress, losses, plans, statistics rounds, comparisons) or one compare table");
+      "show",
+      "Summarize one run (status, progress, losses, plans, statistics rounds, comparisons) or one compare table");
   cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
   auto* run = cmd->add_option("--run", opts->run, "Run id (see `snip runs`)");
   cmd->add_option("--compare", opts->compare, "Stored `snip compare` table id (see `snip runs --compares`)")
