@@ -431,7 +431,6 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
   message_actions_.clear();
   message_bar_->show();
   place_message_bar();
-  statusBar()->showMessage(text, 10000);
   if (level == MessageLevel::info)
     message_hide_timer_.start(kInfoMessageMs);
   else
