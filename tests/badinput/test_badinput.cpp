@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "snip/error.h"
 #include "snip/plan.h"
 #include "snip/stats.h"
@@ -21,20 +22,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr together, as on a terminal
-};
+using Result = snip_test::CommandResult;
 
 Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(SNIP_EXE) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) r.out += buf;
-  const int st = f ? pclose(f) : -1;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return snip_test::run_shell(std::string(SNIP_EXE) + " " + args);
 }
 
 void write_bytes(const fs::path& p, const std::string& bytes) {
@@ -68,12 +59,12 @@ class BadInput : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("snip-badinput-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    const Result t = run("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --eval-every 0 --out " +
-                         (dir_ / "ck").string());
+    const Result t =
+        run("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --eval-every 0 --out " + (dir_ / "ck").string());
     ASSERT_EQ(t.status, 0) << t.out;
-    const Result c = run("collect --checkpoint " + (dir_ / "ck").string() + " --batch-size 2 --seq-len 16 " +
-                         "--noise-passes 1 --out " + (dir_ / "stats.json").string() + " --db " +
-                         (dir_ / "good.db").string());
+    const Result c =
+        run("collect --checkpoint " + (dir_ / "ck").string() + " --batch-size 2 --seq-len 16 " +
+            "--noise-passes 1 --out " + (dir_ / "stats.json").string() + " --db " + (dir_ / "good.db").string());
     ASSERT_EQ(c.status, 0) << c.out;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
@@ -255,7 +246,8 @@ TEST_F(BadInput, UnknownNamesListTheChoicesAndBadTrainingValuesAreRefused) {
   };
   const std::vector<Case> cases = {
       {"train --preset huge --steps 1", "unknown model preset \"huge\"; choose one of: tiny, small, medium"},
-      {"train --preset tiny --steps 1 --schedule linear", "unknown learning-rate schedule \"linear\"; choose constant or cosine"},
+      {"train --preset tiny --steps 1 --schedule linear",
+       "unknown learning-rate schedule \"linear\"; choose constant or cosine"},
       {"train --preset tiny --steps 1 --lr -1", "learning rate must be a positive number"},
       {"train --preset tiny --steps 1 --lr nan", "--lr must be a finite number (got nan)"},
       {"train --preset tiny --steps 1 --warmup -4", "warmup steps must be"},
@@ -311,8 +303,8 @@ TEST_F(BadInput, NegativeStepsAreRefused) {
 // (silently never): engine/train/src/trainer.cpp validates lr, warmup, batch and steps only.
 TEST_F(BadInput, OutOfRangeOptimizerOptionsAreRefused) {
   for (const char* opt : {"--clip -1", "--beta1 1.5", "--beta2 -0.5", "--save-every -1"}) {
-    const Result r = run(std::string("train --preset tiny --batch-size 2 --seq-len 16 --steps 1 ") + opt +
-                         " --out " + p("x_opt"));
+    const Result r =
+        run(std::string("train --preset tiny --batch-size 2 --seq-len 16 --steps 1 ") + opt + " --out " + p("x_opt"));
     EXPECT_EQ(r.status, 1) << opt << "\n" << r.out;
     fs::remove_all(p("x_opt"));
   }

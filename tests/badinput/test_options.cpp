@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run_command.h"
 #include "snip/layers.h"
 
 namespace fs = std::filesystem;
@@ -21,40 +22,36 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int status = -1;  // exit status; -1 when killed by a signal (a crash)
-  std::string out;  // stdout and stderr together, as on a terminal
-};
+using Result = snip_test::CommandResult;
 
 Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(SNIP_EXE) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) r.out += buf;
-  const int st = f ? pclose(f) : -1;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return snip_test::run_shell(std::string(SNIP_EXE) + " " + args);
 }
 
 std::string read_text(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-json read_json(const fs::path& p) { return json::parse(read_text(p)); }
-void write_json(const fs::path& p, const json& j) { write_text(p, j.dump(2)); }
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream(p, std::ios::binary) << s;
+}
+json read_json(const fs::path& p) {
+  return json::parse(read_text(p));
+}
+void write_json(const fs::path& p, const json& j) {
+  write_text(p, j.dump(2));
+}
 
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE((haystack).find(needle), std::string::npos) << "expected \"" << (needle) << "\" in:\n" << (haystack)
 
 // Expects exit status 1 with "error: " and `message` in the output.
-#define EXPECT_ERROR(result, message)             \
-  do {                                            \
-    const Result r_ = (result);                   \
-    EXPECT_EQ(r_.status, 1) << r_.out;            \
-    EXPECT_CONTAINS(r_.out, "error: ");           \
-    EXPECT_CONTAINS(r_.out, message);             \
+#define EXPECT_ERROR(result, message)   \
+  do {                                  \
+    const Result r_ = (result);         \
+    EXPECT_EQ(r_.status, 1) << r_.out;  \
+    EXPECT_CONTAINS(r_.out, "error: "); \
+    EXPECT_CONTAINS(r_.out, message);   \
   } while (0)
 
 // One tiny checkpoint, one statistics round and one plan shared by every test (a few seconds).
@@ -64,8 +61,8 @@ class Options : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("snip-options-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    const Result t = run("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --eval-every 0 --no-db --out " +
-                         p("ck"));
+    const Result t =
+        run("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --eval-every 0 --no-db --out " + p("ck"));
     ASSERT_EQ(t.status, 0) << t.out;
     const Result c = run("collect --checkpoint " + p("ck") + " --batch-size 2 --seq-len 16 --noise-passes 1 --out " +
                          p("stats.json"));
@@ -83,8 +80,7 @@ class Options : public ::testing::Test {
   }
   // snip train on the tiny preset with these extra options (no database, one short step).
   static Result train(const std::string& extra) {
-    return run("train --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --no-db --out " + p("tr") + " " +
-               extra);
+    return run("train --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --no-db --out " + p("tr") + " " + extra);
   }
   static inline fs::path dir_;
 };
@@ -144,7 +140,8 @@ TEST_F(Options, ContradictoryOptionsAreRefused) {
                "--plan and --precision cannot be combined: both set every layer's precision");
   EXPECT_ERROR(train("--steps 1 --plan " + p("plan.json") + " --method snip"),
                "--plan and --method cannot be combined");
-  EXPECT_ERROR(run("train --preset tiny --steps 1 --db " + p("x.db") + " --no-db"), "--db and --no-db cannot be combined");
+  EXPECT_ERROR(run("train --preset tiny --steps 1 --db " + p("x.db") + " --no-db"),
+               "--db and --no-db cannot be combined");
   EXPECT_ERROR(train("--steps 1 --name foo"), "--name and --no-db cannot be combined");
   EXPECT_ERROR(train("--steps 1 --lr 0.001 --lr-min 0.01"), "--lr-min 0.010000 is above --lr 0.001000");
   EXPECT_FALSE(fs::exists(dir_ / "x.db"));
@@ -207,7 +204,8 @@ TEST_F(Options, SolverParametersGlpkWouldAbortOnAreRefused) {
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --time-limit-ms -5"),
                "--time-limit-ms must be ≥ 1 (got -5)");
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --stages 0"), "--stages must be ≥ 1 (got 0)");
-  EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --pin model.layers.0.mlp.up_proj=fp8 --pin "
+  EXPECT_ERROR(run("solve --stats " + p("stats.json") +
+                   " --budget 0.5 --pin model.layers.0.mlp.up_proj=fp8 --pin "
                    "model.layers.0.mlp.up_proj=fp4"),
                "pins contradict each other: model.layers.0.mlp.up_proj is pinned to both fp8 and fp4");
 }
@@ -226,7 +224,8 @@ TEST_F(Options, NegativeOrWrappedIntegersInTrainerStateAreRefused) {
   json st = read_json(ck + "/trainer_state.json");
   st["data"]["epoch"] = -1;
   write_json(ck + "/trainer_state.json", st);
-  EXPECT_ERROR(run("train --resume " + ck + " --no-db"), "trainer_state.json: data.epoch is -1; it must be an integer ≥ 0");
+  EXPECT_ERROR(run("train --resume " + ck + " --no-db"),
+               "trainer_state.json: data.epoch is -1; it must be an integer ≥ 0");
   EXPECT_ERROR(run("collect --checkpoint " + ck), "data.epoch is -1");
   st["data"]["epoch"] = 0;
   st["config"]["batch_size"] = int64_t(4294967298);  // get<int>() wrapped it to 2
@@ -267,8 +266,7 @@ TEST_F(Options, DatabaseWithANegativeSchemaVersionIsRefusedUntouched) {
 
 TEST_F(Options, QuantizeShapeWhoseSizeOverflowsIsAnError) {
   write_text(dir_ / "m.f32", std::string(48, '\0'));
-  EXPECT_ERROR(run("quantize --format e4m3 --shape 4294967296x4294967296 --in " + p("m.f32") + " --out " +
-                   p("q.f32")),
+  EXPECT_ERROR(run("quantize --format e4m3 --shape 4294967296x4294967296 --in " + p("m.f32") + " --out " + p("q.f32")),
                "--shape 4294967296x4294967296 is too large: 4294967296 × 4294967296 overflows a 64-bit integer");
   EXPECT_ERROR(run("quantize --format e4m3 --shape 999999999999x9999999 --in " + p("m.f32") + " --out " + p("q.f32")),
                "overflows a 64-bit integer");
@@ -283,8 +281,7 @@ TEST_F(Options, ModelsTooLargeToCountOrAllocateAreRefusedBeforeAllocation) {
   EXPECT_ERROR(run("train --config " + p("huge.json") + " --steps 1 --no-db"),
                "parameters, more than any machine can hold");
   // Countable but far beyond memory: eval builds a model without a trainer.
-  EXPECT_ERROR(run("eval --checkpoint " + p("ck") + " --batch-size 2000000000 --seq-len 64"),
-               "needs about");
+  EXPECT_ERROR(run("eval --checkpoint " + p("ck") + " --batch-size 2000000000 --seq-len 64"), "needs about");
 }
 
 // ---- section 4: data files that contradict themselves or ask for what is not implemented -----
@@ -309,8 +306,10 @@ TEST_F(Options, ConfigFieldsTheEngineDoesNotImplementAreRefused) {
   json ok = base;
   ok.update(json{{"attention_dropout", 0.0}, {"mlp_bias", false}, {"pretraining_tp", 1}});
   write_json(dir_ / "cfg.json", ok);
-  const Result r = run("train --config " + p("cfg.json") + " --steps 1 --batch-size 2 --seq-len 16 --eval-every 0 "
-                       "--no-db --out " + p("cfg_ck"));
+  const Result r = run("train --config " + p("cfg.json") +
+                       " --steps 1 --batch-size 2 --seq-len 16 --eval-every 0 "
+                       "--no-db --out " +
+                       p("cfg_ck"));
   EXPECT_EQ(r.status, 0) << r.out;
 }
 
@@ -339,7 +338,8 @@ TEST_F(Options, StatisticsWithADuplicatedLayerOrNegativeCurvatureAreRefused) {
   for (const std::string cmd : {"solve --budget 0.5", "sweep --budgets 0.5"}) {
     const Result r = run(cmd + " --stats " + p("neg_stats.json"));
     EXPECT_EQ(r.status, 0) << r.out;
-    EXPECT_CONTAINS(r.out, "neg_stats.json: the measured curvature is negative (-0.5), so every ΔL estimate is negative");
+    EXPECT_CONTAINS(r.out,
+                    "neg_stats.json: the measured curvature is negative (-0.5), so every ΔL estimate is negative");
   }
   json sig = st;
   sig["globals"]["sigma_eps"] = -1.0;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/recorded_training.h"
@@ -40,21 +41,11 @@ struct TempDir {
   std::string operator/(const std::string& s) const { return (path / s).string(); }
 };
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
+using Result = snip_test::CommandResult;
 
 Result run(const std::string& args, const std::string& cwd = "", const std::string& env = "") {
-  const std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + (env.empty() ? "" : env + " ") +
-                          std::string(SNIP_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) r.out += buf;
-  const int st = f ? pclose(f) : -1;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return snip_test::run_shell((cwd.empty() ? "" : "cd '" + cwd + "' && ") + (env.empty() ? "" : env + " ") +
+                              std::string(SNIP_BIN) + " " + args);
 }
 
 const std::string kTiny = "--preset tiny --batch-size 2 --seq-len 32 --eval-every 0 --json";
@@ -280,7 +271,8 @@ TEST_P(StopSignal, SavesTheCheckpointFlushesEveryRowAndMarksTheRunInterrupted) {
   ASSERT_GT(child.pid(), 0);
   std::string line;
   bool stepped = false;
-  while (!stepped && child.line(&line)) stepped = line.rfind("{", 0) == 0 && line.find("\"step\":") != std::string::npos;
+  while (!stepped && child.line(&line))
+    stepped = line.rfind("{", 0) == 0 && line.find("\"step\":") != std::string::npos;
   ASSERT_TRUE(stepped) << child.output();
 
   const Result second = run("train " + kTiny + " --steps 2 --db " + (d / "other.db") + " --out " + ck);
@@ -343,8 +335,9 @@ TEST(Environment, GuiCheckpointFoldersAreUniquePerDatabaseAndRun) {
 // the same losses) and byte-identical weights and optimizer state as one uninterrupted run.
 TEST(Environment, RepeatedStopSignalsThenResumeGiveTheUninterruptedRun) {
   TempDir d;
-  const std::vector<std::string> base = {"--preset", "tiny", "--batch-size", "2", "--seq-len", "32", "--eval-every",
-                                         "0", "--steps", "20", "--seed", "5", "--json"};
+  const std::vector<std::string> base = {"--preset",     "tiny", "--batch-size", "2",  "--seq-len", "32",
+                                         "--eval-every", "0",    "--steps",      "20", "--seed",    "5",
+                                         "--json"};
   std::vector<std::string> straight = {"train"};
   straight.insert(straight.end(), base.begin(), base.end());
   straight.insert(straight.end(), {"--db", d / "straight.db", "--out", d / "straight"});

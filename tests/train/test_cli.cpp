@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "run_command.h"
 #include "snip/atomic_file.h"
 #include "snip/safetensors.h"
 
@@ -20,21 +21,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
+using Result = snip_test::CommandResult;
 
 // Runs `snip ARGS` through the shell, capturing stdout (stderr goes to a file we append).
 Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(SNIP_EXE) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) r.out += buf;
-  const int st = f ? pclose(f) : -1;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return snip_test::run_shell(std::string(SNIP_EXE) + " " + args);
 }
 
 struct TempDir {
