@@ -1,11 +1,16 @@
 // MainWindow: menus, views, message bar, worker thread, settings and screenshots.
 #include "main_window.h"
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDesktopServices>
-#include <QDoubleSpinBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFrame>
@@ -23,11 +28,6 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include "compare_view.h"
 #include "curve_chart.h"
 #include "export_file.h"
@@ -37,16 +37,16 @@
 #include "run_view.h"
 #include "sensitivity_view.h"
 #include "snip/atomic_file.h"
-#include "snip/model_config.h"
 #include "snip/error.h"
+#include "snip/model_config.h"
 #include "snip/store.h"
 
 namespace snip::ui {
 
 namespace {
-constexpr int kInfoMessageMs = 8000;  // info messages fade; warnings and errors stay until closed
+constexpr int kInfoMessageMs = 8000;        // info messages fade; warnings and errors stay until closed
 constexpr uint64_t kUiSliceNs = 1'000'000;  // the UI thread's scheduler slice: 1 ms (default 3 ms)
-}
+}  // namespace
 
 bool request_short_ui_slice() {
 #if defined(__linux__) && defined(SYS_sched_setattr)
@@ -167,9 +167,11 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
     // were sampled at different steps).
     status_training_->setText(tr("training run #%1 · step %2 of %3").arg(u.run_id).arg(u.step).arg(u.total_steps));
   });
-  connect(worker_, &TrainingWorker::warning, this, [this](const QString& w) { show_message(MessageLevel::warning, w); });
+  connect(worker_, &TrainingWorker::warning, this,
+          [this](const QString& w) { show_message(MessageLevel::warning, w); });
   connect(worker_, &TrainingWorker::run_ended, this,
           [this](qint64 id, const QString& status, const QString& message, const QString& checkpoint) {
+            run_in_flight_ = false;
             paused_ = false;
             run_view_->set_training(false);
             status_training_->setText(tr("idle"));
@@ -197,7 +199,8 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   connect(plan_view_->lambda_spin(), &QDoubleSpinBox::valueChanged, sensitivity_view_, &SensitivityView::set_lambda);
   connect(sensitivity_view_, &SensitivityView::layer_clicked, this, [this](int layer) {
     plan_view_->cycle_pin(layer);
-    show_message(MessageLevel::info, tr("Pin changed in the Plan view (click the layer again to cycle FP8 → FP4 → none)"));
+    show_message(MessageLevel::info,
+                 tr("Pin changed in the Plan view (click the layer again to cycle FP8 → FP4 → none)"));
   });
   connect(workbench_, &Workbench::database_changed, this, [this] {
     update_database_status();
@@ -254,7 +257,8 @@ void MainWindow::build_menus() {
       show_message(MessageLevel::error, tr("Saving the plan failed: %1").arg(error_text(e)));
     }
   });
-  file->addAction(tr("&Export plan as JSON…"), QKeySequence(tr("Ctrl+E")), this, [this] { ask_and_export(ExportKind::plan_json); });
+  file->addAction(tr("&Export plan as JSON…"), QKeySequence(tr("Ctrl+E")), this,
+                  [this] { ask_and_export(ExportKind::plan_json); });
   file->addAction(tr("Export plan as &CSV…"), this, [this] { ask_and_export(ExportKind::plan_csv); });
   file->addAction(tr("Export chart as P&NG…"), this, [this] { ask_and_export(ExportKind::chart_png); });
   file->addAction(tr("Export chart as S&VG…"), this, [this] { ask_and_export(ExportKind::chart_svg); });
@@ -277,14 +281,14 @@ void MainWindow::build_menus() {
     view->addAction(titles[i], QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this,
                     [this, i] { tabs_->setCurrentIndex(i); });
   // Ctrl+Tab / Ctrl+Shift+Tab cycle the views, as in browsers and other tabbed applications.
-  QAction* next = view->addAction(tr("&Next view"), this, [this] {
-    tabs_->setCurrentIndex((tabs_->currentIndex() + 1) % tabs_->count());
-  });
+  QAction* next = view->addAction(tr("&Next view"), this,
+                                  [this] { tabs_->setCurrentIndex((tabs_->currentIndex() + 1) % tabs_->count()); });
   next->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Tab)});
   QAction* previous = view->addAction(tr("P&revious view"), this, [this] {
     tabs_->setCurrentIndex((tabs_->currentIndex() + tabs_->count() - 1) % tabs_->count());
   });
-  previous->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backtab)});
+  previous->setShortcuts(
+      {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backtab)});
   view->addSeparator();
   view->addAction(tr("&Refresh from database"), QKeySequence::Refresh, this, [this] {
     workbench_->poll_now();
@@ -299,14 +303,13 @@ void MainWindow::build_menus() {
                                                            : tr("No program to open %1 was found").arg(readme));
   });
   docs->setShortcut(QKeySequence::HelpContents);
-  help->addAction(tr("&About SNIP Workbench"), this, [this] {
-    QMessageBox::about(this, tr("About SNIP Workbench"), about_text());
-  });
+  help->addAction(tr("&About SNIP Workbench"), this,
+                  [this] { QMessageBox::about(this, tr("About SNIP Workbench"), about_text()); });
 }
 
 QString MainWindow::readme_path() {
-  const QString installed =
-      QDir(QCoreApplication::applicationDirPath()).absoluteFilePath(QStringLiteral("../share/doc/snip-workbench/README.md"));
+  const QString installed = QDir(QCoreApplication::applicationDirPath())
+                                .absoluteFilePath(QStringLiteral("../share/doc/snip-workbench/README.md"));
   for (const QString& candidate : {installed, QStringLiteral(SNIP_SOURCE_DIR "/README.md")})
     if (QFileInfo::exists(candidate)) return QDir::cleanPath(candidate);
   return {};
@@ -319,7 +322,8 @@ QString MainWindow::about_text() const {
   const QString readme = readme_path();
   if (!readme.isEmpty()) {
     const QString docs = QFileInfo(readme).absolutePath() + QStringLiteral("/docs");
-    text += tr("<br><br>Documentation: <a href=\"%1\">README</a>").arg(QUrl::fromLocalFile(readme).toString().toHtmlEscaped());
+    text += tr("<br><br>Documentation: <a href=\"%1\">README</a>")
+                .arg(QUrl::fromLocalFile(readme).toString().toHtmlEscaped());
     if (QFileInfo(docs).isDir())
       text += tr(" · <a href=\"%1\">docs folder</a>").arg(QUrl::fromLocalFile(docs).toString().toHtmlEscaped());
     text += tr(" (F1 opens the README)");
@@ -351,8 +355,9 @@ void MainWindow::select_defaults() {
 }
 
 void MainWindow::open_database_dialog() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open database"), QFileInfo(workbench_->database_path()).absolutePath(),
-                                                    tr("SNIP databases (*.db *.sqlite);;All files (*)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open database"), QFileInfo(workbench_->database_path()).absolutePath(),
+                                   tr("SNIP databases (*.db *.sqlite);;All files (*)"));
   if (path.isEmpty()) return;
   if (training()) {
     show_message(MessageLevel::warning, tr("Stop the running training before opening another database"));
@@ -363,9 +368,9 @@ void MainWindow::open_database_dialog() {
 
 void MainWindow::new_database_dialog() {
   const QString start = workbench_->store() ? QFileInfo(workbench_->database_path()).absolutePath() : QDir::homePath();
-  const QString path = QFileDialog::getSaveFileName(this, tr("New database"), QDir(start).filePath(QStringLiteral("workbench.db")),
-                                                    tr("SNIP databases (*.db *.sqlite);;All files (*)"),
-                                                    nullptr, QFileDialog::DontConfirmOverwrite);
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("New database"), QDir(start).filePath(QStringLiteral("workbench.db")),
+      tr("SNIP databases (*.db *.sqlite);;All files (*)"), nullptr, QFileDialog::DontConfirmOverwrite);
   if (path.isEmpty()) return;
   if (training()) {
     show_message(MessageLevel::warning, tr("Stop the running training before opening another database"));
@@ -394,9 +399,13 @@ void MainWindow::show_view(const QString& name) {
   if (i >= 0) tabs_->setCurrentIndex(i);
 }
 
-bool MainWindow::training() const { return worker_ && worker_->busy(); }
+bool MainWindow::training() const {
+  return run_in_flight_;
+}
 
-QString MainWindow::message_text() const { return message_bar_->isVisible() ? message_label_->text() : QString(); }
+QString MainWindow::message_text() const {
+  return message_bar_->isVisible() ? message_label_->text() : QString();
+}
 
 void MainWindow::show_message(MessageLevel level, const QString& text_in) {
   // Every message passes here, whoever made it (the worker, the store, a view): said in GUI terms.
@@ -405,7 +414,9 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
   QColor bg = pal.color(QPalette::AlternateBase);
   QString prefix;
   switch (level) {
-    case MessageLevel::info: prefix = tr("ℹ "); break;
+    case MessageLevel::info:
+      prefix = tr("ℹ ");
+      break;
     case MessageLevel::warning:
       bg = QColor(255, 214, 102);
       prefix = tr("⚠ ");
@@ -530,9 +541,9 @@ TrainRequest MainWindow::quick_start_request(const QString& name) const {
 void MainWindow::quick_start_run_ended(qint64 run_id, const QString& status) {
   if (status != QLatin1String("finished")) {
     quick_stage_ = QuickStage::none;
-    show_message(MessageLevel::warning, tr("Quick start stopped (run #%1 %2); Training › Quick start begins it again.")
-                                            .arg(run_id)
-                                            .arg(status));
+    show_message(
+        MessageLevel::warning,
+        tr("Quick start stopped (run #%1 %2); Training › Quick start begins it again.").arg(run_id).arg(status));
     return;
   }
   quick_runs_.push_back(run_id);
@@ -597,11 +608,13 @@ void MainWindow::start_request(const TrainRequest& request) {
     return;
   }
   paused_ = false;
-  worker_->set_paused(false);
+  worker_->prepare(/*paused=*/false);
+  run_in_flight_ = true;
   run_view_->set_training(true);
   status_training_->setText(tr("starting…"));
   TrainingWorker* worker = worker_;
-  QMetaObject::invokeMethod(worker, [worker, request] { worker->run(request); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker, [worker, request] { worker->run(request); }, Qt::QueuedConnection);
 }
 
 void MainWindow::toggle_pause() {
@@ -622,17 +635,21 @@ void MainWindow::stop_training_and_wait() {
   if (!worker_) return;
   worker_->request_stop();
   worker_thread_.requestInterruption();
-  // The worker finishes its step and saves a checkpoint; run_ended arrives queued.
-  while (worker_->busy()) QThread::msleep(10);
-  QCoreApplication::sendPostedEvents(this);
+  // The worker finishes its step and saves a checkpoint; run_ended arrives queued. A run still
+  // queued behind this stop starts, sees it and ends at once, so both loops end.
+  while (run_in_flight_ || worker_->busy()) {
+    QCoreApplication::sendPostedEvents(this);
+    if (run_in_flight_ || worker_->busy()) QThread::msleep(10);
+  }
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (compare_view_->experiment_running() && !training()) {
-    const bool stop = confirm_close_ ? confirm_close_()
-                                     : QMessageBox::question(this, tr("A compare experiment is running"),
-                                                             tr("Quitting stops the compare experiment; its table is not "
-                                                                "stored. Quit?")) == QMessageBox::Yes;
+    const bool stop = confirm_close_
+                          ? confirm_close_()
+                          : QMessageBox::question(this, tr("A compare experiment is running"),
+                                                  tr("Quitting stops the compare experiment; its table is not "
+                                                     "stored. Quit?")) == QMessageBox::Yes;
     if (!stop) {
       event->ignore();
       return;
@@ -640,10 +657,11 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   }
   compare_view_->cancel_compare_experiment();
   if (training()) {
-    const bool stop = confirm_close_ ? confirm_close_()
-                                     : QMessageBox::question(this, tr("Training is running"),
-                                                             tr("A run is training. Stop it, save a checkpoint and quit?")) ==
-                                           QMessageBox::Yes;
+    const bool stop =
+        confirm_close_
+            ? confirm_close_()
+            : QMessageBox::question(this, tr("Training is running"),
+                                    tr("A run is training. Stop it, save a checkpoint and quit?")) == QMessageBox::Yes;
     if (!stop) {
       event->ignore();
       return;
@@ -674,11 +692,21 @@ void MainWindow::ask_and_export(ExportKind kind) {
   const QString view = view_names().value(tabs_->currentIndex());
   QString name, filter;
   switch (kind) {
-    case ExportKind::plan_json: name = QStringLiteral("plan.json"), filter = tr("Plans (*.json)"); break;
-    case ExportKind::plan_csv: name = QStringLiteral("plan.csv"), filter = tr("CSV (*.csv)"); break;
-    case ExportKind::chart_png: name = view + QStringLiteral(".png"), filter = tr("PNG (*.png)"); break;
-    case ExportKind::chart_svg: name = view + QStringLiteral(".svg"), filter = tr("SVG (*.svg)"); break;
-    case ExportKind::compare_csv: name = QStringLiteral("compare.csv"), filter = tr("CSV (*.csv)"); break;
+    case ExportKind::plan_json:
+      name = QStringLiteral("plan.json"), filter = tr("Plans (*.json)");
+      break;
+    case ExportKind::plan_csv:
+      name = QStringLiteral("plan.csv"), filter = tr("CSV (*.csv)");
+      break;
+    case ExportKind::chart_png:
+      name = view + QStringLiteral(".png"), filter = tr("PNG (*.png)");
+      break;
+    case ExportKind::chart_svg:
+      name = view + QStringLiteral(".svg"), filter = tr("SVG (*.svg)");
+      break;
+    case ExportKind::compare_csv:
+      name = QStringLiteral("compare.csv"), filter = tr("CSV (*.csv)");
+      break;
     case ExportKind::metrics_csv:
       if (monitor_view_->shown_run() == 0 || !workbench_->store()) {
         show_message(MessageLevel::warning, tr("Choose a run in the Monitor view first"));
@@ -695,12 +723,24 @@ bool MainWindow::export_to(ExportKind kind, const QString& path) {
   QString what;
   try {
     switch (kind) {
-      case ExportKind::plan_json: what = tr("the plan"), plan_view_->export_plan_json(path); break;
-      case ExportKind::plan_csv: what = tr("the plan"), plan_view_->export_plan_csv(path); break;
-      case ExportKind::chart_png: what = tr("the chart"), export_chart(false, path); break;
-      case ExportKind::chart_svg: what = tr("the chart"), export_chart(true, path); break;
-      case ExportKind::metrics_csv: what = tr("the metrics"), export_metrics_csv(path); break;
-      case ExportKind::compare_csv: what = tr("the comparison table"), compare_view_->export_table_csv(path); break;
+      case ExportKind::plan_json:
+        what = tr("the plan"), plan_view_->export_plan_json(path);
+        break;
+      case ExportKind::plan_csv:
+        what = tr("the plan"), plan_view_->export_plan_csv(path);
+        break;
+      case ExportKind::chart_png:
+        what = tr("the chart"), export_chart(false, path);
+        break;
+      case ExportKind::chart_svg:
+        what = tr("the chart"), export_chart(true, path);
+        break;
+      case ExportKind::metrics_csv:
+        what = tr("the metrics"), export_metrics_csv(path);
+        break;
+      case ExportKind::compare_csv:
+        what = tr("the comparison table"), compare_view_->export_table_csv(path);
+        break;
     }
   } catch (const std::exception& e) {
     show_message(MessageLevel::error, tr("Exporting %1 failed: %2").arg(what, error_text(e)));
@@ -720,9 +760,11 @@ void MainWindow::export_chart(bool svg, const QString& path) {
     svg ? chart->export_svg(path) : chart->export_png(path);
     return;
   }
-  QWidget* w = view == QLatin1String("sensitivity") ? static_cast<QWidget*>(sensitivity_view_->heatmap()) : tabs_->currentWidget();
+  QWidget* w = view == QLatin1String("sensitivity") ? static_cast<QWidget*>(sensitivity_view_->heatmap())
+                                                    : tabs_->currentWidget();
   if (svg)
-    write_svg_file(w->size(), view, [&](QPainter& painter) { w->render(&painter); }, path);
+    write_svg_file(
+        w->size(), view, [&](QPainter& painter) { w->render(&painter); }, path);
   else
     write_png_file(w->grab(), path);
 }
@@ -731,10 +773,13 @@ void MainWindow::export_metrics_csv(const QString& path) {
   const int64_t run_id = monitor_view_->shown_run();
   if (run_id == 0 || !workbench_->store()) throw snip::Error("no run is shown: choose a run in the Monitor view first");
   std::string csv = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,fp4_fraction,bf16_gap\n";
-  auto opt = [](const std::optional<double>& v) { return v ? QString::number(*v, 'g', 9).toStdString() : std::string(); };
+  auto opt = [](const std::optional<double>& v) {
+    return v ? QString::number(*v, 'g', 9).toStdString() : std::string();
+  };
   for (const snip::MetricRow& m : workbench_->store()->metrics(run_id))
-    csv += std::to_string(m.step) + "," + QString::number(m.train_loss, 'g', 9).toStdString() + "," + opt(m.val_loss) + "," +
-           QString::number(m.lr, 'g', 9).toStdString() + "," + QString::number(m.grad_norm, 'g', 9).toStdString() + "," +
+    csv += std::to_string(m.step) + "," + QString::number(m.train_loss, 'g', 9).toStdString() + "," + opt(m.val_loss) +
+           "," + QString::number(m.lr, 'g', 9).toStdString() + "," +
+           QString::number(m.grad_norm, 'g', 9).toStdString() + "," +
            QString::number(m.tokens_per_s, 'g', 9).toStdString() + "," +
            QString::number(m.fp4_fraction, 'g', 9).toStdString() + "," + opt(m.bf16_gap) + "\n";
   snip::write_file_atomic(path.toStdString(), csv);

@@ -7,8 +7,8 @@
 #include <QThread>
 #include <QTimer>
 #include <functional>
-#include <vector>
 #include <memory>
+#include <vector>
 
 #include "live_metrics.h"
 #include "training_worker.h"
@@ -134,6 +134,9 @@ class MainWindow : public QMainWindow {
   QThread worker_thread_;
   TrainingWorker* worker_ = nullptr;
   bool paused_ = false;
+  // A run is queued or training: set when this thread queues it, cleared when this thread
+  // receives its run_ended (the worker's own busy flag clears later, after it emitted that).
+  bool run_in_flight_ = false;
   enum class QuickStage { none, adaptive, uniform_fp4 };
   QuickStage quick_stage_ = QuickStage::none;
   QuickStartOptions quick_options_;

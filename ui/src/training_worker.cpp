@@ -2,16 +2,16 @@
 // signals and the live buffer.
 #include "training_worker.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QThread>
 #include <cstdlib>
 #include <filesystem>
-
-#include <dirent.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "snip/checkpoint.h"
 #include "snip/error.h"
@@ -55,6 +55,11 @@ void TrainingWorker::request_stop() {
   if (session_) session_->request_stop();  // also wakes a paused loop
 }
 
+void TrainingWorker::prepare(bool paused) {
+  stop_.store(false);
+  paused_.store(paused);
+}
+
 void TrainingWorker::set_paused(bool paused) {
   paused_.store(paused);
   std::lock_guard lock(session_mutex_);
@@ -64,7 +69,6 @@ void TrainingWorker::set_paused(bool paused) {
 void TrainingWorker::run(const TrainRequest& request) {
   busy_.store(true);
   yield_cpu_to_ui_thread();
-  stop_.store(false);
   int64_t run_id = 0;
   std::unique_ptr<snip::Store> store;
   std::unique_ptr<snip::Trainer> trainer;
@@ -132,6 +136,10 @@ void TrainingWorker::run(const TrainRequest& request) {
     QThread* thread = QThread::currentThread();
     training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow& row) {
       live_->append(row);
+      if (request.pause_after_step > 0 && m.step == request.pause_after_step) {
+        paused_.store(true);
+        training.set_paused(true);
+      }
       if (since_progress.elapsed() >= kProgressIntervalMs || m.step == m.total_steps) {
         since_progress.restart();
         StepUpdate u;

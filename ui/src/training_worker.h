@@ -25,17 +25,20 @@ class RecordedTraining;
 namespace snip::ui {
 
 struct TrainRequest {
-  snip::TrainConfig config;       // a new run (unused when resuming)
-  QString resume_from;            // continue the run saved in this checkpoint directory
+  snip::TrainConfig config;  // a new run (unused when resuming)
+  QString resume_from;       // continue the run saved in this checkpoint directory
   QString db_path;
   QString run_name;
-  QString checkpoint_root;        // checkpoints go to snip::run_checkpoint_folder(<root>, ...)/step-<N>
-  int64_t save_every = 0;         // periodic checkpoints (0: only at the end / on stop)
-  QString method;                 // stored with the run: "uniform-fp4", "plan", ... ("": derived)
-  std::optional<int64_t> plan_id; // stored plan the run starts with
+  QString checkpoint_root;         // checkpoints go to snip::run_checkpoint_folder(<root>, ...)/step-<N>
+  int64_t save_every = 0;          // periodic checkpoints (0: only at the end / on stop)
+  QString method;                  // stored with the run: "uniform-fp4", "plan", ... ("": derived)
+  std::optional<int64_t> plan_id;  // stored plan the run starts with
   // Adaptive SNIP (METHOD.md 9): statistics round + ILP every replan_every steps, optional BF16
   // probe; every round, plan and its step range go to the store.
   std::optional<snip::AdaptiveOptions> adaptive;
+  // Holds after this step as if Pause had been pressed then (0: never); Stop or Resume go on
+  // from there. Lets a script or a test stop a run at a known step whatever the machine's speed.
+  int64_t pause_after_step = 0;
 };
 
 // A step as the UI sees it (throttled: at most one per kProgressIntervalMs).
@@ -54,7 +57,9 @@ class TrainingWorker : public QObject {
   explicit TrainingWorker(std::shared_ptr<LiveMetrics> live);
   ~TrainingWorker() override;
 
-  // Thread-safe, from the UI thread.
+  // Thread-safe, from the UI thread. prepare() is called before a run is queued: it clears an
+  // earlier stop request, so a stop made after it (even before run() begins) is kept.
+  void prepare(bool paused);
   void request_stop();
   void set_paused(bool paused);
   bool busy() const { return busy_.load(); }
