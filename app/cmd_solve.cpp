@@ -5,7 +5,6 @@
 #include <iostream>
 #include <map>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -84,7 +83,8 @@ void run_solve(const SolveOptions& o) {
   std::vector<std::string> fp4;
   for (size_t i = 0; i < in.snip.layers.size(); ++i)
     if (r.choice[i][0] == snip::Precision::fp4 || r.choice[i][1] == snip::Precision::fp4)
-      fp4.push_back(in.snip.layers[i].name + (r.choice[i][0] != r.choice[i][1] ? std::string(" (") + cell(r.choice[i]) + ")" : ""));
+      fp4.push_back(in.snip.layers[i].name +
+                    (r.choice[i][0] != r.choice[i][1] ? std::string(" (") + cell(r.choice[i]) + ")" : ""));
   if (o.json) {
     auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
     nlohmann::json j;
@@ -136,9 +136,9 @@ void setup_solve(CLI::App& app) {
                                 "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
                                 "database (snip collect --db, adaptive snip train); costs are SNIP's divergence "
                                 "estimates recomputed from its raw statistics");
-  auto* run = cmd->add_option("--run", o->run,
-                              "Plan from the latest statistics round stored for this run (instead of --stats)")
-                  ->check(CLI::NonNegativeNumber);
+  auto* run =
+      cmd->add_option("--run", o->run, "Plan from the latest statistics round stored for this run (instead of --stats)")
+          ->check(CLI::NonNegativeNumber);
   cmd->add_option("--db", o->db,
                   "Experiment database holding the round of --stats ID / --run (default: the user's database)");
   auto* costs = cmd->add_option("--costs", o->costs,
@@ -159,8 +159,9 @@ void setup_solve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-normalize", o->no_normalize, "Use raw dL and dW instead of dividing each by its FP4 sum");
   cmd->add_flag("--ties", o->ties, "Keep q/k/v and gate/up of a block in one precision (fused kernels)");
-  cmd->add_option("--pin", o->pins, "Force a layer's precision, LAYER=PREC (repeatable), e.g. "
-                                    "model.layers.0.mlp.down_proj=fp8");
+  cmd->add_option("--pin", o->pins,
+                  "Force a layer's precision, LAYER=PREC (repeatable), e.g. "
+                  "model.layers.0.mlp.down_proj=fp8");
   cmd->add_flag("--per-role", o->per_role,
                 "Choose fprop and the backward GEMMs (dgrad, wgrad) separately; FLOPs split 1/3 : 2/3");
   cmd->add_option("--stages", o->stages,
@@ -172,7 +173,8 @@ void setup_solve(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of the random baseline (reproducible)")->capture_default_str();
   cmd->add_option("--mip-gap", o->mip_gap, "Relative MIP gap at which the solver may stop (0: prove optimality)")
       ->capture_default_str();
-  cmd->add_option("--time-limit-ms", o->time_limit_ms, "Solver time limit; the best plan so far is returned with its gap")
+  cmd->add_option("--time-limit-ms", o->time_limit_ms,
+                  "Solver time limit; the best plan so far is returned with its gap")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Write the plan here (snip-plan/1 JSON, for snip train --plan)");
   cmd->add_flag("--json", o->json, "Print one JSON object (summary and plan)");
@@ -187,7 +189,8 @@ void setup_solve(CLI::App& app) {
         if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
           snip::cli::OptionRules::warn("--lambda and --no-normalize are ignored with --costs (the costs are given)");
         if (r->given("--seed") && o->method != "random")
-          snip::cli::OptionRules::warn("--seed is ignored unless --method random (the other methods are deterministic)");
+          snip::cli::OptionRules::warn(
+              "--seed is ignored unless --method random (the other methods are deterministic)");
       });
   snip::cli::run_checked(cmd, rules, [o] { run_solve(*o); });
 }

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -96,8 +95,9 @@ void run_sweep_cmd(const SweepCliOptions& o) {
     return;
   }
   if (o.csv) {
-    std::printf("budget,method,seed,ok,achieved_fp4_fraction,predicted_q,predicted_dl,predicted_dw,mip_gap,same_plan_as,"
-                "error\n");
+    std::printf(
+        "budget,method,seed,ok,achieved_fp4_fraction,predicted_q,predicted_dl,predicted_dw,mip_gap,same_plan_as,"
+        "error\n");
     for (const auto& p : points)
       std::printf("%.6g,%s,%s,%d,%s,%s,%s,%s,%s,%s,\"%s\"\n", p.budget, p.method.c_str(),
                   p.method == "random" ? std::to_string(p.seed).c_str() : "", p.ok ? 1 : 0,
@@ -116,9 +116,9 @@ void run_sweep_cmd(const SweepCliOptions& o) {
       continue;
     }
     std::printf("%-7.3f %-16s %9.5f%s %12s %12s %12s  %s\n", p.budget, name.c_str(), p.result.achieved_fraction,
-                p.result.meets_budget() ? " " : "*",
-                num(p.result.predicted_q).c_str(), num(p.result.predicted_dl).c_str(),
-                num(p.result.predicted_dw).c_str(), join(p.same_plan_as, ", ").c_str());
+                p.result.meets_budget() ? " " : "*", num(p.result.predicted_q).c_str(),
+                num(p.result.predicted_dl).c_str(), num(p.result.predicted_dw).c_str(),
+                join(p.same_plan_as, ", ").c_str());
   }
   bool any_below = false;
   for (const auto& p : points) any_below = any_below || (p.ok && !p.result.meets_budget());
@@ -134,8 +134,9 @@ void setup_sweep(CLI::App& app) {
   auto* stats = cmd->add_option("--stats", o->stats,
                                 "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
                                 "database (snip collect --db, adaptive snip train)");
-  auto* run = cmd->add_option("--run", o->run, "Use the latest statistics round stored for this run (instead of --stats)")
-                  ->check(CLI::NonNegativeNumber);
+  auto* run =
+      cmd->add_option("--run", o->run, "Use the latest statistics round stored for this run (instead of --stats)")
+          ->check(CLI::NonNegativeNumber);
   cmd->add_option("--db", o->db,
                   "Experiment database holding the round of --stats ID / --run (default: the user's database)");
   auto* costs = cmd->add_option("--costs", o->costs, "Cost CSV (layer,precision,cost,flops[,role])");

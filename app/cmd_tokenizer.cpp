@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -47,8 +46,12 @@ void run_tokenizer_train(const TokenizerTrainOptions& o) {
   const double secs = seconds_since(t0);
   const std::string input = o.input.empty() ? snip::bundled_corpus_path() : o.input;
   if (o.json) {
-    nlohmann::json j = {{"model", o.out + ".model"}, {"vocab", o.out + ".vocab"}, {"vocab_size", tok->vocab_size()},
-                        {"model_type", o.model_type}, {"input", input}, {"seconds", secs}};
+    nlohmann::json j = {{"model", o.out + ".model"},
+                        {"vocab", o.out + ".vocab"},
+                        {"vocab_size", tok->vocab_size()},
+                        {"model_type", o.model_type},
+                        {"input", input},
+                        {"seconds", secs}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("trained %s tokenizer (vocab %d) on %s in %.1f s: wrote %s.model and %s.vocab\n", o.model_type.c_str(),
@@ -65,8 +68,12 @@ void run_tokenizer_encode(const TokenizerEncodeOptions& o) {
   const double secs = seconds_since(t0);
   const std::string input = o.input.empty() ? snip::bundled_corpus_path() : o.input;
   if (o.json) {
-    nlohmann::json j = {{"out", o.out},           {"tokens", tokens.size()}, {"bytes", text.size()},
-                        {"tokenizer", tok->name()}, {"vocab_size", tok->vocab_size()}, {"input", input},
+    nlohmann::json j = {{"out", o.out},
+                        {"tokens", tokens.size()},
+                        {"bytes", text.size()},
+                        {"tokenizer", tok->name()},
+                        {"vocab_size", tok->vocab_size()},
+                        {"input", input},
                         {"seconds", secs}};
     std::printf("%s\n", j.dump().c_str());
   } else {

@@ -264,7 +264,8 @@ void run_train(const TrainOptions& o) {
     if (out.empty()) out = default_out_dir();
   }
   for (const auto& w : trainer->plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (!o.plan.empty() && !trainer->config().plan.recipe.empty() && trainer->config().plan.recipe != trainer->config().recipe)
+  if (!o.plan.empty() && !trainer->config().plan.recipe.empty() &&
+      trainer->config().plan.recipe != trainer->config().recipe)
     std::fprintf(stderr, "warning: %s was made for recipe %s; training uses recipe %s (set --recipe %s to match it)\n",
                  o.plan.c_str(), trainer->config().plan.recipe.c_str(), trainer->config().recipe.c_str(),
                  trainer->config().plan.recipe.c_str());
@@ -435,7 +436,8 @@ void setup_train(CLI::App& app) {
                   "new, empty, or this run's checkpoint");
   cmd->add_flag("--overwrite", o->overwrite,
                 "Let --out replace another run's snip checkpoint (never a folder with other files)");
-  cmd->add_option("--save-every", o->save_every, "Also save a checkpoint every N steps (0: only at the end; on --resume: the run's own interval)");
+  cmd->add_option("--save-every", o->save_every,
+                  "Also save a checkpoint every N steps (0: only at the end; on --resume: the run's own interval)");
   cmd->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: never)");
   cmd->add_option("--eval-batches", o->eval_batches, "Sequential validation batches per evaluation");
   cmd->add_option("--seed", o->seed, "Seed of the weights, the data order and stochastic rounding");

@@ -114,8 +114,10 @@ void run_validate(const ValidateCliOptions& o) {
       return std::string(buf);
     };
     std::printf("\ndW vs backward-only truth (Spearman fp8 / fp4 / fp4-fp8): approx %s", trio("snip_dw").c_str());
-    if (exact) std::printf("   exact %s", trio("snip_dw_exact").c_str());
-    else std::printf("   (exact: --dw-mode exact)");
+    if (exact)
+      std::printf("   exact %s", trio("snip_dw_exact").c_str());
+    else
+      std::printf("   (exact: --dw-mode exact)");
     std::printf("\n");
   }
   if (id) std::printf("stored validation %lld in %s\n", (long long)*id, o.db.c_str());

@@ -2,11 +2,10 @@
 // registers itself here with a static SNIP_REGISTER_COMMAND, so areas add commands
 // without touching a shared file.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace snip::cli {
 

@@ -162,20 +162,23 @@ void print_compare_rows(const Rows& rows, const std::vector<ArmStatistics>& stat
 template <class Rows>
 void print_compare_notes(const Rows& rows, const std::vector<ArmStatistics>& stats, size_t snip_row) {
   const size_t k = stats.empty() ? 0 : stats.front().train.gaps.size();
-  std::printf("%zu replicate%s per arm, paired by replicate; ± is the 95%% Student-t half-width; verdicts compare "
-              "each arm with %s (worse/better: the paired interval lies above/below 0)\n",
-              k, k == 1 ? "" : "s", rows[snip_row].method.c_str());
+  std::printf(
+      "%zu replicate%s per arm, paired by replicate; ± is the 95%% Student-t half-width; verdicts compare "
+      "each arm with %s (worse/better: the paired interval lies above/below 0)\n",
+      k, k == 1 ? "" : "s", rows[snip_row].method.c_str());
   if (k < 2)
-    std::printf("one replicate: no interval can be computed, so every verdict is \"indistinguishable\" "
-                "(run with --replicates 3 or more)\n");
+    std::printf(
+        "one replicate: no interval can be computed, so every verdict is \"indistinguishable\" "
+        "(run with --replicates 3 or more)\n");
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i].method != "uniform-fp4") continue;
     const bool free_train = verdict_of(stats[i].train.gap) == Verdict::indistinguishable;
     const bool free_val = verdict_of(stats[i].val.gap) == Verdict::indistinguishable;
     if (free_train && free_val)
-      std::printf("uniform FP4 is indistinguishable from BF16 (train gap %s, val gap %s): precision does not matter "
-                  "in this regime: the plans cannot be told apart\n",
-                  mean_pm(stats[i].train.gap).c_str(), mean_pm(stats[i].val.gap).c_str());
+      std::printf(
+          "uniform FP4 is indistinguishable from BF16 (train gap %s, val gap %s): precision does not matter "
+          "in this regime: the plans cannot be told apart\n",
+          mean_pm(stats[i].train.gap).c_str(), mean_pm(stats[i].val.gap).c_str());
   }
   if (const std::optional<Regret> r = oracle_regret(rows, stats, snip_row))
     std::printf("regret of %s to the oracle (its gap minus the oracle's, paired): train %s, val %s\n",

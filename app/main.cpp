@@ -16,9 +16,13 @@ std::vector<CommandRegistration>& command_registry() {
   return registry;
 }
 
-std::string default_db_path() { return snip::default_database_path(); }
+std::string default_db_path() {
+  return snip::default_database_path();
+}
 
-std::string default_corpus_path() { return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz"; }
+std::string default_corpus_path() {
+  return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz";
+}
 
 }  // namespace snip::cli
 

@@ -30,7 +30,9 @@ std::string option_name(const CLI::Option* opt) {
 
 }  // namespace
 
-bool OptionRules::given(const std::string& name) const { return cmd_->count(name) > 0; }
+bool OptionRules::given(const std::string& name) const {
+  return cmd_->count(name) > 0;
+}
 
 OptionRules& OptionRules::add(std::function<void()> rule) {
   rules_.push_back(std::move(rule));
@@ -71,7 +73,9 @@ OptionRules& OptionRules::ignored_unless(const std::string& name, std::vector<st
   });
 }
 
-void OptionRules::warn(const std::string& message) { std::fprintf(stderr, "warning: %s\n", message.c_str()); }
+void OptionRules::warn(const std::string& message) {
+  std::fprintf(stderr, "warning: %s\n", message.c_str());
+}
 
 void OptionRules::fail_range(const std::string& name, const std::string& got, const std::string& want,
                              const std::string& meaning) {
@@ -109,6 +113,8 @@ void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::functio
   });
 }
 
-bool has_option_rules(const CLI::App* cmd) { return checked_commands().count(cmd) > 0; }
+bool has_option_rules(const CLI::App* cmd) {
+  return checked_commands().count(cmd) > 0;
+}
 
 }  // namespace snip::cli

@@ -6,14 +6,13 @@
 // infinity are errors. Errors are snip::Error ("error: ..." and exit 1 from main.cpp); a
 // harmless contradiction is a "warning: ..." line on stderr, so --json output stays clean.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace snip::cli {
 

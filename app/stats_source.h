@@ -3,8 +3,8 @@
 // of a run). Header-only; used by cmd_solve.cpp and cmd_sweep.cpp.
 #pragma once
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -18,10 +18,10 @@
 namespace snip::cli {
 
 struct StatsSource {
-  std::string stats;            // --stats: a snip-stats/1 file, or a round id in the database
-  std::string costs;            // --costs: a cost CSV
-  std::string db;               // --db (default: the user's database when a round id or --run is given)
-  std::optional<int64_t> run;   // --run: the latest statistics round of this run
+  std::string stats;           // --stats: a snip-stats/1 file, or a round id in the database
+  std::string costs;           // --costs: a cost CSV
+  std::string db;              // --db (default: the user's database when a round id or --run is given)
+  std::optional<int64_t> run;  // --run: the latest statistics round of this run
   // Filled by load(): the stored round used, when the costs came from the database.
   std::optional<int64_t> round_id;
 };
@@ -49,8 +49,9 @@ inline PlannerInput load_planner_input(StatsSource& src, const EstimatorOptions&
       src.run.has_value() || (all_digits(src.stats) && (!src.db.empty() || !std::filesystem::exists(src.stats)));
   if (!from_db) {
     if (src.stats.empty() && src.costs.empty())
-      throw Error(std::string("snip ") + command +
-                  " needs --stats FILE, --stats ROUND_ID (a stored statistics round), --run RUN_ID or --costs FILE.csv");
+      throw Error(
+          std::string("snip ") + command +
+          " needs --stats FILE, --stats ROUND_ID (a stored statistics round), --run RUN_ID or --costs FILE.csv");
     if (!src.db.empty())
       throw Error(std::string("--db is used with --stats ROUND_ID or --run RUN_ID; '") + src.stats + src.costs +
                   "' is read as a file (give a round id such as --stats 3)");

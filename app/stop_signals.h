@@ -41,10 +41,14 @@ class StopSignals {
   // How the stop was asked for, for the run's message: "Ctrl-C", "SIGTERM", "SIGHUP" ("" if not).
   std::string name() const {
     switch (received().load()) {
-      case SIGINT: return "Ctrl-C";
-      case SIGTERM: return "SIGTERM";
-      case SIGHUP: return "SIGHUP";
-      default: return "";
+      case SIGINT:
+        return "Ctrl-C";
+      case SIGTERM:
+        return "SIGTERM";
+      case SIGHUP:
+        return "SIGHUP";
+      default:
+        return "";
     }
   }
 

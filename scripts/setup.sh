@@ -12,6 +12,7 @@ packages=(
   libsentencepiece-dev libboost-math-dev
   xvfb xauth fonts-dejavu-core
   zlib1g-dev python3-numpy python3-torch
+  clang-format
 )
 
 missing=()

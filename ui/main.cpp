@@ -24,8 +24,7 @@ struct Options {
 };
 
 void describe(QCommandLineParser& parser, const Options& options) {
-  parser.setApplicationDescription(
-      QStringLiteral("SNIP Workbench: FP8/FP4 mixed-precision training and planning"));
+  parser.setApplicationDescription(QStringLiteral("SNIP Workbench: FP8/FP4 mixed-precision training and planning"));
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addOption(options.db);
@@ -105,7 +104,8 @@ int main(int argc, char** argv) {
   QString db = parser.value(options.db);
   if (db.isEmpty() && !parser.positionalArguments().isEmpty()) db = parser.positionalArguments().front();
   snip::ui::MainWindow window(db);
-  if (parser.isSet(options.screenshots)) return render_screenshots_and_exit(app, window, parser.value(options.screenshots));
+  if (parser.isSet(options.screenshots))
+    return render_screenshots_and_exit(app, window, parser.value(options.screenshots));
   window.show();
   return app.exec();
 }

@@ -124,9 +124,11 @@ int main(int argc, char** argv) {
   const double gunzip = reporter.find(reporter.seconds, "BM_GunzipRef");
   const double lines = reporter.find(reporter.cpu_seconds, "BM_SentencePieceEncodeLines");
   const double whole = reporter.find(reporter.cpu_seconds, "BM_SentencePieceEncodeWholeRef");
-  std::printf("\nbundled corpus load (byte tokenizer, split): %.1f ms wall = %.2fx bare gunzip (%.1f ms); target < 1000 ms\n",
-              load * 1e3, load / gunzip, gunzip * 1e3);
-  std::printf("SentencePiece encode, %.1f MB: line-wise %.0f ms CPU vs whole-text reference %.0f ms CPU: %.2fx faster\n",
-              double(g_text.size()) / 1e6, lines * 1e3, whole * 1e3, whole / lines);
+  std::printf(
+      "\nbundled corpus load (byte tokenizer, split): %.1f ms wall = %.2fx bare gunzip (%.1f ms); target < 1000 ms\n",
+      load * 1e3, load / gunzip, gunzip * 1e3);
+  std::printf(
+      "SentencePiece encode, %.1f MB: line-wise %.0f ms CPU vs whole-text reference %.0f ms CPU: %.2fx faster\n",
+      double(g_text.size()) / 1e6, lines * 1e3, whole * 1e3, whole / lines);
   return 0;
 }

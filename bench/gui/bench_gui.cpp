@@ -12,28 +12,29 @@
 //     `--load N` adds N busy-looping processes (each in its own session, like other programs)
 //     for the whole measurement, so runs are comparable on a shared machine.
 // Statistics are synthetic test data (tests/gui/synthetic_stats.h); only timing matters here.
-#include <QApplication>
-#include <QElapsedTimer>
-#include <QEventLoop>
-#include <QSignalSpy>
-#include <QSlider>
-#include <QSpinBox>
-#include <QComboBox>
-#include <QTemporaryDir>
-#include <QThread>
-#include <QTimer>
-#include <algorithm>
-#include <csignal>
-#include <cstdint>
-#include <ctime>
 #include <dirent.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <string>
+
+#include <QApplication>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QTimer>
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
+#include <string>
 #include <vector>
 
 #include "compare_view.h"
@@ -100,7 +101,9 @@ class TimingApp : public QApplication {
   bool recording_ = false;
 };
 
-TimingApp* timing_app() { return static_cast<TimingApp*>(QCoreApplication::instance()); }
+TimingApp* timing_app() {
+  return static_cast<TimingApp*>(QCoreApplication::instance());
+}
 
 bool wait_for(const std::function<bool()>& done, int timeout_ms) {
   QElapsedTimer t;
@@ -165,8 +168,9 @@ int bench_slider(const char* label, const snip::ModelDims& dims, double target_m
     }
   }
   const Summary v = summarize(view_ms), s = summarize(solve_ms);
-  std::printf("%-28s layers=%4zu  slider->redrawn plan: median %7.2f ms  p90 %7.2f  max %7.2f  (target <= %.0f ms: %s)\n",
-              label, round.layers.size(), v.median, v.p90, v.max, target_ms, v.max <= target_ms ? "met" : "MISSED");
+  std::printf(
+      "%-28s layers=%4zu  slider->redrawn plan: median %7.2f ms  p90 %7.2f  max %7.2f  (target <= %.0f ms: %s)\n",
+      label, round.layers.size(), v.median, v.p90, v.max, target_ms, v.max <= target_ms ? "met" : "MISSED");
   std::printf("%-28s reference make_plan alone: median %7.2f ms  max %7.2f  -> UI overhead ratio (median) %.2fx\n", "",
               s.median, s.max, s.median > 0 ? v.median / s.median : 0.0);
   w.close();
@@ -203,13 +207,16 @@ LoopStats measure_loop(int seconds) {
   loop.exec();
   tick.stop();
   timing_app()->stop_recording();
-  return {summarize(late), late.size(), timing_app()->max_cpu_ms, timing_app()->max_wall_ms, timing_app()->max_cpu_what};
+  return {summarize(late), late.size(), timing_app()->max_cpu_ms, timing_app()->max_wall_ms,
+          timing_app()->max_cpu_what};
 }
 
 void print_loop(const char* label, const LoopStats& s) {
-  std::printf("  %-34s timer lateness median %6.2f ms  p90 %6.2f  max %7.2f ms (%zu ticks); longest UI handler: %.2f ms CPU, %.2f ms wall (%s)\n",
-              label, s.late.median, s.late.p90, s.late.max, s.ticks, s.max_handler_cpu_ms, s.max_handler_wall_ms,
-              s.max_handler.c_str());
+  std::printf(
+      "  %-34s timer lateness median %6.2f ms  p90 %6.2f  max %7.2f ms (%zu ticks); longest UI handler: %.2f ms CPU, "
+      "%.2f ms wall (%s)\n",
+      label, s.late.median, s.late.p90, s.late.max, s.ticks, s.max_handler_cpu_ms, s.max_handler_wall_ms,
+      s.max_handler.c_str());
 }
 
 // The kernel's struct sched_attr (stable ABI; <linux/sched/types.h> clashes with <sched.h>).
@@ -277,15 +284,16 @@ void populate(const QString& db) {
     const int64_t id = store.create_run(spec);
     std::vector<snip::MetricRow> rows;
     for (int s = 1; s <= 20000; ++s) {
-      snip::MetricRow m{s, 2.0 + 3.0 / std::sqrt(double(s)) + 0.01 * r, std::nullopt, 1e-3, 1.0, 9000, r ? 1.0 : 0.0,
-                        std::nullopt};
+      snip::MetricRow m{
+          s, 2.0 + 3.0 / std::sqrt(double(s)) + 0.01 * r, std::nullopt, 1e-3, 1.0, 9000, r ? 1.0 : 0.0, std::nullopt};
       if (s % 500 == 0) m.val_loss = m.train_loss + 0.05;
       rows.push_back(m);
     }
     store.append_metrics(id, rows);
     store.set_run_status(id, snip::RunStatus::finished);
     if (r == 1)
-      for (int step : {5000, 10000, 15000}) store.add_stats_round(snip::test::synthetic_stats_round(dims, 2048, step), id);
+      for (int step : {5000, 10000, 15000})
+        store.add_stats_round(snip::test::synthetic_stats_round(dims, 2048, step), id);
   }
   const snip::PlannerInput input = snip::planner_input_from_stats(snip::test::synthetic_stats_round(dims, 2048, 15000));
   for (int b = 1; b <= 40; ++b) {  // plans of a budget sweep, as compare experiments and adaptive runs leave them
@@ -307,9 +315,10 @@ void start_small_run(MainWindow& w) {
 
 int bench_event_loop(int seconds, int load) {
   const BackgroundLoad background(load);
-  std::printf("event loop, small preset training (B=8, T=128, FP4), Monitor view visible, %d s per phase, "
-              "--load %d; loadavg at start: %s\n",
-              seconds, load, loadavg().c_str());
+  std::printf(
+      "event loop, small preset training (B=8, T=128, FP4), Monitor view visible, %d s per phase, "
+      "--load %d; loadavg at start: %s\n",
+      seconds, load, loadavg().c_str());
   {
     QTemporaryDir dir;
     MainWindow w(dir.filePath("bench.db"));
@@ -338,9 +347,10 @@ int bench_event_loop(int seconds, int load) {
     std::printf("  %-46s %zu steps\n", "training, default slice for the UI thread:", untuned_steps);
     print_loop("  -> while training:", untuned);
     print_loop("reference, idle window:", idle);
-    std::printf("  target: UI thread never blocked > 50 ms while training -> timer max %.2f ms: %s "
-                "(longest UI handler %.2f ms CPU)\n",
-                tuned.late.max, tuned.late.max <= 50.0 ? "met" : "MISSED", tuned.max_handler_cpu_ms);
+    std::printf(
+        "  target: UI thread never blocked > 50 ms while training -> timer max %.2f ms: %s "
+        "(longest UI handler %.2f ms CPU)\n",
+        tuned.late.max, tuned.late.max <= 50.0 ? "met" : "MISSED", tuned.max_handler_cpu_ms);
     w.close();
   }
   {
@@ -366,7 +376,8 @@ int bench_event_loop(int seconds, int load) {
     const LoopStats compare = measure_loop(seconds / 2 + 1);
     size_t compare_steps = w.live_metrics()->size() - steps_before;
     w.stop_training_and_wait();
-    std::printf("  populated database (4 x 20k-step runs, 3 rounds, 40 plans), Monitor view: %zu steps\n", monitor_steps);
+    std::printf("  populated database (4 x 20k-step runs, 3 rounds, 40 plans), Monitor view: %zu steps\n",
+                monitor_steps);
     print_loop("  -> while training:", monitor);
     std::printf("  populated database, Compare view (3 runs, 2 plans checked): %zu steps\n", compare_steps);
     print_loop("  -> while training:", compare);

@@ -107,8 +107,8 @@ void BM_sgemm(benchmark::State& st, Gemm g, int64_t T, int64_t K, int64_t N) {
     }
     benchmark::ClobberMemory();
   }
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()),
-                                              benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
 // Sets the FP4 GEMM mode for one benchmark and restores the automatic mode after it.
@@ -128,9 +128,15 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
   std::vector<float> out(size_t(std::max(T * N, std::max(T * K, N * K))));
   auto run = [&] {
     switch (g) {
-      case Gemm::fprop: qlinear_fprop(out.data(), X.data(), W.data(), T, K, N, p, ctx); break;
-      case Gemm::dgrad: qlinear_dgrad(out.data(), dY.data(), W.data(), T, K, N, p, ctx); break;
-      case Gemm::wgrad: qlinear_wgrad(out.data(), dY.data(), X.data(), T, K, N, p, ctx); break;
+      case Gemm::fprop:
+        qlinear_fprop(out.data(), X.data(), W.data(), T, K, N, p, ctx);
+        break;
+      case Gemm::dgrad:
+        qlinear_dgrad(out.data(), dY.data(), W.data(), T, K, N, p, ctx);
+        break;
+      case Gemm::wgrad:
+        qlinear_wgrad(out.data(), dY.data(), X.data(), T, K, N, p, ctx);
+        break;
     }
   };
   if (p == Precision::fp4 && mode != QGemmMode::sgemm) {
@@ -179,8 +185,8 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
     run();
     benchmark::ClobberMemory();
   }
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()),
-                                              benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
 // The integer E2M1 GEMM alone on operands quantized once (snip recipe, fprop), and the
@@ -202,8 +208,8 @@ void BM_e2m1_kernel(benchmark::State& st, int64_t T, int64_t K, int64_t N, QGemm
     qgemm_e2m1(C.data(), N, T, N, K, A, B);
     benchmark::ClobberMemory();
   }
-  st.counters["GOP/s"] = benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()),
-                                            benchmark::Counter::kIsRate);
+  st.counters["GOP/s"] =
+      benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
 void BM_quantize_code2(benchmark::State& st, QuantCase c, int threads) {
@@ -338,7 +344,9 @@ void register_all() {
   }
   {
     const std::string n = "quant/snip_fp4_activation_1x128/threads:2";
-    benchmark::RegisterBenchmark(n.c_str(), BM_quantize, quant_cases[0].second, 2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(n.c_str(), BM_quantize, quant_cases[0].second, 2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
   }
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <numeric>
 #include <random>
-#include <ctime>
 
 #include "snip/planner.h"
 #include "snip/sweep.h"
@@ -125,12 +125,13 @@ bool check(const char* name, const CostTable& t, double rho) {
   const PlanResult r = solve_ilp(t, req);
   const Greedy g = greedy_ref(t, rho);
   const double lb = lp_bound(t, rho);
-  const bool ok = r.achieved_fraction >= rho && r.objective <= g.objective * (1 + 1e-12) &&
-                  r.objective >= lb * (1 - 1e-9);
-  std::printf("%-28s rho %.2f  ILP obj %.6g (%s, gap %.2g, %.1f ms)  greedy obj %.6g  LP bound %.6g  "
-              "greedy/ILP %.5f  ILP/LP %.6f  achieved %.6f  %s\n",
-              name, rho, r.objective, r.status.c_str(), r.mip_gap, r.solve_ms, g.objective, lb,
-              g.objective / r.objective, r.objective / lb, r.achieved_fraction, ok ? "OK" : "MISMATCH");
+  const bool ok =
+      r.achieved_fraction >= rho && r.objective <= g.objective * (1 + 1e-12) && r.objective >= lb * (1 - 1e-9);
+  std::printf(
+      "%-28s rho %.2f  ILP obj %.6g (%s, gap %.2g, %.1f ms)  greedy obj %.6g  LP bound %.6g  "
+      "greedy/ILP %.5f  ILP/LP %.6f  achieved %.6f  %s\n",
+      name, rho, r.objective, r.status.c_str(), r.mip_gap, r.solve_ms, g.objective, lb, g.objective / r.objective,
+      r.objective / lb, r.achieved_fraction, ok ? "OK" : "MISMATCH");
   return ok;
 }
 

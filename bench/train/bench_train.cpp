@@ -179,8 +179,9 @@ void run_interleaved_rounds(int rounds) {
   snip::write_config_file(cfg_path, snip::preset_config(kPreset));
   TorchServer torch(cfg_path, env_or("TORCH_THREADS", "1"));
   if (!torch.ready())
-    std::printf("torch reference unavailable (needs /usr/bin/python3 with Debian's python3-torch): "
-                "timing fp32/fp4 rounds only\n");
+    std::printf(
+        "torch reference unavailable (needs /usr/bin/python3 with Debian's python3-torch): "
+        "timing fp32/fp4 rounds only\n");
   StepRig a(snip::Precision::fp32), b(snip::Precision::fp4);
   a.step(0), b.step(0);
   using clock = std::chrono::steady_clock;
@@ -198,9 +199,15 @@ void run_interleaved_rounds(int rounds) {
     for (int k = 0; k < 3; ++k) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       switch ((k + r) % 3) {
-        case 0: if (torch.ready()) t = torch.step(); break;
-        case 1: f32 = timed(a, r); break;
-        default: f4 = timed(b, r); break;
+        case 0:
+          if (torch.ready()) t = torch.step();
+          break;
+        case 1:
+          f32 = timed(a, r);
+          break;
+        default:
+          f4 = timed(b, r);
+          break;
       }
     }
     fp32_w.push_back(f32.first), fp4_w.push_back(f4.first), fp32_c.push_back(f32.second), fp4_c.push_back(f4.second);
@@ -216,8 +223,9 @@ void run_interleaved_rounds(int rounds) {
   const double tokens = double(kB) * kT;
   std::printf("medians over %d rounds: ours fp32 %.0f tokens/s, ours fp4 %.0f tokens/s", rounds,
               tokens / median(fp32_w), tokens / median(fp4_w));
-  if (torch.ready()) std::printf(", torch %s (%d intra-op thread) %.0f tokens/s", torch.version().c_str(),
-                                 torch.threads(), tokens / median(torch_w));
+  if (torch.ready())
+    std::printf(", torch %s (%d intra-op thread) %.0f tokens/s", torch.version().c_str(), torch.threads(),
+                tokens / median(torch_w));
   std::printf("\n");
   if (torch.ready()) {
     std::printf("ratio ours fp32 / torch fp32 tokens/s: median per round %.2fx wall, %.2fx CPU (target >= 1.5x)\n",
@@ -317,7 +325,8 @@ int main(int argc, char** argv) {
   }
 
   // After the peak-memory figure: the rounds hold two more rigs.
-  if (const int rounds = std::atoi(env_or("SNIP_BENCH_ROUNDS", "8").c_str()); rounds > 0) run_interleaved_rounds(rounds);
+  if (const int rounds = std::atoi(env_or("SNIP_BENCH_ROUNDS", "8").c_str()); rounds > 0)
+    run_interleaved_rounds(rounds);
   if (g_cpu_s.count("fp32"))
     for (const auto& [p, c] : g_cpu_s)
       std::printf("BM_TrainStep %s: %.0f tokens/s, %.3f CPU s/step = %.2fx the fp32 step's CPU\n", p.c_str(),

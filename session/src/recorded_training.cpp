@@ -25,7 +25,9 @@ void read_key(const nlohmann::json& j, const char* key, T* out, const std::strin
   }
 }
 
-std::optional<double> finite(double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; }
+std::optional<double> finite(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
 
 // The trainer step at which an adaptive run made the plan a resumed trainer continues with
 // (its provenance), when there is one.
@@ -49,10 +51,11 @@ nlohmann::json adaptive_options_to_json(const AdaptiveOptions& o) {
           {"ties", o.request.ties},
           {"per_role", o.request.per_role},
           {"seed", o.request.seed},
-          {"round", {{"noise_passes", o.stats.noise_passes},
-                     {"sigma_eta_rel", o.stats.sigma_eta_rel},
-                     {"seed", o.stats.seed},
-                     {"precisions", precisions}}}};
+          {"round",
+           {{"noise_passes", o.stats.noise_passes},
+            {"sigma_eta_rel", o.stats.sigma_eta_rel},
+            {"seed", o.stats.seed},
+            {"precisions", precisions}}}};
 }
 
 AdaptiveOptions adaptive_options_from_json(const nlohmann::json& j, const std::string& source) {
@@ -165,7 +168,8 @@ std::string run_checkpoint_folder(const std::string& root, int64_t run_id, const
   std::error_code ec;
   for (int k = 1;; ++k) {
     const std::string candidate = k == 1 ? base : base + "-" + std::to_string(k);
-    if (!fs::exists(fs::symlink_status(candidate, ec)) || (fs::is_directory(candidate, ec) && fs::is_empty(candidate, ec)))
+    if (!fs::exists(fs::symlink_status(candidate, ec)) ||
+        (fs::is_directory(candidate, ec) && fs::is_empty(candidate, ec)))
       return candidate;
   }
 }

@@ -194,7 +194,8 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     WriteTxn txn(db);
     // Another process may have migrated between our check and the write lock.
     const int64_t now_version = db.query_int64("PRAGMA user_version");
-    if (now_version < 0 || now_version > latest) throw Error(path + ": migrated to a newer schema by another process while opening");
+    if (now_version < 0 || now_version > latest)
+      throw Error(path + ": migrated to a newer schema by another process while opening");
     for (int64_t v = now_version; v < latest; ++v) {
       db.exec(store_detail::schema_steps()[size_t(v)]);
     }

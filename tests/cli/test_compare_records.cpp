@@ -113,7 +113,7 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   EXPECT_EQ(c.rows[0].gap_train, 0.0);
   EXPECT_EQ(c.rows[2].lambda, 0.1);  // "snip λ=0.1", the reference
   EXPECT_EQ(j["snip_reference"], "snip λ=0.1");
-  EXPECT_EQ(c.rows[5].seed, 1);      // "random s1"
+  EXPECT_EQ(c.rows[5].seed, 1);                              // "random s1"
   EXPECT_NE(c.rows[0].train_curve, c.rows[12].train_curve);  // BF16 and uniform FP4 trained differently
   EXPECT_EQ(c.rows[8].method, "hawq");
 
@@ -190,7 +190,8 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
 }
 
 TEST_F(CompareRecords, OneReplicateSaysThereIsNoIntervalAndBadReplicatesAreRefused) {
-  const std::string base = "compare --checkpoint " + ck() + " --budget 0.5 --steps 2 --cooldown 0 --eval-batches 1 "
+  const std::string base = "compare --checkpoint " + ck() +
+                           " --budget 0.5 --steps 2 --cooldown 0 --eval-batches 1 "
                            "--seeds 0 --no-db --replicates ";
   const Result one = run_out(base + "1");
   ASSERT_EQ(one.code, 0) << one.out;
@@ -207,7 +208,8 @@ TEST_F(CompareRecords, OneReplicateSaysThereIsNoIntervalAndBadReplicatesAreRefus
     }
   }
   EXPECT_EQ(run_out(base + "0").code, 1);
-  EXPECT_EQ(run_out(base + "1 --oracle --oracle-batches 99999").code, 1);  // more than the validation stream  // "error: compare: --replicates must be at least 1 ..."
+  EXPECT_EQ(run_out(base + "1 --oracle --oracle-batches 99999").code,
+            1);  // more than the validation stream  // "error: compare: --replicates must be at least 1 ..."
 }
 
 TEST_F(CompareRecords, NoDbStoresNothingAndAMissingCompareIsAnError) {

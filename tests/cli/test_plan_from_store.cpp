@@ -60,7 +60,8 @@ nlohmann::json parse_json(const Result& r) {
   EXPECT_EQ(r.code, 0) << r.out;
   // stderr is mixed in: skip the warning lines (e.g. a round with a negative measured curvature).
   std::string out = r.out;
-  while (out.rfind("warning: ", 0) == 0) out.erase(0, out.find('\n') == std::string::npos ? out.size() : out.find('\n') + 1);
+  while (out.rfind("warning: ", 0) == 0)
+    out.erase(0, out.find('\n') == std::string::npos ? out.size() : out.find('\n') + 1);
   try {
     return nlohmann::json::parse(out);
   } catch (const std::exception& e) {
@@ -105,8 +106,8 @@ TEST_F(PlanFromStore, StatsIdPicksThatRoundAndWritesAPlan) {
   int64_t first = rounds[0].id;
   for (const auto& r : rounds) first = std::min(first, r.id);
   const std::string plan = (dir_ / "p.json").string();
-  const nlohmann::json j = parse_json(
-      run("solve --stats " + std::to_string(first) + " --db " + db_ + " --budget 0.5 --json --out " + plan));
+  const nlohmann::json j =
+      parse_json(run("solve --stats " + std::to_string(first) + " --db " + db_ + " --budget 0.5 --json --out " + plan));
   EXPECT_EQ(j.value("stats_round_id", int64_t(-1)), first);
   EXPECT_NE(j.value("costs", std::string()).find("round " + std::to_string(first)), std::string::npos) << j.dump();
   ASSERT_TRUE(fs::exists(plan));

@@ -52,7 +52,7 @@ TEST(TrainRecords, AdaptiveSnipRunStoresRoundsPlansAndTimeline) {
     EXPECT_GE(row.fp4_fraction, 0.6 - 1e-12) << "step " << row.step;  // every plan in effect meets ρ
     if (row.bf16_gap) ++probes;
   }
-  EXPECT_EQ(probes, 3);  // steps 1, 5, 9
+  EXPECT_EQ(probes, 3);                        // steps 1, 5, 9
   EXPECT_EQ(store.stats_rounds().size(), 3u);  // before steps 1, 6, 11
   auto timeline = store.plan_timeline(r.id);
   ASSERT_EQ(timeline.size(), 3u);

@@ -4,10 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/dataset.h"
 #include "test_util.h"
@@ -113,8 +112,8 @@ TEST(BatchLoader, SeekReproducesTheStreamAcrossEpochs) {
       resumed.seek(positions[size_t(resume_at)]);
       EXPECT_EQ(resumed.position().seed, 99u);
       for (int i = resume_at; i < 100; ++i)
-        ASSERT_EQ(next_batch(resumed, B, T), batches[size_t(i)]) << "shuffle=" << shuffle << " resume at " << resume_at
-                                                                 << ", batch " << i;
+        ASSERT_EQ(next_batch(resumed, B, T), batches[size_t(i)])
+            << "shuffle=" << shuffle << " resume at " << resume_at << ", batch " << i;
     }
   }
 }

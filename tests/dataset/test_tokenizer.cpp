@@ -92,8 +92,8 @@ TEST_F(SentencePieceTest, TrainedModelIsLosslessOnAnyText) {
 TEST_F(SentencePieceTest, ForeignModelMatchesSentencePieceItself) {
   const std::string corpus = snip::read_text_corpus("").substr(0, 200000);
   snip::write_file_atomic(path("train.txt"), corpus);
-  const auto status = sentencepiece::SentencePieceTrainer::Train("--input=" + path("train.txt") + " --model_prefix=" +
-                                                                 path("foreign") + " --vocab_size=300 --minloglevel=2");
+  const auto status = sentencepiece::SentencePieceTrainer::Train(
+      "--input=" + path("train.txt") + " --model_prefix=" + path("foreign") + " --vocab_size=300 --minloglevel=2");
   ASSERT_TRUE(status.ok()) << status.ToString();
   auto tok = snip::make_tokenizer(path("foreign.model"));
   sentencepiece::SentencePieceProcessor sp;

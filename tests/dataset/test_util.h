@@ -32,7 +32,8 @@ inline void expect_error(const std::function<void()>& fn, std::initializer_list<
     ADD_FAILURE() << "no error; expected one containing '" << *fragments.begin() << "'";
   } catch (const snip::Error& e) {
     const std::string msg = e.what();
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+    for (const auto& f : fragments)
+      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
   }
 }
 

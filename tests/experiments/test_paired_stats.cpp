@@ -1,13 +1,12 @@
 // The replicate statistics of `snip compare` (paired_stats.h): Student-t quantiles against
 // published values, means and 95% half-widths against a hand computation, paired differences,
 // verdicts on each side of zero, ties (zero spread) and K = 1 (no interval).
-#include "snip/paired_stats.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "snip/error.h"
+#include "snip/paired_stats.h"
 
 namespace {
 

@@ -448,8 +448,10 @@ TEST(StatsRound, ExactModeIsRecordedRawAndRecomputable) {
     EXPECT_EQ(e_exact.layers[m].dw_own[p4], e_approx.layers[m].dw_own[p4]);
     EXPECT_EQ(e_json.layers[m].dw[p4], e_exact.layers[m].dw[p4]);
     EXPECT_TRUE(std::isfinite(e_exact.layers[m].dw[p4]));
-    if (m < 3) EXPECT_EQ(e_exact.layers[m].dw_upstream[p4], 0.0);  // q/k/v of block 0: nothing upstream
-    else ratio.push_back(e_exact.layers[m].dw_upstream[p4] / e_approx.layers[m].dw_upstream[p4]);
+    if (m < 3)
+      EXPECT_EQ(e_exact.layers[m].dw_upstream[p4], 0.0);  // q/k/v of block 0: nothing upstream
+    else
+      ratio.push_back(e_exact.layers[m].dw_upstream[p4] / e_approx.layers[m].dw_upstream[p4]);
   }
   // the two modes estimate the same quantity: the median ratio of their upstream terms is O(1)
   std::sort(ratio.begin(), ratio.end());

@@ -14,7 +14,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     snip::Plan q = snip::plan_from_json(snip::plan_to_json(p), "roundtrip");
     (void)q;
     snip::ModelDims dims;
-    dims.hidden = 64; dims.intermediate = 172; dims.num_layers = 2; dims.num_heads = 4; dims.num_kv_heads = 4;
+    dims.hidden = 64;
+    dims.intermediate = 172;
+    dims.num_layers = 2;
+    dims.num_heads = 4;
+    dims.num_kv_heads = 4;
     std::vector<std::string> warnings;
     (void)snip::resolve_plan(p, dims, &warnings);
   } catch (const snip::Error&) {

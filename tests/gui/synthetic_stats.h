@@ -26,9 +26,9 @@ inline StatsRound synthetic_stats_round(const ModelDims& dims, int64_t tokens, i
   round.dims = dims;
   round.tokens = tokens;
   round.recipe = "snip";
-  round.globals = {{k::kGlobalLoss0, 2.5},   {k::kGlobalCurvature, 3e-4}, {k::kGlobalSigmaEps, 1e-3},
-                   {k::kGlobalKt, 3e-4},     {k::kGlobalLearningRate, 3e-3}, {k::kGlobalNoisePasses, 3},
-                   {k::kGlobalSigmaEta, 1e-2}, {k::kGlobalAdamBeta1, 0.9},  {k::kGlobalAdamBeta2, 0.95},
+  round.globals = {{k::kGlobalLoss0, 2.5},     {k::kGlobalCurvature, 3e-4},    {k::kGlobalSigmaEps, 1e-3},
+                   {k::kGlobalKt, 3e-4},       {k::kGlobalLearningRate, 3e-3}, {k::kGlobalNoisePasses, 3},
+                   {k::kGlobalSigmaEta, 1e-2}, {k::kGlobalAdamBeta1, 0.9},     {k::kGlobalAdamBeta2, 0.95},
                    {k::kGlobalAdamEps, 1e-8}};
   round.options = {{"synthetic", true}};
   static const double kTypeSensitivity[7] = {0.6, 0.5, 1.1, 1.3, 0.9, 0.8, 2.2};  // q k v o gate up down
@@ -54,12 +54,18 @@ inline StatsRound synthetic_stats_round(const ModelDims& dims, int64_t tokens, i
                   {k::kLayerJtEpsSqResid, 1e-6 * T * dims.hidden}};
     for (const char* prec : {"fp8", "fp4"}) {
       const double e = (std::string(prec) == "fp4" ? 0.09 : 0.012) * jitter(rng);  // relative RMS error
-      std::map<std::string, double> m = {
-          {k::kPrecErrFpropX, e * x},      {k::kPrecErrFpropW, e * w},          {k::kPrecErrDgradG, e * g},
-          {k::kPrecErrDgradW, e * w},      {k::kPrecErrWgradG, e * g},          {k::kPrecErrWgradX, e * x},
-          {k::kPrecDyErr, e * x * 0.5 * sens}, {k::kPrecDdxErr, e * g * 2},     {k::kPrecDdwErr, e * g * x * 1e-2},
-          {k::kPrecGDotDy, 0.0},           {k::kPrecOwnUpdateSq, e * e * 1e-2 * sens * K * N},
-          {k::kPrecResidErrSq, e * e * g * g * sens}};
+      std::map<std::string, double> m = {{k::kPrecErrFpropX, e * x},
+                                         {k::kPrecErrFpropW, e * w},
+                                         {k::kPrecErrDgradG, e * g},
+                                         {k::kPrecErrDgradW, e * w},
+                                         {k::kPrecErrWgradG, e * g},
+                                         {k::kPrecErrWgradX, e * x},
+                                         {k::kPrecDyErr, e * x * 0.5 * sens},
+                                         {k::kPrecDdxErr, e * g * 2},
+                                         {k::kPrecDdwErr, e * g * x * 1e-2},
+                                         {k::kPrecGDotDy, 0.0},
+                                         {k::kPrecOwnUpdateSq, e * e * 1e-2 * sens * K * N},
+                                         {k::kPrecResidErrSq, e * e * g * g * sens}};
       if (info.type == LayerType::o)
         for (const char* s : {"q", "k", "v"}) m[k::sibling_dg_sq_key(s)] = e * e * g * g * 0.3;
       if (info.type == LayerType::down)

@@ -3,6 +3,8 @@
 // the background with progress, its stored table listed and shown as a sortable table that
 // exports as CSV with the arms' loss curves on one chart; a deleted checkpoint and a cancelled
 // experiment each give a clear message and store nothing.
+#include <gtest/gtest.h>
+
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -18,7 +20,6 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <gtest/gtest.h>
 
 #include "compare_view.h"
 #include "curve_chart.h"
@@ -198,7 +199,8 @@ TEST_F(CompareExperimentTest, DeletedCheckpointAndCancelGiveAMessageAndStoreNoth
   cv->launch_compare_experiment();
   EXPECT_FALSE(cv->experiment_running());
   EXPECT_TRUE(w_->message_text().contains("no longer exists")) << w_->message_text().toStdString();
-  EXPECT_TRUE(w_->message_text().contains(QString::fromStdString(checkpoints.back().path))) << w_->message_text().toStdString();
+  EXPECT_TRUE(w_->message_text().contains(QString::fromStdString(checkpoints.back().path)))
+      << w_->message_text().toStdString();
   // The window is still usable: the table still shows the run.
   EXPECT_EQ(cv->table()->rowCount(), 1);
 }

@@ -2,6 +2,8 @@
 // damaged, a directory. The window says what is wrong and how to go on, offers to open another,
 // stays usable, and the file is left byte for byte as it was. `snip-workbench --screenshot-dir`
 // on such a database exits non-zero with the reason on stderr instead of rendering empty views.
+#include <gtest/gtest.h>
+
 #include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
@@ -14,7 +16,6 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
-#include <gtest/gtest.h>
 
 #include "compare_view.h"
 #include "main_window.h"
@@ -46,7 +47,8 @@ void make_store(const QString& path) {
   spec.method = "uniform-bf16";
   const int64_t id = store.create_run(spec);
   std::vector<snip::MetricRow> rows;
-  for (int s = 1; s <= 200; ++s) rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
+  for (int s = 1; s <= 200; ++s)
+    rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
   store.append_metrics(id, rows);
   store.set_run_status(id, snip::RunStatus::finished);
 }
@@ -81,7 +83,8 @@ TEST_F(DatabaseErrorTest, NotADatabaseShowsWhyOffersAnotherAndLeavesTheFileUntou
   ASSERT_EQ(w->message_actions().size(), 2);
   EXPECT_TRUE(w->message_actions()[0]->text().contains("Open another database"));
   bool status_says_no_database = false;
-  for (const QLabel* l : w->statusBar()->findChildren<QLabel*>()) status_says_no_database |= l->text().contains("No database open");
+  for (const QLabel* l : w->statusBar()->findChildren<QLabel*>())
+    status_says_no_database |= l->text().contains("No database open");
   EXPECT_TRUE(status_says_no_database);
 
   // The rest of the workbench works without a database: every view shows, starting a run says

@@ -1,9 +1,10 @@
 // test_gui's main: the offscreen Qt platform and private config/data directories are set
 // before the QApplication exists, so tests never touch the user's settings or database.
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QSettings>
 #include <QTemporaryDir>
-#include <gtest/gtest.h>
 
 namespace {
 // Each test starts from the defaults: settings one test's window saved (the run form, window

@@ -4,14 +4,16 @@
 // that says what it did, honest colour scales, About/docs/export confirmations in GUI words,
 // keyboard navigation, agreeing numbers, the remembered run form and a message bar that moves
 // nothing. Screenshots of the changed views go to the build tree (tests/screenshots/usability/).
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
-#include <QHeaderView>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
@@ -28,7 +30,6 @@
 #include <QToolTip>
 #include <QUrl>
 #include <functional>
-#include <gtest/gtest.h>
 
 #include "compare_view.h"
 #include "heatmap_widget.h"
@@ -72,7 +73,8 @@ Seeded seed_database(const QString& path, const std::string& preset, const std::
   spec.method = "uniform-fp4";
   out.run = store.create_run(spec);
   std::vector<snip::MetricRow> rows;
-  for (int s = 1; s <= 40; ++s) rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 1.0, std::nullopt});
+  for (int s = 1; s <= 40; ++s)
+    rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 1.0, std::nullopt});
   store.append_metrics(out.run, rows);
   store.set_run_status(out.run, snip::RunStatus::finished);
   out.round = store.add_stats_round(snip::test::synthetic_stats_round(spec.dims, 2048, 40, seed), out.run);
@@ -260,9 +262,9 @@ TEST(HeatmapScale, SignedValuesGetASymmetricDivergingScaleThatSaysSo) {
   // Symmetric around 0: the range is ±max|v|, 0 in the middle.
   EXPECT_EQ(map.legend_labels(), (QStringList{"+4", "0", "-4"}));
   const QColor zero = map.colour_of(0.0), neg = map.colour_of(-4.0), pos = map.colour_of(4.0);
-  EXPECT_GT(zero.lightnessF(), 0.9);               // 0 is near white
-  EXPECT_GT(neg.blueF(), neg.redF());              // negative: blue
-  EXPECT_GT(pos.redF(), pos.blueF());              // positive: red
+  EXPECT_GT(zero.lightnessF(), 0.9);                    // 0 is near white
+  EXPECT_GT(neg.blueF(), neg.redF());                   // negative: blue
+  EXPECT_GT(pos.redF(), pos.blueF());                   // positive: red
   EXPECT_NE(map.colour_of(-0.5), map.colour_of(-4.0));  // magnitudes stay apart
   EXPECT_NE(map.colour_of(1.0), map.colour_of(2.0));
   ASSERT_TRUE(map.grab().save(shot_path("heatmap-diverging-log")));
@@ -371,7 +373,8 @@ TEST_F(UsabilityTest, MessagesSpeakOfMenusAndFieldsNotCommandLineFlags) {
   msg = w->message_text();
   EXPECT_FALSE(msg.contains("--data")) << msg.toStdString();
   EXPECT_TRUE(msg.contains("Data field")) << msg.toStdString();
-  EXPECT_EQ(gui_wording("pass --db with a writable path"), "choose a database in a writable folder (File › New database…)");
+  EXPECT_EQ(gui_wording("pass --db with a writable path"),
+            "choose a database in a writable folder (File › New database…)");
   w->close();
 }
 
@@ -383,7 +386,8 @@ TEST_F(UsabilityTest, CtrlTabCyclesTheViews) {
   w->run_view()->steps_spin()->setFocus();  // focus inside a form: the shortcut still switches
   QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab, Qt::ControlModifier);
   EXPECT_EQ(w->tabs()->currentIndex(), 1);
-  QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : w.get(), Qt::Key_Tab, Qt::ControlModifier);
+  QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : w.get(), Qt::Key_Tab,
+                  Qt::ControlModifier);
   EXPECT_EQ(w->tabs()->currentIndex(), 2);
   QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : w.get(), Qt::Key_Backtab,
                   Qt::ControlModifier | Qt::ShiftModifier);
@@ -455,7 +459,8 @@ TEST_F(UsabilityTest, FinishedRunIsLabelledByItsStatusWithItsStepCount) {
   // The status bar counts steps; the throughput is said once, in the views.
   for (const QLabel* l : w->statusBar()->findChildren<QLabel*>()) EXPECT_FALSE(l->text().contains("tok/s"));
   MonitorView* mv = w->monitor_view();
-  ASSERT_TRUE(wait_for([&] { return mv->summary_text().contains("finished"); }, 10000)) << mv->summary_text().toStdString();
+  ASSERT_TRUE(wait_for([&] { return mv->summary_text().contains("finished"); }, 10000))
+      << mv->summary_text().toStdString();
   EXPECT_FALSE(mv->summary_text().contains("live"));
   EXPECT_TRUE(mv->run_combo()->currentText().contains("3 steps")) << mv->run_combo()->currentText().toStdString();
   w->close();
@@ -484,7 +489,8 @@ TEST_F(UsabilityTest, TheRunFormIsRememberedBetweenLaunches) {
   EXPECT_DOUBLE_EQ(rv->adaptive_lambda()->value(), 0.35);
   EXPECT_TRUE(rv->adaptive_ties()->isChecked());
   // The settings are this test's (main() points QSettings at a temporary folder).
-  EXPECT_TRUE(QSettings().fileName().startsWith(qEnvironmentVariable("XDG_CONFIG_HOME"))) << QSettings().fileName().toStdString();
+  EXPECT_TRUE(QSettings().fileName().startsWith(qEnvironmentVariable("XDG_CONFIG_HOME")))
+      << QSettings().fileName().toStdString();
   w->close();
 }
 
@@ -548,7 +554,8 @@ TEST_F(UsabilityTest, QuickStartRunsTheWholeLoopAndSaysWhatToLookAtNext) {
   QCoreApplication::processEvents();
   EXPECT_GT(w->sensitivity_view()->heatmap()->data().rows, 0);
   ASSERT_TRUE(wait_for([&] { return ended.count() == 2 && !w->quick_start_running(); }, 240000));
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(ended.at(i).at(1).toString(), "finished") << ended.at(i).at(2).toString().toStdString();
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(ended.at(i).at(1).toString(), "finished") << ended.at(i).at(2).toString().toStdString();
   snip::Store store(db.toStdString());
   const qint64 snip_run = ended.at(0).at(0).toLongLong(), fp4_run = ended.at(1).at(0).toLongLong();
   EXPECT_EQ(store.run(snip_run).spec.method, "snip");
@@ -571,7 +578,7 @@ TEST_F(UsabilityTest, QuickStartRunsTheWholeLoopAndSaysWhatToLookAtNext) {
   EXPECT_TRUE(msg.contains("Sensitivity")) << msg.toStdString();
   EXPECT_TRUE(msg.contains("Plan")) << msg.toStdString();
   EXPECT_EQ(w->run_view()->steps_spin()->value(), form_steps);  // the user's form is untouched
-  EXPECT_TRUE(w->message_actions().isEmpty());  // the offer's button went with the offer
+  EXPECT_TRUE(w->message_actions().isEmpty());                  // the offer's button went with the offer
   w->compare_view()->loss_chart()->redraw_now();
   ASSERT_TRUE(w->grab().save(shot_path("quick-start-done")));
   w->close();

@@ -1,14 +1,15 @@
 // Widget-level tests: curve smoothing/downsampling math, bulk chart refresh, heatmap hover and
 // click, plan grid differences and pins.
+#include <gtest/gtest.h>
+
 #include <QApplication>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
-#include <QTemporaryDir>
-#include <QElapsedTimer>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
-#include <gtest/gtest.h>
 
 #include "curve_chart.h"
 #include "heatmap_widget.h"

@@ -2,6 +2,8 @@
 // the `tiny` preset: training runs and their metrics, the budget slider and pins re-solving the
 // ILP, comparing plans, exporting a plan the trainer accepts, engine errors shown without
 // breaking the window, runs written by another process, closing during training, screenshots.
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
@@ -13,14 +15,13 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
-#include <QTest>
 #include <QSlider>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTest>
 #include <filesystem>
 #include <functional>
-#include <gtest/gtest.h>
 
 #include "compare_view.h"
 #include "heatmap_widget.h"
@@ -151,11 +152,12 @@ TEST_F(WorkbenchTest, InfeasibleRequestShowsTheCauseAndTheViewRecovers) {
   QSignalSpy shown(pv, &PlanView::plan_shown);
   QSignalSpy failed(pv, &PlanView::solve_failed);
   ASSERT_TRUE(wait_plan(pv, shown, 1));
-  pv->cycle_pin(6);  // model.layers.0.mlp.down_proj pinned to FP8 ...
+  pv->cycle_pin(6);                     // model.layers.0.mlp.down_proj pinned to FP8 ...
   pv->budget_slider()->setValue(1000);  // ... makes 100 % FP4 unreachable
   ASSERT_TRUE(wait_for([&] { return failed.count() >= 1 && !pv->solving(); }));
   EXPECT_FALSE(pv->last_error().isEmpty());
-  EXPECT_TRUE(pv->last_error().contains("unreachable") || pv->last_error().contains("pin")) << pv->last_error().toStdString();
+  EXPECT_TRUE(pv->last_error().contains("unreachable") || pv->last_error().contains("pin"))
+      << pv->last_error().toStdString();
   const int before = shown.count();
   pv->budget_slider()->setValue(400);
   ASSERT_TRUE(wait_plan(pv, shown, before + 1));
@@ -286,7 +288,8 @@ TEST_F(WorkbenchTest, AdaptiveSnipRunStoresRoundsPlansAndProbes) {
   // names the round drawn).
   QCoreApplication::processEvents();
   ASSERT_TRUE(w->workbench()->planning_source().round_id.has_value());
-  EXPECT_EQ(w->sensitivity_view()->round_combo()->currentData().toLongLong(), *w->workbench()->planning_source().round_id);
+  EXPECT_EQ(w->sensitivity_view()->round_combo()->currentData().toLongLong(),
+            *w->workbench()->planning_source().round_id);
   EXPECT_EQ(w->sensitivity_view()->heatmap()->data().rows, 2);
   // The Sensitivity view can walk through this run's rounds.
   w->workbench()->poll_now();
@@ -314,7 +317,7 @@ TEST_F(WorkbenchTest, StopSavesAResumableCheckpoint) {
   const size_t at_pause = w->live_metrics()->size();
   QTest::qWait(300);
   EXPECT_LE(w->live_metrics()->size(), at_pause + 1);  // at most the step in flight
-  w->stop_training();  // also wakes the paused loop
+  w->stop_training();                                  // also wakes the paused loop
   ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 30000));
   EXPECT_EQ(ended.at(0).at(1).toString(), "interrupted");
   snip::Store store(db_.toStdString());
@@ -377,7 +380,8 @@ TEST_F(WorkbenchTest, RunsWrittenByAnotherProcessAppear) {
     spec.method = "uniform-bf16";
     const int64_t id = cli.create_run(spec);
     std::vector<snip::MetricRow> rows;
-    for (int s = 1; s <= 40; ++s) rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
+    for (int s = 1; s <= 40; ++s)
+      rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
     cli.append_metrics(id, rows);
     cli.set_run_status(id, snip::RunStatus::finished);
   }
@@ -416,8 +420,14 @@ TEST_F(WorkbenchTest, ScreenshotsOfAPopulatedWorkbench) {
     const int64_t id = store.create_run(spec);
     std::vector<snip::MetricRow> rows;
     for (int s = 1; s <= 600; ++s) {
-      snip::MetricRow r{s, 2.0 + 3.5 * std::exp(-s / 120.0) + 0.08 * std::sin(s * 1.7), std::nullopt,
-                        3e-3 * std::min(1.0, s / 20.0), 1.5 * std::exp(-s / 300.0) + 0.3, 9000, 1.0, std::nullopt};
+      snip::MetricRow r{s,
+                        2.0 + 3.5 * std::exp(-s / 120.0) + 0.08 * std::sin(s * 1.7),
+                        std::nullopt,
+                        3e-3 * std::min(1.0, s / 20.0),
+                        1.5 * std::exp(-s / 300.0) + 0.3,
+                        9000,
+                        1.0,
+                        std::nullopt};
       if (s % 50 == 0) r.val_loss = 2.1 + 3.5 * std::exp(-s / 120.0);
       rows.push_back(r);
     }

@@ -2,7 +2,6 @@
 // writer lays them out (the Python package is not on this machine, so the test builds them by
 // hand from the spec), dtype conversions, and every malformed input a user could hand us.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <bit>
@@ -59,7 +58,8 @@ void expect_error(const std::string& bytes, std::initializer_list<std::string> f
     ADD_FAILURE() << "no error; expected one containing '" << *fragments.begin() << "'";
   } catch (const snip::Error& e) {
     const std::string msg = e.what();
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+    for (const auto& f : fragments)
+      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
     EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << "message does not name the file: " << msg;
   }
 }
@@ -170,9 +170,10 @@ TEST_F(SafetensorsTest, WrongShapeSaysWhatWasExpected) {
     f.read_f32("model.layers.3.mlp.up_proj.weight", w.data(), {688, 256});
     FAIL() << "no error";
   } catch (const snip::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.safetensors: tensor model.layers.3.mlp.up_proj.weight has shape (256, 64), "
-                                         "expected (688, 256) — was it saved with another config?"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("model.safetensors: tensor model.layers.3.mlp.up_proj.weight has shape (256, 64), "
+                                   "expected (688, 256) — was it saved with another config?"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_THROW(f.read_f32("model.layers.4.mlp.up_proj.weight", w.data(), {256, 64}), snip::Error);
@@ -224,7 +225,8 @@ TEST_F(SafetensorsTest, SizeShapeMismatchOverlapsAndHolesAreErrors) {
                          R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                          kValidData),
                {"overlap"});
-  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", kValidData), {"belong to no tensor"});
+  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", kValidData),
+               {"belong to no tensor"});
   expect_error(make_file(kValidHeader, kValidData + "xx"), {"cover only 8"});
 }
 
@@ -232,9 +234,9 @@ TEST_F(SafetensorsTest, BadShapesAndDtypesAreErrors) {
   expect_error(make_file(R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", kValidData), {"dtype I64"});
   expect_error(make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", kValidData), {"negative"});
   expect_error(make_file(R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", kValidData), {"non-integer"});
-  expect_error(make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})",
-                         kValidData),
-               {"overflows"});
+  expect_error(
+      make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", kValidData),
+      {"overflows"});
   expect_error(make_file(R"({"a":{"dtype":"F32","data_offsets":[0,8]}})", kValidData), {"shape"});
   expect_error(make_file(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", kValidData), {"dtype"});
   expect_error(make_file(R"({"a":[1,2]})", kValidData), {"not a JSON object"});
@@ -247,8 +249,9 @@ TEST_F(SafetensorsTest, BadJsonDuplicatesAndMetadataAreErrors) {
                          R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                          kValidData),
                {"'a' twice"});
-  expect_error(make_file(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", kValidData),
-               {"__metadata__"});
+  expect_error(
+      make_file(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", kValidData),
+      {"__metadata__"});
 }
 
 // Random corruption never crashes: either the file still parses or a snip::Error says why.

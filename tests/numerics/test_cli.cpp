@@ -44,9 +44,8 @@ CliResult run_snip(const std::string& args) {
 class QuantizeCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("snip_quantize_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("snip_quantize_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -91,9 +90,9 @@ TEST_F(QuantizeCli, OutputAndCodesMatchTheLibraryBitForBit) {
                         {"e5m2", "tensor", "gradient", Precision::fp8, Gemm::dgrad, Operand::gradient}};
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.format) + " " + c.recipe + " " + c.role);
-    const CliResult r = run_snip(std::string("quantize --format ") + c.format + " --recipe " + c.recipe + " --role " + c.role +
-                      " --shape 40x70 --in " + path("x.f32") + " --out " + path("y.f32") + " --codes " +
-                      path("c.u8") + " --seed 5 --json");
+    const CliResult r = run_snip(std::string("quantize --format ") + c.format + " --recipe " + c.recipe + " --role " +
+                                 c.role + " --shape 40x70 --in " + path("x.f32") + " --out " + path("y.f32") +
+                                 " --codes " + path("c.u8") + " --seed 5 --json");
     ASSERT_EQ(r.code, 0) << r.output;
     QuantSpec spec = Recipe::named(c.recipe).spec(c.p, c.g, c.op);
     spec.format = parse_elem_format(c.format);
@@ -124,9 +123,10 @@ TEST_F(QuantizeCli, WrongFileSizeFailsWithoutOutput) {
 
 TEST_F(QuantizeCli, UnknownFormatRecipeShapeFail) {
   write_f32("x.f32", sample(12));
-  for (const std::string args : {"--format e3m4 --shape 3x4", "--format e4m3 --recipe mxfp --shape 3x4",
-                                 "--format e4m3 --shape 3by4", "--format e4m3 --shape 0x12",
-                                 "--format e4m3 --shape 3x4 --scale-mode up", "--format e4m3 --shape 3x4 --role bias"}) {
+  for (const std::string args :
+       {"--format e3m4 --shape 3x4", "--format e4m3 --recipe mxfp --shape 3x4", "--format e4m3 --shape 3by4",
+        "--format e4m3 --shape 0x12", "--format e4m3 --shape 3x4 --scale-mode up",
+        "--format e4m3 --shape 3x4 --role bias"}) {
     const CliResult r = run_snip("quantize " + args + " --in " + path("x.f32") + " --out " + path("y.f32"));
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.output.find("error"), std::string::npos) << args << ": " << r.output;
@@ -139,7 +139,7 @@ TEST_F(QuantizeCli, NaNInputNamesTheElementAndLeavesNoOutput) {
   x[7] = std::nanf("");
   write_f32("x.f32", x);
   const CliResult r = run_snip("quantize --format e2m1 --shape 3x4 --in " + path("x.f32") + " --out " + path("y.f32") +
-                    " --codes " + path("c.u8"));
+                               " --codes " + path("c.u8"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("(1, 3)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(path("y.f32")));
@@ -156,7 +156,7 @@ TEST_F(QuantizeCli, MissingInputAndBf16CodesFail) {
   EXPECT_NE(r.output.find("missing.f32"), std::string::npos) << r.output;
   write_f32("x.f32", sample(12));
   r = run_snip("quantize --format bf16 --shape 3x4 --in " + path("x.f32") + " --out " + path("y.f32") + " --codes " +
-          path("c.u8"));
+               path("c.u8"));
   EXPECT_NE(r.code, 0);
   EXPECT_FALSE(fs::exists(path("y.f32")));
 }

@@ -41,8 +41,10 @@ TEST(Formats, TableParameters) {
     float max, min_normal, min_sub;
     int emax;
   };
-  const Row rows[] = {{ElemFormat::e4m3, 448, 0x1p-6f, 0x1p-9f, 8},  {ElemFormat::e5m2, 57344, 0x1p-14f, 0x1p-16f, 15},
-                      {ElemFormat::e3m2, 28, 0.25f, 0.0625f, 4},      {ElemFormat::e2m3, 7.5f, 1, 0.125f, 2},
+  const Row rows[] = {{ElemFormat::e4m3, 448, 0x1p-6f, 0x1p-9f, 8},
+                      {ElemFormat::e5m2, 57344, 0x1p-14f, 0x1p-16f, 15},
+                      {ElemFormat::e3m2, 28, 0.25f, 0.0625f, 4},
+                      {ElemFormat::e2m3, 7.5f, 1, 0.125f, 2},
                       {ElemFormat::e2m1, 6, 1, 0.5f, 2}};
   for (const Row& r : rows) {
     SCOPED_TRACE(elem_format_name(r.f));

@@ -39,7 +39,10 @@ TEST(Golden, NumpyReferenceBitForBit) {
     QuantSpec spec;
     spec.format = parse_elem_format(c.at("format").get<std::string>());
     const std::string scale = c.at("scale");
-    spec.scale = scale == "fp32" ? ScaleKind::fp32 : scale == "e8m0" ? ScaleKind::e8m0 : scale == "nvfp4" ? ScaleKind::nvfp4 : ScaleKind::none;
+    spec.scale = scale == "fp32"    ? ScaleKind::fp32
+                 : scale == "e8m0"  ? ScaleKind::e8m0
+                 : scale == "nvfp4" ? ScaleKind::nvfp4
+                                    : ScaleKind::none;
     if (c.contains("mode")) spec.e8m0_mode = parse_e8m0_mode(c.at("mode").get<std::string>());
     spec.block_rows = c.at("block_rows");
     spec.block_cols = c.at("block_cols");
@@ -54,7 +57,8 @@ TEST(Golden, NumpyReferenceBitForBit) {
         ++differ;
       }
     EXPECT_EQ(differ, 0) << "first at " << first << ": x=" << x[size_t(first < 0 ? 0 : first)]
-                         << " got=" << got[size_t(first < 0 ? 0 : first)] << " want=" << want[size_t(first < 0 ? 0 : first)];
+                         << " got=" << got[size_t(first < 0 ? 0 : first)]
+                         << " want=" << want[size_t(first < 0 ? 0 : first)];
     ++checked;
   }
   EXPECT_GE(checked, 10);

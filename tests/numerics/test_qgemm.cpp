@@ -102,8 +102,12 @@ float bf16_step_up(float x) {
 }
 
 // The BF16 rounding of x, widened by one FP32 step outward (x is a double).
-float bf16_below(double x) { return bf16_round(std::nextafter(float(x), -INFINITY)); }
-float bf16_above(double x) { return bf16_round(std::nextafter(float(x), INFINITY)); }
+float bf16_below(double x) {
+  return bf16_round(std::nextafter(float(x), -INFINITY));
+}
+float bf16_above(double x) {
+  return bf16_round(std::nextafter(float(x), INFINITY));
+}
 
 struct SpecCase {
   const char* name;
@@ -202,10 +206,10 @@ struct ShapeCase {
   int64_t M, N, K;
 };
 const ShapeCase kShapes[] = {
-    {"snip", Gemm::fprop, 150, 90, 70},     {"snip", Gemm::fprop, 61, 130, 389}, {"snip", Gemm::fprop, 13, 64, 256},
-    {"snip", Gemm::dgrad, 50, 70, 300},     {"snip", Gemm::wgrad, 70, 45, 260},  {"mx", Gemm::fprop, 37, 70, 100},
-    {"mx", Gemm::wgrad, 30, 20, 96},        {"nvfp4", Gemm::fprop, 40, 66, 90},  {"nvfp4", Gemm::dgrad, 19, 33, 50},
-    {"tensor", Gemm::fprop, 20, 65, 300},   {"tensor", Gemm::wgrad, 9, 17, 5000}};
+    {"snip", Gemm::fprop, 150, 90, 70},   {"snip", Gemm::fprop, 61, 130, 389}, {"snip", Gemm::fprop, 13, 64, 256},
+    {"snip", Gemm::dgrad, 50, 70, 300},   {"snip", Gemm::wgrad, 70, 45, 260},  {"mx", Gemm::fprop, 37, 70, 100},
+    {"mx", Gemm::wgrad, 30, 20, 96},      {"nvfp4", Gemm::fprop, 40, 66, 90},  {"nvfp4", Gemm::dgrad, 19, 33, 50},
+    {"tensor", Gemm::fprop, 20, 65, 300}, {"tensor", Gemm::wgrad, 9, 17, 5000}};
 
 TEST(QGemm, VnniAndScalarKernelsGiveTheSameBitsForAnyThreadCount) {
   ModeGuard guard;
@@ -304,9 +308,15 @@ TEST(QGemm, QlinearBf16OutputsDifferFromTheSgemmPathOnlyAtRoundingBoundaries) {
       std::vector<float> fast(size_t(rows * cols)), slow(fast.size());
       auto call = [&](std::vector<float>& out) {
         switch (g) {
-          case Gemm::fprop: qlinear_fprop(out.data(), X.data(), W.data(), T, K, N, Precision::fp4, ctx); break;
-          case Gemm::dgrad: qlinear_dgrad(out.data(), dY.data(), W.data(), T, K, N, Precision::fp4, ctx); break;
-          case Gemm::wgrad: qlinear_wgrad(out.data(), dY.data(), X.data(), T, K, N, Precision::fp4, ctx); break;
+          case Gemm::fprop:
+            qlinear_fprop(out.data(), X.data(), W.data(), T, K, N, Precision::fp4, ctx);
+            break;
+          case Gemm::dgrad:
+            qlinear_dgrad(out.data(), dY.data(), W.data(), T, K, N, Precision::fp4, ctx);
+            break;
+          case Gemm::wgrad:
+            qlinear_wgrad(out.data(), dY.data(), X.data(), T, K, N, Precision::fp4, ctx);
+            break;
         }
       };
       set_qgemm_mode(QGemmMode::automatic);
@@ -370,9 +380,10 @@ TEST(QGemm, QlinearBf16OutputsDifferFromTheSgemmPathOnlyAtRoundingBoundaries) {
                   (long long)(differing - differing_before), (long long)(apart - apart_before));
     }
   }
-  std::printf("BF16 outputs differing from the sgemm path: %lld of %lld (%lld by more than one BF16 step, where the "
-              "exact value is 0 or nearly)\n",
-              (long long)differing, (long long)total, (long long)apart);
+  std::printf(
+      "BF16 outputs differing from the sgemm path: %lld of %lld (%lld by more than one BF16 step, where the "
+      "exact value is 0 or nearly)\n",
+      (long long)differing, (long long)total, (long long)apart);
   RecordProperty("bf16_outputs_differing", std::to_string(differing));
   // The one-step differences (the two FP32 sums straddle a BF16 rounding boundary) are rare.
   EXPECT_LT(double(differing - apart), 1e-3 * double(total));

@@ -84,7 +84,8 @@ TEST(Recipe, MxNvfp4AndTensor) {
   EXPECT_EQ(s.block_cols, 1);
   EXPECT_EQ(s.rounding, Rounding::stochastic);
   EXPECT_EQ(nv.spec(Precision::fp4, Gemm::fprop, Operand::activation).rounding, Rounding::rne);
-  EXPECT_EQ(nv.spec(Precision::fp8, Gemm::fprop, Operand::activation), mx.spec(Precision::fp8, Gemm::fprop, Operand::activation));
+  EXPECT_EQ(nv.spec(Precision::fp8, Gemm::fprop, Operand::activation),
+            mx.spec(Precision::fp8, Gemm::fprop, Operand::activation));
   const Recipe t = Recipe::named("tensor");
   s = t.spec(Precision::fp4, Gemm::wgrad, Operand::activation);
   EXPECT_EQ(s.block_rows, 0);
@@ -131,11 +132,10 @@ TEST(QLinear, AllThreeGemmsMatchDoubleProductsOfTheSameQuantizedOperands) {
   const int64_t T = 150, K = 70, N = 90;  // partial 128- and 16-blocks everywhere
   const std::vector<float> X = randn(size_t(T * K), 1), W = randn(size_t(N * K), 2, 0.05f),
                            dY = randn(size_t(T * N), 3, 1e-3f);
-  const GemmCase cases[] = {{"snip", Precision::fp4, false}, {"snip", Precision::fp8, false},
-                            {"snip", Precision::bf16, false}, {"snip", Precision::fp32, false},
-                            {"mx", Precision::fp4, false},   {"mx", Precision::fp8, false},
-                            {"nvfp4", Precision::fp4, false}, {"nvfp4", Precision::fp4, true},
-                            {"tensor", Precision::fp4, false}};
+  const GemmCase cases[] = {
+      {"snip", Precision::fp4, false},  {"snip", Precision::fp8, false}, {"snip", Precision::bf16, false},
+      {"snip", Precision::fp32, false}, {"mx", Precision::fp4, false},   {"mx", Precision::fp8, false},
+      {"nvfp4", Precision::fp4, false}, {"nvfp4", Precision::fp4, true}, {"tensor", Precision::fp4, false}};
   for (const GemmCase& gc : cases) {
     SCOPED_TRACE(std::string(gc.recipe) + " " + precision_name(gc.p) + (gc.hadamard ? " +RHT" : ""));
     RecipeOptions ro;
@@ -158,20 +158,23 @@ TEST(QLinear, AllThreeGemmsMatchDoubleProductsOfTheSameQuantizedOperands) {
     // fprop Y = Q(X)·Q(W)ᵀ
     std::vector<float> Y(size_t(T * N));
     qlinear_fprop(Y.data(), X.data(), W.data(), T, K, N, gc.p, ctx);
-    expect_close(Y, gemm_ref(quantized(X, T, K, Gemm::fprop, Operand::activation),
-                             quantized(W, N, K, Gemm::fprop, Operand::weight), T, N, K, false, true, &abs_sum),
+    expect_close(Y,
+                 gemm_ref(quantized(X, T, K, Gemm::fprop, Operand::activation),
+                          quantized(W, N, K, Gemm::fprop, Operand::weight), T, N, K, false, true, &abs_sum),
                  abs_sum);
     // dgrad dX = Q(dY)·Q(W)
     std::vector<float> dX(size_t(T * K));
     qlinear_dgrad(dX.data(), dY.data(), W.data(), T, K, N, gc.p, ctx);
-    expect_close(dX, gemm_ref(quantized(dY, T, N, Gemm::dgrad, Operand::gradient),
-                              quantized(W, N, K, Gemm::dgrad, Operand::weight), T, K, N, false, false, &abs_sum),
+    expect_close(dX,
+                 gemm_ref(quantized(dY, T, N, Gemm::dgrad, Operand::gradient),
+                          quantized(W, N, K, Gemm::dgrad, Operand::weight), T, K, N, false, false, &abs_sum),
                  abs_sum);
     // wgrad dW = Q(dY)ᵀ·Q(X)
     std::vector<float> dW(size_t(N * K));
     qlinear_wgrad(dW.data(), dY.data(), X.data(), T, K, N, gc.p, ctx);
-    expect_close(dW, gemm_ref(quantized(dY, T, N, Gemm::wgrad, Operand::gradient),
-                              quantized(X, T, K, Gemm::wgrad, Operand::activation), N, K, T, true, false, &abs_sum),
+    expect_close(dW,
+                 gemm_ref(quantized(dY, T, N, Gemm::wgrad, Operand::gradient),
+                          quantized(X, T, K, Gemm::wgrad, Operand::activation), N, K, T, true, false, &abs_sum),
                  abs_sum);
     // fp32 is exact up to FP32 summation; every quantized precision really changes the product.
     std::vector<float> Y32(size_t(T * N));

@@ -50,13 +50,14 @@ std::vector<float> awkward_matrix(int64_t rows, int64_t cols, uint32_t seed) {
   std::uniform_int_distribution<int> ex(-12, 12);
   std::vector<float> x(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) x[size_t(r * cols + c)] = nd(gen) * std::ldexp(1.0f, ex(gen) / 3 + int(r % 7) - 3);
+    for (int64_t c = 0; c < cols; ++c)
+      x[size_t(r * cols + c)] = nd(gen) * std::ldexp(1.0f, ex(gen) / 3 + int(r % 7) - 3);
   for (int64_t r = 0; r < std::min<int64_t>(rows, 20); ++r)
     for (int64_t c = 0; c < std::min<int64_t>(cols, 40); ++c) x[size_t(r * cols + c)] = 0.0f;  // zero region
   if (rows * cols > 100) {
     x[41] = -0.0f;
-    x[57] = 1e-41f;   // FP32 subnormal
-    x[60] = -3e38f;   // huge
+    x[57] = 1e-41f;  // FP32 subnormal
+    x[60] = -3e38f;  // huge
     x[61] = 7e37f;
   }
   return x;
@@ -75,7 +76,8 @@ TEST(E8M0, BlockMax957InE4M3) {
   const float expect_y[4] = {896, 960, 960, 896};
   const E8M0Mode modes[4] = {E8M0Mode::floor, E8M0Mode::ceil, E8M0Mode::rceil, E8M0Mode::even};
   for (int i = 0; i < 4; ++i) {
-    const std::vector<float> y = quantize(x, 1, 2, make_spec(ElemFormat::e4m3, ScaleKind::e8m0, 1, 32, Rounding::rne, modes[i]));
+    const std::vector<float> y =
+        quantize(x, 1, 2, make_spec(ElemFormat::e4m3, ScaleKind::e8m0, 1, 32, Rounding::rne, modes[i]));
     EXPECT_EQ(y[0], expect_y[i]) << e8m0_mode_name(modes[i]);
   }
   // even carries into the next binade: 1000 → 1024 at 3 bits, so e = 10 - 8 = 2 and 1000 survives.
@@ -123,7 +125,7 @@ TEST(NVFP4, HandComputedTwoLevelScaling) {
   // Block C amax 2688 → 448 → dec 448: 1000/448 = 2.23 → 2 → 896.
   std::vector<float> x(48, 0.0f);
   x[0] = 6, x[1] = 2.5f, x[2] = 5, x[3] = 5.1f;
-  x[16] = 100, x[17] = 30;   // 30/16 = 1.875 → 2 → 32
+  x[16] = 100, x[17] = 30;  // 30/16 = 1.875 → 2 → 32
   x[32] = 2688, x[33] = 1000;
   const std::vector<float> y = quantize(x, 1, 48, make_spec(ElemFormat::e2m1, ScaleKind::nvfp4, 1, 16));
   EXPECT_EQ(y[0], 6);
@@ -209,7 +211,8 @@ TEST(Blocks, ZeroBlocksStayZeroWithSignedZeros) {
     QuantStats st;
     std::vector<float> y(64, 1.0f);
     fake_quantize(y.data(), x.data(), 4, 16, make_spec(ElemFormat::e2m1, sk, 1, 16), {}, "zeros", &st);
-    for (int i = 0; i < 64; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(y[size_t(i)]), std::bit_cast<uint32_t>(x[size_t(i)]));
+    for (int i = 0; i < 64; ++i)
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[size_t(i)]), std::bit_cast<uint32_t>(x[size_t(i)]));
     EXPECT_EQ(st.zeros, 64);
     EXPECT_EQ(st.err_sq, 0.0);
   }
@@ -252,12 +255,9 @@ std::vector<Case> all_cases() {
   for (ElemFormat f : {ElemFormat::e4m3, ElemFormat::e5m2, ElemFormat::e3m2, ElemFormat::e2m3, ElemFormat::e2m1}) {
     for (Rounding r : {Rounding::rne, Rounding::stochastic, Rounding::away}) {
       for (auto& sh : shapes) {
-        std::vector<std::pair<ScaleKind, E8M0Mode>> scales = {{ScaleKind::none, E8M0Mode::rceil},
-                                                              {ScaleKind::fp32, E8M0Mode::rceil},
-                                                              {ScaleKind::e8m0, E8M0Mode::floor},
-                                                              {ScaleKind::e8m0, E8M0Mode::ceil},
-                                                              {ScaleKind::e8m0, E8M0Mode::rceil},
-                                                              {ScaleKind::e8m0, E8M0Mode::even}};
+        std::vector<std::pair<ScaleKind, E8M0Mode>> scales = {
+            {ScaleKind::none, E8M0Mode::rceil}, {ScaleKind::fp32, E8M0Mode::rceil}, {ScaleKind::e8m0, E8M0Mode::floor},
+            {ScaleKind::e8m0, E8M0Mode::ceil},  {ScaleKind::e8m0, E8M0Mode::rceil}, {ScaleKind::e8m0, E8M0Mode::even}};
         if (f == ElemFormat::e2m1) scales.push_back({ScaleKind::nvfp4, E8M0Mode::rceil});
         for (auto [sk, mode] : scales) {
           Case c{make_spec(f, sk, sh[0], sh[1], r, mode), ""};
@@ -287,8 +287,10 @@ TEST(FastVsRef, BitIdenticalOnEveryFormatScaleBlockAndRounding) {
     QuantStats st_ref, st_fast;
     const bool has_codes = c.spec.format != ElemFormat::bf16 && c.spec.format != ElemFormat::fp32;
     std::vector<uint8_t> codes_ref(x.size()), codes_fast(x.size());
-    fake_quantize_ref(y_ref.data(), x.data(), rows, cols, c.spec, key, "t", &st_ref, has_codes ? codes_ref.data() : nullptr);
-    fake_quantize(y_stats.data(), x.data(), rows, cols, c.spec, key, "t", &st_fast, has_codes ? codes_fast.data() : nullptr);
+    fake_quantize_ref(y_ref.data(), x.data(), rows, cols, c.spec, key, "t", &st_ref,
+                      has_codes ? codes_ref.data() : nullptr);
+    fake_quantize(y_stats.data(), x.data(), rows, cols, c.spec, key, "t", &st_fast,
+                  has_codes ? codes_fast.data() : nullptr);
     ASSERT_EQ(std::memcmp(y_fast.data(), y_ref.data(), x.size() * 4), 0);
     ASSERT_EQ(std::memcmp(y_stats.data(), y_ref.data(), x.size() * 4), 0);
     EXPECT_EQ(codes_fast, codes_ref);
@@ -335,7 +337,7 @@ TEST(Stochastic, OnlyNeighboursAndUnbiased) {
     fake_quantize(y.data(), x.data(), 1, n, make_spec(ElemFormat::e2m1, ScaleKind::none, 0, 0, Rounding::stochastic),
                   {42, 0, 0, 0}, "sr");
     const float lo = round_elem_ref(v, ElemFormat::e2m1, Rounding::stochastic, 0xFFFFFFFFu);  // never rounds up
-    const float hi = round_elem_ref(v, ElemFormat::e2m1, Rounding::stochastic, 0);             // always rounds up
+    const float hi = round_elem_ref(v, ElemFormat::e2m1, Rounding::stochastic, 0);            // always rounds up
     ASSERT_NE(lo, hi);
     double sum = 0;
     for (float q : y) {

@@ -80,8 +80,7 @@ std::string read_bytes(const fs::path& p) {
 // The real `snip` binary as a child process: stdout and stderr go to files beside `log_base`.
 class Snip {
  public:
-  Snip(const std::vector<std::string>& args, const fs::path& log_base,
-       const std::vector<std::string>& env = {})
+  Snip(const std::vector<std::string>& args, const fs::path& log_base, const std::vector<std::string>& env = {})
       : out_(log_base.string() + ".out"), err_(log_base.string() + ".err") {
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -191,8 +190,10 @@ struct Db {
   // step -> training loss (bit-exact) of the last run that has a row for step n.
   std::map<int64_t, double> losses_to(int64_t n) const {
     std::map<int64_t, double> out;
-    const std::string sql = "SELECT step, train_loss FROM metrics WHERE run_id = (SELECT MAX(run_id) FROM metrics "
-                            "WHERE step = " + std::to_string(n) + ") ORDER BY step";
+    const std::string sql =
+        "SELECT step, train_loss FROM metrics WHERE run_id = (SELECT MAX(run_id) FROM metrics "
+        "WHERE step = " +
+        std::to_string(n) + ") ORDER BY step";
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) return out;
     while (sqlite3_step(st) == SQLITE_ROW) out[sqlite3_column_int64(st, 0)] = sqlite3_column_double(st, 1);
@@ -209,21 +210,37 @@ std::string integrity(const fs::path& db) {
 // The run settings shared by every test: the tiny preset, small batches, no evaluation.
 std::vector<std::string> train_args(int64_t steps, const fs::path& out, const std::optional<fs::path>& db,
                                     int64_t save_every = 1, const std::optional<fs::path>& data = {}) {
-  std::vector<std::string> a{"train",        "--preset",     "tiny",       "--steps",
-                             std::to_string(steps), "--batch-size", "4", "--seq-len",
-                             "32",           "--eval-every", "0",          "--save-every",
-                             std::to_string(save_every), "--json", "--out", out.string()};
+  std::vector<std::string> a{"train",
+                             "--preset",
+                             "tiny",
+                             "--steps",
+                             std::to_string(steps),
+                             "--batch-size",
+                             "4",
+                             "--seq-len",
+                             "32",
+                             "--eval-every",
+                             "0",
+                             "--save-every",
+                             std::to_string(save_every),
+                             "--json",
+                             "--out",
+                             out.string()};
   if (data) a.insert(a.end(), {"--data", data->string()});
-  if (db) a.insert(a.end(), {"--db", db->string()});
-  else a.push_back("--no-db");
+  if (db)
+    a.insert(a.end(), {"--db", db->string()});
+  else
+    a.push_back("--no-db");
   return a;
 }
 std::vector<std::string> resume_args(const fs::path& ck, const std::optional<fs::path>& db,
                                      std::optional<int64_t> steps = {}) {
   std::vector<std::string> a{"train", "--resume", ck.string(), "--save-every", "1", "--json"};
   if (steps) a.insert(a.end(), {"--steps", std::to_string(*steps)});
-  if (db) a.insert(a.end(), {"--db", db->string()});
-  else a.push_back("--no-db");
+  if (db)
+    a.insert(a.end(), {"--db", db->string()});
+  else
+    a.push_back("--no-db");
   return a;
 }
 
@@ -335,8 +352,8 @@ void kill_loop(const std::string& tag, int64_t steps, int kills, int64_t max_ste
   } else if (!fs::exists(ck)) {
     ASSERT_EQ(run_snip(train(ck, db), dir / "final", &err), 0) << err;
   }
-  std::cout << killed << " kills, " << kills_with_checkpoint << " after a checkpoint existed; checkpoint steps seen up to "
-            << last_step << "\n";
+  std::cout << killed << " kills, " << kills_with_checkpoint
+            << " after a checkpoint existed; checkpoint steps seen up to " << last_step << "\n";
   EXPECT_GE(kills_with_checkpoint, 1) << "no kill landed after the first checkpoint";
   EXPECT_EQ(integrity(db), "ok");
   EXPECT_EQ(load_checkpoint(ck), steps);
@@ -354,7 +371,9 @@ void kill_loop(const std::string& tag, int64_t steps, int kills, int64_t max_ste
   EXPECT_TRUE(read_bytes(ck / "optimizer.safetensors") == read_bytes(dir / "ref" / "optimizer.safetensors"));
 }
 
-TEST(KillTraining, RandomSigkillsThenResumeGiveTheUninterruptedLoss) { kill_loop("kill", 24, 6, 0); }
+TEST(KillTraining, RandomSigkillsThenResumeGiveTheUninterruptedLoss) {
+  kill_loop("kill", 24, 6, 0);
+}
 
 TEST(KillTrainingSlow, ManyRandomSigkillsThenResumeGiveTheUninterruptedLoss) {
   kill_loop("killslow", 60, 25, 3);
@@ -381,7 +400,7 @@ class WriteFault : public ::testing::Test {
                   name.find(".err") != std::string::npos)
           << "left behind: " << name;
     EXPECT_EQ(listing(ck()), (std::vector<std::string>{"config.json", "model.safetensors", "optimizer.safetensors",
-                                                        "trainer_state.json"}));
+                                                       "trainer_state.json"}));
   }
   TempDir dir_{"fault"};
   std::vector<std::string> before_;

@@ -11,7 +11,9 @@
 namespace snip::test {
 
 // A small Llama shape: C 64, F 176, 4 heads, 2 kv heads (q/o 64×64, k/v 32×64, MLP 176×64).
-inline ModelDims small_dims(int blocks) { return ModelDims{64, 176, blocks, 4, 2}; }
+inline ModelDims small_dims(int blocks) {
+  return ModelDims{64, 176, blocks, 4, 2};
+}
 
 // Random positive costs with fp4 > fp8 > bf16 = 0 on a model shape (FLOPs from the shape), or
 // with random FLOPs when `random_flops` (exercises non-Llama ratios and the rounding guard).

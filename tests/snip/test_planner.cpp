@@ -29,8 +29,8 @@ void expect_matches_brute_force(const CostTable& t, const PlanRequest& req, cons
   double obj = 0;
   for (size_t i = 0; i < t.layers.size(); ++i) {
     const auto& c = ilp.choice[i];
-    obj += req.per_role ? t.layers[i].cost[0][int(c[0])] + t.layers[i].cost[1][int(c[1])]
-                        : t.layers[i].total_cost(c[0]);
+    obj +=
+        req.per_role ? t.layers[i].cost[0][int(c[0])] + t.layers[i].cost[1][int(c[1])] : t.layers[i].total_cost(c[0]);
     if (!req.per_role) {
       EXPECT_EQ(c[0], c[1]) << what;
     }
@@ -191,7 +191,8 @@ TEST(Ilp, InfeasibleRequestsNameTheCause) {
   PlanRequest st;
   st.budget = 0.5;
   st.stages = 2;
-  for (LayerType ty : {LayerType::gate, LayerType::up, LayerType::down}) st.pins[layer_module_name(1, ty)] = Precision::fp8;
+  for (LayerType ty : {LayerType::gate, LayerType::up, LayerType::down})
+    st.pins[layer_module_name(1, ty)] = Precision::fp8;
   expect_infeasible(t, st, {"pipeline stage 1", "unreachable"});
   st.pins.clear();
   EXPECT_NO_THROW(solve_ilp(t, st));
@@ -356,7 +357,8 @@ TEST(Ilp, BudgetGuardCatchesAToleranceSlip) {
     for (auto& c : t.layers) {
       total += c.flops;
       const bool in_cheap_set = c.type == LayerType::gate || c.type == LayerType::down;
-      for (int r = 0; r < kNumRoles; ++r) c.cost[r][int(Precision::fp4)] = c.cost[r][int(Precision::fp8)] + (in_cheap_set ? 0.001 : 10.0);
+      for (int r = 0; r < kNumRoles; ++r)
+        c.cost[r][int(Precision::fp4)] = c.cost[r][int(Precision::fp8)] + (in_cheap_set ? 0.001 : 10.0);
       if (in_cheap_set) cheap += c.flops;
     }
     PlanRequest req;

@@ -30,8 +30,8 @@ TEST(Sweep, SnipIsTheLowerEnvelopeAndEveryPointMeetsItsBudget) {
   const PlannerInput in = planner_input_from_stats(test::random_round(3, 31));
   SweepOptions opt;
   opt.budgets = parse_budget_list("0:1:0.1");
-  opt.methods = {Method::snip, Method::min_err, Method::min_rel_err, Method::e_layer_type, Method::e_layer_id,
-                 Method::random, Method::uniform_fp4};
+  opt.methods = {Method::snip,       Method::min_err, Method::min_rel_err, Method::e_layer_type,
+                 Method::e_layer_id, Method::random,  Method::uniform_fp4};
   opt.random_seeds = 2;
   const auto pts = run_sweep(in, opt);
   ASSERT_EQ(pts.size(), opt.budgets.size() * 8);

@@ -109,7 +109,8 @@ TEST(CheckpointTarget, AnotherRunsCheckpointNeedsOverwriteButTheResumedOneIsFine
   auto t = tiny_trainer(d);
   t->step();
   t->save_checkpoint(d / "ck");
-  EXPECT_NE(refusal(d / "ck").find("holds the checkpoint of another run (step 1)"), std::string::npos) << refusal(d / "ck");
+  EXPECT_NE(refusal(d / "ck").find("holds the checkpoint of another run (step 1)"), std::string::npos)
+      << refusal(d / "ck");
   EXPECT_NE(refusal(d / "ck").find("--overwrite"), std::string::npos);
   snip::CheckpointTargetOptions overwrite;
   overwrite.overwrite = true;
@@ -139,9 +140,11 @@ TEST(CheckpointTarget, UnusableLocationsAreRefusedBeforeTraining) {
   EXPECT_NE(refusal(d / "file.txt/ck").find("file.txt is a regular file, not a folder"), std::string::npos)
       << refusal(d / "file.txt/ck");
   for (const std::string& bad : {std::string("."), std::string(".."), d / ".", d / "..", std::string("/")})
-    EXPECT_NE(refusal(bad).find("not a checkpoint folder of its own"), std::string::npos) << bad << ": " << refusal(bad);
+    EXPECT_NE(refusal(bad).find("not a checkpoint folder of its own"), std::string::npos)
+        << bad << ": " << refusal(bad);
   EXPECT_NE(refusal("").find("empty"), std::string::npos);
-  EXPECT_NE(refusal(d / std::string(250, 'x')).find("too long"), std::string::npos) << refusal(d / std::string(250, 'x'));
+  EXPECT_NE(refusal(d / std::string(250, 'x')).find("too long"), std::string::npos)
+      << refusal(d / std::string(250, 'x'));
   // A read-only location (injected: root ignores permissions): refused by the probe, not after training.
   ::setenv("SNIP_FAULT_WRITE", "EROFS:rofolder", 1);
   const std::string ro = refusal(d / "rofolder");

@@ -2,6 +2,9 @@
 // table of plans, runs and stored compare experiments, and compare experiments in the background.
 #include "compare_view.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDoubleSpinBox>
@@ -12,9 +15,9 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QIcon>
-#include <QPixmap>
 #include <QLabel>
 #include <QListWidget>
+#include <QPixmap>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -30,9 +33,6 @@
 #include <cmath>
 #include <set>
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include "curve_chart.h"
 #include "plan_grid.h"
 #include "plan_view.h"
@@ -44,7 +44,7 @@
 namespace snip::ui {
 
 namespace {
-constexpr int kLastSteps = 50;        // METHOD.md 6: mean train loss over the last 50 steps
+constexpr int kLastSteps = 50;         // METHOD.md 6: mean train loss over the last 50 steps
 constexpr int kRunCurvePoints = 2000;  // a stored run's curve, downsampled by the store
 constexpr int kExperimentNice = 10;    // the background experiment yields to everything interactive
 
@@ -54,8 +54,12 @@ int num_blocks_of(const snip::Plan& plan) {
     if (auto id = snip::parse_layer_module_name(name)) blocks = std::max(blocks, id->block + 1);
   return blocks;
 }
-QString num(double v, int prec = 4) { return std::isfinite(v) ? QString::number(v, 'f', prec) : QStringLiteral("—"); }
-QString signed_num(double v) { return std::isfinite(v) ? QString::asprintf("%+.4f", v) : QStringLiteral("—"); }
+QString num(double v, int prec = 4) {
+  return std::isfinite(v) ? QString::number(v, 'f', prec) : QStringLiteral("—");
+}
+QString signed_num(double v) {
+  return std::isfinite(v) ? QString::asprintf("%+.4f", v) : QStringLiteral("—");
+}
 
 // A cell that sorts by its number (Qt::UserRole) when it has one; unknown values (NaN) sort last.
 class TableItem : public QTableWidgetItem {
@@ -78,9 +82,9 @@ class TableItem : public QTableWidgetItem {
 // Distinct line colours: Tableau's ten, then hues a golden angle apart (a compare experiment has
 // 15+ arms); the table's Method cell shows the colour of the row's curve, so it is the legend.
 QColor curve_colour(size_t i) {
-  static const QColor kTableau[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),  QColor(214, 39, 40),
-                                    QColor(148, 103, 189), QColor(140, 86, 75), QColor(227, 119, 194), QColor(127, 127, 127),
-                                    QColor(188, 189, 34),  QColor(23, 190, 207)};
+  static const QColor kTableau[] = {
+      QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),   QColor(214, 39, 40),  QColor(148, 103, 189),
+      QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34), QColor(23, 190, 207)};
   if (i < 10) return kTableau[i];
   return QColor::fromHsvF(std::fmod(0.07 + 0.381966 * double(i), 1.0), 0.75, 0.8);
 }
@@ -144,8 +148,9 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   ex_layout->addLayout(ex_row);
   auto* button_row = new QHBoxLayout();
   experiment_button_ = new QPushButton(tr("Run from the checked run"), experiment);
-  experiment_button_->setToolTip(tr("Continues the newest checkpoint of the checked run under SNIP and every baseline "
-                                    "plan at budget ρ, plus noise-floor controls; the table is stored in the database"));
+  experiment_button_->setToolTip(
+      tr("Continues the newest checkpoint of the checked run under SNIP and every baseline "
+         "plan at budget ρ, plus noise-floor controls; the table is stored in the database"));
   cancel_button_ = new QPushButton(tr("Cancel"), experiment);
   cancel_button_->setEnabled(false);
   button_row->addWidget(experiment_button_, 1);
@@ -176,8 +181,8 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
 
   table_ = new QTableWidget(this);
   table_->setColumnCount(num_columns);
-  const QStringList headers = {tr("Source"), tr("Method"), tr("Budget ρ"), tr("Achieved ρ"), tr("Train (last 50)"),
-                               tr("Val loss"), tr("Gap train"), tr("Gap val"), tr("vs SNIP"), tr("Pred. ΔL")};
+  const QStringList headers = {tr("Source"),   tr("Method"),    tr("Budget ρ"), tr("Achieved ρ"), tr("Train (last 50)"),
+                               tr("Val loss"), tr("Gap train"), tr("Gap val"),  tr("vs SNIP"),    tr("Pred. ΔL")};
   const QStringList header_tips = {
       tr("Stored plan, run or compare experiment the row comes from"),
       tr("Planning method (compare arms: SNIP at λ, the baselines, uniform precisions, noise-floor controls)"),
@@ -211,7 +216,8 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   auto* export_button = new QPushButton(tr("Export CSV…"), this);
   export_button->setToolTip(tr("The table as CSV, in the order shown, numbers at full precision"));
   connect(export_button, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export table"), QStringLiteral("compare.csv"), tr("CSV (*.csv)"));
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export table"), QStringLiteral("compare.csv"), tr("CSV (*.csv)"));
     if (path.isEmpty()) return;
     try {
       export_table_csv(path);
@@ -288,9 +294,11 @@ std::vector<int64_t> CompareView::checked(QListWidget* list) const {
 void CompareView::refresh_lists() {
   stale_ = false;
   snip::Store* store = workbench_->store();
-  const auto plans_checked = checked(plan_list_), runs_checked = checked(run_list_), compares_checked = checked(compare_list_);
+  const auto plans_checked = checked(plan_list_), runs_checked = checked(run_list_),
+             compares_checked = checked(compare_list_);
   const std::set<int64_t> checked_plans(plans_checked.begin(), plans_checked.end()),
-      checked_runs(runs_checked.begin(), runs_checked.end()), checked_compares(compares_checked.begin(), compares_checked.end());
+      checked_runs(runs_checked.begin(), runs_checked.end()),
+      checked_compares(compares_checked.begin(), compares_checked.end());
   const QSignalBlocker b1(plan_list_), b2(run_list_), b3(compare_list_);
   plan_list_->clear();
   run_list_->clear();
@@ -306,18 +314,27 @@ void CompareView::refresh_lists() {
   if (store) {
     try {
       for (const snip::PlanRecord& p : store->plans())
-        add_item(plan_list_, tr("#%1 %2 · ρ≥%3 → %4").arg(p.id).arg(QString::fromStdString(p.plan.method))
-                                 .arg(p.plan.budget, 0, 'f', 2).arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
+        add_item(plan_list_,
+                 tr("#%1 %2 · ρ≥%3 → %4")
+                     .arg(p.id)
+                     .arg(QString::fromStdString(p.plan.method))
+                     .arg(p.plan.budget, 0, 'f', 2)
+                     .arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
                  p.id, checked_plans.count(p.id));
       for (const snip::RunInfo& r : store->runs()) {
-        add_item(run_list_, tr("#%1 %2 (%3)").arg(r.id).arg(QString::fromStdString(r.spec.name))
-                                .arg(QString::fromLatin1(snip::run_status_name(r.status))),
+        add_item(run_list_,
+                 tr("#%1 %2 (%3)")
+                     .arg(r.id)
+                     .arg(QString::fromStdString(r.spec.name))
+                     .arg(QString::fromLatin1(snip::run_status_name(r.status))),
                  r.id, checked_runs.count(r.id));
         run_state_[r.id] = QStringLiteral("%1:%2").arg(int(r.status)).arg(r.last_step);
       }
-      for (const snip::CompareRecord& c : store->list_compares()) add_item(compare_list_, compare_label(c), c.id, checked_compares.count(c.id));
+      for (const snip::CompareRecord& c : store->list_compares())
+        add_item(compare_list_, compare_label(c), c.id, checked_compares.count(c.id));
     } catch (const std::exception& e) {
-      workbench_->report(MessageLevel::error, tr("Reading plans, runs and compare experiments failed: %1").arg(error_text(e)));
+      workbench_->report(MessageLevel::error,
+                         tr("Reading plans, runs and compare experiments failed: %1").arg(error_text(e)));
     }
   }
   // Rebuild only when what the table and chart show may have changed.
@@ -335,7 +352,8 @@ void CompareView::select(const std::vector<int64_t>& plan_ids, const std::vector
   auto check = [](QListWidget* list, const std::vector<int64_t>& ids) {
     const std::set<int64_t> on(ids.begin(), ids.end());
     for (int i = 0; i < list->count(); ++i)
-      list->item(i)->setCheckState(on.count(list->item(i)->data(Qt::UserRole).toLongLong()) ? Qt::Checked : Qt::Unchecked);
+      list->item(i)->setCheckState(on.count(list->item(i)->data(Qt::UserRole).toLongLong()) ? Qt::Checked
+                                                                                            : Qt::Unchecked);
   };
   check(plan_list_, plan_ids);
   check(run_list_, run_ids);
@@ -353,7 +371,8 @@ void CompareView::rebuild() {
   table_->setSortingEnabled(false);  // rows go in report order; the user's sort is applied after
   table_->setRowCount(0);
   table_note_->clear();
-  const std::vector<int64_t> plan_ids = checked(plan_list_), run_ids = checked(run_list_), compare_ids = checked(compare_list_);
+  const std::vector<int64_t> plan_ids = checked(plan_list_), run_ids = checked(run_list_),
+                             compare_ids = checked(compare_list_);
   built_from_.clear();
   for (int64_t id : plan_ids) built_from_ += QStringLiteral("p%1,").arg(id);
   for (int64_t id : run_ids) built_from_ += QStringLiteral("r%1=%2,").arg(id).arg(run_state_[id]);
@@ -370,8 +389,11 @@ void CompareView::rebuild() {
       auto* grid = new PlanGrid(grids_host_);
       grid->setMinimumWidth(260);
       std::vector<snip::LinearPrecision> per_layer = plan_per_layer(rec.plan, blocks);
-      grid->set_plan(blocks, per_layer, tr("#%1 %2 (ρ %3)").arg(rec.id).arg(QString::fromStdString(rec.plan.method))
-                                            .arg(rec.plan.achieved_fp4_fraction, 0, 'f', 3));
+      grid->set_plan(blocks, per_layer,
+                     tr("#%1 %2 (ρ %3)")
+                         .arg(rec.id)
+                         .arg(QString::fromStdString(rec.plan.method))
+                         .arg(rec.plan.achieved_fp4_fraction, 0, 'f', 3));
       if (i == 0)
         reference = per_layer;
       else if (reference.size() == per_layer.size())
@@ -406,9 +428,11 @@ void CompareView::rebuild() {
       const auto val = store->curve(id, snip::Metric::val_loss, 4);
       if (!val.empty()) s.val = val.back().value;
       std::vector<QPointF> points;
-      for (const auto& p : store->curve(id, snip::Metric::train_loss, kRunCurvePoints)) points.emplace_back(double(p.step), p.value);
-      curves.push_back(Curve{QStringLiteral("run #%1 %2").arg(s.info.id).arg(QString::fromStdString(s.info.spec.method)),
-                             std::move(points), curve_colour(curves.size())});
+      for (const auto& p : store->curve(id, snip::Metric::train_loss, kRunCurvePoints))
+        points.emplace_back(double(p.step), p.value);
+      curves.push_back(
+          Curve{QStringLiteral("run #%1 %2").arg(s.info.id).arg(QString::fromStdString(s.info.spec.method)),
+                std::move(points), curve_colour(curves.size())});
       runs.push_back(std::move(s));
     }
     const RunSummary* bf16 = nullptr;
@@ -428,9 +452,10 @@ void CompareView::rebuild() {
         row.gap_val = s.val - bf16->val;
       }
       row.vs_snip = bf16 ? QString() : tr("check a uniform-bf16 run for gaps");
-      row.tooltip = tr("%1 · %2 · %3 steps").arg(QString::fromStdString(s.info.spec.name),
-                                                QString::fromLatin1(snip::run_status_name(s.info.status)))
-                        .arg(s.info.last_step);
+      row.tooltip =
+          tr("%1 · %2 · %3 steps")
+              .arg(QString::fromStdString(s.info.spec.name), QString::fromLatin1(snip::run_status_name(s.info.status)))
+              .arg(s.info.last_step);
       rows.push_back(row);
     }
     // Compare experiments: every arm, as stored by `snip compare`.
@@ -458,14 +483,16 @@ void CompareView::rebuild() {
         row.gap_train = r.gap_train;
         row.gap_val = r.gap_val_plan;
         const bool snip_reference = !r.control && r.lambda && std::abs(*r.lambda - 0.1) < 1e-12;
-        row.vs_snip = r.control ? tr("control (noise floor)")
-                      : snip_reference ? tr("SNIP reference")
+        row.vs_snip = r.control                    ? tr("control (noise floor)")
+                      : snip_reference             ? tr("SNIP reference")
                       : r.method == "uniform-bf16" ? tr("BF16 reference")
-                      : r.differs_from_snip ? tr("differs")
-                                            : tr("within noise");
-        if (!r.same_plan_as.empty()) row.vs_snip += tr(" · same plan as %1").arg(QString::fromStdString(r.same_plan_as));
-        row.tooltip = tr("%1: val loss in BF16 %2 (gap %3)%4").arg(row.method, num(r.val_loss_bf16), signed_num(r.gap_val_bf16),
-                                                                  r.plan_id ? tr(" · plan #%1").arg(*r.plan_id) : QString());
+                      : r.differs_from_snip        ? tr("differs")
+                                                   : tr("within noise");
+        if (!r.same_plan_as.empty())
+          row.vs_snip += tr(" · same plan as %1").arg(QString::fromStdString(r.same_plan_as));
+        row.tooltip = tr("%1: val loss in BF16 %2 (gap %3)%4")
+                          .arg(row.method, num(r.val_loss_bf16), signed_num(r.gap_val_bf16),
+                               r.plan_id ? tr(" · plan #%1").arg(*r.plan_id) : QString());
         if (!r.same_plan_as.empty() || r.train_curve.empty()) {  // the same curve is drawn once
           if (colour_of.count(r.same_plan_as)) row.colour = colour_of.at(r.same_plan_as);
           rows.push_back(row);
@@ -473,7 +500,8 @@ void CompareView::rebuild() {
         }
         std::vector<QPointF> points;
         points.reserve(r.train_curve.size());
-        for (size_t k = 0; k < r.train_curve.size(); ++k) points.emplace_back(double(c.start_step + int64_t(k) + 1), r.train_curve[k]);
+        for (size_t k = 0; k < r.train_curve.size(); ++k)
+          points.emplace_back(double(c.start_step + int64_t(k) + 1), r.train_curve[k]);
         row.colour = colour_of[r.method] = curve_colour(curves.size());
         curves.push_back(Curve{tr("#%1 %2").arg(c.id).arg(row.method), std::move(points), row.colour});
         rows.push_back(row);
@@ -503,7 +531,8 @@ void CompareView::rebuild() {
     auto* vs = new TableItem(row.vs_snip);
     if (row.vs_snip.startsWith(tr("differs"))) vs->setForeground(QColor(200, 60, 40));
     set(col_vs_snip, vs);
-    set(col_predicted, new TableItem(std::isfinite(row.predicted) ? QString::number(row.predicted, 'g', 4) : QString(), row.predicted));
+    set(col_predicted, new TableItem(std::isfinite(row.predicted) ? QString::number(row.predicted, 'g', 4) : QString(),
+                                     row.predicted));
   }
   table_->resizeColumnsToContents();
   table_->setColumnWidth(col_source, std::min(table_->columnWidth(col_source), 140));
@@ -523,7 +552,8 @@ void CompareView::rebuild() {
 
 void CompareView::export_table_csv(const QString& path) const {
   auto field = [](QString cell) {
-    if (cell.contains(',') || cell.contains('"') || cell.contains('\n')) cell = '"' + cell.replace('"', QStringLiteral("\"\"")) + '"';
+    if (cell.contains(',') || cell.contains('"') || cell.contains('\n'))
+      cell = '"' + cell.replace('"', QStringLiteral("\"\"")) + '"';
     return cell.toStdString();
   };
   std::string csv;
@@ -538,7 +568,8 @@ void CompareView::export_table_csv(const QString& path) const {
       QString cell;
       if (item) {
         const QVariant v = item->data(Qt::UserRole);
-        cell = v.isValid() ? (std::isfinite(v.toDouble()) ? QString::number(v.toDouble(), 'g', 9) : QString()) : item->text();
+        cell = v.isValid() ? (std::isfinite(v.toDouble()) ? QString::number(v.toDouble(), 'g', 9) : QString())
+                           : item->text();
       }
       if (c) csv += ',';
       csv += field(cell);
@@ -558,7 +589,9 @@ QString CompareView::snip_executable() {
   return QStandardPaths::findExecutable(QStringLiteral("snip"));
 }
 
-bool CompareView::experiment_running() const { return experiment_ && experiment_->state() != QProcess::NotRunning; }
+bool CompareView::experiment_running() const {
+  return experiment_ && experiment_->state() != QProcess::NotRunning;
+}
 
 bool CompareView::wait_for_experiment(int timeout_ms) {
   QElapsedTimer t;
@@ -597,13 +630,16 @@ void CompareView::launch_compare_experiment() {
       }
     }
     if (!checkpoint && !missing.isEmpty())
-      throw snip::Error(QStringLiteral("the checkpoint directory of %1 no longer exists (deleted or moved); check a run whose "
-                                       "checkpoint is still on disk, or train or resume the run again to save one")
-                            .arg(missing.join(QStringLiteral(", ")))
-                            .toStdString());
-    if (!checkpoint) throw snip::Error("check a run that has a checkpoint (runs save one when they finish or are stopped)");
+      throw snip::Error(
+          QStringLiteral("the checkpoint directory of %1 no longer exists (deleted or moved); check a run whose "
+                         "checkpoint is still on disk, or train or resume the run again to save one")
+              .arg(missing.join(QStringLiteral(", ")))
+              .toStdString());
+    if (!checkpoint)
+      throw snip::Error("check a run that has a checkpoint (runs save one when they finish or are stopped)");
     const QString snip = snip_executable();
-    if (snip.isEmpty()) throw snip::Error("the `snip` command-line tool was not found beside snip-workbench or on PATH");
+    if (snip.isEmpty())
+      throw snip::Error("the `snip` command-line tool was not found beside snip-workbench or on PATH");
     delete experiment_;
     experiment_ = new QProcess(this);
     experiment_stdout_.clear();
@@ -617,7 +653,8 @@ void CompareView::launch_compare_experiment() {
     });
     experiment_progress_->setRange(0, 0);  // busy until the first progress line
     experiment_progress_->setFormat(tr("collecting statistics…"));
-    experiment_status_->setText(tr("From %1 (step %2)").arg(QString::fromStdString(checkpoint->path)).arg(checkpoint->step));
+    experiment_status_->setText(
+        tr("From %1 (step %2)").arg(QString::fromStdString(checkpoint->path)).arg(checkpoint->step));
     connect(experiment_, &QProcess::readyReadStandardOutput, this,
             [this] { experiment_stdout_ += QString::fromUtf8(experiment_->readAllStandardOutput()); });
     connect(experiment_, &QProcess::readyReadStandardError, this, [this] {
@@ -645,10 +682,10 @@ void CompareView::launch_compare_experiment() {
     });
     experiment_button_->setEnabled(false);
     cancel_button_->setEnabled(true);
-    experiment_->start(snip, {QStringLiteral("compare"), QStringLiteral("--checkpoint"), QString::fromStdString(checkpoint->path),
-                              QStringLiteral("--budget"), QString::number(experiment_budget_->value()),
-                              QStringLiteral("--steps"), QString::number(experiment_steps_->value()),
-                              QStringLiteral("--db"), workbench_->database_path()});
+    experiment_->start(
+        snip, {QStringLiteral("compare"), QStringLiteral("--checkpoint"), QString::fromStdString(checkpoint->path),
+               QStringLiteral("--budget"), QString::number(experiment_budget_->value()), QStringLiteral("--steps"),
+               QString::number(experiment_steps_->value()), QStringLiteral("--db"), workbench_->database_path()});
   } catch (const std::exception& e) {
     workbench_->report(MessageLevel::error, tr("Cannot start the compare experiment: %1").arg(error_text(e)));
   }
@@ -666,7 +703,8 @@ void CompareView::experiment_ended(int exit_code, bool crashed) {
   if (id) {
     experiment_progress_->setFormat(tr("done"));
     experiment_status_->setText(tr("Stored as compare experiment #%1").arg(id));
-    workbench_->report(MessageLevel::info, tr("Compare experiment #%1 finished; its table is shown in the Compare view").arg(id));
+    workbench_->report(MessageLevel::info,
+                       tr("Compare experiment #%1 finished; its table is shown in the Compare view").arg(id));
     refresh_lists();
     // Show the new experiment with the run it started from.
     std::vector<int64_t> compares = checked(compare_list_), runs = checked(run_list_);

@@ -100,7 +100,8 @@ std::vector<QPointF> downsample_minmax(const std::vector<QPointF>& points, int m
   return out;
 }
 
-MinMaxDecimator::MinMaxDecimator(int max_points) : max_buckets_(std::max<size_t>(2, size_t(std::max(4, max_points)) / 2 / 2 * 2)) {}
+MinMaxDecimator::MinMaxDecimator(int max_points)
+    : max_buckets_(std::max<size_t>(2, size_t(std::max(4, max_points)) / 2 / 2 * 2)) {}
 
 void MinMaxDecimator::clear() {
   width_ = 1;
@@ -180,7 +181,8 @@ CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* pa
   smoothing_slider_ = new QSlider(Qt::Horizontal, controls_);
   smoothing_slider_->setRange(0, 99);
   smoothing_slider_->setValue(int(std::lround(smoothing_ * 100)));
-  smoothing_slider_->setToolTip(tr("EMA smoothing weight; the raw curve stays visible, faint, behind the smoothed one"));
+  smoothing_slider_->setToolTip(
+      tr("EMA smoothing weight; the raw curve stays visible, faint, behind the smoothed one"));
   smoothing_slider_->setMaximumWidth(220);
   log_check_ = new QCheckBox(tr("Log scale"), controls_);
   controls_layout->addWidget(new QLabel(tr("Smoothing"), controls_));
@@ -245,7 +247,9 @@ void CurveChart::set_log_scale(bool on) {
   schedule_redraw();
 }
 
-void CurveChart::set_smoothing_visible(bool visible) { controls_->setVisible(visible); }
+void CurveChart::set_smoothing_visible(bool visible) {
+  controls_->setVisible(visible);
+}
 
 void CurveChart::set_x_label(const QString& label) {
   x_label_ = label;
@@ -311,8 +315,8 @@ void CurveChart::redraw_now() {
   for (size_t i = 0; same && i < curves_.size(); ++i) same = series[int(2 * i + 1)]->name() == curves_[i].name;
   if (!same) {
     chart_->removeAllSeries();
-    static const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
-                                      QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75),
+    static const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14),  QColor(44, 160, 44),
+                                      QColor(214, 39, 40),   QColor(148, 103, 189), QColor(140, 86, 75),
                                       QColor(227, 119, 194), QColor(23, 190, 207)};
     for (size_t i = 0; i < curves_.size(); ++i) {
       const QColor colour = curves_[i].colour.isValid() ? curves_[i].colour : kPalette[i % 8];
@@ -418,7 +422,8 @@ void CurveChart::export_png(const QString& path) {
 
 void CurveChart::export_svg(const QString& path) {
   redraw_now();
-  write_svg_file(view_->size(), title_, [&](QPainter& painter) { view_->render(&painter); }, path);
+  write_svg_file(
+      view_->size(), title_, [&](QPainter& painter) { view_->render(&painter); }, path);
 }
 
 void CurveChart::export_csv(const QString& path) const {
@@ -426,8 +431,8 @@ void CurveChart::export_csv(const QString& path) const {
   QTextStream out(&text);
   out << "curve,step,value\n";
   for (const Curve& c : curves_)
-    for (const QPointF& p : c.points) out << c.name << ',' << QString::number(p.x(), 'g', 17) << ','
-                                          << QString::number(p.y(), 'g', 9) << '\n';
+    for (const QPointF& p : c.points)
+      out << c.name << ',' << QString::number(p.x(), 'g', 17) << ',' << QString::number(p.y(), 'g', 9) << '\n';
   out.flush();
   snip::write_file_atomic(path.toStdString(), text.toStdString());
 }

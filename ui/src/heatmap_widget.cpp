@@ -12,8 +12,8 @@ namespace snip::ui {
 
 QColor viridis(double t) {
   // 9 control points of matplotlib's viridis, linearly interpolated.
-  static const double kStops[9][3] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
-                                      {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
+  static const double kStops[9][3] = {{68, 1, 84},    {71, 44, 122}, {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
+                                      {39, 173, 129}, {92, 200, 99}, {170, 220, 50}, {253, 231, 37}};
   if (!std::isfinite(t)) t = 0.0;
   t = std::clamp(t, 0.0, 1.0) * 8.0;
   const int i = std::min(7, int(t));
@@ -24,7 +24,7 @@ QColor viridis(double t) {
 }
 
 QColor diverging_colour(double t) {
-  static const double kStops[7][3] = {{33, 102, 172}, {103, 169, 207}, {209, 229, 240}, {247, 247, 247},
+  static const double kStops[7][3] = {{33, 102, 172},  {103, 169, 207}, {209, 229, 240}, {247, 247, 247},
                                       {253, 219, 199}, {239, 138, 98},  {178, 24, 43}};
   if (!std::isfinite(t)) t = 0.5;
   t = std::clamp(t, 0.0, 1.0) * 6.0;
@@ -190,7 +190,8 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   }
   const Geometry g = geometry();
   const QFontMetrics fm(font());
-  const bool show_numbers = g.cell_h >= fm.height() + 2 && g.cell_w >= fm.horizontalAdvance(QStringLiteral("0.00e-00")) + 4;
+  const bool show_numbers =
+      g.cell_h >= fm.height() + 2 && g.cell_w >= fm.horizontalAdvance(QStringLiteral("0.00e-00")) + 4;
   for (int cell = 0; cell < data_.rows * data_.cols; ++cell) {
     const QRect rc = cell_rect(cell);
     const double v = cell < int(data_.values.size()) ? data_.values[size_t(cell)] : std::nan("");
@@ -240,7 +241,8 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   }
   // Labels: column header; row labels thinned so they never overlap.
   p.setPen(pal.color(QPalette::Text));
-  const int col_step = std::max(1, int(std::ceil(fm.horizontalAdvance(QStringLiteral("gate_")) / std::max(1.0, g.cell_w))));
+  const int col_step =
+      std::max(1, int(std::ceil(fm.horizontalAdvance(QStringLiteral("gate_")) / std::max(1.0, g.cell_w))));
   for (int c = 0; c < data_.cols; c += col_step) {
     const QString label = c < data_.col_labels.size() ? data_.col_labels[c] : QString::number(c);
     const QRect rc(g.grid.left() + int(c * g.cell_w) - 20, 0, int(g.cell_w * col_step) + 40, g.grid.top() - 2);
@@ -287,18 +289,31 @@ void HeatmapWidget::keyPressEvent(QKeyEvent* event) {
   const int r = selected_ < 0 ? 0 : selected_ / data_.cols, c = selected_ < 0 ? 0 : selected_ % data_.cols;
   int next = -2;
   switch (event->key()) {
-    case Qt::Key_Left: next = r * data_.cols + std::max(0, c - 1); break;
-    case Qt::Key_Right: next = r * data_.cols + std::min(data_.cols - 1, c + 1); break;
-    case Qt::Key_Up: next = std::max(0, r - 1) * data_.cols + c; break;
-    case Qt::Key_Down: next = std::min(data_.rows - 1, r + 1) * data_.cols + c; break;
-    case Qt::Key_Home: next = r * data_.cols; break;
-    case Qt::Key_End: next = r * data_.cols + data_.cols - 1; break;
+    case Qt::Key_Left:
+      next = r * data_.cols + std::max(0, c - 1);
+      break;
+    case Qt::Key_Right:
+      next = r * data_.cols + std::min(data_.cols - 1, c + 1);
+      break;
+    case Qt::Key_Up:
+      next = std::max(0, r - 1) * data_.cols + c;
+      break;
+    case Qt::Key_Down:
+      next = std::min(data_.rows - 1, r + 1) * data_.cols + c;
+      break;
+    case Qt::Key_Home:
+      next = r * data_.cols;
+      break;
+    case Qt::Key_End:
+      next = r * data_.cols + data_.cols - 1;
+      break;
     case Qt::Key_Return:
     case Qt::Key_Enter:
     case Qt::Key_Space:
       if (selected_ >= 0) emit cell_clicked(selected_);
       return;
-    default: return QWidget::keyPressEvent(event);
+    default:
+      return QWidget::keyPressEvent(event);
   }
   select_cell(selected_ < 0 ? 0 : next);
 }

@@ -6,9 +6,9 @@
 // cell_clicked; the owner decides what pinning means). Keyboard: the arrow keys move a visible
 // selection (its tooltip shows the cell's numbers), Enter or Space clicks it.
 #pragma once
+#include <QMouseEvent>
 #include <QString>
 #include <QStringList>
-#include <QMouseEvent>
 #include <QWidget>
 #include <functional>
 #include <set>
@@ -22,9 +22,9 @@ struct HeatmapData {
   std::vector<double> values;  // rows*cols, row-major; NaN = no value (drawn hatched)
   QStringList row_labels;      // may be empty (then "0", "1", ...)
   QStringList col_labels;
-  QString value_name;          // e.g. "ΔL (FP4)"
-  bool log_colour = false;     // colour by log10(value) (diverging: by sign·log10(1 + |v|/(10⁻³·max|v|)))
-  bool diverging = false;      // a signed quantity: diverging scale around 0 (also chosen when any value < 0)
+  QString value_name;       // e.g. "ΔL (FP4)"
+  bool log_colour = false;  // colour by log10(value) (diverging: by sign·log10(1 + |v|/(10⁻³·max|v|)))
+  bool diverging = false;   // a signed quantity: diverging scale around 0 (also chosen when any value < 0)
 };
 
 // Viridis, t in [0, 1] (perceptually uniform, readable on dark and light backgrounds).
@@ -93,7 +93,7 @@ class HeatmapWidget : public QWidget {
   std::function<QString(int)> detail_;
   double lo_ = 0.0, hi_ = 1.0;  // colour range in (possibly log) value space
   bool diverging_ = false;
-  double max_abs_ = 1.0;        // diverging: the range is [-max_abs_, max_abs_]
+  double max_abs_ = 1.0;  // diverging: the range is [-max_abs_, max_abs_]
   int hover_ = -1;
   int selected_ = -1;
 };

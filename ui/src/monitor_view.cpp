@@ -89,7 +89,9 @@ void MonitorView::refresh_runs() {
     run_combo_->clear();
     for (const snip::RunInfo& r : runs)
       // Steps count from 1: a run whose last step is 5000 trained 5000 steps.
-      run_combo_->addItem(tr("#%1 %2 · %3 · %4 steps").arg(r.id).arg(QString::fromStdString(r.spec.name))
+      run_combo_->addItem(tr("#%1 %2 · %3 · %4 steps")
+                              .arg(r.id)
+                              .arg(QString::fromStdString(r.spec.name))
                               .arg(QString::fromLatin1(snip::run_status_name(r.status)))
                               .arg(std::max<int64_t>(0, r.last_step)),
                           qlonglong(r.id));
@@ -122,13 +124,16 @@ void MonitorView::reload_from_store() {
   snip::Store* store = workbench_->store();
   if (!store || run_id_ == 0) return;
   try {
-    loss_->set_curves({Curve{tr("train"), to_points(store->curve(run_id_, snip::Metric::train_loss, kStoreCurvePoints)), {}},
-                       Curve{tr("validation"), to_points(store->curve(run_id_, snip::Metric::val_loss, kStoreCurvePoints)), {}}});
+    loss_->set_curves(
+        {Curve{tr("train"), to_points(store->curve(run_id_, snip::Metric::train_loss, kStoreCurvePoints)), {}},
+         Curve{tr("validation"), to_points(store->curve(run_id_, snip::Metric::val_loss, kStoreCurvePoints)), {}}});
     lr_->set_curves({Curve{tr("lr"), to_points(store->curve(run_id_, snip::Metric::lr, kStoreCurvePoints)), {}}});
     grad_norm_->set_curves(
         {Curve{tr("grad norm"), to_points(store->curve(run_id_, snip::Metric::grad_norm, kStoreCurvePoints)), {}}});
-    fp4_->set_curves({Curve{tr("ρ achieved"), to_points(store->curve(run_id_, snip::Metric::fp4_fraction, kStoreCurvePoints)), {}}});
-    bf16_gap_->set_curves({Curve{tr("gap"), to_points(store->curve(run_id_, snip::Metric::bf16_gap, kStoreCurvePoints)), {}}});
+    fp4_->set_curves(
+        {Curve{tr("ρ achieved"), to_points(store->curve(run_id_, snip::Metric::fp4_fraction, kStoreCurvePoints)), {}}});
+    bf16_gap_->set_curves(
+        {Curve{tr("gap"), to_points(store->curve(run_id_, snip::Metric::bf16_gap, kStoreCurvePoints)), {}}});
     const snip::RunInfo run = store->run(run_id_);
     QStringList parts = {QString::fromLatin1(snip::run_status_name(run.status)),
                          QString::fromStdString(run.spec.method.empty() ? "—" : run.spec.method),
@@ -176,11 +181,15 @@ void MonitorView::poll_live() {
   bf16_gap_->append_points({gap});
   const snip::MetricRow& last = rows.back();
   // The one throughput figure of a training run (the status bar shows steps only).
-  summary_->setText(tr("training · step %1 · loss %2 · %3 tokens/s").arg(last.step).arg(last.train_loss, 0, 'f', 4)
+  summary_->setText(tr("training · step %1 · loss %2 · %3 tokens/s")
+                        .arg(last.step)
+                        .arg(last.train_loss, 0, 'f', 4)
                         .arg(last.tokens_per_s, 0, 'f', 0));
 }
 
-QString MonitorView::summary_text() const { return summary_->text(); }
+QString MonitorView::summary_text() const {
+  return summary_->text();
+}
 
 void MonitorView::set_empty_curves() {
   loss_->set_curves({Curve{tr("train"), {}, {}}, Curve{tr("validation"), {}, {}}});

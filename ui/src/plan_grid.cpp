@@ -15,15 +15,21 @@ namespace snip::ui {
 
 QColor precision_colour(snip::Precision p) {
   switch (p) {
-    case snip::Precision::fp4: return QColor(230, 124, 54);   // warm: the cheap, risky choice
-    case snip::Precision::fp8: return QColor(70, 130, 200);   // cool: the safe choice
-    case snip::Precision::bf16: return QColor(150, 150, 150);
-    case snip::Precision::fp32: return QColor(200, 200, 200);
+    case snip::Precision::fp4:
+      return QColor(230, 124, 54);  // warm: the cheap, risky choice
+    case snip::Precision::fp8:
+      return QColor(70, 130, 200);  // cool: the safe choice
+    case snip::Precision::bf16:
+      return QColor(150, 150, 150);
+    case snip::Precision::fp32:
+      return QColor(200, 200, 200);
   }
   return QColor(128, 128, 128);
 }
 
-QString precision_label(snip::Precision p) { return QString::fromLatin1(snip::precision_name(p)).toUpper(); }
+QString precision_label(snip::Precision p) {
+  return QString::fromLatin1(snip::precision_name(p)).toUpper();
+}
 
 namespace {
 constexpr int kLegendHeight = 22;
@@ -246,18 +252,31 @@ void PlanGrid::keyPressEvent(QKeyEvent* event) {
   const int r = selected_ < 0 ? 0 : selected_ / cols, c = selected_ < 0 ? 0 : selected_ % cols;
   int next = 0;
   switch (event->key()) {
-    case Qt::Key_Left: next = r * cols + std::max(0, c - 1); break;
-    case Qt::Key_Right: next = r * cols + std::min(cols - 1, c + 1); break;
-    case Qt::Key_Up: next = std::max(0, r - 1) * cols + c; break;
-    case Qt::Key_Down: next = std::min(rows - 1, r + 1) * cols + c; break;
-    case Qt::Key_Home: next = r * cols; break;
-    case Qt::Key_End: next = r * cols + cols - 1; break;
+    case Qt::Key_Left:
+      next = r * cols + std::max(0, c - 1);
+      break;
+    case Qt::Key_Right:
+      next = r * cols + std::min(cols - 1, c + 1);
+      break;
+    case Qt::Key_Up:
+      next = std::max(0, r - 1) * cols + c;
+      break;
+    case Qt::Key_Down:
+      next = std::min(rows - 1, r + 1) * cols + c;
+      break;
+    case Qt::Key_Home:
+      next = r * cols;
+      break;
+    case Qt::Key_End:
+      next = r * cols + cols - 1;
+      break;
     case Qt::Key_Return:
     case Qt::Key_Enter:
     case Qt::Key_Space:
       if (selected_ >= 0) emit layer_clicked(selected_);
       return;
-    default: return QWidget::keyPressEvent(event);
+    default:
+      return QWidget::keyPressEvent(event);
   }
   select_layer(selected_ < 0 ? 0 : next);
 }

@@ -5,8 +5,8 @@
 // arrow keys move a visible selection whose tooltip names the layer and its precisions; Enter or
 // Space clicks it (pins it, in the Plan view).
 #pragma once
-#include <QString>
 #include <QMouseEvent>
+#include <QString>
 #include <QWidget>
 #include <map>
 #include <vector>

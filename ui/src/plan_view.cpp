@@ -2,8 +2,6 @@
 #include "plan_view.h"
 
 #include <QCheckBox>
-#include <QtCharts/QChart>
-#include <QtCharts/QLegend>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -15,6 +13,8 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <QtCharts/QChart>
+#include <QtCharts/QLegend>
 #include <QtConcurrent/QtConcurrent>
 #include <cmath>
 
@@ -38,7 +38,9 @@ std::vector<snip::LinearPrecision> plan_per_layer(const snip::Plan& plan, int nu
 }
 
 namespace {
-QString fmt(double v, int digits = 4) { return std::isfinite(v) ? QString::number(v, 'g', digits) : QStringLiteral("—"); }
+QString fmt(double v, int digits = 4) {
+  return std::isfinite(v) ? QString::number(v, 'g', digits) : QStringLiteral("—");
+}
 }  // namespace
 
 PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
@@ -65,8 +67,9 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
 
   method_combo_ = new QComboBox(controls);
   for (snip::Method m : snip::kAllMethods) method_combo_->addItem(QString::fromLatin1(snip::method_name(m)));
-  method_combo_->setToolTip(tr("snip: ILP on Q = ΔL̂ + λ·ΔŴ; min-err/min-rel-err: ILP on quantization error; "
-                               "e-layer-type/e-layer-id/random/uniform: rule-based baselines (METHOD.md 8)"));
+  method_combo_->setToolTip(
+      tr("snip: ILP on Q = ΔL̂ + λ·ΔŴ; min-err/min-rel-err: ILP on quantization error; "
+         "e-layer-type/e-layer-id/random/uniform: rule-based baselines (METHOD.md 8)"));
   form->addRow(tr("Method:"), method_combo_);
 
   lambda_spin_ = new QDoubleSpinBox(controls);
@@ -74,8 +77,9 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   lambda_spin_->setSingleStep(0.05);
   lambda_spin_->setDecimals(2);
   lambda_spin_->setValue(0.1);
-  lambda_spin_->setToolTip(tr("λ weighs the backward weight divergence ΔŴ against the forward loss divergence ΔL̂. "
-                              "λ = 1 is not neutral: it let ΔW push forward-critical layers into FP4 in the prototype."));
+  lambda_spin_->setToolTip(
+      tr("λ weighs the backward weight divergence ΔŴ against the forward loss divergence ΔL̂. "
+         "λ = 1 is not neutral: it let ΔW push forward-critical layers into FP4 in the prototype."));
   form->addRow(tr("λ (ΔW weight):"), lambda_spin_);
 
   ties_check_ = new QCheckBox(tr("Tie q/k/v and gate/up (fused kernels)"), controls);
@@ -193,7 +197,8 @@ snip::PlanRequest PlanView::request() const {
 
 void PlanView::rebuild_input() {
   const PlanningSource& src = workbench_->planning_source();
-  source_label_->setText(src.empty() ? tr("<i>nothing yet — select a statistics round or import costs</i>") : src.label);
+  source_label_->setText(src.empty() ? tr("<i>nothing yet — select a statistics round or import costs</i>")
+                                     : src.label);
   input_.reset();
   num_blocks_ = src.num_blocks();
   if (!src.empty()) {
@@ -304,8 +309,8 @@ void PlanView::set_pin(const std::string& layer, std::optional<snip::Precision> 
 }
 
 void PlanView::cycle_pin(int layer) {
-  const std::string name =
-      snip::layer_module_name(layer / snip::kLayersPerBlock, snip::kAllLayerTypes[size_t(layer % snip::kLayersPerBlock)]);
+  const std::string name = snip::layer_module_name(layer / snip::kLayersPerBlock,
+                                                   snip::kAllLayerTypes[size_t(layer % snip::kLayersPerBlock)]);
   auto it = pins_.find(name);
   std::optional<snip::Precision> next = snip::Precision::fp8;
   if (it != pins_.end()) next = it->second == snip::Precision::fp8 ? std::optional(snip::Precision::fp4) : std::nullopt;
@@ -410,8 +415,10 @@ int64_t PlanView::save_plan_to_store() {
   if (!store) throw snip::Error("no database is open");
   snip::PlanSolveInfo info;
   info.stats_round_id = workbench_->planning_source().round_id;
-  info.options = {{"lambda", lambda_spin_->value()}, {"ties", ties_check_->isChecked()},
-                  {"per_role", per_role_check_->isChecked()}, {"allow_bf16", bf16_check_->isChecked()},
+  info.options = {{"lambda", lambda_spin_->value()},
+                  {"ties", ties_check_->isChecked()},
+                  {"per_role", per_role_check_->isChecked()},
+                  {"allow_bf16", bf16_check_->isChecked()},
                   {"stages", stages_spin_->value()}};
   for (const auto& [name, p] : pins_) info.options["pins"][name] = snip::precision_name(p);
   if (std::isfinite(current_->objective)) info.objective = current_->objective;

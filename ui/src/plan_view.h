@@ -71,12 +71,12 @@ class PlanView : public QWidget {
   int64_t save_plan_to_store();
 
  signals:
-  void plan_shown();          // a new plan is drawn
-  void solve_failed(QString); // the request had no plan (infeasible, no statistics, ...)
+  void plan_shown();           // a new plan is drawn
+  void solve_failed(QString);  // the request had no plan (infeasible, no statistics, ...)
   void sweep_shown();
 
  public slots:
-  void resolve();      // re-solve with the current controls
+  void resolve();        // re-solve with the current controls
   void rebuild_input();  // the planning source or λ changed: new costs, new sweep, re-solve
 
  private:

@@ -16,8 +16,8 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
-#include <QSettings>
 #include <QPushButton>
+#include <QSettings>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTableWidget>
@@ -77,7 +77,8 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   data_edit_ = path_row(box, form, tr("Data:"), tr("bundled corpus (King James Bible)"),
                         tr("Text or token files (*.txt *.bin);;All files (*)"));
   recipe_combo_ = new QComboBox(box);
-  recipe_combo_->addItems({QStringLiteral("snip"), QStringLiteral("mx"), QStringLiteral("nvfp4"), QStringLiteral("tensor")});
+  recipe_combo_->addItems(
+      {QStringLiteral("snip"), QStringLiteral("mx"), QStringLiteral("nvfp4"), QStringLiteral("tensor")});
   recipe_combo_->setToolTip(tr("Scaling recipe of the quantized GEMMs (METHOD.md section 2)"));
   form->addRow(tr("Recipe:"), recipe_combo_);
   precision_combo_ = new QComboBox(box);
@@ -205,7 +206,8 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   stop_button_ = new QPushButton(tr("Stop"), box);
   stop_button_->setToolTip(tr("Stop after this step and save a checkpoint (Ctrl+.)"));
   resume_button_ = new QPushButton(tr("Resume from checkpoint…"), box);
-  resume_button_->setToolTip(tr("Continue a run saved in a checkpoint directory, exactly where it stopped (Ctrl+Shift+R)"));
+  resume_button_->setToolTip(
+      tr("Continue a run saved in a checkpoint directory, exactly where it stopped (Ctrl+Shift+R)"));
   resume_action_ = new QAction(tr("Resume from &checkpoint…"), this);
   resume_action_->setShortcut(QKeySequence(tr("Ctrl+Shift+R")));
   resume_action_->setToolTip(resume_button_->toolTip());
@@ -286,8 +288,8 @@ void RunView::fit_seq_to_model() {
   QString model = preset_combo_->currentText();
   try {
     const QString config = config_edit_->text().trimmed();
-    const snip::ModelConfig c = config.isEmpty() ? snip::preset_config(model.toStdString())
-                                                 : snip::read_config_file(config.toStdString());
+    const snip::ModelConfig c =
+        config.isEmpty() ? snip::preset_config(model.toStdString()) : snip::read_config_file(config.toStdString());
     if (!config.isEmpty()) model = QFileInfo(config).fileName();
     cap = c.max_position_embeddings;
   } catch (const std::exception&) {
@@ -303,7 +305,9 @@ void RunView::fit_seq_to_model() {
   seq_note_->show();
 }
 
-QString RunView::seq_note() const { return seq_note_->text(); }
+QString RunView::seq_note() const {
+  return seq_note_->text();
+}
 
 void RunView::save_settings() const {
   QSettings s;
@@ -433,10 +437,22 @@ TrainRequest RunView::make_request() const {
                       std::to_string(c.model.max_position_embeddings) + ": choose T ≤ " +
                       std::to_string(c.model.max_position_embeddings));
   switch (precision_combo_->currentIndex()) {
-    case kBf16: c.precision = "bf16"; r.method = "uniform-bf16"; break;
-    case kFp8: c.precision = "fp8"; r.method = "uniform-fp8"; break;
-    case kFp4: c.precision = "fp4"; r.method = "uniform-fp4"; break;
-    case kFp32: c.precision = "fp32"; r.method = "fp32"; break;
+    case kBf16:
+      c.precision = "bf16";
+      r.method = "uniform-bf16";
+      break;
+    case kFp8:
+      c.precision = "fp8";
+      r.method = "uniform-fp8";
+      break;
+    case kFp4:
+      c.precision = "fp4";
+      r.method = "uniform-fp4";
+      break;
+    case kFp32:
+      c.precision = "fp32";
+      r.method = "fp32";
+      break;
     case kPlanFile: {
       const QString path = plan_edit_->text().trimmed();
       if (path.isEmpty()) throw snip::Error("precision “Plan file…” needs a plan: choose a snip-plan/1 JSON file");
@@ -446,7 +462,8 @@ TrainRequest RunView::make_request() const {
     }
     case kStoredPlan: {
       const qlonglong id = stored_plan_combo_->currentData().toLongLong();
-      if (id <= 0 || !workbench_->store()) throw snip::Error("no stored plan selected: make one in the Plan view first");
+      if (id <= 0 || !workbench_->store())
+        throw snip::Error("no stored plan selected: make one in the Plan view first");
       c.plan = workbench_->store()->plan(id).plan;
       r.plan_id = id;
       r.method = QString::fromStdString(c.plan.method.empty() ? "plan" : c.plan.method);
@@ -470,12 +487,14 @@ TrainRequest RunView::make_request() const {
       r.method = adaptive_method_->currentText();
       break;
     }
-    default: throw snip::Error("unknown precision choice");
+    default:
+      throw snip::Error("unknown precision choice");
   }
   r.run_name = name_edit_->text().trimmed();
   if (r.run_name.isEmpty())
     r.run_name = QStringLiteral("%1 · %2 · seed %3")
-                     .arg(config_edit_->text().isEmpty() ? preset_combo_->currentText() : QFileInfo(config_edit_->text()).baseName(),
+                     .arg(config_edit_->text().isEmpty() ? preset_combo_->currentText()
+                                                         : QFileInfo(config_edit_->text()).baseName(),
                           r.method)
                      .arg(c.seed);
   r.db_path = workbench_->database_path();
@@ -536,7 +555,9 @@ void RunView::refresh_runs() {
   const QSignalBlocker block(stored_plan_combo_);
   stored_plan_combo_->clear();
   for (const snip::PlanRecord& p : plans)
-    stored_plan_combo_->addItem(tr("plan #%1 · %2 · ρ %3").arg(p.id).arg(QString::fromStdString(p.plan.method))
+    stored_plan_combo_->addItem(tr("plan #%1 · %2 · ρ %3")
+                                    .arg(p.id)
+                                    .arg(QString::fromStdString(p.plan.method))
                                     .arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
                                 qlonglong(p.id));
   stored_plan_combo_->setCurrentIndex(std::max(0, stored_plan_combo_->findData(selected)));

@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "heatmap_widget.h"
-#include "snip/layers.h"
 #include "plan_view.h"
+#include "snip/layers.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -82,11 +82,14 @@ SensitivityView::SensitivityView(Workbench* workbench, QWidget* parent) : QWidge
   connect(step_slider_, &QSlider::valueChanged, this, [this](int i) {
     if (i < 0 || i >= int(run_rounds_.size())) return;
     const PlanningSource& src = workbench_->planning_source();
-    if (!src.round_id || *src.round_id != run_rounds_[size_t(i)].id) workbench_->use_stats_round(run_rounds_[size_t(i)].id);
+    if (!src.round_id || *src.round_id != run_rounds_[size_t(i)].id)
+      workbench_->use_stats_round(run_rounds_[size_t(i)].id);
   });
   connect(heatmap_, &HeatmapWidget::cell_clicked, this, [this](int cell) {
-    if (mode_combo_->currentIndex() == 0) emit layer_clicked(cell);  // cell index == layer index (7 columns)
-    else emit layer_clicked(cell % heatmap_->data().cols);
+    if (mode_combo_->currentIndex() == 0)
+      emit layer_clicked(cell);  // cell index == layer index (7 columns)
+    else
+      emit layer_clicked(cell % heatmap_->data().cols);
   });
   heatmap_->set_detail_provider([this](int cell) {
     return detail(mode_combo_->currentIndex() == 0 ? cell : cell % std::max(1, heatmap_->data().cols));
@@ -150,17 +153,25 @@ double SensitivityView::value_of(const snip::LayerEstimate& e) const {
   auto pick = [&](const snip::PerPrecision& v) {
     const double fp8 = v[int(snip::Precision::fp8)], fp4 = v[int(snip::Precision::fp4)];
     switch (precision_combo_->currentIndex()) {
-      case kPrecFp8: return fp8;
-      case kPrecFp4: return fp4;
-      default: return fp4 - fp8;
+      case kPrecFp8:
+        return fp8;
+      case kPrecFp4:
+        return fp4;
+      default:
+        return fp4 - fp8;
     }
   };
   switch (metric) {
-    case SensitivityMetric::dl: return pick(e.dl);
-    case SensitivityMetric::dw: return pick(e.dw);
-    case SensitivityMetric::q: return pick(e.q);
-    case SensitivityMetric::min_err: return pick(e.min_err);
-    case SensitivityMetric::min_rel_err: return pick(e.min_rel_err);
+    case SensitivityMetric::dl:
+      return pick(e.dl);
+    case SensitivityMetric::dw:
+      return pick(e.dw);
+    case SensitivityMetric::q:
+      return pick(e.q);
+    case SensitivityMetric::min_err:
+      return pick(e.min_err);
+    case SensitivityMetric::min_rel_err:
+      return pick(e.min_rel_err);
   }
   return std::nan("");
 }
@@ -212,31 +223,36 @@ void SensitivityView::redraw() {
       data.cols = blocks * snip::kLayersPerBlock;
       data.col_labels.clear();
       for (int l = 0; l < data.cols; ++l)
-        data.col_labels << QStringLiteral("%1.%2").arg(l / snip::kLayersPerBlock)
-                               .arg(QString::fromLatin1(snip::layer_type_short_name(snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
+        data.col_labels << QStringLiteral("%1.%2")
+                               .arg(l / snip::kLayersPerBlock)
+                               .arg(QString::fromLatin1(snip::layer_type_short_name(
+                                   snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
       if (run_id && store) {
         for (const snip::PlanTimelineEntry& e : store->plan_timeline(*run_id)) {
           const std::vector<snip::LinearPrecision> layers = plan_per_layer(store->plan(e.plan_id).plan, blocks);
           for (const snip::LinearPrecision& lp : layers)
             data.values.push_back(((lp.fprop == snip::Precision::fp4) + (lp.dgrad == snip::Precision::fp4) +
-                                   (lp.wgrad == snip::Precision::fp4)) / 3.0);
+                                   (lp.wgrad == snip::Precision::fp4)) /
+                                  3.0);
           data.row_labels << (e.last_step ? tr("steps %1–%2").arg(e.first_step).arg(*e.last_step)
                                           : tr("steps %1–").arg(e.first_step));
           ++data.rows;
         }
       }
-      info_label_->setText(run_id ? tr("Plan timeline of run %1: which layers ran in FP4 over which steps.").arg(*run_id)
-                                  : tr("The plan timeline needs a statistics round that belongs to a run."));
+      info_label_->setText(run_id
+                               ? tr("Plan timeline of run %1: which layers ran in FP4 over which steps.").arg(*run_id)
+                               : tr("The plan timeline needs a statistics round that belongs to a run."));
       if (data.rows == 0) data = HeatmapData{};
     } else if (src.round) {
       estimates_ = snip::estimate_divergences(*src.round, options);
       data.value_name = metric_combo_->currentText() + QStringLiteral(" (") + precision_combo_->currentText() + ")";
-      info_label_->setText(tr("%1 · %2 tokens · curvature c = %3 · λ = %4 (Q only). Click a cell to pin that layer in "
-                              "the Plan view.")
-                               .arg(src.label)
-                               .arg(src.round->tokens)
-                               .arg(src.round->globals.count("curvature") ? src.round->globals.at("curvature") : NAN, 0, 'g', 4)
-                               .arg(lambda_));
+      info_label_->setText(
+          tr("%1 · %2 tokens · curvature c = %3 · λ = %4 (Q only). Click a cell to pin that layer in "
+             "the Plan view.")
+              .arg(src.label)
+              .arg(src.round->tokens)
+              .arg(src.round->globals.count("curvature") ? src.round->globals.at("curvature") : NAN, 0, 'g', 4)
+              .arg(lambda_));
       if (mode_combo_->currentIndex() == 0) {
         data.rows = src.num_blocks();
         data.cols = snip::kLayersPerBlock;
@@ -252,8 +268,10 @@ void SensitivityView::redraw() {
         data.cols = layers;
         data.col_labels.clear();
         for (int l = 0; l < layers; ++l)
-          data.col_labels << QStringLiteral("%1.%2").arg(l / snip::kLayersPerBlock)
-                                  .arg(QString::fromLatin1(snip::layer_type_short_name(snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
+          data.col_labels << QStringLiteral("%1.%2")
+                                 .arg(l / snip::kLayersPerBlock)
+                                 .arg(QString::fromLatin1(snip::layer_type_short_name(
+                                     snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
         std::vector<snip::StatsRoundInfo> rows = run_rounds_;
         if (rows.empty() && src.round_id) {
           snip::StatsRoundInfo only;
@@ -275,7 +293,8 @@ void SensitivityView::redraw() {
     } else if (src.costs) {
       // Imported costs carry one number per layer and precision: show that.
       data.value_name = tr("imported cost (%1)").arg(precision_combo_->currentText());
-      info_label_->setText(tr("%1: imported costs have no ΔL/ΔW breakdown; the heatmap shows the cost column.").arg(src.label));
+      info_label_->setText(
+          tr("%1: imported costs have no ΔL/ΔW breakdown; the heatmap shows the cost column.").arg(src.label));
       data.rows = src.num_blocks();
       data.cols = snip::kLayersPerBlock;
       data.values.assign(size_t(data.rows * data.cols), std::nan(""));
@@ -287,8 +306,9 @@ void SensitivityView::redraw() {
       }
       for (int b = 0; b < data.rows; ++b) data.row_labels << tr("block %1").arg(b);
     } else {
-      info_label_->setText(tr("No statistics yet: run training with SNIP (adaptive) or `snip collect`, or import a "
-                              "statistics/costs file (File › Import statistics/costs)."));
+      info_label_->setText(
+          tr("No statistics yet: run training with SNIP (adaptive) or `snip collect`, or import a "
+             "statistics/costs file (File › Import statistics/costs)."));
     }
   } catch (const std::exception& e) {
     info_label_->setText(tr("<span style='color:#d03030'>%1</span>").arg(error_text(e).toHtmlEscaped()));

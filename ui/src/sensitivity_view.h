@@ -45,9 +45,9 @@ class SensitivityView : public QWidget {
   QString detail(int layer) const;
 
   Workbench* workbench_;
-  std::vector<snip::StatsRoundInfo> rounds_;     // all rounds in the store
-  std::vector<snip::StatsRoundInfo> run_rounds_; // rounds of the selected round's run, by step
-  std::optional<snip::Estimates> estimates_;     // of the shown round
+  std::vector<snip::StatsRoundInfo> rounds_;      // all rounds in the store
+  std::vector<snip::StatsRoundInfo> run_rounds_;  // rounds of the selected round's run, by step
+  std::optional<snip::Estimates> estimates_;      // of the shown round
   double lambda_ = 0.1;
 
   QComboBox* round_combo_ = nullptr;

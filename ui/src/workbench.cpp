@@ -12,15 +12,19 @@
 namespace snip::ui {
 
 namespace {
-QRegularExpression re(const char* pattern) { return QRegularExpression(QString::fromUtf8(pattern)); }
+QRegularExpression re(const char* pattern) {
+  return QRegularExpression(QString::fromUtf8(pattern));
+}
 }  // namespace
 
 QString gui_wording(QString text) {
   // The engine and the store speak to the CLI user; most specific phrasing first, then any
   // flag left over. Kept as one table so a new CLI hint needs one new row here.
   static const std::pair<QRegularExpression, QString> kRewrites[] = {
-      {re(R"re(pass --db with a writable path)re"), QObject::tr("choose a database in a writable folder (File › New database…)")},
-      {re(R"re(pass --db on another disk)re"), QObject::tr("choose a database on another disk with File › New database…")},
+      {re(R"re(pass --db with a writable path)re"),
+       QObject::tr("choose a database in a writable folder (File › New database…)")},
+      {re(R"re(pass --db on another disk)re"),
+       QObject::tr("choose a database on another disk with File › New database…")},
       {re(R"re(\(was another file passed with --db\?\))re"), QObject::tr("(was another file chosen?)")},
       {re(R"re(--db needs a database file path)re"), QObject::tr("choose a database file, not a folder")},
       {re(R"re(pass (another|a new|an existing) --db( file)?)re"),
@@ -35,7 +39,9 @@ QString gui_wording(QString text) {
   return text;
 }
 
-QString error_text(const std::exception& e) { return gui_wording(QString::fromStdString(e.what())); }
+QString error_text(const std::exception& e) {
+  return gui_wording(QString::fromStdString(e.what()));
+}
 
 int PlanningSource::num_blocks() const {
   if (round) return round->dims.num_layers > 0 ? round->dims.num_layers : 0;
@@ -62,8 +68,9 @@ bool Workbench::open_database(const QString& path) {
     // The store refuses a damaged file before writing to it; say so, and how to go on in the GUI
     // (the store's own hints speak of the CLI's --db).
     last_open_error_ = error_text(e);
-    const QString now = store_ ? tr("Still using %1.").arg(database_path())
-                               : tr("No database is open: runs, plans and statistics cannot be listed or saved until one is.");
+    const QString now =
+        store_ ? tr("Still using %1.").arg(database_path())
+               : tr("No database is open: runs, plans and statistics cannot be listed or saved until one is.");
     report(MessageLevel::error,
            tr("Could not open the database %1: %2\nThe file was left as it is. Choose another with File › Open "
               "database… (Ctrl+O) or start an empty one with File › New database… (Ctrl+N); a damaged database can be "
@@ -86,7 +93,9 @@ bool Workbench::open_database(const QString& path) {
   return true;
 }
 
-QString Workbench::database_path() const { return store_ ? QString::fromStdString(store_->path()) : QString(); }
+QString Workbench::database_path() const {
+  return store_ ? QString::fromStdString(store_->path()) : QString();
+}
 
 void Workbench::set_planning_source(PlanningSource source) {
   source_ = std::move(source);
@@ -108,9 +117,9 @@ bool Workbench::import_statistics_or_costs(const QString& path) {
       throw snip::Error(path.toStdString() + ": cannot be read (" + file.errorString().toStdString() + ")");
     const std::string text = file.readAll().toStdString();
     const std::string source = QFileInfo(path).fileName().toStdString();
-    const bool json = !text.empty() && text[text.find_first_not_of(" \t\r\n") == std::string::npos
-                                                ? 0
-                                                : text.find_first_not_of(" \t\r\n")] == '{';
+    const bool json =
+        !text.empty() &&
+        text[text.find_first_not_of(" \t\r\n") == std::string::npos ? 0 : text.find_first_not_of(" \t\r\n")] == '{';
     PlanningSource src;
     if (json) {
       snip::StatsRound round = snip::stats_from_json(text, source);
@@ -172,9 +181,13 @@ void Workbench::adopt_newest_round_if_none() {
   }
 }
 
-void Workbench::report(MessageLevel level, const QString& text) { emit message(level, text); }
+void Workbench::report(MessageLevel level, const QString& text) {
+  emit message(level, text);
+}
 
-void Workbench::set_poll_interval_ms(int ms) { poll_timer_.setInterval(ms); }
+void Workbench::set_poll_interval_ms(int ms) {
+  poll_timer_.setInterval(ms);
+}
 
 void Workbench::poll_now() {
   if (!store_) return;

@@ -20,10 +20,10 @@ enum class MessageLevel { info, warning, error };
 
 // Where the planner's costs come from.
 struct PlanningSource {
-  QString label;                         // shown in the views, e.g. "round #3 (run 2, step 400)"
-  std::optional<snip::StatsRound> round; // statistics: SNIP's ΔL/ΔW/Q and the local-error baselines
-  std::optional<int64_t> round_id;       // the round's id in the store, when stored
-  std::optional<snip::CostTable> costs;  // imported costs (layer,precision,cost,flops)
+  QString label;                          // shown in the views, e.g. "round #3 (run 2, step 400)"
+  std::optional<snip::StatsRound> round;  // statistics: SNIP's ΔL/ΔW/Q and the local-error baselines
+  std::optional<int64_t> round_id;        // the round's id in the store, when stored
+  std::optional<snip::CostTable> costs;   // imported costs (layer,precision,cost,flops)
   int num_blocks() const;
   bool empty() const { return !round && !costs; }
 };
@@ -67,9 +67,9 @@ class Workbench : public QObject {
   void poll_now();
 
  signals:
-  void database_changed();     // a new file was opened
+  void database_changed();  // a new file was opened
   void database_open_failed(const QString& path, const QString& error);
-  void data_changed();         // runs, metrics, plans or rounds may have changed
+  void data_changed();  // runs, metrics, plans or rounds may have changed
   void planning_source_changed();
   void message(snip::ui::MessageLevel level, const QString& text);
 

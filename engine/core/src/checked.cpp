@@ -14,10 +14,12 @@ nlohmann::json parse_json_strict(const std::string& text, const std::string& sou
   std::vector<std::set<std::string>> keys;  // keys seen in each open object
   std::string duplicate;
   const json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-             duplicate.empty())
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
       duplicate = parsed.get<std::string>();
     return true;
   };

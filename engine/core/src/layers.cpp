@@ -1,9 +1,9 @@
 // Layer names, shapes and FLOPs of the selectable linear layers.
 #include "snip/layers.h"
 
-#include "snip/error.h"
-
 #include <charconv>
+
+#include "snip/error.h"
 
 namespace snip {
 
@@ -56,13 +56,28 @@ std::vector<LinearLayerInfo> linear_layers(const ModelDims& d) {
       info.type = t;
       info.index = b * kLayersPerBlock + static_cast<int>(t);
       switch (t) {
-        case LayerType::q: info.out_features = q_out; info.in_features = C; break;
+        case LayerType::q:
+          info.out_features = q_out;
+          info.in_features = C;
+          break;
         case LayerType::k:
-        case LayerType::v: info.out_features = kv_out; info.in_features = C; break;
-        case LayerType::o: info.out_features = C; info.in_features = q_out; break;
+        case LayerType::v:
+          info.out_features = kv_out;
+          info.in_features = C;
+          break;
+        case LayerType::o:
+          info.out_features = C;
+          info.in_features = q_out;
+          break;
         case LayerType::gate:
-        case LayerType::up: info.out_features = F; info.in_features = C; break;
-        case LayerType::down: info.out_features = C; info.in_features = F; break;
+        case LayerType::up:
+          info.out_features = F;
+          info.in_features = C;
+          break;
+        case LayerType::down:
+          info.out_features = C;
+          info.in_features = F;
+          break;
       }
       out.push_back(std::move(info));
     }

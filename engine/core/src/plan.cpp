@@ -67,8 +67,8 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   plan.recipe = get_str("recipe", "snip");
   plan.budget = get_num("budget");
   plan.achieved_fp4_fraction = get_num("achieved_fp4_fraction");
-  for (const auto& [key, v] : {std::pair<const char*, double>{"budget", plan.budget},
-                               {"achieved_fp4_fraction", plan.achieved_fp4_fraction}})
+  for (const auto& [key, v] :
+       {std::pair<const char*, double>{"budget", plan.budget}, {"achieved_fp4_fraction", plan.achieved_fp4_fraction}})
     if (!(v >= 0 && v <= 1))
       throw Error(source + ": \"" + key + "\" is " + json(v).dump() +
                   "; it is a fraction of the linear-layer FLOPs and must be between 0 and 1");
@@ -98,9 +98,13 @@ std::string plan_to_json(const Plan& plan) {
   return j.dump(2) + "\n";
 }
 
-Plan read_plan_file(const std::string& path) { return plan_from_json(read_file(path), path); }
+Plan read_plan_file(const std::string& path) {
+  return plan_from_json(read_file(path), path);
+}
 
-void write_plan_file(const std::string& path, const Plan& plan) { write_file_atomic(path, plan_to_json(plan)); }
+void write_plan_file(const std::string& path, const Plan& plan) {
+  write_file_atomic(path, plan_to_json(plan));
+}
 
 std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dims, std::vector<std::string>* warnings,
                                           Precision missing_default) {

@@ -7,28 +7,38 @@ namespace snip {
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::bf16: return "bf16";
-    case Precision::fp8: return "fp8";
-    case Precision::fp4: return "fp4";
+    case Precision::fp32:
+      return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp8:
+      return "fp8";
+    case Precision::fp4:
+      return "fp4";
   }
   return "?";
 }
 
 const char* gemm_name(Gemm g) {
   switch (g) {
-    case Gemm::fprop: return "fprop";
-    case Gemm::dgrad: return "dgrad";
-    case Gemm::wgrad: return "wgrad";
+    case Gemm::fprop:
+      return "fprop";
+    case Gemm::dgrad:
+      return "dgrad";
+    case Gemm::wgrad:
+      return "wgrad";
   }
   return "?";
 }
 
 const char* operand_name(Operand o) {
   switch (o) {
-    case Operand::activation: return "activation";
-    case Operand::weight: return "weight";
-    case Operand::gradient: return "gradient";
+    case Operand::activation:
+      return "activation";
+    case Operand::weight:
+      return "weight";
+    case Operand::gradient:
+      return "gradient";
   }
   return "?";
 }

@@ -28,7 +28,8 @@ std::map<std::string, double> number_map(const json& j, const std::string& where
 }
 
 int dim(const json& m, const char* key, const std::string& source) {
-  if (!m.contains(key) || !m[key].is_number_integer() || m[key].get<int64_t>() <= 0 || m[key].get<int64_t>() > (1 << 24))
+  if (!m.contains(key) || !m[key].is_number_integer() || m[key].get<int64_t>() <= 0 ||
+      m[key].get<int64_t>() > (1 << 24))
     throw Error(source + ": model." + key + " must be a positive integer");
   return int(m[key].get<int64_t>());
 }
@@ -46,8 +47,9 @@ StatsRound stats_from_json(const std::string& text, const std::string& source) {
   if (j.contains("batch_id") && j["batch_id"].is_string()) r.batch_id = j["batch_id"].get<std::string>();
   if (j.contains("recipe") && j["recipe"].is_string()) r.recipe = j["recipe"].get<std::string>();
   if (!j.contains("model") || !j["model"].is_object())
-    throw Error(source + ": missing \"model\" {hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
-                         "num_key_value_heads}");
+    throw Error(source +
+                ": missing \"model\" {hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
+                "num_key_value_heads}");
   const json& m = j["model"];
   r.dims.hidden = dim(m, "hidden_size", source);
   r.dims.intermediate = dim(m, "intermediate_size", source);

@@ -35,7 +35,8 @@ BatchLoader::BatchLoader(const std::vector<int32_t>* tokens, int B, int T, uint6
     : tokens_(tokens), B_(size_t(B > 0 ? B : 0)), T_(size_t(T > 0 ? T : 0)), seed_(seed), shuffle_(shuffle) {
   SNIP_ASSERT(tokens != nullptr);
   if (B <= 0 || T <= 0)
-    throw Error("batch size " + std::to_string(B) + " and sequence length " + std::to_string(T) + " must both be positive");
+    throw Error("batch size " + std::to_string(B) + " and sequence length " + std::to_string(T) +
+                " must both be positive");
   const size_t n = tokens->size();
   if (n < B_ * T_ + 1)
     throw Error("the token stream has " + std::to_string(n) + " tokens but one batch of B=" + std::to_string(B) +
@@ -46,9 +47,13 @@ BatchLoader::BatchLoader(const std::vector<int32_t>* tokens, int B, int T, uint6
   pos_.seed = seed_;
 }
 
-uint64_t BatchLoader::batches_per_epoch() const { return batches_; }
+uint64_t BatchLoader::batches_per_epoch() const {
+  return batches_;
+}
 
-DataPosition BatchLoader::position() const { return pos_; }
+DataPosition BatchLoader::position() const {
+  return pos_;
+}
 
 void BatchLoader::seek(const DataPosition& pos) {
   if (pos.batch_in_epoch > batches_)

@@ -28,7 +28,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool is_token_file_name(const std::string& name) { return ends_with(name, ".bin"); }
+bool is_token_file_name(const std::string& name) {
+  return ends_with(name, ".bin");
+}
 bool is_text_file_name(const std::string& name) {
   return ends_with(name, ".txt") || ends_with(name, ".txt.gz") || ends_with(name, ".text");
 }
@@ -80,7 +82,9 @@ std::vector<std::string> list_files(const std::string& dir, bool (*keep)(const s
   return out;
 }
 
-std::string resolve(const std::string& path) { return path.empty() ? bundled_corpus_path() : path; }
+std::string resolve(const std::string& path) {
+  return path.empty() ? bundled_corpus_path() : path;
+}
 
 std::vector<int32_t> tokenize_checked(const std::string& text, const std::string& source, const Tokenizer& tokenizer,
                                       int vocab_size) {
@@ -88,7 +92,8 @@ std::vector<int32_t> tokenize_checked(const std::string& text, const std::string
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= vocab_size)
       throw Error(source + ": tokenizer " + tokenizer.name() + " produced id " + std::to_string(tokens[i]) +
-                  " at position " + std::to_string(i) + ", outside the model's vocab_size " + std::to_string(vocab_size));
+                  " at position " + std::to_string(i) + ", outside the model's vocab_size " +
+                  std::to_string(vocab_size));
   return tokens;
 }
 
@@ -132,12 +137,13 @@ std::vector<int32_t> read_token_file(const std::string& path, int vocab_size) {
   const std::string bytes = read_file(path);
   const std::string hint = " — is it an llm.c token file? (write one with `snip tokenizer encode`)";
   if (bytes.size() < kTokenHeaderBytes)
-    throw Error(path + ": truncated header: file is " + std::to_string(bytes.size()) + " bytes, the llm.c header alone is " +
-                std::to_string(kTokenHeaderBytes) + hint);
+    throw Error(path + ": truncated header: file is " + std::to_string(bytes.size()) +
+                " bytes, the llm.c header alone is " + std::to_string(kTokenHeaderBytes) + hint);
   int32_t header[kTokenHeaderInts];
   std::memcpy(header, bytes.data(), kTokenHeaderBytes);
   if (header[0] != kTokenMagic)
-    throw Error(path + ": bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kTokenMagic) + ")" + hint);
+    throw Error(path + ": bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kTokenMagic) + ")" +
+                hint);
   const int32_t version = header[1];
   if (version != 1 && version != 2)
     throw Error(path + ": unsupported token file version " + std::to_string(version) +
@@ -148,7 +154,8 @@ std::vector<int32_t> read_token_file(const std::string& path, int vocab_size) {
   const size_t payload = bytes.size() - kTokenHeaderBytes;
   if (payload != count * width)
     throw Error(path + ": header says " + std::to_string(count) + " tokens (" + std::to_string(count * width) +
-                " bytes) but " + std::to_string(payload) + " bytes follow the header — the file is truncated or corrupt");
+                " bytes) but " + std::to_string(payload) +
+                " bytes follow the header — the file is truncated or corrupt");
   if (count == 0) throw Error(path + ": token file holds 0 tokens (empty corpus); " + kDataHint);
   std::vector<int32_t> tokens(count);
   const char* p = bytes.data() + kTokenHeaderBytes;
@@ -178,11 +185,13 @@ std::vector<int32_t> read_token_file(const std::string& path, int vocab_size) {
 
 void write_token_file(const std::string& path, const std::vector<int32_t>& tokens) {
   if (tokens.size() > size_t(INT32_MAX))
-    throw Error(path + ": " + std::to_string(tokens.size()) + " tokens exceed the llm.c header's int32 count; split the corpus");
+    throw Error(path + ": " + std::to_string(tokens.size()) +
+                " tokens exceed the llm.c header's int32 count; split the corpus");
   int32_t max_id = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0)
-      throw Error(path + ": cannot write negative token id " + std::to_string(tokens[i]) + " at position " + std::to_string(i));
+      throw Error(path + ": cannot write negative token id " + std::to_string(tokens[i]) + " at position " +
+                  std::to_string(i));
     max_id = std::max(max_id, tokens[i]);
   }
   const int32_t version = max_id < 65536 ? 1 : 2;
@@ -206,8 +215,7 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   write_file_atomic(path, bytes.data(), bytes.size());
 }
 
-TokenData load_token_data(const std::string& path_in, const Tokenizer& tokenizer, int vocab_size,
-                          double val_fraction) {
+TokenData load_token_data(const std::string& path_in, const Tokenizer& tokenizer, int vocab_size, double val_fraction) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     throw Error("validation fraction " + std::to_string(val_fraction) + " is out of range: use a value in [0, 1)");
   if (vocab_size <= 0) throw Error("vocab_size " + std::to_string(vocab_size) + " must be positive");

@@ -62,7 +62,8 @@ class SentencePieceTokenizer final : public Tokenizer {
       byte_ids_[size_t(b)] = sp_.PieceToId(piece);
       has_bytes = has_bytes && sp_.IsByte(byte_ids_[size_t(b)]);
     }
-    per_line_ = has_bytes && joined == encode_whole(probe) && decode_bytes(joined) == probe && sp_decode(joined) == probe;
+    per_line_ =
+        has_bytes && joined == encode_whole(probe) && decode_bytes(joined) == probe && sp_decode(joined) == probe;
   }
   // Encoding a multi-megabyte text as one SentencePiece "sentence" is ~4x slower than line by
   // line. For models trained by train_sentencepiece (identity normaliser, no dummy prefix, no
@@ -184,8 +185,8 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   std::string path_;
   sentencepiece::SentencePieceProcessor sp_;
-  bool per_line_ = false;  // our kind of model: encode() splits at newlines, decode() is byte-exact
-  std::vector<int32_t> newline_ids_;  // ids of "\n" alone
+  bool per_line_ = false;                // our kind of model: encode() splits at newlines, decode() is byte-exact
+  std::vector<int32_t> newline_ids_;     // ids of "\n" alone
   std::array<int32_t, 256> byte_ids_{};  // id of the byte piece <0xAB> for each byte
 };
 
@@ -217,7 +218,9 @@ class LineIterator final : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+std::unique_ptr<Tokenizer> make_byte_tokenizer() {
+  return std::make_unique<ByteTokenizer>();
+}
 
 std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model_path) {
   return std::make_unique<SentencePieceTokenizer>(model_path);
@@ -247,7 +250,7 @@ void train_sentencepiece(const std::string& text_path, int vocab_size, const std
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", model_type},
       {"vocab_size", std::to_string(vocab_size)},
-      {"byte_fallback", "true"},             // every byte is representable: no <unk> in practice
+      {"byte_fallback", "true"},                // every byte is representable: no <unk> in practice
       {"normalization_rule_name", "identity"},  // keep the text as is (no NFKC, no case folding)
       {"remove_extra_whitespaces", "false"},
       {"add_dummy_prefix", "false"},  // training lines and the encoded stream start words the same way
@@ -265,7 +268,7 @@ void train_sentencepiece(const std::string& text_path, int vocab_size, const std
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
   if (!status.ok()) {
     const std::string why = status.ToString();
-    const std::string hint = why.find("too high") != std::string::npos        ? " (use a smaller --vocab-size or more text)"
+    const std::string hint = why.find("too high") != std::string::npos ? " (use a smaller --vocab-size or more text)"
                              : why.find("required_chars") != std::string::npos ? " (use a larger --vocab-size)"
                                                                                : "";
     throw Error("training the SentencePiece tokenizer on " + (text_path.empty() ? "the bundled corpus" : text_path) +

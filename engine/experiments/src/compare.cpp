@@ -134,8 +134,8 @@ PlanResult oracle_plan(const std::string& dir, const std::string& recipe, const 
 CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like) {
   CostTable t = like;
   t.kind = "oracle";
-  t.source = "measured ΔL, " + std::to_string(truth.batches) + " validation batches at step " +
-             std::to_string(truth.step);
+  t.source =
+      "measured ΔL, " + std::to_string(truth.batches) + " validation batches at step " + std::to_string(truth.step);
   t.has_roles = false;
   for (CostLayer& c : t.layers) {
     for (int r = 0; r < kNumRoles; ++r) c.cost[r].fill(kNaN);
@@ -176,8 +176,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   // every plan, in report order
   PlanRequest req;
   req.budget = o.budget;
-  auto add_result = [&](const std::string& name, PlanResult p, Method m, uint64_t seed,
-                        std::optional<double> lambda) {
+  auto add_result = [&](const std::string& name, PlanResult p, Method m, uint64_t seed, std::optional<double> lambda) {
     p.plan.recipe = rep.recipe;
     CompareRow row;
     row.method = name;
@@ -238,7 +237,8 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
       if (!row.same_plan_as.empty()) continue;
       row.replicates.push_back(train_plan(dir, rep.start_step, row.plan, o, rep.recipe, r));
       if (progress)
-        progress(++done, total, row.method + " (replicate " + std::to_string(r) + "/" + std::to_string(o.replicates) + ")");
+        progress(++done, total,
+                 row.method + " (replicate " + std::to_string(r) + "/" + std::to_string(o.replicates) + ")");
     }
   for (CompareRow& row : rep.rows)
     if (!row.same_plan_as.empty())

@@ -3,8 +3,8 @@
 
 #include <filesystem>
 
-#include "snip/checkpoint.h"
 #include "snip/checked.h"
+#include "snip/checkpoint.h"
 #include "snip/error.h"
 #include "snip/qlinear.h"
 
@@ -24,7 +24,8 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
   try {
     s.step = json_integer<int64_t>(state.at("step"), source + ": step", 0);
     s.position.epoch = json_integer<uint64_t>(state.at("data").at("epoch"), source + ": data.epoch");
-    s.position.batch_in_epoch = json_integer<uint64_t>(state.at("data").at("batch_in_epoch"), source + ": data.batch_in_epoch");
+    s.position.batch_in_epoch =
+        json_integer<uint64_t>(state.at("data").at("batch_in_epoch"), source + ": data.batch_in_epoch");
     s.position.seed = json_integer<uint64_t>(state.at("data").at("seed"), source + ": data.seed");
   } catch (const nlohmann::json::exception& e) {
     throw Error(source + ": malformed step/data position (" + e.what() + ")");

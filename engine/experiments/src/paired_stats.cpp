@@ -12,9 +12,12 @@ namespace snip {
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::better: return "better";
-    case Verdict::worse: return "worse";
-    case Verdict::indistinguishable: return "indistinguishable";
+    case Verdict::better:
+      return "better";
+    case Verdict::worse:
+      return "worse";
+    case Verdict::indistinguishable:
+      return "indistinguishable";
   }
   return "?";
 }

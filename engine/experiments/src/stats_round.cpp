@@ -1,14 +1,14 @@
 // One SNIP statistics round on a live model (stats_round.h; METHOD.md section 4, 5.2 step 1).
 #include "snip/stats_round.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
-
-#include <cblas.h>
 
 #include "snip/error.h"
 #include "snip/hutchinson.h"
@@ -83,8 +83,8 @@ bool same_weight_quantization(const Recipe& recipe, Precision p) {
 // as in qlinear_wgrad, and the rotation cancels in the product.
 // FP4 GEMMs run on E2M1 codes, not on these dequantized copies (snip/qgemm.h): those call
 // qlinear_* itself on the source tensors X, W, dY (re-quantizing them, fast path, no statistics).
-void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd,
-                     const float* wd, const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
+void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd, const float* wd,
+                     const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
                      const QLinearContext& ctx, const float* X, const float* W, const float* dY) {
   if (p == Precision::fp4) {
     qlinear_fprop(Y, X, W, T, K, N, p, ctx);
@@ -94,8 +94,8 @@ void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const floa
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, xf, int(K), wf, int(K), 0.0f, Y,
               int(N));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, gd, int(N), wd, int(K), 0.0f,
-              dX, int(K));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, gd, int(N), wd, int(K), 0.0f, dX,
+              int(K));
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, gw, int(N), xw, int(K), 0.0f, dW,
               int(K));
   if (ctx.recipe->options().bf16_output && p != Precision::fp32) {
@@ -224,9 +224,8 @@ class LocalBackward {
   void attention_input_back(const float* d_att, const float* addend, float* out, ExactScratch& s,
                             const Visit& visit) const {
     const LlamaParams<float>& p = m_.params();
-    ops::attention_backward(s.dq_rot.data(), s.dk_rot.data(), s.dv.data(), d_att, loc_.probs.data(),
-                            loc_.q_rot.data(), loc_.k_rot.data(), m_.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_,
-                            HD_);
+    ops::attention_backward(s.dq_rot.data(), s.dk_rot.data(), s.dv.data(), d_att, loc_.probs.data(), loc_.q_rot.data(),
+                            loc_.k_rot.data(), m_.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_, HD_);
     ops::rope_backward(s.dq.data(), s.dq_rot.data(), cos_.data(), sin_.data(), B_, T_, NH_, HD_);
     ops::rope_backward(s.dk.data(), s.dk_rot.data(), cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
     visit(idx(LayerType::q), s.dq.data());
@@ -305,8 +304,8 @@ class LocalBackward {
 // Exact ΔW mode: back-propagates δdX at the input of linear layer m through the frozen graph
 // (FP32, linear in δdX): its own block from m's input down to R_b, then every earlier block.
 // blocks[b] must exist for every b ≤ m's block.
-void exact_backward(const std::vector<std::unique_ptr<LocalBackward>>& blocks, int m, const float* ddx,
-                    ExactScratch& s, const LocalBackward::Visit& visit) {
+void exact_backward(const std::vector<std::unique_ptr<LocalBackward>>& blocks, int m, const float* ddx, ExactScratch& s,
+                    const LocalBackward::Visit& visit) {
   const int bm = m / kLayersPerBlock;
   float* cur = s.res_a.data();  // δR
   float* mid = s.res_b.data();  // δM
@@ -314,8 +313,12 @@ void exact_backward(const std::vector<std::unique_ptr<LocalBackward>>& blocks, i
   switch (LayerType(m % kLayersPerBlock)) {
     case LayerType::q:
     case LayerType::k:
-    case LayerType::v: lb.norm_input_back(ddx, false, nullptr, cur); break;
-    case LayerType::o: lb.attention_input_back(ddx, nullptr, cur, s, visit); break;
+    case LayerType::v:
+      lb.norm_input_back(ddx, false, nullptr, cur);
+      break;
+    case LayerType::o:
+      lb.attention_input_back(ddx, nullptr, cur, s, visit);
+      break;
     case LayerType::gate:
     case LayerType::up:
       lb.norm_input_back(ddx, true, nullptr, mid);
@@ -649,8 +652,8 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
         pp[k::kPrecErrWgradG] = quantize_err(qo.gw.data(), v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
         pp[k::kPrecErrWgradX] = xq.err_w;
         // exact GEMM output errors: quantized − BF16 (the GEMMs qlinear_* would run, on the same operands)
-        quantized_gemms(yq.data(), dxq.data(), dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
-                        qo.gw.data(), xq.xw.data(), T, K, N, p, ctx, v.X, v.W, v.dY);
+        quantized_gemms(yq.data(), dxq.data(), dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd, qo.gw.data(),
+                        xq.xw.data(), T, K, N, p, ctx, v.X, v.W, v.dY);
         double dy_sq = 0, g_dot = 0;
         for (int64_t e = 0; e < T * N; ++e) {
           const double d = double(yq[size_t(e)]) - double(y_ref[e]);
@@ -687,7 +690,8 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
                         int(vl.N), vl.X, int(vl.K), 0.0f, dw_err.data(), int(vl.K));
             const std::vector<double>& wl = w_keep[size_t(l)];
             double acc = 0;
-            for (int64_t e = 0; e < vl.N * vl.K; ++e) acc += double(dw_err[size_t(e)]) * dw_err[size_t(e)] * wl[size_t(e)];
+            for (int64_t e = 0; e < vl.N * vl.K; ++e)
+              acc += double(dw_err[size_t(e)]) * dw_err[size_t(e)] * wl[size_t(e)];
             pp[k::exact_upstream_sq_key(l)] = acc;
           });
         }

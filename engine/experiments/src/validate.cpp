@@ -242,11 +242,16 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
     }
   nlohmann::json precs = nlohmann::json::array();
   for (Precision p : o.precisions) precs.push_back(precision_name(p));
-  rep.options = {{"batches", o.batches},           {"precisions", precs},
-                 {"lambda", o.estimator.lambda},   {"noise_passes", o.stats.noise_passes},
-                 {"weight_truth", o.weight_truth}, {"recipe", m.recipe().name()},
-                 {"dw_mode", dw_mode_name(o.estimator.dw_mode)}, {"dw_exact_recorded", exact},
-                 {"checkpoint", setup.checkpoint}, {"batch", "val sequential"}};
+  rep.options = {{"batches", o.batches},
+                 {"precisions", precs},
+                 {"lambda", o.estimator.lambda},
+                 {"noise_passes", o.stats.noise_passes},
+                 {"weight_truth", o.weight_truth},
+                 {"recipe", m.recipe().name()},
+                 {"dw_mode", dw_mode_name(o.estimator.dw_mode)},
+                 {"dw_exact_recorded", exact},
+                 {"checkpoint", setup.checkpoint},
+                 {"batch", "val sequential"}};
   return rep;
 }
 

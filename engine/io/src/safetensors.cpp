@@ -11,9 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
@@ -64,7 +63,9 @@ float f16_to_f32(uint16_t h) {
 }
 
 // bfloat16 is the top half of a binary32.
-float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+float bf16_to_f32(uint16_t b) {
+  return std::bit_cast<float>(uint32_t(b) << 16);
+}
 
 }  // namespace
 
@@ -176,12 +177,15 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
     e.dtype = value["dtype"].get<std::string>();
     const int esize = dtype_size(e.dtype);
     if (esize == 0)
-      throw Error(where + " has dtype " + e.dtype + "; only F32, F16 and BF16 are supported (convert the file to one of them)");
+      throw Error(where + " has dtype " + e.dtype +
+                  "; only F32, F16 and BF16 are supported (convert the file to one of them)");
     uint64_t numel = 1;
     bool overflow = false;
     for (const auto& d : value["shape"]) {
-      if (!d.is_number_integer()) throw Error(where + ": shape " + value["shape"].dump() + " has a non-integer dimension" + hint);
-      if (d.is_number_unsigned() ? d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()) : d.get<int64_t>() < 0)
+      if (!d.is_number_integer())
+        throw Error(where + ": shape " + value["shape"].dump() + " has a non-integer dimension" + hint);
+      if (d.is_number_unsigned() ? d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
+                                 : d.get<int64_t>() < 0)
         throw Error(where + ": shape " + value["shape"].dump() + " has a negative or out-of-range dimension" + hint);
       const uint64_t dim = d.get<uint64_t>();
       e.shape.push_back(int64_t(dim));
@@ -197,13 +201,16 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
     e.begin = value["data_offsets"][0].get<uint64_t>();
     e.end = value["data_offsets"][1].get<uint64_t>();
     if (e.end < e.begin)
-      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin" + hint);
+      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                  "] end before they begin" + hint);
     if (e.end > data_size)
       throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                  "] run past the data section (" + std::to_string(data_size) + " bytes) — the file is truncated or corrupt");
+                  "] run past the data section (" + std::to_string(data_size) +
+                  " bytes) — the file is truncated or corrupt");
     if (e.end - e.begin != numel * uint64_t(esize))
-      throw Error(where + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs " + std::to_string(numel * esize) +
-                  " bytes but data_offsets span " + std::to_string(e.end - e.begin) + hint);
+      throw Error(where + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs " +
+                  std::to_string(numel * esize) + " bytes but data_offsets span " + std::to_string(e.end - e.begin) +
+                  hint);
     f.entries_.emplace(name, std::move(e));
   }
 
@@ -239,7 +246,9 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-bool SafetensorsFile::has(const std::string& name) const { return entries_.count(name) != 0; }
+bool SafetensorsFile::has(const std::string& name) const {
+  return entries_.count(name) != 0;
+}
 
 std::vector<int64_t> SafetensorsFile::shape(const std::string& name) const {
   auto it = entries_.find(name);

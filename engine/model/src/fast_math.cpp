@@ -43,8 +43,7 @@ SNIP_TARGET_CLONES void exp_shifted(float* y, const float* x, int64_t n, float s
   for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i] - shift);
 }
 
-SNIP_TARGET_CLONES void silu_mul(float* __restrict h, const float* __restrict g, const float* __restrict u,
-                                 int64_t n) {
+SNIP_TARGET_CLONES void silu_mul(float* __restrict h, const float* __restrict g, const float* __restrict u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float s = 1.0f / (1.0f + exp_approx(-g[i]));
     h[i] = g[i] * s * u[i];

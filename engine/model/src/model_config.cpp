@@ -59,7 +59,8 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) throw Error(source + ": rope_theta must be a positive number");
   {  // num_parameters() counts in int64: refuse shapes whose count would overflow it (each field alone is ≤ 2^30)
     const double C = hidden_size, F = intermediate_size, V = vocab_size, HD = head_dim();
-    const double per_block = 2 * C + 2.0 * num_attention_heads * HD * C + 2.0 * num_key_value_heads * HD * C + 3 * F * C;
+    const double per_block =
+        2 * C + 2.0 * num_attention_heads * HD * C + 2.0 * num_key_value_heads * HD * C + 3 * F * C;
     const double params = V * C * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_block + C;
     if (!(params < 1e18)) {
       char buf[32];
@@ -103,7 +104,9 @@ double get_double(const nlohmann::json& j, const char* key, const std::string& s
 // (or evaluated) as a different model. Absent or null fields are the defaults.
 void refuse_unimplemented_fields(const nlohmann::json& j, const std::string& source) {
   auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
-  auto number = [&](const char* key) { return j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN(); };
+  auto number = [&](const char* key) {
+    return j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
   struct Rule {
     const char* key;
     bool supported;

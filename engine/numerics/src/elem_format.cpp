@@ -26,7 +26,9 @@ const ElemInfo kInfoE2M1 = make_info(2, 1, 1, 2, 6.0f);
 const ElemInfo kInfoBF16 = make_info(8, 7, 127, 127, 3.3895313892515355e38f);  // 0x7F7F0000
 
 // Unbiased exponent and "mantissa bits non-zero" of a finite positive v (normal or subnormal).
-int exponent_of(float v) { return std::ilogb(v); }
+int exponent_of(float v) {
+  return std::ilogb(v);
+}
 bool has_fraction(float v) {
   int e = 0;
   return std::frexp(v, &e) != 0.5f;  // frexp mantissa is 0.5 exactly for powers of two
@@ -55,13 +57,20 @@ uint32_t fmix32(uint32_t h) {
 
 const ElemInfo& elem_info(ElemFormat f) {
   switch (f) {
-    case ElemFormat::e4m3: return kInfoE4M3;
-    case ElemFormat::e5m2: return kInfoE5M2;
-    case ElemFormat::e3m2: return kInfoE3M2;
-    case ElemFormat::e2m3: return kInfoE2M3;
-    case ElemFormat::e2m1: return kInfoE2M1;
-    case ElemFormat::bf16: return kInfoBF16;
-    case ElemFormat::fp32: break;
+    case ElemFormat::e4m3:
+      return kInfoE4M3;
+    case ElemFormat::e5m2:
+      return kInfoE5M2;
+    case ElemFormat::e3m2:
+      return kInfoE3M2;
+    case ElemFormat::e2m3:
+      return kInfoE2M3;
+    case ElemFormat::e2m1:
+      return kInfoE2M1;
+    case ElemFormat::bf16:
+      return kInfoBF16;
+    case ElemFormat::fp32:
+      break;
   }
   SNIP_ASSERT_MSG(false, "elem_info: fp32 is not a minifloat");
   return kInfoBF16;
@@ -69,13 +78,20 @@ const ElemInfo& elem_info(ElemFormat f) {
 
 const char* elem_format_name(ElemFormat f) {
   switch (f) {
-    case ElemFormat::fp32: return "fp32";
-    case ElemFormat::bf16: return "bf16";
-    case ElemFormat::e4m3: return "e4m3";
-    case ElemFormat::e5m2: return "e5m2";
-    case ElemFormat::e3m2: return "e3m2";
-    case ElemFormat::e2m3: return "e2m3";
-    case ElemFormat::e2m1: return "e2m1";
+    case ElemFormat::fp32:
+      return "fp32";
+    case ElemFormat::bf16:
+      return "bf16";
+    case ElemFormat::e4m3:
+      return "e4m3";
+    case ElemFormat::e5m2:
+      return "e5m2";
+    case ElemFormat::e3m2:
+      return "e3m2";
+    case ElemFormat::e2m3:
+      return "e2m3";
+    case ElemFormat::e2m1:
+      return "e2m1";
   }
   return "?";
 }
@@ -89,9 +105,12 @@ ElemFormat parse_elem_format(std::string_view s) {
 
 const char* rounding_name(Rounding r) {
   switch (r) {
-    case Rounding::rne: return "rne";
-    case Rounding::stochastic: return "stochastic";
-    case Rounding::away: return "away";
+    case Rounding::rne:
+      return "rne";
+    case Rounding::stochastic:
+      return "stochastic";
+    case Rounding::away:
+      return "away";
   }
   return "?";
 }
@@ -104,10 +123,14 @@ Rounding parse_rounding(std::string_view s) {
 
 const char* e8m0_mode_name(E8M0Mode m) {
   switch (m) {
-    case E8M0Mode::floor: return "floor";
-    case E8M0Mode::ceil: return "ceil";
-    case E8M0Mode::rceil: return "rceil";
-    case E8M0Mode::even: return "even";
+    case E8M0Mode::floor:
+      return "floor";
+    case E8M0Mode::ceil:
+      return "ceil";
+    case E8M0Mode::rceil:
+      return "rceil";
+    case E8M0Mode::even:
+      return "even";
   }
   return "?";
 }
@@ -130,8 +153,12 @@ float round_elem_ref(float v, ElemFormat f, Rounding r, uint32_t rand_bits) {
   const double t = a / q;
   double n = 0;
   switch (r) {
-    case Rounding::rne: n = std::nearbyint(t); break;  // default FE_TONEAREST: ties to even
-    case Rounding::away: n = std::round(t); break;     // ties away from zero
+    case Rounding::rne:
+      n = std::nearbyint(t);
+      break;  // default FE_TONEAREST: ties to even
+    case Rounding::away:
+      n = std::round(t);
+      break;  // ties away from zero
     case Rounding::stochastic: {
       const double fl = std::floor(t);
       const double u = double(rand_bits >> 8) * 0x1p-24;
@@ -142,7 +169,9 @@ float round_elem_ref(float v, ElemFormat f, Rounding r, uint32_t rand_bits) {
   return std::copysign(float(n * q), v);
 }
 
-float bf16_round(float x) { return round_elem_ref(x, ElemFormat::bf16, Rounding::rne); }
+float bf16_round(float x) {
+  return round_elem_ref(x, ElemFormat::bf16, Rounding::rne);
+}
 
 uint8_t encode_elem(float v, ElemFormat f) {
   const ElemInfo& in = elem_info(f);
@@ -186,8 +215,12 @@ int e8m0_exponent(float amax, ElemFormat f, E8M0Mode mode) {
   if (!(amax > 0)) return 0;
   int e = 0;
   switch (mode) {
-    case E8M0Mode::floor: e = exponent_of(amax) - in.emax; break;
-    case E8M0Mode::ceil: e = exponent_of(amax) + (has_fraction(amax) ? 1 : 0) - in.emax; break;
+    case E8M0Mode::floor:
+      e = exponent_of(amax) - in.emax;
+      break;
+    case E8M0Mode::ceil:
+      e = exponent_of(amax) + (has_fraction(amax) ? 1 : 0) - in.emax;
+      break;
     case E8M0Mode::rceil: {
       const float v = amax / in.max;  // FP32 division, as FORMATS.md says
       e = v > 0 ? exponent_of(v) + (has_fraction(v) ? 1 : 0) : -127;

@@ -46,7 +46,8 @@ void hadamard16_rows_ref(float* a, int64_t rows, int64_t cols) {
       for (int j = 0; j < 16; ++j) col[std::size_t(j)] = a[(t0 + j) * cols + c];
       for (int i = 0; i < 16; ++i) {
         double acc = 0;
-        for (int j = 0; j < 16; ++j) acc += ((__builtin_popcount(unsigned(i & j)) & 1) ? -1.0 : 1.0) * s[std::size_t(j)] * col[std::size_t(j)];
+        for (int j = 0; j < 16; ++j)
+          acc += ((__builtin_popcount(unsigned(i & j)) & 1) ? -1.0 : 1.0) * s[std::size_t(j)] * col[std::size_t(j)];
         a[(t0 + i) * cols + c] = float(acc * 0.25);
       }
     }

@@ -30,13 +30,15 @@ namespace snip {
 
 namespace {
 
-constexpr int kNR = 64;   // panel width: 4 vectors of 16 int32
-constexpr int kMR = 6;    // rows per register tile
+constexpr int kNR = 64;  // panel width: 4 vectors of 16 int32
+constexpr int kMR = 6;   // rows per register tile
 constexpr int kRowsPerTask = 8 * kMR;
-constexpr int kOffset = 12;  // A's unsigned offset: 2q + 12 ∈ [0, 24]
+constexpr int kOffset = 12;          // A's unsigned offset: 2q + 12 ∈ [0, 24]
 constexpr int64_t kMaxChunk = 4096;  // 4096 · 144 < 2^24: a chunk sum converts to FP32 exactly
 
-QGemmMode mode_from_env() { return parse_qgemm_mode(std::getenv("SNIP_QGEMM")); }
+QGemmMode mode_from_env() {
+  return parse_qgemm_mode(std::getenv("SNIP_QGEMM"));
+}
 
 std::atomic<int> g_mode{-1};
 
@@ -65,7 +67,9 @@ inline float scale_of(const E2M1Operand& o, int64_t i, int64_t k) {
   return o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs];
 }
 
-inline int64_t chunk_len(const Packed& P, int64_t c) { return std::min(P.kc, P.K - c * P.kc); }
+inline int64_t chunk_len(const Packed& P, int64_t c) {
+  return std::min(P.kc, P.K - c * P.kc);
+}
 
 // A (M, K) as unsigned bytes a + 12. When the reduction runs down the source's rows (code_cs !=
 // 1: wgrad's dY), 64 rows of A are 64 adjacent bytes of each source row, so those are read
@@ -165,8 +169,8 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
 struct TileArgs {
   const uint8_t* a;  // row 0 of the tile in P.a
   int64_t lda;
-  const float* sa;   // row 0 of the tile in P.sa ([row][chunk])
-  const int8_t* b;   // the panel
+  const float* sa;  // row 0 of the tile in P.sa ([row][chunk])
+  const int8_t* b;  // the panel
   const int32_t* corr;
   const float* sb;
   int64_t nch, kcp, kc, K;
@@ -226,15 +230,15 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
       const __m512i b1 = _mm512_loadu_si512(bq + 64);
       const __m512i b2 = _mm512_loadu_si512(bq + 128);
       const __m512i b3 = _mm512_loadu_si512(bq + 192);
-#define SNIP_ROW(r)                                              \
-  if constexpr (MR > r) {                                        \
-    int32_t a4;                                                  \
-    std::memcpy(&a4, ap + r * t.lda, 4);                         \
-    const __m512i av = _mm512_set1_epi32(a4);                    \
-    SNIP_DPBUSD(acc##r##0, av, b0);                          \
-    SNIP_DPBUSD(acc##r##1, av, b1);                          \
-    SNIP_DPBUSD(acc##r##2, av, b2);                          \
-    SNIP_DPBUSD(acc##r##3, av, b3);                          \
+#define SNIP_ROW(r)                           \
+  if constexpr (MR > r) {                     \
+    int32_t a4;                               \
+    std::memcpy(&a4, ap + r * t.lda, 4);      \
+    const __m512i av = _mm512_set1_epi32(a4); \
+    SNIP_DPBUSD(acc##r##0, av, b0);           \
+    SNIP_DPBUSD(acc##r##1, av, b1);           \
+    SNIP_DPBUSD(acc##r##2, av, b2);           \
+    SNIP_DPBUSD(acc##r##3, av, b3);           \
   }
       SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
@@ -242,15 +246,15 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
     const float* sb = t.sb + c * kNR;
     const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
                  sb3 = _mm512_loadu_ps(sb + 48);
-#define SNIP_SCALE1(r, j)                                                                   \
-  {                                                                                          \
+#define SNIP_SCALE1(r, j)                                                                        \
+  {                                                                                              \
     const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(acc##r##j), _mm512_mul_ps(sar, sb##j)); \
-    float* o = ct + r * kNR + 16 * j;                                                        \
-    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));                            \
+    float* o = ct + r * kNR + 16 * j;                                                            \
+    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));                                \
   }
-#define SNIP_SCALE(r)                                      \
-  if constexpr (MR > r) {                                  \
-    const __m512 sar = _mm512_set1_ps(t.sa[r * t.nch + c]); \
+#define SNIP_SCALE(r)                                                       \
+  if constexpr (MR > r) {                                                   \
+    const __m512 sar = _mm512_set1_ps(t.sa[r * t.nch + c]);                 \
     SNIP_SCALE1(r, 0) SNIP_SCALE1(r, 1) SNIP_SCALE1(r, 2) SNIP_SCALE1(r, 3) \
   }
     SNIP_ROWS(SNIP_SCALE)
@@ -264,12 +268,24 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
 
 void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
   switch (mr) {
-    case 1: tile_vnni<1>(ct, t); break;
-    case 2: tile_vnni<2>(ct, t); break;
-    case 3: tile_vnni<3>(ct, t); break;
-    case 4: tile_vnni<4>(ct, t); break;
-    case 5: tile_vnni<5>(ct, t); break;
-    default: tile_vnni<6>(ct, t); break;
+    case 1:
+      tile_vnni<1>(ct, t);
+      break;
+    case 2:
+      tile_vnni<2>(ct, t);
+      break;
+    case 3:
+      tile_vnni<3>(ct, t);
+      break;
+    case 4:
+      tile_vnni<4>(ct, t);
+      break;
+    case 5:
+      tile_vnni<5>(ct, t);
+      break;
+    default:
+      tile_vnni<6>(ct, t);
+      break;
   }
 }
 
@@ -279,8 +295,12 @@ bool detect_vnni() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 #else
-void tile_vnni_any(float*, const TileArgs&, int) { SNIP_ASSERT_MSG(false, "no VNNI kernel on this CPU"); }
-bool detect_vnni() { return false; }
+void tile_vnni_any(float*, const TileArgs&, int) {
+  SNIP_ASSERT_MSG(false, "no VNNI kernel on this CPU");
+}
+bool detect_vnni() {
+  return false;
+}
 #endif
 
 }  // namespace
@@ -299,7 +319,9 @@ bool qgemm_cpu_has_vnni() {
   return has;
 }
 
-void set_qgemm_mode(QGemmMode m) { g_mode.store(int(m)); }
+void set_qgemm_mode(QGemmMode m) {
+  g_mode.store(int(m));
+}
 
 QGemmMode qgemm_mode() {
   int m = g_mode.load();

@@ -154,8 +154,8 @@ RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op) {
   return RngKey{ctx.seed, ctx.step, ctx.layer, uint32_t(int(g) * 4 + int(op))};
 }
 
-void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g,
-                              Operand op, const QLinearContext& ctx, QuantStats* stats) {
+void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                              const QLinearContext& ctx, QuantStats* stats) {
   SNIP_ASSERT_MSG(ctx.recipe != nullptr, "QLinearContext.recipe must be set");
   const char* symbol = op == Operand::weight ? "W" : op == Operand::gradient ? "dY" : "X";
   const std::string label = operand_label(ctx, g, symbol, op);
@@ -200,7 +200,9 @@ E2M1Operand code2_operand(std::vector<int8_t>& codes, std::vector<float>& scales
 // Whether a GEMM at precision p runs on the integer E2M1 path: FP4, unless SNIP_QGEMM=sgemm
 // (or set_qgemm_mode) asks for the dequantize-then-sgemm path, or the operands' blocks along
 // the reduction dimension do not nest (no recipe has that today).
-bool int_path(Precision p) { return p == Precision::fp4 && qgemm_mode() != QGemmMode::sgemm; }
+bool int_path(Precision p) {
+  return p == Precision::fp4 && qgemm_mode() != QGemmMode::sgemm;
+}
 
 // The view-only spec check: the chunk length the two operands' blocks allow along the reduction.
 bool blocks_nest(const QuantSpec& a, int64_t a_rows, int64_t a_cols, bool a_cols_red, const QuantSpec& b,
@@ -313,8 +315,8 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
 namespace {
 
 // The operand as the reference GEMM consumes it (reference quantizer, reference rotation).
-std::vector<float> quantized_operand_ref(const float* src, int64_t rows, int64_t cols, Precision p, Gemm g,
-                                         Operand op, const char* symbol, const QLinearContext& ctx) {
+std::vector<float> quantized_operand_ref(const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                                         const char* symbol, const QLinearContext& ctx) {
   std::vector<float> x(src, src + rows * cols);
   if (uses_hadamard(p, g, ctx)) hadamard16_rows_ref(x.data(), rows, cols);
   const std::string label = operand_label(ctx, g, symbol, op);

@@ -52,7 +52,9 @@ constexpr uint32_t kInfBits = 0x7F800000u;  // |x| bits >= this: Inf or NaN
 
 }  // namespace
 
-void set_quant_threads(int n) { g_quant_threads.store(n > 0 ? n : 0); }
+void set_quant_threads(int n) {
+  g_quant_threads.store(n > 0 ? n : 0);
+}
 int quant_threads() {
   const int n = g_quant_threads.load();
   if (n > 0) return n;
@@ -92,8 +94,8 @@ inline uint32_t fmix32(uint32_t h) {
 // E2M1 code the integer GEMM reads (out_s unused): the same rounding, so the same values.
 template <bool kDivide, bool kVecScale, Rounding kRound, class OutT = float>
 inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const float* __restrict x,
-                                                     const float* __restrict in_s, const float* __restrict out_s,
-                                                     int64_t n, const RowParams& p, uint64_t i0) {
+                                                    const float* __restrict in_s, const float* __restrict out_s,
+                                                    int64_t n, const RowParams& p, uint64_t i0) {
   const int m = p.mbits;
   const uint32_t emin_b = p.emin_biased;
   const float maxv = p.max;
@@ -118,7 +120,7 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
       const float big = ffrom((eb + 23 - uint32_t(m)) << 23);  // 2^(e+23-m): its FP32 ulp is q
       r = (a + big) - big;
     } else {
-      const float q = ffrom((eb - uint32_t(m)) << 23);            // 2^(e-m)
+      const float q = ffrom((eb - uint32_t(m)) << 23);             // 2^(e-m)
       const float inv_q = ffrom((254u - eb + uint32_t(m)) << 23);  // 2^(m-e), exact
       const float t = a * inv_q;
       const float fl = float(int32_t(t));
@@ -144,11 +146,10 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
 
 using RowKernel = void (*)(float*, const float*, const float*, const float*, int64_t, const RowParams&, uint64_t);
 
-#define SNIP_ROW_KERNEL(NAME, DIV, VEC, ROUND)                                                            \
-  SNIP_TARGET_CLONES void NAME(                                 \
-      float* __restrict y, const float* __restrict x, const float* in_s, const float* out_s, int64_t n, \
-      const RowParams& p, uint64_t i0) {                                                                  \
-    row_body<DIV, VEC, ROUND>(y, x, in_s, out_s, n, p, i0);                                               \
+#define SNIP_ROW_KERNEL(NAME, DIV, VEC, ROUND)                                                                        \
+  SNIP_TARGET_CLONES void NAME(float* __restrict y, const float* __restrict x, const float* in_s, const float* out_s, \
+                               int64_t n, const RowParams& p, uint64_t i0) {                                          \
+    row_body<DIV, VEC, ROUND>(y, x, in_s, out_s, n, p, i0);                                                           \
   }
 SNIP_ROW_KERNEL(row_div_s_rne, true, false, Rounding::rne)
 SNIP_ROW_KERNEL(row_div_s_sr, true, false, Rounding::stochastic)
@@ -167,11 +168,11 @@ SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
 // The same kernels writing E2M1 codes 2q (quantize_e2m1_code2).
 using CodeKernel = void (*)(int8_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
 
-#define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                         \
+#define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                               \
   SNIP_TARGET_CLONES void NAME(int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
-                               const RowParams& p, uint64_t i0) {                                       \
-    const float one = 1.0f;                                                                             \
-    row_body<DIV, VEC, ROUND, int8_t>(y, x, in_s, &one, n, p, i0);                                      \
+                               const RowParams& p, uint64_t i0) {                                             \
+    const float one = 1.0f;                                                                                   \
+    row_body<DIV, VEC, ROUND, int8_t>(y, x, in_s, &one, n, p, i0);                                            \
   }
 SNIP_CODE_KERNEL(code_div_s_rne, true, false, Rounding::rne)
 SNIP_CODE_KERNEL(code_div_s_sr, true, false, Rounding::stochastic)
@@ -202,8 +203,7 @@ RowKernel pick_row_kernel(bool divide, bool vec, Rounding r) {
 }
 
 // Max of |x| as FP32 bits (order-preserving for non-negative floats; >= kInfBits: non-finite).
-SNIP_TARGET_CLONES uint32_t amax_bits(const float* __restrict x,
-                                                                                int64_t n) {
+SNIP_TARGET_CLONES uint32_t amax_bits(const float* __restrict x, int64_t n) {
   uint32_t mx = 0;
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t a = fbits(x[c]) & kAbsMask;
@@ -213,9 +213,7 @@ SNIP_TARGET_CLONES uint32_t amax_bits(const float* __restrict x,
 }
 
 // colmax[c] = max(colmax[c], |x[c]| bits).
-SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax,
-                                                                                const float* __restrict x,
-                                                                                int64_t n) {
+SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax, const float* __restrict x, int64_t n) {
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t a = fbits(x[c]) & kAbsMask;
     colmax[c] = a > colmax[c] ? a : colmax[c];
@@ -223,9 +221,7 @@ SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax,
 }
 
 // BF16 RNE on the 16 dropped bits, saturating to ±0x7F7F0000; returns |x| bits max (finiteness).
-SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y,
-                                                                               const float* __restrict x,
-                                                                               int64_t n) {
+SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restrict x, int64_t n) {
   uint32_t mx = 0;
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t u = fbits(x[c]);
@@ -261,7 +257,8 @@ void check_spec(const QuantSpec& spec) {
   if (spec.scale == ScaleKind::nvfp4 && spec.format != ElemFormat::e2m1)
     throw Error(std::string("NVFP4 two-level scaling is defined for e2m1 elements only, not ") +
                 elem_format_name(spec.format) + ": use scale fp32 or e8m0 for other formats");
-  if (spec.block_rows < 0 || spec.block_cols < 0) throw Error("quantization block shape must be >= 0 (0 = whole dimension)");
+  if (spec.block_rows < 0 || spec.block_cols < 0)
+    throw Error("quantization block shape must be >= 0 (0 = whole dimension)");
 }
 
 // (in, out) of a block with max magnitude amax (see the file comment).
@@ -271,7 +268,8 @@ struct Scale {
 Scale block_scale(const QuantSpec& spec, const ElemInfo& info, float amax, float nvfp4_g) {
   Scale s;
   switch (spec.scale) {
-    case ScaleKind::none: break;
+    case ScaleKind::none:
+      break;
     case ScaleKind::fp32: {
       float v = amax / info.max;  // FP32 division; amax = 0 (or an underflowing amax) -> 1
       if (!(v > 0)) v = 1.0f;
@@ -305,8 +303,12 @@ inline int e8m0_exponent_fast(float amax, const QuantSpec& spec, const ElemInfo&
   const bool frac = (b & 0x7FFFFFu) != 0;
   int e = 0;
   switch (spec.e8m0_mode) {
-    case E8M0Mode::floor: e = exp - info.emax; break;
-    case E8M0Mode::ceil: e = exp + (frac ? 1 : 0) - info.emax; break;
+    case E8M0Mode::floor:
+      e = exp - info.emax;
+      break;
+    case E8M0Mode::ceil:
+      e = exp + (frac ? 1 : 0) - info.emax;
+      break;
     case E8M0Mode::rceil: {
       const uint32_t vb = fbits(amax / info.max);
       if (vb < 0x00800000u) return e8m0_exponent(amax, spec.format, spec.e8m0_mode);
@@ -324,18 +326,22 @@ inline int e8m0_exponent_fast(float amax, const QuantSpec& spec, const ElemInfo&
 }
 
 // 2^e for e in [-127, 127] (2^-127 is the one subnormal).
-inline float pow2(int e) { return e >= -126 ? ffrom(uint32_t(127 + e) << 23) : std::ldexp(1.0f, e); }
+inline float pow2(int e) {
+  return e >= -126 ? ffrom(uint32_t(127 + e) << 23) : std::ldexp(1.0f, e);
+}
 
 // NVFP4 per-tensor constants (FORMATS.md steps 1, 2 and the 1/g of step 4).
 struct Nvfp4Tensor {
   float g = 1, mult = 1.0f / 6.0f, inv_g = 1;
 };
-Nvfp4Tensor nvfp4_tensor(float g) { return Nvfp4Tensor{g, g * (1.0f / 6.0f), 1.0f / g}; }
+Nvfp4Tensor nvfp4_tensor(float g) {
+  return Nvfp4Tensor{g, g * (1.0f / 6.0f), 1.0f / g};
+}
 
 // E4M3 RNE of a non-negative finite a <= 448 by the FP32 add trick (see the file comment).
 inline float e4m3_rne_fast(float a) {
   uint32_t eb = fbits(a) >> 23;
-  eb = eb > 121u ? eb : 121u;  // emin -6 → biased 121
+  eb = eb > 121u ? eb : 121u;                 // emin -6 → biased 121
   const float big = ffrom((eb + 20u) << 23);  // 2^(e + 23 - 3)
   return (a + big) - big;
 }
@@ -343,7 +349,8 @@ inline float e4m3_rne_fast(float a) {
 Scale block_scale_fast(const QuantSpec& spec, const ElemInfo& info, float amax, const Nvfp4Tensor& nv) {
   Scale s;
   switch (spec.scale) {
-    case ScaleKind::none: break;
+    case ScaleKind::none:
+      break;
     case ScaleKind::fp32: {
       float v = amax / info.max;
       if (!(v > 0)) v = 1.0f;
@@ -375,7 +382,8 @@ Scale block_scale_fast(const QuantSpec& spec, const ElemInfo& info, float amax, 
   SNIP_ASSERT(i < n);
   throw Error(std::string(name ? name : "tensor") + ": non-finite value " + std::to_string(x[i]) + " at element (" +
               std::to_string(i / cols) + ", " + std::to_string(i % cols) + ") of the " + std::to_string(rows) + "x" +
-              std::to_string(cols) + " operand; it cannot be quantized (training diverged? lower the learning rate "
+              std::to_string(cols) +
+              " operand; it cannot be quantized (training diverged? lower the learning rate "
               "or check the input data)");
 }
 
@@ -475,9 +483,8 @@ struct Code2Sink {
   float* scales = nullptr;
 };
 
-void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
-                        const RngKey& key, const char* tensor_name, QuantStats* stats, uint8_t* codes,
-                        const Code2Sink* sink);
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                        const char* tensor_name, QuantStats* stats, uint8_t* codes, const Code2Sink* sink);
 
 }  // namespace
 
@@ -503,9 +510,8 @@ void quantize_e2m1_code2(int8_t* code2, float* scales, const float* x, int64_t r
 
 namespace {
 
-void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
-                        const RngKey& key, const char* tensor_name, QuantStats* stats, uint8_t* codes,
-                        const Code2Sink* sink) {
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                        const char* tensor_name, QuantStats* stats, uint8_t* codes, const Code2Sink* sink) {
   SNIP_ASSERT(rows >= 0 && cols >= 0);
   check_spec(spec);
   reject_codes_for(spec, codes);
@@ -572,7 +578,8 @@ void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, co
   Nvfp4Tensor nv;
   if (spec.scale == ScaleKind::nvfp4) {
     std::vector<uint32_t> part(size_t(nchunks), 0);
-    detail::parallel_chunks(nchunks, n, kGrainElems, [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
+    detail::parallel_chunks(nchunks, n, kGrainElems,
+                            [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
     const uint32_t m = *std::max_element(part.begin(), part.end());
     if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
     nv = nvfp4_tensor(nvfp4_tensor_factor(ffrom(m)));
@@ -592,8 +599,8 @@ void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, co
     if (int64_t(rbuf.size()) < len) rbuf.resize(size_t(len));
     if (int64_t(ones.size()) < len) ones.assign(size_t(len), 1.0f);
     kernel(rbuf.data(), xseg, in_s, ones.data(), len, params, i0);
-    finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide, len, info, spec.format, stats ? &accs[t] : nullptr,
-                   codes ? codes + i0 : nullptr);
+    finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide, len, info, spec.format,
+                   stats ? &accs[t] : nullptr, codes ? codes + i0 : nullptr);
   };
 
   if (geo.br == 1 && geo.bc > 1) {

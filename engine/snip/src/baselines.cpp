@@ -114,13 +114,20 @@ PlanResult result_of(const CostTable& costs, const PlanRequest& req, const Setup
 // Rank of a layer type in e-layer-type's order: the MLP (gate, up, down), then o, v, k, q.
 int type_rank(LayerType t) {
   switch (t) {
-    case LayerType::gate: return 0;
-    case LayerType::up: return 1;
-    case LayerType::down: return 2;
-    case LayerType::o: return 3;
-    case LayerType::v: return 4;
-    case LayerType::k: return 5;
-    case LayerType::q: return 6;
+    case LayerType::gate:
+      return 0;
+    case LayerType::up:
+      return 1;
+    case LayerType::down:
+      return 2;
+    case LayerType::o:
+      return 3;
+    case LayerType::v:
+      return 4;
+    case LayerType::k:
+      return 5;
+    case LayerType::q:
+      return 6;
   }
   return 7;
 }
@@ -248,8 +255,8 @@ PlanResult plan_uniform(const CostTable& costs, const PlanRequest& req, Precisio
   const std::string name = std::string("uniform-") + precision_name(p);
   PlanResult r = result_of(costs, req, s, name.c_str(), prec);
   if (!r.meets_budget()) {
-    r.notes.push_back(name + " does not meet budget " + fmt(req.budget) + " (FP4 fraction " +
-                      fmt(r.achieved_fraction) + "); it is a reference point");
+    r.notes.push_back(name + " does not meet budget " + fmt(req.budget) + " (FP4 fraction " + fmt(r.achieved_fraction) +
+                      "); it is a reference point");
     r.plan.provenance["notes"] = r.notes;
   }
   return r;

@@ -15,10 +15,14 @@ namespace snip {
 
 const char* cost_kind_name(CostKind k) {
   switch (k) {
-    case CostKind::snip: return "snip";
-    case CostKind::min_err: return "min-err";
-    case CostKind::min_rel_err: return "min-rel-err";
-    case CostKind::hawq: return "hawq";
+    case CostKind::snip:
+      return "snip";
+    case CostKind::min_err:
+      return "min-err";
+    case CostKind::min_rel_err:
+      return "min-rel-err";
+    case CostKind::hawq:
+      return "hawq";
   }
   return "?";
 }
@@ -39,8 +43,9 @@ CostTable cost_table_from_estimates(const Estimates& est, CostKind kind) {
       c.cost[0] = e.hawq;
       c.cost[1] = {0, 0, 0, 0};
     } else {
-      const auto& src =
-          kind == CostKind::snip ? e.q_role : kind == CostKind::min_err ? e.min_err_role : e.min_rel_err_role;
+      const auto& src = kind == CostKind::snip      ? e.q_role
+                        : kind == CostKind::min_err ? e.min_err_role
+                                                    : e.min_rel_err_role;
       for (int r = 0; r < kNumRoles; ++r) c.cost[r] = src[r];
     }
     c.pred_dl = e.dl;
@@ -118,33 +123,36 @@ CostTable cost_table_from_csv(const std::string& text, const std::string& source
       }
       for (const char* need : {"layer", "precision", "cost", "flops"})
         if (!col.count(need))
-          throw Error(where + ": the header has no '" + need +
-                      "' column (expected layer,precision,cost,flops[,role])");
+          throw Error(where + ": the header has no '" + need + "' column (expected layer,precision,cost,flops[,role])");
       roles = col.count("role") > 0;
       header = true;
       continue;
     }
     if (cells.size() != col.size())
-      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " + std::to_string(col.size()));
+      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " +
+                  std::to_string(col.size()));
     const std::string& name = cells[col["layer"]];
     auto id = parse_layer_module_name(name);
     if (!id)
-      throw Error(where + ": unknown layer '" + name +
-                  "' (expected an HF module name such as model.layers.0.self_attn.q_proj or model.layers.3.mlp.down_proj)");
+      throw Error(
+          where + ": unknown layer '" + name +
+          "' (expected an HF module name such as model.layers.0.self_attn.q_proj or model.layers.3.mlp.down_proj)");
     Precision p;
     try {
       p = parse_precision(cells[col["precision"]]);
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
     }
-    if (p == Precision::fp32)
-      throw Error(where + ": precision fp32 is not a planning choice (use fp8, fp4 or bf16)");
+    if (p == Precision::fp32) throw Error(where + ": precision fp32 is not a planning choice (use fp8, fp4 or bf16)");
     int role = 0;
     if (roles) {
       const std::string& r = cells[col["role"]];
-      if (r == "fprop") role = 0;
-      else if (r == "backward") role = 1;
-      else throw Error(where + ": unknown role '" + r + "' (expected fprop or backward)");
+      if (r == "fprop")
+        role = 0;
+      else if (r == "backward")
+        role = 1;
+      else
+        throw Error(where + ": unknown role '" + r + "' (expected fprop or backward)");
     }
     const double cost = parse_number(cells[col["cost"]], where, "cost");
     const double flops = parse_number(cells[col["flops"]], where, "flops");
@@ -198,7 +206,9 @@ CostTable cost_table_from_csv(const std::string& text, const std::string& source
   return t;
 }
 
-CostTable read_cost_csv(const std::string& path) { return cost_table_from_csv(read_file(path), path); }
+CostTable read_cost_csv(const std::string& path) {
+  return cost_table_from_csv(read_file(path), path);
+}
 
 std::string cost_table_to_csv(const CostTable& table) {
   std::ostringstream os;

@@ -12,7 +12,9 @@ namespace snip::detail {
 std::vector<std::vector<int>> tie_groups(const CostTable& costs, bool ties);
 
 // FLOPs of each role of a layer: fprop 1/3, (dgrad, wgrad) the rest, so the two add up to F.
-inline double role_flops(double f, int role) { return role == 0 ? f / 3.0 : f - f / 3.0; }
+inline double role_flops(double f, int role) {
+  return role == 0 ? f / 3.0 : f - f / 3.0;
+}
 
 // The budget check as the user sees it: the exact FP4 fraction of the whole plan and of every
 // pipeline stage is ≥ ρ, recomputed from the per-layer choice.

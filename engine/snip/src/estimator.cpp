@@ -14,9 +14,13 @@ namespace snip {
 
 namespace k = keys;
 
-const char* role_name(Role r) { return r == Role::fprop ? "fprop" : "backward"; }
+const char* role_name(Role r) {
+  return r == Role::fprop ? "fprop" : "backward";
+}
 
-const char* dw_mode_name(DwMode m) { return m == DwMode::exact ? "exact" : "approx"; }
+const char* dw_mode_name(DwMode m) {
+  return m == DwMode::exact ? "exact" : "approx";
+}
 
 DwMode parse_dw_mode(const std::string& s) {
   if (s == "approx") return DwMode::approx;
@@ -41,11 +45,15 @@ bool is_upstream(LayerId l, LayerId m) {
     switch (t) {
       case LayerType::q:
       case LayerType::k:
-      case LayerType::v: return 0;
-      case LayerType::o: return 1;
+      case LayerType::v:
+        return 0;
+      case LayerType::o:
+        return 1;
       case LayerType::gate:
-      case LayerType::up: return 2;
-      case LayerType::down: return 3;
+      case LayerType::up:
+        return 2;
+      case LayerType::down:
+        return 3;
     }
     return 0;
   };
@@ -58,8 +66,7 @@ namespace {
 // backward passes through l's output: o → q/k/v (attention backward), down → gate/up (SwiGLU).
 bool sibling_exact(LayerId l, LayerId m) {
   if (l.block != m.block) return false;
-  if (m.type == LayerType::o)
-    return l.type == LayerType::q || l.type == LayerType::k || l.type == LayerType::v;
+  if (m.type == LayerType::o) return l.type == LayerType::q || l.type == LayerType::k || l.type == LayerType::v;
   if (m.type == LayerType::down) return l.type == LayerType::gate || l.type == LayerType::up;
   return false;
 }
@@ -83,7 +90,8 @@ struct RoundView {
     c = global(k::kGlobalCurvature);
     sigma_eps = global(k::kGlobalSigmaEps);
     k_t = global(k::kGlobalKt);
-    if (!(sigma_eps > 0)) throw Error("statistics: globals.sigma_eps must be positive (it is σ_ε of the backward-noise passes)");
+    if (!(sigma_eps > 0))
+      throw Error("statistics: globals.sigma_eps must be positive (it is σ_ε of the backward-noise passes)");
     const auto all = linear_layers(r.dims);
     for (const auto& ls : r.layers) {
       auto id = parse_layer_module_name(ls.name);
@@ -308,7 +316,8 @@ Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& 
   double sdl = 0, sdw = 0;
   bool have_fp4 = true;
   for (const auto& e : est.layers) {
-    if (std::isnan(e.dl[p4])) have_fp4 = false;
+    if (std::isnan(e.dl[p4]))
+      have_fp4 = false;
     else {
       sdl += e.dl[p4];
       sdw += e.dw[p4];
@@ -321,8 +330,14 @@ Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& 
     if (!have_fp4)
       est.warnings.push_back("the round has no fp4 statistics for every layer: ΔL and ΔW are not normalised");
     else {
-      if (sdl > 0) ndl = sdl; else est.warnings.push_back("Σ ΔL(fp4) is 0: ΔL is not normalised");
-      if (sdw > 0) ndw = sdw; else est.warnings.push_back("Σ ΔW(fp4) is 0: ΔW is not normalised");
+      if (sdl > 0)
+        ndl = sdl;
+      else
+        est.warnings.push_back("Σ ΔL(fp4) is 0: ΔL is not normalised");
+      if (sdw > 0)
+        ndw = sdw;
+      else
+        est.warnings.push_back("Σ ΔW(fp4) is 0: ΔW is not normalised");
     }
   }
   for (auto& e : est.layers)

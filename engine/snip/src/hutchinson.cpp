@@ -107,9 +107,9 @@ CurvatureEstimate curvature_from_pairs(const std::vector<double>& loss_plus, con
 }
 
 CurvatureEstimate antithetic_curvature(const std::function<double(const std::vector<double>& z)>& loss,
-                                       const std::vector<double>& z, double loss0, int n, double sigma,
-                                       uint64_t seed) {
-  if (n < 1 || z.empty() || !(sigma > 0)) throw Error("antithetic_curvature: needs n ≥ 1 pairs, a non-empty z and σ > 0");
+                                       const std::vector<double>& z, double loss0, int n, double sigma, uint64_t seed) {
+  if (n < 1 || z.empty() || !(sigma > 0))
+    throw Error("antithetic_curvature: needs n ≥ 1 pairs, a non-empty z and σ > 0");
   Gaussian gauss(seed);
   std::vector<double> plus(n), minus(n), eta_sq(n), zp(z.size()), zm(z.size());
   for (int j = 0; j < n; ++j) {

@@ -6,33 +6,43 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csetjmp>
 #include <cmath>
+#include <csetjmp>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "snip/baselines.h"
-#include "snip/atomic_file.h"
-#include "snip/error.h"
 #include "detail.h"
+#include "snip/atomic_file.h"
+#include "snip/baselines.h"
+#include "snip/error.h"
 
 namespace snip {
 
 const char* method_name(Method m) {
   switch (m) {
-    case Method::snip: return "snip";
-    case Method::min_err: return "min-err";
-    case Method::min_rel_err: return "min-rel-err";
-    case Method::e_layer_type: return "e-layer-type";
-    case Method::e_layer_id: return "e-layer-id";
-    case Method::random: return "random";
-    case Method::uniform_bf16: return "uniform-bf16";
-    case Method::uniform_fp8: return "uniform-fp8";
-    case Method::uniform_fp4: return "uniform-fp4";
-    case Method::hawq: return "hawq";
+    case Method::snip:
+      return "snip";
+    case Method::min_err:
+      return "min-err";
+    case Method::min_rel_err:
+      return "min-rel-err";
+    case Method::e_layer_type:
+      return "e-layer-type";
+    case Method::e_layer_id:
+      return "e-layer-id";
+    case Method::random:
+      return "random";
+    case Method::uniform_bf16:
+      return "uniform-bf16";
+    case Method::uniform_fp8:
+      return "uniform-fp8";
+    case Method::uniform_fp4:
+      return "uniform-fp4";
+    case Method::hawq:
+      return "hawq";
   }
   return "?";
 }
@@ -72,7 +82,7 @@ struct Slot {
 
 struct Model {
   std::vector<Slot> slots;
-  std::vector<int> stage_of;           // per table layer
+  std::vector<int> stage_of;  // per table layer
   int stages = 1;
   std::vector<std::string> notes;
 };
@@ -104,11 +114,13 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
   if (req.time_limit_ms <= 0)
     throw Error("solver time limit " + std::to_string(req.time_limit_ms) +
                 " ms must be positive (the default is 20000 ms)");
-  if (req.allow_bf16 && (!std::isfinite(req.bf16_max_fraction) || req.bf16_max_fraction < 0 || req.bf16_max_fraction > 1))
+  if (req.allow_bf16 &&
+      (!std::isfinite(req.bf16_max_fraction) || req.bf16_max_fraction < 0 || req.bf16_max_fraction > 1))
     throw Error("the BF16 limit " + fmt(req.bf16_max_fraction) + " is outside [0, 1]");
   if (req.per_role && !costs.has_roles)
-    throw Error(costs.source + ": per-role planning needs costs per GEMM role (a 'role' column with fprop and backward "
-                               "rows, or statistics); this table has one cost per layer");
+    throw Error(costs.source +
+                ": per-role planning needs costs per GEMM role (a 'role' column with fprop and backward "
+                "rows, or statistics); this table has one cost per layer");
   for (const auto& c : costs.layers) {
     for (Precision p : {Precision::fp8, Precision::fp4})
       if (!c.has(p)) throw Error(costs.source + ": " + c.name + " has no " + precision_name(p) + " cost");
@@ -140,7 +152,8 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
     if (it == index_of.end())
       throw Error("pin " + name + "=" + precision_name(p) + " names a layer that is not in the cost table (" +
                   std::to_string(costs.layers.size()) + " layers, e.g. " + costs.layers.front().name + ")");
-    if (p == Precision::fp32) throw Error("pin " + name + "=fp32: fp32 is not a planning choice (use bf16, fp8 or fp4)");
+    if (p == Precision::fp32)
+      throw Error("pin " + name + "=fp32: fp32 is not a planning choice (use bf16, fp8 or fp4)");
     if (p == Precision::bf16 && !costs.layers[it->second].has(Precision::bf16) && !req.allow_bf16)
       m.notes.push_back("pin " + name + "=bf16 has no bf16 cost; counted as 0");
     pin[it->second] = p;
@@ -162,9 +175,12 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
         pinned_member = i;
       }
     std::vector<Precision> cand;
-    if (gp) cand = {*gp};
-    else if (req.allow_bf16) cand = {Precision::bf16, Precision::fp8, Precision::fp4};
-    else cand = {Precision::fp8, Precision::fp4};
+    if (gp)
+      cand = {*gp};
+    else if (req.allow_bf16)
+      cand = {Precision::bf16, Precision::fp8, Precision::fp4};
+    else
+      cand = {Precision::fp8, Precision::fp4};
     for (int role = (req.per_role ? 0 : -1); role < (req.per_role ? kNumRoles : 0); ++role) {
       Slot s;
       s.layers = g;
@@ -197,7 +213,8 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
   auto pinned_non_fp4_in = [&](int stage) {
     std::vector<std::string> names;
     for (size_t i = 0; i < pin.size(); ++i)
-      if (pin[i] && *pin[i] != Precision::fp4 && (stage < 0 || m.stage_of[i] == stage)) names.push_back(costs.layers[i].name);
+      if (pin[i] && *pin[i] != Precision::fp4 && (stage < 0 || m.stage_of[i] == stage))
+        names.push_back(costs.layers[i].name);
     return names;
   };
   for (int s = 0; s < m.stages; ++s) {
@@ -219,8 +236,10 @@ std::vector<RoleChoice> choice_from_slots(const Model& m, size_t n_layers, const
   std::vector<RoleChoice> choice(n_layers, RoleChoice{Precision::fp8, Precision::fp8});
   for (size_t s = 0; s < m.slots.size(); ++s)
     for (int i : m.slots[s].layers) {
-      if (m.slots[s].role < 0) choice[i] = {slot_prec[s], slot_prec[s]};
-      else choice[i][m.slots[s].role] = slot_prec[s];
+      if (m.slots[s].role < 0)
+        choice[i] = {slot_prec[s], slot_prec[s]};
+      else
+        choice[i][m.slots[s].role] = slot_prec[s];
     }
   return choice;
 }
@@ -256,11 +275,11 @@ void glpk_callback(glp_tree* tree, void* info) {
 // The ILP as plain arrays (GLPK's 1-based conventions), built in C++ before GLPK is called.
 struct IlpArrays {
   int ncols = 0, nrows = 0;
-  std::vector<double> obj;               // [1..ncols]
-  std::vector<int> row_type;             // [1..nrows]
-  std::vector<double> row_lo, row_hi;    // [1..nrows]
-  std::vector<int> ia, ja;               // [1..nnz]
-  std::vector<double> ar;                // [1..nnz]
+  std::vector<double> obj;             // [1..ncols]
+  std::vector<int> row_type;           // [1..nrows]
+  std::vector<double> row_lo, row_hi;  // [1..nrows]
+  std::vector<int> ia, ja;             // [1..nnz]
+  std::vector<double> ar;              // [1..nnz]
 };
 
 struct IlpOutcome {
@@ -272,7 +291,9 @@ struct IlpOutcome {
 // GLPK's answer to an internal error (bad parameter, a state it did not expect) is to print a
 // message and abort() the process. Its error hook lets us jump back instead; the environment is
 // then inconsistent, so it is freed (glp_free_env) and the next GLPK call starts a fresh one.
-extern "C" void glpk_error_hook(void* info) { std::longjmp(*static_cast<std::jmp_buf*>(info), 1); }
+extern "C" void glpk_error_hook(void* info) {
+  std::longjmp(*static_cast<std::jmp_buf*>(info), 1);
+}
 
 // GLPK's terminal output while the planner runs (its error text included, which GLPK prints even
 // with output off): kept for the error message instead of reaching the user's terminal.
@@ -306,7 +327,8 @@ void run_glpk(const IlpArrays& a, glp_iocp* parm, IlpOutcome* out) {
     glp_set_obj_coef(lp, c, a.obj[size_t(c)]);
   }
   if (a.nrows > 0) glp_add_rows(lp, a.nrows);
-  for (int r = 1; r <= a.nrows; ++r) glp_set_row_bnds(lp, r, a.row_type[size_t(r)], a.row_lo[size_t(r)], a.row_hi[size_t(r)]);
+  for (int r = 1; r <= a.nrows; ++r)
+    glp_set_row_bnds(lp, r, a.row_type[size_t(r)], a.row_lo[size_t(r)], a.row_hi[size_t(r)]);
   if (a.ia.size() > 1) glp_load_matrix(lp, int(a.ia.size()) - 1, a.ia.data(), a.ja.data(), a.ar.data());
   // Cover-cut generation prints even at GLP_MSG_OFF; the term hook keeps it off the terminal.
   if (parm->presolve == GLP_OFF) {  // glp_intopt then needs an optimal LP relaxation first
@@ -366,8 +388,8 @@ std::vector<std::vector<int>> detail::tie_groups(const CostTable& costs, bool ti
 
 // The budget check as the user sees it: the exact FP4 fraction of every stage and of the whole
 // plan is ≥ ρ, recomputed from the per-layer choice (not from the solver's row activity).
-bool detail::budget_holds(const CostTable& costs, const std::vector<RoleChoice>& choice, const std::vector<int>& stage_of,
-                  int stages, double budget) {
+bool detail::budget_holds(const CostTable& costs, const std::vector<RoleChoice>& choice,
+                          const std::vector<int>& stage_of, int stages, double budget) {
   if (achieved_fp4_fraction(costs, choice) < budget) return false;
   if (stages <= 1) return true;
   std::vector<double> fp4(stages, 0.0), all(stages, 0.0);
@@ -414,7 +436,9 @@ double achieved_fp4_fraction(const CostTable& costs, const std::vector<RoleChoic
   return all > 0 ? fp4 / all : 0.0;
 }
 
-void check_feasible(const CostTable& costs, const PlanRequest& request) { (void)build_model(costs, request); }
+void check_feasible(const CostTable& costs, const PlanRequest& request) {
+  (void)build_model(costs, request);
+}
 
 void finish_result(PlanResult& r, const CostTable& pred, const PlanRequest& req) {
   SNIP_ASSERT(r.choice.size() == pred.layers.size());
@@ -529,7 +553,8 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
     // Σ_{s in stage} F_s·y4_s ≥ ρ·Σ_{s in stage} F_s − (pinned FP4 FLOPs of the stage)
     std::vector<int> budget_row(m.stages);
     for (int st = 0; st < m.stages; ++st)
-      budget_row[st] = add_row(GLP_LO, ((req.budget + rhs_shift) * stage_total[st] - stage_pinned_fp4[st]) * scale, 0.0);
+      budget_row[st] =
+          add_row(GLP_LO, ((req.budget + rhs_shift) * stage_total[st] - stage_pinned_fp4[st]) * scale, 0.0);
     for (size_t s = 0; s < m.slots.size(); ++s)
       if (col4[s]) add_entry(budget_row[m.slots[s].stage], col4[s], m.slots[s].flops * scale);
     if (req.allow_bf16) {
@@ -595,30 +620,35 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
       if (rc == GLP_ETMLIM)
         throw Error("the ILP found no plan within the time limit of " + std::to_string(req.time_limit_ms) +
                     " ms; raise the limit or allow a MIP gap");
-      throw Error("the ILP has no solution for budget " + fmt(req.budget) +
-                  " (GLPK status " + std::to_string(glpk_status) + ", code " + std::to_string(rc) + ")");
+      throw Error("the ILP has no solution for budget " + fmt(req.budget) + " (GLPK status " +
+                  std::to_string(glpk_status) + ", code " + std::to_string(rc) + ")");
     }
     std::vector<Precision> prec(m.slots.size(), Precision::fp8);
     for (size_t s = 0; s < m.slots.size(); ++s) {
-      if (!col4[s]) prec[s] = m.slots[s].candidates[0];
-      else if (out.values[size_t(col4[s])] > 0.5) prec[s] = Precision::fp4;
-      else if (colb[s] && out.values[size_t(colb[s])] > 0.5) prec[s] = Precision::bf16;
+      if (!col4[s])
+        prec[s] = m.slots[s].candidates[0];
+      else if (out.values[size_t(col4[s])] > 0.5)
+        prec[s] = Precision::fp4;
+      else if (colb[s] && out.values[size_t(colb[s])] > 0.5)
+        prec[s] = Precision::bf16;
     }
     gap = (glpk_status == GLP_OPT && rc == 0) ? (req.mip_gap > 0 ? std::min(tracker.gap, req.mip_gap) : 0.0)
-                                               : tracker.gap;
+                                              : tracker.gap;
     if (std::isnan(gap)) gap = 0.0;
     const auto choice = choice_from_slots(m, costs.layers.size(), prec);
     if (budget_holds(costs, choice, m.stage_of, m.stages, req.budget) && bf16_holds(costs, choice, req)) {
       best = prec;
       if (attempt > 0)
-        result.notes.push_back("GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " +
-                               fmt_g(rhs_shift));
+        result.notes.push_back(
+            "GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " +
+            fmt_g(rhs_shift));
       break;
     }
     // Floating-point guard: GLPK accepts row activities within its tolerance (1e-7 relative),
     // so a plan may miss ρ by a hair. Demand a little more and solve again (next raise).
   }
-  if (best.empty()) throw Error("the ILP solution misses budget " + fmt(req.budget) + " after re-solving; please report this");
+  if (best.empty())
+    throw Error("the ILP solution misses budget " + fmt(req.budget) + " after re-solving; please report this");
 
   result.choice = choice_from_slots(m, costs.layers.size(), best);
   result.objective = objective_of(m, best);
@@ -725,7 +755,8 @@ PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest
   const auto t0 = std::chrono::steady_clock::now();
   PlanResult r;
   switch (method) {
-    case Method::snip: return solve_ilp(input.snip, req, &input.snip);
+    case Method::snip:
+      return solve_ilp(input.snip, req, &input.snip);
     case Method::min_err:
     case Method::min_rel_err: {
       const auto& t = method == Method::min_err ? input.min_err : input.min_rel_err;
@@ -746,12 +777,24 @@ PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest
       h.method = method_name(Method::hawq);
       return h;
     }
-    case Method::e_layer_type: r = plan_e_layer_type(input.snip, req); break;
-    case Method::e_layer_id: r = plan_e_layer_id(input.snip, req); break;
-    case Method::random: r = plan_random(input.snip, req, req.seed); break;
-    case Method::uniform_bf16: r = plan_uniform(input.snip, req, Precision::bf16); break;
-    case Method::uniform_fp8: r = plan_uniform(input.snip, req, Precision::fp8); break;
-    case Method::uniform_fp4: r = plan_uniform(input.snip, req, Precision::fp4); break;
+    case Method::e_layer_type:
+      r = plan_e_layer_type(input.snip, req);
+      break;
+    case Method::e_layer_id:
+      r = plan_e_layer_id(input.snip, req);
+      break;
+    case Method::random:
+      r = plan_random(input.snip, req, req.seed);
+      break;
+    case Method::uniform_bf16:
+      r = plan_uniform(input.snip, req, Precision::bf16);
+      break;
+    case Method::uniform_fp8:
+      r = plan_uniform(input.snip, req, Precision::fp8);
+      break;
+    case Method::uniform_fp4:
+      r = plan_uniform(input.snip, req, Precision::fp4);
+      break;
   }
   r.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;

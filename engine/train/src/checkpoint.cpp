@@ -41,13 +41,15 @@ void check_tied_copy(const SafetensorsFile& f, const std::string& path, const Ll
     try {
       f.read_f32(prefix + "lm_head.weight", head.data(), t.shape);
     } catch (const Error& e) {
-      throw Error(std::string(e.what()) + " (config.json says tie_word_embeddings = true, so lm_head.weight must be a "
-                                          "copy of model.embed_tokens.weight)");
+      throw Error(std::string(e.what()) +
+                  " (config.json says tie_word_embeddings = true, so lm_head.weight must be a "
+                  "copy of model.embed_tokens.weight)");
     }
     if (std::memcmp(head.data(), base + t.offset, n * sizeof(float)) != 0)
-      throw Error(path + ": lm_head.weight differs from model.embed_tokens.weight but config.json says "
-                         "tie_word_embeddings = true, so the output layer would be silently replaced by the "
-                         "embedding; set tie_word_embeddings to false in config.json to keep the trained lm_head");
+      throw Error(path +
+                  ": lm_head.weight differs from model.embed_tokens.weight but config.json says "
+                  "tie_word_embeddings = true, so the output layer would be silently replaced by the "
+                  "embedding; set tie_word_embeddings to false in config.json to keep the trained lm_head");
   }
 }
 
@@ -148,8 +150,7 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   const bool had_previous = fs::exists(target, ec);
   const auto failed = [&](const std::string& why) {
     return Error("cannot save checkpoint " + dir + ": " + why +
-                 (had_previous ? "; the previous checkpoint in " + dir + " is intact"
-                               : "; no checkpoint was written"));
+                 (had_previous ? "; the previous checkpoint in " + dir + " is intact" : "; no checkpoint was written"));
   };
   // A checkpoint with a NaN/Inf weight would replace the last good one with one that cannot train.
   if (const std::string bad = model.first_nonfinite_param(/*values=*/true); !bad.empty())
@@ -194,8 +195,9 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
       // else may have been put there since the check above: swap back and keep it).
       if (!replaceable(tmp, &why_not)) {
         ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE);
-        throw Error("cannot save checkpoint " + dir + ": " + dir + " changed while saving and is not a snip checkpoint (" +
-                    why_not + "); it was left as it is, the new checkpoint is in " + tmp);
+        throw Error("cannot save checkpoint " + dir + ": " + dir +
+                    " changed while saving and is not a snip checkpoint (" + why_not +
+                    "); it was left as it is, the new checkpoint is in " + tmp);
       }
       fs::remove_all(tmp, ec);
     } else {

@@ -30,20 +30,27 @@ std::string kind_of(const fs::path& p) {
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(p, ec);
   switch (st.type()) {
-    case fs::file_type::regular: return "a regular file";
-    case fs::file_type::directory: return "a folder";
-    case fs::file_type::symlink: return "a symbolic link";
-    case fs::file_type::character: return "a character device";
-    case fs::file_type::block: return "a block device";
-    case fs::file_type::fifo: return "a named pipe (FIFO)";
-    case fs::file_type::socket: return "a socket";
-    default: return "something that is not a folder";
+    case fs::file_type::regular:
+      return "a regular file";
+    case fs::file_type::directory:
+      return "a folder";
+    case fs::file_type::symlink:
+      return "a symbolic link";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::fifo:
+      return "a named pipe (FIFO)";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "something that is not a folder";
   }
 }
 
 bool is_step_name(const std::string& name) {
-  return name.size() > 5 && name.rfind("step-", 0) == 0 &&
-         name.find_first_not_of("0123456789", 5) == std::string::npos;
+  return name.size() > 5 && name.rfind("step-", 0) == 0 && name.find_first_not_of("0123456789", 5) == std::string::npos;
 }
 
 // `dir` without trailing slashes, a symbolic link at it followed to the folder it names.
@@ -99,8 +106,8 @@ void make_parent(const fs::path& parent, const std::string& dir) {
       throw Error("cannot save checkpoint " + dir + ": " + p.string() + " is " + kind_of(p) +
                   ", not a folder; give --out a path in a folder");
   }
-  throw Error("cannot save checkpoint " + dir + ": cannot create the folder " + parent.string() + ": " +
-              ec.message() + " (choose a writable location for the checkpoint)");
+  throw Error("cannot save checkpoint " + dir + ": cannot create the folder " + parent.string() + ": " + ec.message() +
+              " (choose a writable location for the checkpoint)");
 }
 
 // What is in an existing folder that is not this run's to replace; "" when it may be replaced.
@@ -154,8 +161,8 @@ void check_existing(const std::string& dir, const std::string& given, const Chec
 void probe_writable(const std::string& dir, const std::string& given) {
   const std::string probe = dir + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
-  const std::string kept = fs::exists(dir, ec) ? "; the previous checkpoint in " + given + " is intact"
-                                               : "; no checkpoint was written";
+  const std::string kept =
+      fs::exists(dir, ec) ? "; the previous checkpoint in " + given + " is intact" : "; no checkpoint was written";
   fs::remove_all(probe, ec);
   if (::mkdir(probe.c_str(), 0755) != 0) {
     const int e = errno;
@@ -164,8 +171,8 @@ void probe_writable(const std::string& dir, const std::string& given) {
                                 ? "the location is read-only or not writable: choose a writable location for the "
                                   "checkpoint (--out)"
                                 : "choose another location for the checkpoint (--out)";
-    throw Error("cannot save checkpoint " + given + ": cannot create " + probe + ": " + std::strerror(e) + " (" +
-                why + ")" + kept);
+    throw Error("cannot save checkpoint " + given + ": cannot create " + probe + ": " + std::strerror(e) + " (" + why +
+                ")" + kept);
   }
   try {
     write_file_atomic(probe + "/trainer_state.json", std::string_view("{}\n"));
@@ -226,8 +233,8 @@ CheckpointLock take_lock(const std::string& dir, const std::string& given) {
       const int e = errno;
       ::unlink(path.c_str());
       ::close(fd);
-      throw Error("cannot save checkpoint " + given + ": cannot write its lock file " + path + ": " +
-                  std::strerror(e) + " (choose a writable location for --out)");
+      throw Error("cannot save checkpoint " + given + ": cannot write its lock file " + path + ": " + std::strerror(e) +
+                  " (choose a writable location for --out)");
     }
     return CheckpointLock(fd, path);
   }

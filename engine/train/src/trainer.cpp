@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "snip/checkpoint.h"
 #include "snip/checked.h"
+#include "snip/checkpoint.h"
 #include "snip/error.h"
 #ifdef SNIP_HAVE_NUMERICS
 #include "snip/qlinear.h"
@@ -412,7 +412,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
     t->tokens_seen_ = json_integer<int64_t>(state.at("tokens_seen"), source + ": tokens_seen", 0);
     DataPosition pos;
     pos.epoch = json_integer<uint64_t>(state.at("data").at("epoch"), source + ": data.epoch");
-    pos.batch_in_epoch = json_integer<uint64_t>(state.at("data").at("batch_in_epoch"), source + ": data.batch_in_epoch");
+    pos.batch_in_epoch =
+        json_integer<uint64_t>(state.at("data").at("batch_in_epoch"), source + ": data.batch_in_epoch");
     pos.seed = json_integer<uint64_t>(state.at("data").at("seed"), source + ": data.seed");
     t->train_loader_->seek(pos);
   } catch (const nlohmann::json::exception& e) {

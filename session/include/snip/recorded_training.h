@@ -71,9 +71,9 @@ void check_given_settings(const nlohmann::json& stored, const std::vector<GivenS
 // here (`requested`); an older checkpoint without stored settings takes `requested` and adds a
 // warning to `warnings`.
 std::optional<AdaptiveOptions> resumed_adaptive_options(const Trainer& trainer, const std::string& checkpoint,
-                                                         const std::optional<AdaptiveOptions>& requested,
-                                                         const std::vector<GivenSetting>& given,
-                                                         std::vector<std::string>* warnings);
+                                                        const std::optional<AdaptiveOptions>& requested,
+                                                        const std::vector<GivenSetting>& given,
+                                                        std::vector<std::string>* warnings);
 
 // What a recorded run says about itself beyond the trainer's configuration.
 struct RunDescription {
@@ -111,9 +111,9 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
                               const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from = "");
 
 struct RecordedTrainingOptions {
-  int64_t save_every = 0;            // also a checkpoint every N steps (0: only at the end / on stop)
-  std::string checkpoint_dir;        // where checkpoints go
-  bool checkpoint_per_step = false;  // true: <dir>/step-<N> each (all kept); false: <dir> rewritten
+  int64_t save_every = 0;                   // also a checkpoint every N steps (0: only at the end / on stop)
+  std::string checkpoint_dir;               // where checkpoints go
+  bool checkpoint_per_step = false;         // true: <dir>/step-<N> each (all kept); false: <dir> rewritten
   std::optional<AdaptiveOptions> adaptive;  // adaptive SNIP: rounds + re-solves during training
   std::string stop_reason = "stopped";      // an interrupted run's message: "<reason> at step N"
   RecorderOptions recorder;                 // metric-row buffering and busy-database behaviour

@@ -44,7 +44,7 @@ class RunRecorder {
   RunRecorder(const RunRecorder&) = delete;
   RunRecorder& operator=(const RunRecorder&) = delete;
 
-  void record(const MetricRow& row);                           // buffered; flushes when due
+  void record(const MetricRow& row);  // buffered; flushes when due
   // Writes the buffer now if the database is free; when it is busy the rows stay buffered and
   // false is returned (the next record() or flush() tries again).
   bool flush();
@@ -65,7 +65,7 @@ class RunRecorder {
 
  private:
   void close(RunStatus status, const std::string& message, bool wait);
-  bool try_flush();                // one attempt; false when busy
+  bool try_flush();  // one attempt; false when busy
   void note_busy(const StoreBusy& e);
   void wait_before_retry();
 

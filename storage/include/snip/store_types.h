@@ -163,23 +163,23 @@ struct CompareReplicateRecord {
 // one arm trained from the common checkpoint under one plan. Losses are NaN when unknown
 // (e.g. a diverged arm); NaN is stored as NULL and read back as NaN.
 struct CompareRowRecord {
-  std::string method;                   // "uniform-bf16", "snip λ=0.1", "random s1", "control s1 ...", ...
-  std::optional<double> lambda;         // SNIP's λ (SNIP arms and the controls)
-  std::optional<int64_t> seed;          // random baseline seed, or the control's perturbation seed
-  double achieved_fraction = 0.0;       // achieved FP4 FLOP fraction of the arm's plan
-  double train_loss_last = 0.0;         // mean train loss over the last `last_window` steps
-  double val_loss_plan = 0.0;           // after the LR cooldown, forward under the plan
-  double val_loss_bf16 = 0.0;           // after the LR cooldown, forward in BF16
-  double gap_train = 0.0;               // train_loss_last − uniform-bf16's
-  double gap_val_plan = 0.0;            // val_loss_plan − uniform-bf16's
-  double gap_val_bf16 = 0.0;            // val_loss_bf16 − uniform-bf16's
-  bool control = false;                 // a noise-floor control arm
+  std::string method;              // "uniform-bf16", "snip λ=0.1", "random s1", "control s1 ...", ...
+  std::optional<double> lambda;    // SNIP's λ (SNIP arms and the controls)
+  std::optional<int64_t> seed;     // random baseline seed, or the control's perturbation seed
+  double achieved_fraction = 0.0;  // achieved FP4 FLOP fraction of the arm's plan
+  double train_loss_last = 0.0;    // mean train loss over the last `last_window` steps
+  double val_loss_plan = 0.0;      // after the LR cooldown, forward under the plan
+  double val_loss_bf16 = 0.0;      // after the LR cooldown, forward in BF16
+  double gap_train = 0.0;          // train_loss_last − uniform-bf16's
+  double gap_val_plan = 0.0;       // val_loss_plan − uniform-bf16's
+  double gap_val_bf16 = 0.0;       // val_loss_bf16 − uniform-bf16's
+  bool control = false;            // a noise-floor control arm
   // Version 3 compares: |gap_train − SNIP's| > the noise floor; since version 4: the verdict
   // against SNIP (paired_stats.h) is `better` or `worse`. Recompute from `replicates` instead.
   bool differs_from_snip = false;
-  std::string same_plan_as;             // earlier row with the identical plan (not trained again), or ""
-  std::optional<int64_t> plan_id;       // the arm's plan in the plans table, when stored
-  std::vector<double> train_curve;      // train loss of each step, start_step+1 ... start_step+steps
+  std::string same_plan_as;         // earlier row with the identical plan (not trained again), or ""
+  std::optional<int64_t> plan_id;   // the arm's plan in the plans table, when stored
+  std::vector<double> train_curve;  // train loss of each step, start_step+1 ... start_step+steps
   // The K replicates in order (replicate r at index r − 1); the loss fields above are their
   // means. Empty for compares stored before schema version 4 (one unreplicated run).
   std::vector<CompareReplicateRecord> replicates;
@@ -189,24 +189,24 @@ struct CompareRowRecord {
 // One `snip compare` experiment: the common setup, the noise floor and (from Store::compare or
 // Store::compare_rows) its rows in report order.
 struct CompareRecord {
-  int64_t id = 0;                          // set by the store
-  std::optional<int64_t> run_id;           // the run whose checkpoint was the start, when stored
-  std::optional<int64_t> stats_round_id;   // the statistics round the cost-based plans came from
-  std::string checkpoint;                  // checkpoint directory
-  int64_t start_step = 0;                  // the checkpoint's step
-  double budget = 0.0;                     // ρ of every plan
-  std::string recipe;                      // "snip" (tiles) or "tensor" (per-tensor FP4), ...
-  int64_t steps = 0;                       // training steps per arm
-  int64_t cooldown_steps = 0;              // LR cooldown steps before the validation losses
+  int64_t id = 0;                         // set by the store
+  std::optional<int64_t> run_id;          // the run whose checkpoint was the start, when stored
+  std::optional<int64_t> stats_round_id;  // the statistics round the cost-based plans came from
+  std::string checkpoint;                 // checkpoint directory
+  int64_t start_step = 0;                 // the checkpoint's step
+  double budget = 0.0;                    // ρ of every plan
+  std::string recipe;                     // "snip" (tiles) or "tensor" (per-tensor FP4), ...
+  int64_t steps = 0;                      // training steps per arm
+  int64_t cooldown_steps = 0;             // LR cooldown steps before the validation losses
   int64_t eval_batches = 0;
-  int64_t last_window = 0;                 // train-loss mean window
-  double control_rel = 0.0;                // relative weight perturbation of the controls
+  int64_t last_window = 0;   // train-loss mean window
+  double control_rel = 0.0;  // relative weight perturbation of the controls
   double noise_floor_train = 0.0;
   double noise_floor_val = 0.0;
-  int64_t replicates = 1;                  // K: trainings per arm (1 for compares before version 4)
+  int64_t replicates = 1;                             // K: trainings per arm (1 for compares before version 4)
   nlohmann::json options = nlohmann::json::object();  // anything else (seeds, λ list, ...)
-  int64_t created_ms = 0;                  // set by the store
-  int64_t row_count = 0;                   // set by the store (list_compares leaves rows empty)
+  int64_t created_ms = 0;                             // set by the store
+  int64_t row_count = 0;                              // set by the store (list_compares leaves rows empty)
   std::vector<CompareRowRecord> rows;
 };
 

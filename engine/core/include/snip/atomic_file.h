@@ -10,11 +10,10 @@ namespace snip {
 // `path` may be a missing path, a regular file or a symbolic link to one (the link is kept and
 // its final target replaced, keeping the target's permission bits). Anything else that exists
 // (a directory, a device such as /dev/null, a FIFO, a socket) is refused before any temp file
-// is created (checked_write_target). Throws snip::Error naming the path, the OS error and what to do (disk full, read-only, ...).
-// On failure the previous file at `path` is untouched and no temp file is left behind.
-// Tests inject failures with the environment variable SNIP_FAULT_WRITE=ENOSPC[:substring]
-// (the write fails half-way) or EROFS[:substring] (the temp file cannot be created), for
-// paths containing `substring`; see atomic_file.cpp.
+// is created (checked_write_target). Throws snip::Error naming the path, the OS error and what to do (disk full,
+// read-only, ...). On failure the previous file at `path` is untouched and no temp file is left behind. Tests inject
+// failures with the environment variable SNIP_FAULT_WRITE=ENOSPC[:substring] (the write fails half-way) or
+// EROFS[:substring] (the temp file cannot be created), for paths containing `substring`; see atomic_file.cpp.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 inline void write_file_atomic(const std::string& path, std::string_view text) {
   write_file_atomic(path, text.data(), text.size());

@@ -6,10 +6,9 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/error.h"
 

@@ -19,11 +19,11 @@ class Error : public std::runtime_error {
 }  // namespace snip
 
 // Invariant that only a bug can break (never used for user input).
-#define SNIP_ASSERT(cond)                                                   \
-  do {                                                                      \
-    if (!(cond)) ::snip::assert_fail(#cond, __FILE__, __LINE__, nullptr);   \
+#define SNIP_ASSERT(cond)                                                 \
+  do {                                                                    \
+    if (!(cond)) ::snip::assert_fail(#cond, __FILE__, __LINE__, nullptr); \
   } while (0)
-#define SNIP_ASSERT_MSG(cond, msg)                                          \
-  do {                                                                      \
-    if (!(cond)) ::snip::assert_fail(#cond, __FILE__, __LINE__, (msg));     \
+#define SNIP_ASSERT_MSG(cond, msg)                                      \
+  do {                                                                  \
+    if (!(cond)) ::snip::assert_fail(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

@@ -14,8 +14,8 @@ namespace snip {
 
 enum class LayerType { q = 0, k = 1, v = 2, o = 3, gate = 4, up = 5, down = 6 };
 inline constexpr int kLayersPerBlock = 7;
-inline constexpr std::array<LayerType, 7> kAllLayerTypes = {LayerType::q,    LayerType::k,  LayerType::v,   LayerType::o,
-                                                            LayerType::gate, LayerType::up, LayerType::down};
+inline constexpr std::array<LayerType, 7> kAllLayerTypes = {
+    LayerType::q, LayerType::k, LayerType::v, LayerType::o, LayerType::gate, LayerType::up, LayerType::down};
 
 const char* layer_type_short_name(LayerType t);  // "q" "k" "v" "o" "gate" "up" "down"
 const char* layer_type_module(LayerType t);      // "self_attn.q_proj" ... "mlp.down_proj"
@@ -36,11 +36,11 @@ void check_canonical_layer_name(const std::string& name, const LayerId& id, cons
 
 // The dimensions that fix every linear layer's shape (HF config.json names in comments).
 struct ModelDims {
-  int hidden = 0;             // hidden_size (C)
-  int intermediate = 0;       // intermediate_size (F)
-  int num_layers = 0;         // num_hidden_layers (L)
-  int num_heads = 0;          // num_attention_heads (NH)
-  int num_kv_heads = 0;       // num_key_value_heads (KVH)
+  int hidden = 0;        // hidden_size (C)
+  int intermediate = 0;  // intermediate_size (F)
+  int num_layers = 0;    // num_hidden_layers (L)
+  int num_heads = 0;     // num_attention_heads (NH)
+  int num_kv_heads = 0;  // num_key_value_heads (KVH)
   int head_dim() const { return hidden / num_heads; }
   bool operator==(const ModelDims&) const = default;
 };

@@ -5,10 +5,9 @@
 //    "provenance": {...free-form: run, step, statistics round, lambda, solver...}}
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/layers.h"
 #include "snip/precision.h"

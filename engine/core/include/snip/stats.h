@@ -10,32 +10,31 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "snip/layers.h"
 
 namespace snip {
 
 struct LayerStats {
-  std::string name;                                                   // HF module name
-  std::map<std::string, double> scalars;                              // precision-independent
-  std::map<std::string, std::map<std::string, double>> per_precision; // "fp8"/"fp4"/... -> key -> value
-  std::map<std::string, std::vector<float>> vectors;                  // e.g. per-output-channel gains
+  std::string name;                                                    // HF module name
+  std::map<std::string, double> scalars;                               // precision-independent
+  std::map<std::string, std::map<std::string, double>> per_precision;  // "fp8"/"fp4"/... -> key -> value
+  std::map<std::string, std::vector<float>> vectors;                   // e.g. per-output-channel gains
   bool operator==(const LayerStats&) const = default;
 };
 
 struct StatsRound {
   int64_t step = 0;
   std::string batch_id;
-  ModelDims dims;        // model the statistics belong to
-  int64_t tokens = 0;    // T = tokens in the batch (FLOPs are 2·T·K·N per GEMM)
+  ModelDims dims;      // model the statistics belong to
+  int64_t tokens = 0;  // T = tokens in the batch (FLOPs are 2·T·K·N per GEMM)
   std::string recipe = "snip";
   std::map<std::string, double> globals;  // round-wide values (loss0, curvature c, sigmas, residual gains ...)
   nlohmann::json options = nlohmann::json::object();
-  std::vector<LayerStats> layers;         // in layer index order
+  std::vector<LayerStats> layers;  // in layer index order
   bool operator==(const StatsRound&) const = default;
 };
 

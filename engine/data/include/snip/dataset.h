@@ -2,8 +2,8 @@
 // and deterministic batching whose position is part of a checkpoint.
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +29,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 struct TokenData {
   std::vector<int32_t> train;
   std::vector<int32_t> val;
-  std::string source;     // what was loaded (path or "bundled:kjv")
-  int vocab_size = 256;   // vocabulary the tokens come from
+  std::string source;    // what was loaded (path or "bundled:kjv")
+  int vocab_size = 256;  // vocabulary the tokens come from
 };
 
 // Loads `path`: an llm.c token file (*.bin: 1024-byte header of int32 {20240520, version,
@@ -99,11 +99,11 @@ class BatchLoader {
   size_t B_, T_;
   uint64_t seed_;
   bool shuffle_;
-  uint64_t windows_ = 0;   // windows of T+1 tokens at stride T (shuffle mode)
-  uint64_t batches_ = 0;   // batches per epoch
+  uint64_t windows_ = 0;  // windows of T+1 tokens at stride T (shuffle mode)
+  uint64_t batches_ = 0;  // batches per epoch
   DataPosition pos_;
   std::optional<uint64_t> order_epoch_;  // epoch whose order_ is built (no sentinel: every epoch is valid)
-  std::vector<uint64_t> order_;        // window indices in serving order
+  std::vector<uint64_t> order_;          // window indices in serving order
 };
 
 }  // namespace snip

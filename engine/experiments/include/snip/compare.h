@@ -51,7 +51,7 @@ struct CompareReplicate {
 };
 
 struct CompareRow {
-  std::string method;  // "snip λ=0.1", "random s1", "uniform-fp4", ...
+  std::string method;            // "snip λ=0.1", "random s1", "uniform-fp4", ...
   std::optional<double> lambda;  // SNIP's λ (SNIP rows)
   std::optional<uint64_t> seed;  // the random baseline's seed
   Plan plan;
@@ -61,10 +61,10 @@ struct CompareRow {
   double train_loss_last = 0;
   double val_loss_plan = 0;
   double val_loss_bf16 = 0;
-  double gap_train = 0;             // train_loss_last − uniform-bf16's
-  double gap_val_plan = 0;          // val_loss_plan − uniform-bf16's
-  double gap_val_bf16 = 0;          // val_loss_bf16 − uniform-bf16's
-  std::string same_plan_as;         // earlier row with the identical plan (not trained again), or ""
+  double gap_train = 0;      // train_loss_last − uniform-bf16's
+  double gap_val_plan = 0;   // val_loss_plan − uniform-bf16's
+  double gap_val_bf16 = 0;   // val_loss_bf16 − uniform-bf16's
+  std::string same_plan_as;  // earlier row with the identical plan (not trained again), or ""
   std::vector<std::string> notes;
   std::vector<double> train_curve;  // per-step mean over the replicates
 };
@@ -73,9 +73,9 @@ struct CompareReport {
   int64_t start_step = 0;
   double budget = 0;
   std::string recipe;
-  int replicates = 0;   // K
-  size_t bf16_row = 0;  // the uniform-bf16 row, the zero of the gaps
-  size_t snip_row = 0;  // the SNIP reference row (λ = 0.1, else the first SNIP λ)
+  int replicates = 0;                // K
+  size_t bf16_row = 0;               // the uniform-bf16 row, the zero of the gaps
+  size_t snip_row = 0;               // the SNIP reference row (λ = 0.1, else the first SNIP λ)
   std::optional<size_t> oracle_row;  // with CompareOptions::oracle
   std::vector<CompareRow> rows;
   // Spread (max − min) of the SNIP reference's replicate losses: the old single-number noise

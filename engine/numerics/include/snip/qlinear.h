@@ -40,9 +40,9 @@ class Recipe {
 // Everything a quantized GEMM needs to know besides its operands.
 struct QLinearContext {
   const Recipe* recipe = nullptr;
-  uint64_t seed = 0;         // stochastic rounding key
+  uint64_t seed = 0;  // stochastic rounding key
   uint64_t step = 0;
-  uint32_t layer = 0;        // layer index (block*7 + type)
+  uint32_t layer = 0;                 // layer index (block*7 + type)
   const char* layer_name = "linear";  // used in error messages ("model.layers.3.mlp.up_proj")
 };
 
@@ -74,7 +74,7 @@ RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op);
 // Hadamard rotation along T when that option is on for an fp4 wgrad (the rotation is
 // orthogonal, so error norms are the same in either coordinates). For the statistics
 // rounds' ‖e_p(·)‖ (pass `stats`). `out` must not alias `src` when the rotation applies.
-void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g,
-                              Operand op, const QLinearContext& ctx, QuantStats* stats = nullptr);
+void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                              const QLinearContext& ctx, QuantStats* stats = nullptr);
 
 }  // namespace snip

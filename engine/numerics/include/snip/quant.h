@@ -13,7 +13,7 @@ enum class Rounding : uint8_t { rne, stochastic, away };
 enum class ScaleKind : uint8_t { none, fp32, e8m0, nvfp4 };  // none: no scaling (fp32, bf16)
 enum class E8M0Mode : uint8_t { floor, ceil, rceil, even };
 
-const char* elem_format_name(ElemFormat f);  // "fp32" "bf16" "e4m3" "e5m2" "e3m2" "e2m3" "e2m1"
+const char* elem_format_name(ElemFormat f);        // "fp32" "bf16" "e4m3" "e5m2" "e3m2" "e2m3" "e2m1"
 ElemFormat parse_elem_format(std::string_view s);  // throws snip::Error
 const char* rounding_name(Rounding r);
 Rounding parse_rounding(std::string_view s);
@@ -42,11 +42,11 @@ struct RngKey {
 
 // Error statistics of one fake quantization (filled when requested).
 struct QuantStats {
-  double err_sq = 0;        // ‖x̂ − x‖²
-  double ref_sq = 0;        // ‖x‖²
+  double err_sq = 0;  // ‖x̂ − x‖²
+  double ref_sq = 0;  // ‖x‖²
   double max_abs_err = 0;
-  int64_t saturated = 0;    // elements clamped to ±max
-  int64_t zeros = 0;        // elements that quantized to zero
+  int64_t saturated = 0;  // elements clamped to ±max
+  int64_t zeros = 0;      // elements that quantized to zero
   int64_t count = 0;
 };
 
@@ -58,9 +58,8 @@ void fake_quantize(float* y, const float* x, int64_t rows, int64_t cols, const Q
 // Scalar reference twin of fake_quantize: block by block, element by element, rounding in
 // double (elem_format.h). Bit-identical to fake_quantize (stats up to summation order);
 // the test oracle. Slow.
-void fake_quantize_ref(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec,
-                       const RngKey& key, const char* tensor_name, QuantStats* stats = nullptr,
-                       uint8_t* codes = nullptr);
+void fake_quantize_ref(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                       const char* tensor_name, QuantStats* stats = nullptr, uint8_t* codes = nullptr);
 
 // Threads used by the quantization kernels (default: the shared pool's size, pool_threads():
 // SNIP_NUM_THREADS or the hardware concurrency); the work runs on the shared thread pool of

@@ -41,11 +41,11 @@ struct CostLayer {
 };
 
 struct CostTable {
-  std::string kind;    // "snip", "min-err", "min-rel-err", "imported"
-  std::string source;  // where the costs came from (file name, statistics round)
-  bool has_roles = false;        // costs split by role: per-role planning possible
-  bool has_divergences = false;  // pred_dl / pred_dw are known
-  std::vector<CostLayer> layers; // sorted by (block, type)
+  std::string kind;               // "snip", "min-err", "min-rel-err", "imported"
+  std::string source;             // where the costs came from (file name, statistics round)
+  bool has_roles = false;         // costs split by role: per-role planning possible
+  bool has_divergences = false;   // pred_dl / pred_dw are known
+  std::vector<CostLayer> layers;  // sorted by (block, type)
 };
 
 // Kind of costs to take from estimates (METHOD.md section 8).

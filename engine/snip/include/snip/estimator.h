@@ -19,12 +19,12 @@ namespace snip {
 // what it needs). exact: the recorded FP32 backward of the real δdX with elementwise AdamW
 // weights (only rounds collected with the exact mode have it; for validation).
 enum class DwMode { approx, exact };
-const char* dw_mode_name(DwMode m);       // "approx" "exact"
+const char* dw_mode_name(DwMode m);        // "approx" "exact"
 DwMode parse_dw_mode(const std::string&);  // throws snip::Error naming the choices
 
 struct EstimatorOptions {
-  double lambda = 0.1;     // λ in Q = ΔL̂ + λ·ΔŴ (5.3); λ = 1 is NOT neutral (see METHOD.md)
-  bool normalize = true;   // divide ΔL and ΔW by their FP4 sums over layers (5.3); off: raw values
+  double lambda = 0.1;    // λ in Q = ΔL̂ + λ·ΔŴ (5.3); λ = 1 is NOT neutral (see METHOD.md)
+  bool normalize = true;  // divide ΔL and ΔW by their FP4 sums over layers (5.3); off: raw values
   DwMode dw_mode = DwMode::approx;
 };
 
@@ -45,8 +45,8 @@ struct LayerEstimate {
   std::string name;  // HF module name
   int block = 0;
   LayerType type = LayerType::q;
-  int64_t in_features = 0, out_features = 0;  // K, N
-  double gemm_flops = 0;                      // 2·T·K·N, one GEMM
+  int64_t in_features = 0, out_features = 0;         // K, N
+  double gemm_flops = 0;                             // 2·T·K·N, one GEMM
   PerPrecision dl{kNaN, kNaN, kNaN, kNaN};           // ΔL_l(p) = c·‖J_l‖_F²·‖δY_l(p)‖²/(T·N)   (5.1)
   PerPrecision dw{kNaN, kNaN, kNaN, kNaN};           // ΔW_l(p) = own + upstream                 (5.2)
   PerPrecision dw_own{kNaN, kNaN, kNaN, kNaN};       //   k_t²·Σ δg²/(√v̂+ε)² / ‖u_l‖²
@@ -75,8 +75,8 @@ struct Estimates {
   EstimatorOptions options;
   ModelDims dims;
   int64_t tokens = 0;
-  double dl_fp4_sum = 0;  // Σ_k ΔL_k(fp4), the normaliser of ΔL̂
-  double dw_fp4_sum = 0;  // Σ_k ΔW_k(fp4)
+  double dl_fp4_sum = 0;              // Σ_k ΔL_k(fp4), the normaliser of ΔL̂
+  double dw_fp4_sum = 0;              // Σ_k ΔW_k(fp4)
   std::vector<LayerEstimate> layers;  // layer index order (the round's layers)
   std::vector<std::string> warnings;  // e.g. "no fp4 statistics: normalisation off"
 };

@@ -20,7 +20,9 @@ using ApplyJt = std::function<void(const std::vector<double>& eps, std::vector<d
 double hutchinson_frobenius(const ApplyJt& apply_Jt, int64_t dim, int n, uint64_t seed, double sigma = 1.0);
 
 // Raw form used with recorded statistics: ‖J‖_F² = mean_j ‖Jᵀε_j‖² / σ².
-inline double hutchinson_from_raw(double mean_jt_eps_sq, double sigma) { return mean_jt_eps_sq / (sigma * sigma); }
+inline double hutchinson_from_raw(double mean_jt_eps_sq, double sigma) {
+  return mean_jt_eps_sq / (sigma * sigma);
+}
 
 // Hutchinson traces of the diagonal blocks of a Hessian from gradients (HAWQ-V3's estimator, by
 // central differences instead of a second backward):
@@ -48,8 +50,7 @@ struct CurvatureEstimate {
 
 // Antithetic curvature from n noise pairs around z (loss0 = L(z)); deterministic for a seed.
 CurvatureEstimate antithetic_curvature(const std::function<double(const std::vector<double>& z)>& loss,
-                                       const std::vector<double>& z, double loss0, int n, double sigma,
-                                       uint64_t seed);
+                                       const std::vector<double>& z, double loss0, int n, double sigma, uint64_t seed);
 
 // The same from losses measured elsewhere (the statistics round runs the model): pair j has
 // L(z+η_j) = loss_plus[j], L(z−η_j) = loss_minus[j] and ‖η_j‖² = eta_sq[j]. Throws snip::Error

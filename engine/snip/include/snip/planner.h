@@ -26,44 +26,53 @@ namespace snip {
 // hawq: HAWQ-V3 (Yao et al. 2021), the ILP on tr(H_W)/|W|·‖Q(W) − W‖²; needs a statistics round
 // with the weight-Hessian trace (hessian_probes > 0).
 enum class Method {
-  snip, min_err, min_rel_err, e_layer_type, e_layer_id, random, uniform_bf16, uniform_fp8, uniform_fp4, hawq
+  snip,
+  min_err,
+  min_rel_err,
+  e_layer_type,
+  e_layer_id,
+  random,
+  uniform_bf16,
+  uniform_fp8,
+  uniform_fp4,
+  hawq
 };
 inline constexpr std::array<Method, 10> kAllMethods = {
-    Method::snip,         Method::min_err,     Method::min_rel_err, Method::e_layer_type, Method::e_layer_id,
-    Method::random,       Method::uniform_bf16, Method::uniform_fp8, Method::uniform_fp4, Method::hawq};
+    Method::snip,   Method::min_err,      Method::min_rel_err, Method::e_layer_type, Method::e_layer_id,
+    Method::random, Method::uniform_bf16, Method::uniform_fp8, Method::uniform_fp4,  Method::hawq};
 const char* method_name(Method m);        // "snip" "min-err" ... "uniform-fp4" "hawq"
 Method parse_method(std::string_view s);  // throws snip::Error listing the accepted names
 bool method_uses_ilp(Method m);           // snip, min-err, min-rel-err, hawq
 
 struct PlanRequest {
-  double budget = 0.5;        // ρ: required FP4 fraction of the selectable linear FLOPs, in [0, 1]
-  bool per_role = false;      // choose fprop and (dgrad, wgrad) separately (FLOPs 1/3 : 2/3)
-  bool ties = false;          // q/k/v and gate/up of a block share one precision (fused kernels)
-  int stages = 1;             // pipeline stages (contiguous blocks); each meets ρ on its own FLOPs
-  bool allow_bf16 = false;    // BF16 as a third choice ...
-  double bf16_max_fraction = 0.1;  // ... on at most this fraction of the FLOPs (its budget term)
+  double budget = 0.5;                    // ρ: required FP4 fraction of the selectable linear FLOPs, in [0, 1]
+  bool per_role = false;                  // choose fprop and (dgrad, wgrad) separately (FLOPs 1/3 : 2/3)
+  bool ties = false;                      // q/k/v and gate/up of a block share one precision (fused kernels)
+  int stages = 1;                         // pipeline stages (contiguous blocks); each meets ρ on its own FLOPs
+  bool allow_bf16 = false;                // BF16 as a third choice ...
+  double bf16_max_fraction = 0.1;         // ... on at most this fraction of the FLOPs (its budget term)
   std::map<std::string, Precision> pins;  // HF module name -> precision (all roles)
-  uint64_t seed = 1;          // `random` baseline
-  double mip_gap = 0.0;       // relative MIP gap at which GLPK may stop (0: prove optimality)
-  int time_limit_ms = 20000;  // GLPK time limit; on expiry the best plan found is returned with its gap
+  uint64_t seed = 1;                      // `random` baseline
+  double mip_gap = 0.0;                   // relative MIP gap at which GLPK may stop (0: prove optimality)
+  int time_limit_ms = 20000;              // GLPK time limit; on expiry the best plan found is returned with its gap
 };
 
 // What a plan puts on one layer of the table: the fprop role and the backward (dgrad, wgrad) role.
 using RoleChoice = std::array<Precision, kNumRoles>;
 
 struct PlanResult {
-  std::string method;           // method_name(...)
-  Plan plan;                    // the snip-plan/1 plan (budget, achieved fraction, provenance filled)
+  std::string method;              // method_name(...)
+  Plan plan;                       // the snip-plan/1 plan (budget, achieved fraction, provenance filled)
   std::vector<RoleChoice> choice;  // aligned with CostTable::layers
-  std::string status;           // "optimal", "feasible" (gap > 0 or time limit), "rule" (non-ILP baselines)
-  double objective = kNaN;      // Σ of the method's own costs over the chosen precisions (ILP methods)
-  double predicted_q = kNaN;    // Σ SNIP Q of the plan (the imported cost for imported tables)
-  double predicted_dl = kNaN;   // Σ ΔL of the plan (raw, unnormalised; NaN for imported costs)
-  double predicted_dw = kNaN;   // Σ ΔW of the plan
-  double budget = 0;            // requested ρ
-  double achieved_fraction = 0; // exact FP4 FLOP fraction of the plan
-  double mip_gap = kNaN;        // relative gap |best bound − objective| / |objective| (0 = proven optimal)
-  double solve_ms = 0;          // wall time of the solve (ILP) or rule
+  std::string status;              // "optimal", "feasible" (gap > 0 or time limit), "rule" (non-ILP baselines)
+  double objective = kNaN;         // Σ of the method's own costs over the chosen precisions (ILP methods)
+  double predicted_q = kNaN;       // Σ SNIP Q of the plan (the imported cost for imported tables)
+  double predicted_dl = kNaN;      // Σ ΔL of the plan (raw, unnormalised; NaN for imported costs)
+  double predicted_dw = kNaN;      // Σ ΔW of the plan
+  double budget = 0;               // requested ρ
+  double achieved_fraction = 0;    // exact FP4 FLOP fraction of the plan
+  double mip_gap = kNaN;           // relative gap |best bound − objective| / |objective| (0 = proven optimal)
+  double solve_ms = 0;             // wall time of the solve (ILP) or rule
   std::vector<std::string> notes;  // e.g. e-layer-id spill, random draws, "does not meet the budget"
   bool meets_budget() const { return achieved_fraction >= budget; }
 };

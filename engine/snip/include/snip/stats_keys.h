@@ -28,18 +28,18 @@ inline constexpr const char* kGlobalSigmaEps = "sigma_eps";  // σ_ε of the bac
 inline constexpr const char* kGlobalNoisePasses = "noise_passes";  // passes per kind (3)
 // AdamW: k_t = η_t·(1−β1)/(1−β1^t), the factor between a gradient change and the update change.
 inline constexpr const char* kGlobalKt = "k_t";
-inline constexpr const char* kGlobalLearningRate = "lr";        // η_t at the round's step
+inline constexpr const char* kGlobalLearningRate = "lr";  // η_t at the round's step
 inline constexpr const char* kGlobalAdamBeta1 = "adam_beta1";
 inline constexpr const char* kGlobalAdamBeta2 = "adam_beta2";
 inline constexpr const char* kGlobalAdamEps = "adam_eps";
 
 // ---- per layer (precision-independent) -------------------------------------------------
-inline constexpr const char* kLayerXNorm = "x_norm";    // ‖X_l‖
-inline constexpr const char* kLayerWNorm = "w_norm";    // ‖W_l‖
-inline constexpr const char* kLayerYNorm = "y_norm";    // ‖Y_l‖
-inline constexpr const char* kLayerGNorm = "g_norm";    // ‖G_l‖, G = ∂L/∂Y_l
-inline constexpr const char* kLayerDxNorm = "dx_norm";  // ‖dX_l‖
-inline constexpr const char* kLayerDwNorm = "dw_norm";  // ‖dW_l‖
+inline constexpr const char* kLayerXNorm = "x_norm";           // ‖X_l‖
+inline constexpr const char* kLayerWNorm = "w_norm";           // ‖W_l‖
+inline constexpr const char* kLayerYNorm = "y_norm";           // ‖Y_l‖
+inline constexpr const char* kLayerGNorm = "g_norm";           // ‖G_l‖, G = ∂L/∂Y_l
+inline constexpr const char* kLayerDxNorm = "dx_norm";         // ‖dX_l‖
+inline constexpr const char* kLayerDwNorm = "dw_norm";         // ‖dW_l‖
 inline constexpr const char* kLayerAdamMNorm = "adam_m_norm";  // ‖m_l‖ (AdamW first moment)
 inline constexpr const char* kLayerAdamVNorm = "adam_v_norm";  // ‖v_l‖ (second moment)
 // a_l = mean_ij 1/(√v̂_ij+ε)²  (layer-wide AdamW factor; reported, not used by 5.2)
@@ -62,12 +62,12 @@ inline constexpr const char* kLayerHessianTraceW = "hessian_trace_w";
 // ---- per layer x precision p -------------------------------------------------------------
 // Quantization error norms ‖e_p(operand)‖ = ‖Q_p(A) − A‖ of each operand in the tiling of the
 // GEMM it is used in (FORMATS.md; the same tensor is quantized separately per GEMM).
-inline constexpr const char* kPrecErrFpropX = "err_fprop_x";    // X  in Y = X·Wᵀ
-inline constexpr const char* kPrecErrFpropW = "err_fprop_w";    // W  in Y = X·Wᵀ
-inline constexpr const char* kPrecErrDgradG = "err_dgrad_g";    // dY in dX = dY·W
-inline constexpr const char* kPrecErrDgradW = "err_dgrad_w";    // W  in dX = dY·W
-inline constexpr const char* kPrecErrWgradG = "err_wgrad_g";    // dY in dW = dYᵀ·X
-inline constexpr const char* kPrecErrWgradX = "err_wgrad_x";    // X  in dW = dYᵀ·X
+inline constexpr const char* kPrecErrFpropX = "err_fprop_x";  // X  in Y = X·Wᵀ
+inline constexpr const char* kPrecErrFpropW = "err_fprop_w";  // W  in Y = X·Wᵀ
+inline constexpr const char* kPrecErrDgradG = "err_dgrad_g";  // dY in dX = dY·W
+inline constexpr const char* kPrecErrDgradW = "err_dgrad_w";  // W  in dX = dY·W
+inline constexpr const char* kPrecErrWgradG = "err_wgrad_g";  // dY in dW = dYᵀ·X
+inline constexpr const char* kPrecErrWgradX = "err_wgrad_x";  // X  in dW = dYᵀ·X
 // Exact GEMM output errors (quantized GEMM − BF16 GEMM).
 inline constexpr const char* kPrecDyErr = "dy_err";     // ‖δY_l(p)‖
 inline constexpr const char* kPrecDdxErr = "ddx_err";   // ‖δdX_l(p)‖
@@ -106,7 +106,7 @@ inline constexpr const char* kVectorXColSq = "x_col_sq";
 inline constexpr std::array<const char*, 7> kRequiredLayerScalars = {
     kLayerXNorm, kLayerWNorm, kLayerGNorm, kLayerAdamAGain, kLayerUpdateNorm, kLayerJtEpsSqY, kLayerJtEpsSqResid};
 inline constexpr std::array<const char*, 11> kRequiredPrecisionKeys = {
-    kPrecErrFpropX, kPrecErrFpropW, kPrecErrDgradG, kPrecErrDgradW,  kPrecErrWgradG, kPrecErrWgradX,
+    kPrecErrFpropX, kPrecErrFpropW, kPrecErrDgradG, kPrecErrDgradW,   kPrecErrWgradG, kPrecErrWgradX,
     kPrecDyErr,     kPrecDdxErr,    kPrecDdwErr,    kPrecOwnUpdateSq, kPrecResidErrSq};
 inline constexpr std::array<const char*, 3> kRequiredGlobals = {kGlobalCurvature, kGlobalSigmaEps, kGlobalKt};
 

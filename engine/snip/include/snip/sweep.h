@@ -9,17 +9,17 @@
 namespace snip {
 
 struct SweepOptions {
-  std::vector<double> budgets;   // ρ values, each in [0, 1]
-  std::vector<Method> methods;   // in output order
-  int random_seeds = 3;          // `random` runs with seeds request.seed .. request.seed + k − 1
-  PlanRequest request;           // everything but budget and seed is shared by all points
+  std::vector<double> budgets;  // ρ values, each in [0, 1]
+  std::vector<Method> methods;  // in output order
+  int random_seeds = 3;         // `random` runs with seeds request.seed .. request.seed + k − 1
+  PlanRequest request;          // everything but budget and seed is shared by all points
 };
 
 struct SweepPoint {
   double budget = 0;
-  std::string method;   // method name; "random" rows also carry their seed
+  std::string method;  // method name; "random" rows also carry their seed
   uint64_t seed = 0;
-  bool ok = false;      // false: `error` says why this point has no plan (e.g. infeasible)
+  bool ok = false;  // false: `error` says why this point has no plan (e.g. infeasible)
   std::string error;
   PlanResult result;
   // Other methods (names) that produced exactly this plan at the same budget: one piece of
