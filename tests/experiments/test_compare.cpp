@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "exp_test_util.h"
@@ -209,6 +210,65 @@ TEST(Compare, RejectsBadOptions) {
     FAIL() << "oracle_batches = 0 accepted";
   } catch (const snip::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--oracle-batches must be at least 1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// A compare stopped after some trainings reports each finished one; resumed with those as
+// stored results it trains only the rest and ends with the uninterrupted compare's numbers.
+TEST(Compare, StoppedAndResumedWithStoredResultsEqualsAnUninterruptedCompare) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("snip-exp-compare-stop-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  {
+    snip::Trainer t(exptest::tiny_config("bf16", 10));
+    t.run();
+    t.save_checkpoint(dir);
+  }
+  snip::CompareOptions o;
+  o.budget = 0.5;
+  o.steps = 3;
+  o.cooldown_steps = 1;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.random_seeds = 1;
+  o.lambdas = {0.1};
+  o.replicates = 2;
+  const snip::CompareReport straight = snip::run_compare(dir, o);
+
+  std::map<std::pair<std::string, int>, snip::CompareReplicate> kept;
+  snip::CompareHooks stop_after_3;
+  stop_after_3.on_replicate = [&](const snip::CompareRow& row, int r, const snip::CompareReplicate& x) {
+    kept[{row.method, r}] = x;
+  };
+  stop_after_3.stop_requested = [&] { return kept.size() >= 3; };
+  EXPECT_THROW(snip::run_compare(dir, o, stop_after_3), snip::CompareStopped);
+  ASSERT_EQ(kept.size(), 3u);
+
+  int trained = 0;
+  snip::CompareHooks resume;
+  resume.stored = [&](const snip::CompareRow& row, int r) -> std::optional<snip::CompareReplicate> {
+    const auto it = kept.find({row.method, r});
+    if (it == kept.end()) return std::nullopt;
+    return it->second;
+  };
+  resume.on_replicate = [&](const snip::CompareRow&, int, const snip::CompareReplicate&) { ++trained; };
+  const snip::CompareReport resumed = snip::run_compare(dir, o, resume);
+  fs::remove_all(dir);
+  int distinct = 0;
+  for (const auto& r : straight.rows) distinct += r.same_plan_as.empty();
+  EXPECT_EQ(trained, 2 * distinct - 3);
+  ASSERT_EQ(resumed.rows.size(), straight.rows.size());
+  for (size_t i = 0; i < straight.rows.size(); ++i) {
+    ASSERT_EQ(resumed.rows[i].replicates.size(), 2u) << straight.rows[i].method;
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(resumed.rows[i].replicates[r].train_curve, straight.rows[i].replicates[r].train_curve);
+      EXPECT_EQ(resumed.rows[i].replicates[r].val_loss_plan, straight.rows[i].replicates[r].val_loss_plan);
+    }
+    EXPECT_EQ(resumed.rows[i].gap_train, straight.rows[i].gap_train) << straight.rows[i].method;
   }
 }
 

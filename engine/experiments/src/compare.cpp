@@ -48,7 +48,7 @@ uint64_t rounding_seed_of(uint64_t run_seed, int replicate) {
 // One replicate of one arm: resume the checkpoint, perturb every weight by a relative
 // `o.replicate_rel` (seed = replicate), train `o.steps` steps under the plan, cool down, evaluate.
 CompareReplicate train_plan(const std::string& dir, int64_t start, const Plan& plan, const CompareOptions& o,
-                            const std::string& recipe, int replicate) {
+                            const std::string& recipe, int replicate, const std::function<bool()>& stop_requested) {
   std::unique_ptr<Trainer> t = Trainer::resume(dir, start + o.steps);
   t->model().set_recipe(Recipe::named(recipe));
   t->set_rounding_seed(rounding_seed_of(t->config().seed, replicate));
@@ -60,7 +60,10 @@ CompareReplicate train_plan(const std::string& dir, int64_t start, const Plan& p
   }
   t->set_plan(plan);
   std::vector<double> losses;
-  for (int64_t s = 0; s < o.steps; ++s) losses.push_back(t->step().train_loss);
+  for (int64_t s = 0; s < o.steps; ++s) {
+    if (stop_requested && stop_requested()) throw CompareStopped();
+    losses.push_back(t->step().train_loss);
+  }
   CompareReplicate r;
   const size_t w = std::min(losses.size(), size_t(std::max(1, o.last_window)));
   for (size_t i = losses.size() - w; i < losses.size(); ++i) r.train_loss_last += losses[i] / double(w);
@@ -154,7 +157,8 @@ CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like
   return t;
 }
 
-CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareProgress& progress) {
+CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
+  const CompareProgress& progress = hooks.progress;
   if (o.steps < 1) throw Error("compare: --steps must be at least 1");
   if (o.replicates < 1)
     throw Error("compare: --replicates must be at least 1 (3 or more give 95% intervals; 1 gives no interval)");
@@ -235,7 +239,14 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   for (int r = 1; r <= o.replicates; ++r)
     for (CompareRow& row : rep.rows) {
       if (!row.same_plan_as.empty()) continue;
-      row.replicates.push_back(train_plan(dir, rep.start_step, row.plan, o, rep.recipe, r));
+      if (hooks.stop_requested && hooks.stop_requested()) throw CompareStopped();
+      std::optional<CompareReplicate> kept = hooks.stored ? hooks.stored(row, r) : std::nullopt;
+      if (kept) {
+        row.replicates.push_back(std::move(*kept));
+      } else {
+        row.replicates.push_back(train_plan(dir, rep.start_step, row.plan, o, rep.recipe, r, hooks.stop_requested));
+        if (hooks.on_replicate) hooks.on_replicate(row, r, row.replicates.back());
+      }
       if (progress)
         progress(++done, total,
                  row.method + " (replicate " + std::to_string(r) + "/" + std::to_string(o.replicates) + ")");

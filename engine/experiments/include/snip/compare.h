@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/error.h"
 #include "snip/planner.h"
 #include "snip/stats_round.h"
 #include "snip/validate.h"
@@ -93,9 +94,37 @@ CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like
 // Progress: (trainings done, trainings total, "method (replicate r/K)").
 using CompareProgress = std::function<void(int, int, const std::string&)>;
 
+// Thrown by run_compare when CompareHooks::stop_requested said stop. Every training finished
+// before it was reported through on_replicate; the one in flight is dropped.
+class CompareStopped : public Error {
+ public:
+  CompareStopped() : Error("compare: stopped before every arm was trained") {}
+};
+
+// Hooks into a running comparison, all optional, all called on the thread that runs it.
+struct CompareHooks {
+  CompareProgress progress;
+  // Polled before every training step (and between trainings): true stops the comparison,
+  // which throws CompareStopped. A GUI's cancel button or a CLI's SIGINT flag.
+  std::function<bool()> stop_requested;
+  // One (row, replicate) training finished, in the order they finish (replicate-major: every
+  // arm's replicate 1, then every arm's replicate 2, ...): a store keeps it so that an
+  // interrupted compare can resume. `replicate` counts from 1.
+  std::function<void(const CompareRow& row, int replicate, const CompareReplicate& result)> on_replicate;
+  // For a resumed compare: the stored result of (row, replicate), which is then not trained
+  // again (and not reported through on_replicate); nullopt trains it.
+  std::function<std::optional<CompareReplicate>(const CompareRow& row, int replicate)> stored;
+};
+
 // Runs the comparison from the checkpoint directory (never written). Throws snip::Error for a
-// budget no plan can meet, steps < 1, replicates < 1, or a bad checkpoint.
-CompareReport run_compare(const std::string& checkpoint, const CompareOptions& options,
-                          const CompareProgress& progress = {});
+// budget no plan can meet, steps < 1, replicates < 1, or a bad checkpoint; CompareStopped when
+// hooks.stop_requested said stop.
+CompareReport run_compare(const std::string& checkpoint, const CompareOptions& options, const CompareHooks& hooks);
+inline CompareReport run_compare(const std::string& checkpoint, const CompareOptions& options,
+                                 const CompareProgress& progress = {}) {
+  CompareHooks hooks;
+  hooks.progress = progress;
+  return run_compare(checkpoint, options, hooks);
+}
 
 }  // namespace snip
