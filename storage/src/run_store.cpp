@@ -257,6 +257,37 @@ void Store::set_run_name(int64_t run_id, const std::string& name) {
   txn.commit();
 }
 
+namespace {
+
+// A statistics round made at step k sets the plan from step k + 1, so a run resumed from step s
+// makes every round at k >= s again (bit-identical). The earlier copies, and the plans the run
+// made from them, go with the steps they belonged to, unless something else refers to them:
+// another run's timeline, a run that started with the plan, a validation, a compare, or a plan
+// someone made from the round by hand. Call inside the claiming transaction.
+void drop_rounds_trained_again(store_detail::Db& db, int64_t run_id, int64_t from_step) {
+  // This run's plans from those rounds that nothing still uses ...
+  Stmt(db,
+       "DELETE FROM plans WHERE run_id = ?1 "
+       "AND stats_round_id IN (SELECT id FROM stats_rounds WHERE run_id = ?1 AND step >= ?2) "
+       "AND id NOT IN (SELECT plan_id FROM plan_timeline) "
+       "AND id NOT IN (SELECT plan_id FROM runs WHERE plan_id IS NOT NULL) "
+       "AND id NOT IN (SELECT plan_id FROM compare_rows WHERE plan_id IS NOT NULL)")
+      .bind(1, run_id)
+      .bind(2, from_step)
+      .run();
+  // ... then the rounds nothing still uses.
+  Stmt(db,
+       "DELETE FROM stats_rounds WHERE run_id = ?1 AND step >= ?2 "
+       "AND id NOT IN (SELECT stats_round_id FROM plans WHERE stats_round_id IS NOT NULL) "
+       "AND id NOT IN (SELECT stats_round_id FROM validations WHERE stats_round_id IS NOT NULL) "
+       "AND id NOT IN (SELECT stats_round_id FROM compares WHERE stats_round_id IS NOT NULL)")
+      .bind(1, run_id)
+      .bind(2, from_step)
+      .run();
+}
+
+}  // namespace
+
 void Store::claim_run(int64_t run_id, std::optional<int64_t> resume_from_step) {
   auto& db = impl_->db;
   const ProcessId me = this_process();
@@ -284,6 +315,7 @@ void Store::claim_run(int64_t run_id, std::optional<int64_t> resume_from_step) {
         .bind(1, run_id)
         .bind(2, *resume_from_step)
         .run();
+    drop_rounds_trained_again(db, run_id, *resume_from_step);
     Stmt(db,
          "UPDATE runs SET last_step = COALESCE((SELECT MAX(step) FROM metrics WHERE run_id = ?1), -1), "
          "metric_rows = (SELECT COUNT(*) FROM metrics WHERE run_id = ?1) WHERE id = ?1")

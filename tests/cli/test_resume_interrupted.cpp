@@ -206,6 +206,31 @@ TEST(ResumeIsTheSameRun, AdaptiveRunInterruptedFiveTimesEndsBitIdentical) {
   EXPECT_EQ(recorded(db_a).round_steps, (std::vector<int64_t>{0, 3, 6, 9}));
 }
 
+// Killed after step 8 with the last checkpoint at step 4 (as SIGKILL leaves it): the resume
+// makes the rounds at steps 6 again, and the stored run keeps one copy of each, as the
+// uninterrupted run has (the stopped trajectory's copies are dropped with its rows).
+TEST(ResumeIsTheSameRun, ResumedFromAnOlderCheckpointKeepsOneCopyOfEachRound) {
+  TempDir dir;
+  const std::string db_a = dir.file("straight.db"), ck_a = dir.file("ck_straight");
+  const std::string db_b = dir.file("split.db"), ck_b = dir.file("ck_split");
+  {
+    snip::Trainer t(tiny_config());
+    train_until(t, db_a, ck_a, adaptive_options(), kSteps);
+  }
+  {
+    snip::Trainer t(tiny_config());
+    train_until(t, db_b, ck_b, adaptive_options(), 8, "", /*every_step=*/true);
+  }
+  EXPECT_EQ(recorded(db_b).round_steps, (std::vector<int64_t>{0, 3, 6}));
+  const std::string older = ck_b + "/step-4";
+  std::unique_ptr<snip::Trainer> t = snip::Trainer::resume(older);
+  ASSERT_EQ(t->step_count(), 4);
+  const auto adaptive = snip::resumed_adaptive_options(*t, older, std::nullopt, {}, nullptr);
+  train_until(*t, db_b, dir.file("ck_resumed"), adaptive, kSteps, older);
+  expect_same_run(recorded(db_a), recorded(db_b));
+  EXPECT_EQ(recorded(db_b).round_steps, (std::vector<int64_t>{0, 3, 6, 9}));
+}
+
 // A setting given again must agree with the checkpoint's run; agreeing ones are accepted.
 TEST(ResumeIsTheSameRun, ContradictingOptionsAreAnErrorNamingBothValues) {
   TempDir dir;

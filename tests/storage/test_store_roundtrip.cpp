@@ -1,10 +1,12 @@
 // Round trips of every stored entity through a real SQLite file (runs, checkpoints,
 // metrics, curves, statistics rounds, plans, plan timeline, validation results), the
 // RunRecorder's batching, and transactions.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <future>
 #include <limits>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -481,6 +483,39 @@ TEST(StoreRuns, ClaimResumesFromCheckpointStep) {
   EXPECT_FALSE(r.ended_ms.has_value());
   // The plan in effect at the checkpoint is open again; the one that started later is gone.
   const std::vector<PlanTimelineEntry> want = {{p, 0, std::nullopt}};
+  EXPECT_EQ(store.plan_timeline(id), want);
+}
+
+// An adaptive run resumed from step 4 makes its rounds at steps 4 and 8 again: the copies the
+// stopped trajectory stored go, with the plans made from them, unless something else uses them.
+TEST(StoreRuns, ClaimDropsTheRoundsAndPlansItWillMakeAgain) {
+  TempDir dir;
+  Store store(dir.file("w.db"));
+  const int64_t id = store.create_run(tiny_spec());
+  std::map<int64_t, int64_t> round_at, plan_at;  // step -> id
+  for (int64_t k : {0, 4, 8, 12}) {
+    round_at[k] = store.add_stats_round(sample_round(tiny_dims(), k), id);
+    PlanSolveInfo info;
+    info.run_id = id;
+    info.stats_round_id = round_at[k];
+    plan_at[k] = store.add_plan(sample_plan(tiny_dims()), info);
+    store.set_plan_in_effect(id, plan_at[k], k + 1);
+  }
+  PlanSolveInfo by_hand;  // a plan someone made from round 12 in the Plan view
+  by_hand.stats_round_id = round_at[12];
+  const int64_t kept_plan = store.add_plan(sample_plan(tiny_dims()), by_hand);
+  store.set_run_status(id, RunStatus::interrupted, "stopped");
+
+  store.claim_run(id, 4);
+  std::vector<int64_t> rounds, plans;
+  for (const StatsRoundInfo& r : store.stats_rounds(id)) rounds.push_back(r.id);
+  for (const PlanRecord& p : store.plans()) plans.push_back(p.id);
+  std::sort(rounds.begin(), rounds.end());
+  std::sort(plans.begin(), plans.end());
+  EXPECT_EQ(rounds, (std::vector<int64_t>{round_at[0], round_at[12]}));
+  EXPECT_EQ(plans, (std::vector<int64_t>{plan_at[0], kept_plan}));
+  // (closed at the checkpoint's step; RecordedTraining reopens it when the run goes on)
+  const std::vector<PlanTimelineEntry> want = {{plan_at[0], 1, 4}};
   EXPECT_EQ(store.plan_timeline(id), want);
 }
 
