@@ -213,122 +213,142 @@ class Progress {
   double last_val_ = -1;
 };
 
-void run_train(const TrainOptions& o) {
+void check_train_options(const TrainOptions& o) {
   if (o.steps < 0) throw snip::Error("--steps must be ≥ 0 (got " + std::to_string(o.steps) + ")");
   if (o.save_every < 0) throw snip::Error("--save-every must be ≥ 0 (0: save only at the end)");
   if (o.eval_every < 0) throw snip::Error("--eval-every must be ≥ 0 (0: never evaluate)");
   if (o.replan_every < 0 || o.bf16_probe_every < 0)
     throw snip::Error("--replan-every and --bf16-probe-every must be ≥ 0");
-  std::unique_ptr<snip::Trainer> trainer;
-  std::string out = o.out;
-  if (!o.resume.empty()) {
-    if (!o.preset.empty() || !o.config.empty())
-      throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
-    const nlohmann::json state = snip::read_trainer_state(o.resume);
-    const nlohmann::json stored = state.is_object() && state.contains("config") && state["config"].is_object()
-                                      ? state["config"]
-                                      : nlohmann::json::object();
-    snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
-    trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
-    for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    if (out.empty()) out = o.resume;
-    if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
-  } else {
-    if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
-    snip::TrainConfig c;
-    c.model = o.config.empty() ? snip::preset_config(o.preset.empty() ? "small" : o.preset)
-                               : snip::read_config_file(o.config);
-    c.data_path = o.data;
-    c.tokenizer = o.tokenizer;
-    c.batch_size = o.batch_size;
-    c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(256, c.model.max_position_embeddings);
-    c.grad_accum = o.grad_accum;
-    c.steps = o.steps > 0 ? o.steps : 500;  // 0: the default
-    c.schedule.kind = o.schedule;
-    c.schedule.lr = o.lr;
-    c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;
-    c.schedule.warmup = std::min(o.warmup, c.steps);
-    if (o.warmup > c.steps)
-      std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
-                   (long long)o.warmup, (long long)c.steps);
-    c.schedule.total = c.steps;
-    c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
-    c.grad_clip = o.clip;
-    c.seed = o.seed;
-    c.eval_every = o.eval_every;
-    c.eval_batches = o.eval_batches;
-    c.precision = o.precision;
-    c.recipe = o.recipe;
-    if (!o.plan.empty()) c.plan = snip::read_plan_file(o.plan);
-    trainer = std::make_unique<snip::Trainer>(c);
-    if (out.empty()) out = default_out_dir();
-  }
-  for (const auto& w : trainer->plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (!o.plan.empty() && !trainer->config().plan.recipe.empty() &&
-      trainer->config().plan.recipe != trainer->config().recipe)
+}
+
+// A saved run continued with its own settings; the options given again must agree with them.
+std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
+  if (!o.preset.empty() || !o.config.empty())
+    throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
+  const nlohmann::json state = snip::read_trainer_state(o.resume);
+  const nlohmann::json stored = state.is_object() && state.contains("config") && state["config"].is_object()
+                                    ? state["config"]
+                                    : nlohmann::json::object();
+  snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
+  auto trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
+  for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
+  return trainer;
+}
+
+// The training configuration of a new run from the options.
+snip::TrainConfig new_train_config(const TrainOptions& o) {
+  if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
+  snip::TrainConfig c;
+  c.model =
+      o.config.empty() ? snip::preset_config(o.preset.empty() ? "small" : o.preset) : snip::read_config_file(o.config);
+  c.data_path = o.data;
+  c.tokenizer = o.tokenizer;
+  c.batch_size = o.batch_size;
+  c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(256, c.model.max_position_embeddings);
+  c.grad_accum = o.grad_accum;
+  c.steps = o.steps > 0 ? o.steps : 500;  // 0: the default
+  c.schedule.kind = o.schedule;
+  c.schedule.lr = o.lr;
+  c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;
+  c.schedule.warmup = std::min(o.warmup, c.steps);
+  if (o.warmup > c.steps)
+    std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
+                 (long long)o.warmup, (long long)c.steps);
+  c.schedule.total = c.steps;
+  c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
+  c.grad_clip = o.clip;
+  c.seed = o.seed;
+  c.eval_every = o.eval_every;
+  c.eval_batches = o.eval_batches;
+  c.precision = o.precision;
+  c.recipe = o.recipe;
+  if (!o.plan.empty()) c.plan = snip::read_plan_file(o.plan);
+  return c;
+}
+
+void warn_about_plan(const TrainOptions& o, const snip::Trainer& trainer) {
+  for (const auto& w : trainer.plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const snip::TrainConfig& c = trainer.config();
+  if (!o.plan.empty() && !c.plan.recipe.empty() && c.plan.recipe != c.recipe)
     std::fprintf(stderr, "warning: %s was made for recipe %s; training uses recipe %s (set --recipe %s to match it)\n",
-                 o.plan.c_str(), trainer->config().plan.recipe.c_str(), trainer->config().recipe.c_str(),
-                 trainer->config().plan.recipe.c_str());
+                 o.plan.c_str(), c.plan.recipe.c_str(), c.recipe.c_str(), c.plan.recipe.c_str());
+}
 
-  const auto& cfg = trainer->config();
-  const snip::Plan next_plan = trainer->next_plan();  // a resume's --plan takes effect at the next step
-  if (!o.json)
-    std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
-                 (long long)trainer->model().num_params(), trainer->data().source.c_str(), cfg.batch_size, cfg.seq_len,
-                 cfg.grad_accum, (long long)cfg.steps,
-                 next_plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
-                                          : ("plan " + next_plan.method + ", recipe " + cfg.recipe).c_str(),
-                 out.c_str());
+void print_run_header(const snip::Trainer& trainer, const std::string& out) {
+  const auto& cfg = trainer.config();
+  const snip::Plan next_plan = trainer.next_plan();  // a resume's --plan takes effect at the next step
+  std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
+               (long long)trainer.model().num_params(), trainer.data().source.c_str(), cfg.batch_size, cfg.seq_len,
+               cfg.grad_accum, (long long)cfg.steps,
+               next_plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
+                                        : ("plan " + next_plan.method + ", recipe " + cfg.recipe).c_str(),
+               out.c_str());
+}
 
-  Progress progress(o.json);
-
+// Adaptive planning as given (--method), or on --resume as the checkpoint's run had it.
+std::optional<snip::AdaptiveOptions> adaptive_options(const TrainOptions& o, const snip::Trainer& trainer) {
   std::optional<snip::AdaptiveOptions> adaptive;
   if (!o.method.empty()) {  // the option rules refuse the other adaptive options without it (or --resume)
     snip::AdaptiveOptions ao;
-    ao.method = snip::parse_method(o.method.empty() ? "snip" : o.method);
+    ao.method = snip::parse_method(o.method);
     ao.request.budget = o.budget;
     ao.request.ties = o.ties;
-    ao.request.seed = cfg.seed;
+    ao.request.seed = trainer.config().seed;
     ao.estimator.lambda = o.lambda;
     ao.replan_every = o.replan_every;
     ao.bf16_probe_every = o.bf16_probe_every;
     adaptive = ao;
   }
-  if (!o.resume.empty()) {  // the run goes on with the checkpoint's adaptive settings
-    std::vector<std::string> warnings;
-    adaptive = snip::resumed_adaptive_options(*trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
-    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    if (!adaptive && !given_adaptive_settings(o).empty())
-      throw snip::Error(o.resume + " is not an adaptive run, so " + given_adaptive_settings(o).front().option +
-                        " has nothing to change; give --method too to re-plan it from here on");
-    if (adaptive && !o.plan.empty())
-      throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
-                        o.plan +
-                        " would be replaced at the next round; resume without --plan, or start a new run "
-                        "with --plan");
-  }
+  if (o.resume.empty()) return adaptive;
+  // the run goes on with the checkpoint's adaptive settings
+  std::vector<std::string> warnings;
+  adaptive = snip::resumed_adaptive_options(trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
+  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!adaptive && !given_adaptive_settings(o).empty())
+    throw snip::Error(o.resume + " is not an adaptive run, so " + given_adaptive_settings(o).front().option +
+                      " has nothing to change; give --method too to re-plan it from here on");
+  if (adaptive && !o.plan.empty())
+    throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
+                      o.plan +
+                      " would be replaced at the next round; resume without --plan, or start a new run "
+                      "with --plan");
+  return adaptive;
+}
 
-  // ---- the experiment store: the run, its metrics, checkpoints, and (adaptive) rounds and plans
+// Where the run is recorded (the experiment store: the run, its metrics, checkpoints, and for an
+// adaptive run its rounds and plans), and the checkpoint location held for it.
+struct RunRecord {
+  std::unique_ptr<snip::Store> store;  // null with --no-db
+  int64_t run_id = 0;
+  snip::CheckpointLock out_lock;
+};
+
+RunRecord open_run_record(const TrainOptions& o, snip::Trainer& trainer, const std::string& out,
+                          const std::optional<snip::AdaptiveOptions>& adaptive) {
+  RunRecord r;
   const std::string db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
-  std::unique_ptr<snip::Store> store;
-  if (!o.no_db) store = std::make_unique<snip::Store>(db_path);
+  if (!o.no_db) r.store = std::make_unique<snip::Store>(db_path);
   // Before step 1 and before the run is recorded: what is at --out may be replaced, and the
   // location is writable and held by this run until its last checkpoint is saved.
-  const snip::CheckpointLock out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
-  int64_t run_id = 0;
-  if (store) {
-    snip::RunDescription description;
-    // A name derived from the directory is made one printable line; a given --name with a
-    // control character is refused by the store.
-    description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
-    run_id = snip::open_recorded_run(*store, *trainer, description, adaptive, o.resume).id;
-    if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)run_id, store->path().c_str());
-  }
+  r.out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
+  if (!r.store) return r;
+  snip::RunDescription description;
+  // A name derived from the directory is made one printable line; a given --name with a
+  // control character is refused by the store.
+  description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
+  r.run_id = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume).id;
+  if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)r.run_id, r.store->path().c_str());
+  return r;
+}
 
+snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, const snip::Trainer& trainer,
+                                                        const std::string& out,
+                                                        const std::optional<snip::AdaptiveOptions>& adaptive) {
   snip::RecordedTrainingOptions options;
   options.save_every = o.save_every;
   if (!o.resume.empty() && !o.save_every_given) {  // the resumed run keeps its checkpoint interval
-    const nlohmann::json& extra = trainer->state_extra();
+    const nlohmann::json& extra = trainer.state_extra();
     if (extra.contains("save_every") && extra["save_every"].is_number_integer() &&
         extra["save_every"].get<int64_t>() > 0)
       options.save_every = extra["save_every"].get<int64_t>();
@@ -336,7 +356,13 @@ void run_train(const TrainOptions& o) {
   options.checkpoint_dir = out;
   options.adaptive = adaptive;
   options.stop_reason = "stopped by Ctrl-C";
-  snip::RecordedTraining training(*trainer, store.get(), run_id, options);
+  return options;
+}
+
+// Runs the steps with the progress display; Ctrl-C, SIGTERM and SIGHUP stop after the current step.
+snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, const TrainOptions& o,
+                                          const std::optional<snip::AdaptiveOptions>& adaptive) {
+  Progress progress(o.json);
   snip::cli::StopSignals stop_signals;
   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
@@ -349,15 +375,28 @@ void run_train(const TrainOptions& o) {
                    (long long)e.first_step, e.round_seconds, e.result.method.c_str(), adaptive->request.budget,
                    e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
   };
-
-  snip::TrainingOutcome outcome;
   try {
-    outcome = training.run();
+    const snip::TrainingOutcome outcome = training.run();
+    progress.end_line();
+    return outcome;
   } catch (const std::exception&) {
     progress.end_line();
     throw;  // NaN/Inf and bad input: the run is marked failed, the last saved checkpoint is kept as it is
   }
-  progress.end_line();
+}
+
+void run_train(const TrainOptions& o) {
+  check_train_options(o);
+  std::unique_ptr<snip::Trainer> trainer =
+      o.resume.empty() ? std::make_unique<snip::Trainer>(new_train_config(o)) : resume_trainer(o);
+  const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
+  warn_about_plan(o, *trainer);
+  if (!o.json) print_run_header(*trainer, out);
+  const std::optional<snip::AdaptiveOptions> adaptive = adaptive_options(o, *trainer);
+  RunRecord record = open_run_record(o, *trainer, out, adaptive);
+  snip::RecordedTraining training(*trainer, record.store.get(), record.run_id,
+                                  recorded_training_options(o, *trainer, out, adaptive));
+  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive);
   if (!outcome.finished) {
     std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: %s)\n",
                  (long long)outcome.step, out.c_str(), resume_command(o, out).c_str());
