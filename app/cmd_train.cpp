@@ -22,6 +22,7 @@
 #include "snip/adaptive.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
@@ -38,28 +39,28 @@ struct TrainOptions {
   std::string config;
   std::string data;
   std::string tokenizer = "byte";
-  int64_t steps = 0;  // 0: the default (500) or, on resume, the run's own total
-  int batch_size = 8;
-  int seq_len = 0;  // 0: min(256, max_position_embeddings)
+  int64_t steps = 0;  // 0: the default (defaults::kTrainSteps) or, on resume, the run's own total
+  int batch_size = snip::defaults::kBatchSize;
+  int seq_len = 0;  // 0: min(defaults::kSeqLen, max_position_embeddings)
   int grad_accum = 1;
-  double lr = 3e-3;
-  double lr_min = -1;  // < 0: lr / 10
-  int64_t warmup = 20;
+  double lr = snip::defaults::kLearningRate;
+  double lr_min = -1;  // < 0: lr / defaults::kLrMinDivisor
+  int64_t warmup = snip::defaults::kWarmup;
   std::string schedule = "cosine";
-  double weight_decay = 0.1;
-  double beta1 = 0.9, beta2 = 0.95;
-  double clip = 1.0;
-  std::string precision = "bf16";
+  double weight_decay = snip::defaults::kWeightDecay;
+  double beta1 = snip::defaults::kBeta1, beta2 = snip::defaults::kBeta2;
+  double clip = snip::defaults::kGradClip;
+  std::string precision = snip::defaults::kPrecision;
   std::string plan;
-  std::string recipe = "snip";
+  std::string recipe = snip::defaults::kRecipe;
   std::string resume;
   std::string out;
   bool overwrite = false;  // --out may replace another run's snip checkpoint
   int64_t save_every = 0;
   bool save_every_given = false;  // else a resumed run keeps the interval its checkpoint carries
-  int64_t eval_every = 100;
-  int eval_batches = 8;
-  uint64_t seed = 1337;
+  int64_t eval_every = snip::defaults::kEvalEvery;
+  int eval_batches = snip::defaults::kEvalBatches;
+  uint64_t seed = snip::defaults::kSeed;
   bool json = false;
   // Experiment store (storage/): every run is recorded unless --no-db.
   std::string db;
@@ -67,10 +68,10 @@ struct TrainOptions {
   std::string name;
   // Adaptive SNIP (METHOD.md section 9): a statistics round + ILP re-solve every N steps.
   std::string method;
-  double budget = 0.5;
+  double budget = snip::defaults::kBudget;
   int64_t replan_every = 0;
   int64_t bf16_probe_every = 0;
-  double lambda = 0.1;
+  double lambda = snip::defaults::kLambda;
   bool ties = false;
   std::vector<std::string> given;  // options the user set explicitly
 };
@@ -152,6 +153,13 @@ std::string default_out_dir() {
   char buf[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(buf, sizeof buf, "checkpoints/run-%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+// A default as the help text shows it (%g: 0.1, 0.75)
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
@@ -245,12 +253,12 @@ snip::TrainConfig new_train_config(const TrainOptions& o) {
   c.data_path = o.data;
   c.tokenizer = o.tokenizer;
   c.batch_size = o.batch_size;
-  c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(256, c.model.max_position_embeddings);
+  c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(snip::defaults::kSeqLen, c.model.max_position_embeddings);
   c.grad_accum = o.grad_accum;
-  c.steps = o.steps > 0 ? o.steps : 500;  // 0: the default
+  c.steps = o.steps > 0 ? o.steps : snip::defaults::kTrainSteps;
   c.schedule.kind = o.schedule;
   c.schedule.lr = o.lr;
-  c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;
+  c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / snip::defaults::kLrMinDivisor;
   c.schedule.warmup = std::min(o.warmup, c.steps);
   if (o.warmup > c.steps)
     std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
@@ -412,9 +420,12 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
   // The adaptive options need a method, or a --resume whose checkpoint carries one (the resume
   // then checks each given value against the run's own: resumed_adaptive_options).
   const std::vector<std::string> adaptive = {"--method", "--resume"};
-  r->at_least<int64_t>("--steps", o.steps, 1, "leave it out for the default (500, or the run's own total on --resume)")
+  r->at_least<int64_t>("--steps", o.steps, 1,
+                       "leave it out for the default (" + std::to_string(snip::defaults::kTrainSteps) +
+                           ", or the run's own total on --resume)")
       .at_least("--batch-size", o.batch_size, 1)
-      .at_least("--seq-len", o.seq_len, 1, "leave it out for min(256, max_position_embeddings)")
+      .at_least("--seq-len", o.seq_len, 1,
+                "leave it out for min(" + std::to_string(snip::defaults::kSeqLen) + ", max_position_embeddings)")
       .at_least("--grad-accum", o.grad_accum, 1)
       .at_least("--lr-min", o.lr_min, 0.0, "leave it out for lr/10")
       .at_least("--eval-batches", o.eval_batches, 1, "use --eval-every 0 to train without evaluation")
@@ -452,9 +463,13 @@ void setup_train(CLI::App& app) {
   cmd->add_option("--data", o->data,
                   "Training text (.txt, .txt.gz, a folder of text) or llm.c token file (.bin); default: bundled KJV");
   cmd->add_option("--tokenizer", o->tokenizer, "\"byte\" (vocab 256) or a SentencePiece .model file");
-  cmd->add_option("--steps", o->steps, "Optimizer steps (default 500; on --resume the run's own total)");
+  cmd->add_option(
+      "--steps", o->steps,
+      "Optimizer steps (default " + std::to_string(snip::defaults::kTrainSteps) + "; on --resume the run's own total)");
   cmd->add_option("--batch-size", o->batch_size, "Rows per micro-batch (B)");
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per row (T); default min(256, max_position_embeddings)");
+  cmd->add_option(
+      "--seq-len", o->seq_len,
+      "Tokens per row (T); default min(" + std::to_string(snip::defaults::kSeqLen) + ", max_position_embeddings)");
   cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step (gradient accumulation)");
   cmd->add_option("--lr", o->lr, "Peak learning rate");
   cmd->add_option("--lr-min", o->lr_min, "Final learning rate of the cosine schedule (default lr/10)");
@@ -488,15 +503,19 @@ void setup_train(CLI::App& app) {
                   "Adaptive planning (paper section 'periodic re-planning'): snip, or a baseline (min-err, "
                   "min-rel-err, e-layer-type, e-layer-id, random, uniform-*) re-made from each statistics round");
   cmd->add_option("--budget", o->budget,
-                  "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1)");
+                  "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
+                  "default " +
+                      format_number(snip::defaults::kBudget) + ")");
   cmd->add_option("--replan-every", o->replan_every,
                   "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
                   "re-solves; 0 with --method: plan once before the first step");
   cmd->add_option("--bf16-probe-every", o->bf16_probe_every,
                   "Every N steps, also run a BF16 forward on the same batch and record the live loss gap");
   cmd->add_option("--lambda", o->lambda,
-                  "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default 0.1; "
-                  "lambda=1 is not neutral)");
+                  "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
+                      format_number(snip::defaults::kLambda) +
+                      "; "
+                      "lambda=1 is not neutral)");
   cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
   snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();

@@ -66,6 +66,7 @@ snip::TrainConfig tiny_config(const std::string& data) {
   c.eval_every = 3;
   c.eval_batches = 2;
   c.seed = 5;
+  c.precision = "fp32";
   return c;
 }
 
