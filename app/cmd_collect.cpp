@@ -11,6 +11,7 @@
 #include "command.h"
 #include "option_rules.h"
 #include "snip/atomic_file.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/experiment_setup.h"
@@ -23,7 +24,7 @@ struct CollectOptions {
   std::string checkpoint, data, db, out, dw_mode = "approx";
   int batch_size = 0, seq_len = 0, noise_passes = 3, hessian_probes = 0;
   uint64_t seed = 1;
-  double lambda = 0.1;
+  double lambda = snip::defaults::kLambda;
   bool json = false;
 };
 

@@ -17,6 +17,7 @@
 #include "compare_table.h"
 #include "option_rules.h"
 #include "snip/compare.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/store.h"
 
@@ -24,7 +25,7 @@ namespace {
 
 struct CompareCliOptions {
   std::string checkpoint, recipe, db;
-  double budget = 0.75;
+  double budget = snip::defaults::kBudget;
   int64_t steps = 200;
   int seeds = 2, cooldown = 20, eval_batches = 8, replicates = 3;
   bool json = false, no_db = false, oracle = false;

@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/planner.h"
 #include "stats_source.h"
@@ -18,7 +19,8 @@ namespace {
 struct SolveOptions {
   std::string stats, costs, out, method = "snip", db;
   int64_t run = -1;  // --run: the latest stored round of this run
-  double budget = 0.5, lambda = 0.1, bf16_max = 0.1, mip_gap = 0.0;
+  double budget = snip::defaults::kBudget, lambda = snip::defaults::kLambda;
+  double bf16_max = snip::defaults::kBf16MaxFraction, mip_gap = 0.0;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, no_normalize = false;
   int stages = 1, time_limit_ms = 20000;
   uint64_t seed = 1;
@@ -155,7 +157,7 @@ void setup_solve(CLI::App& app) {
                   "random | uniform-fp8 | uniform-fp4 | uniform-bf16")
       ->capture_default_str();
   cmd->add_option("--lambda", o->lambda,
-                  "Weight of the backward weight divergence dW in Q (0.1 = dW breaks ties; 1 is not neutral)")
+                  "Weight of the backward weight divergence dW in Q (small: dW breaks ties; 1 is not neutral)")
       ->capture_default_str();
   cmd->add_flag("--no-normalize", o->no_normalize, "Use raw dL and dW instead of dividing each by its FP4 sum");
   cmd->add_flag("--ties", o->ties, "Keep q/k/v and gate/up of a block in one precision (fused kernels)");

@@ -8,6 +8,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/sweep.h"
 #include "stats_source.h"
@@ -17,7 +18,7 @@ namespace {
 struct SweepCliOptions {
   std::string stats, costs, budgets = "0:1:0.05", methods, db;
   int64_t run = -1;  // --run: the latest stored round of this run
-  double lambda = 0.1, bf16_max = 0.1;
+  double lambda = snip::defaults::kLambda, bf16_max = snip::defaults::kBf16MaxFraction;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, csv = false, no_normalize = false;
   int stages = 1, seeds = 3;
   uint64_t seed = 1;

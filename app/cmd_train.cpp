@@ -22,6 +22,7 @@
 #include "snip/adaptive.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
@@ -38,28 +39,28 @@ struct TrainOptions {
   std::string config;
   std::string data;
   std::string tokenizer = "byte";
-  int64_t steps = 0;  // 0: the default (500) or, on resume, the run's own total
-  int batch_size = 8;
-  int seq_len = 0;  // 0: min(256, max_position_embeddings)
+  int64_t steps = 0;  // 0: the default (defaults::kTrainSteps) or, on resume, the run's own total
+  int batch_size = snip::defaults::kBatchSize;
+  int seq_len = 0;  // 0: min(defaults::kSeqLen, max_position_embeddings)
   int grad_accum = 1;
-  double lr = 3e-3;
-  double lr_min = -1;  // < 0: lr / 10
-  int64_t warmup = 20;
+  double lr = snip::defaults::kLearningRate;
+  double lr_min = -1;  // < 0: lr / defaults::kLrMinDivisor
+  int64_t warmup = snip::defaults::kWarmup;
   std::string schedule = "cosine";
-  double weight_decay = 0.1;
-  double beta1 = 0.9, beta2 = 0.95;
-  double clip = 1.0;
-  std::string precision = "bf16";
+  double weight_decay = snip::defaults::kWeightDecay;
+  double beta1 = snip::defaults::kBeta1, beta2 = snip::defaults::kBeta2;
+  double clip = snip::defaults::kGradClip;
+  std::string precision = snip::defaults::kPrecision;
   std::string plan;
-  std::string recipe = "snip";
+  std::string recipe = snip::defaults::kRecipe;
   std::string resume;
   std::string out;
   bool overwrite = false;  // --out may replace another run's snip checkpoint
   int64_t save_every = 0;
   bool save_every_given = false;  // else a resumed run keeps the interval its checkpoint carries
-  int64_t eval_every = 100;
-  int eval_batches = 8;
-  uint64_t seed = 1337;
+  int64_t eval_every = snip::defaults::kEvalEvery;
+  int eval_batches = snip::defaults::kEvalBatches;
+  uint64_t seed = snip::defaults::kSeed;
   bool json = false;
   // Experiment store (storage/): every run is recorded unless --no-db.
   std::string db;
@@ -67,10 +68,10 @@ struct TrainOptions {
   std::string name;
   // Adaptive SNIP (METHOD.md section 9): a statistics round + ILP re-solve every N steps.
   std::string method;
-  double budget = 0.5;
+  double budget = snip::defaults::kBudget;
   int64_t replan_every = 0;
   int64_t bf16_probe_every = 0;
-  double lambda = 0.1;
+  double lambda = snip::defaults::kLambda;
   bool ties = false;
   std::vector<std::string> given;  // options the user set explicitly
 };
@@ -155,6 +156,13 @@ std::string default_out_dir() {
   return buf;
 }
 
+// A default as the help text shows it (%g: 0.1, 0.75)
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::string format_duration(double s) {
   char buf[32];
   const int64_t t = int64_t(s + 0.5);
@@ -213,122 +221,142 @@ class Progress {
   double last_val_ = -1;
 };
 
-void run_train(const TrainOptions& o) {
+void check_train_options(const TrainOptions& o) {
   if (o.steps < 0) throw snip::Error("--steps must be ≥ 0 (got " + std::to_string(o.steps) + ")");
   if (o.save_every < 0) throw snip::Error("--save-every must be ≥ 0 (0: save only at the end)");
   if (o.eval_every < 0) throw snip::Error("--eval-every must be ≥ 0 (0: never evaluate)");
   if (o.replan_every < 0 || o.bf16_probe_every < 0)
     throw snip::Error("--replan-every and --bf16-probe-every must be ≥ 0");
-  std::unique_ptr<snip::Trainer> trainer;
-  std::string out = o.out;
-  if (!o.resume.empty()) {
-    if (!o.preset.empty() || !o.config.empty())
-      throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
-    const nlohmann::json state = snip::read_trainer_state(o.resume);
-    const nlohmann::json stored = state.is_object() && state.contains("config") && state["config"].is_object()
-                                      ? state["config"]
-                                      : nlohmann::json::object();
-    snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
-    trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
-    for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    if (out.empty()) out = o.resume;
-    if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
-  } else {
-    if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
-    snip::TrainConfig c;
-    c.model = o.config.empty() ? snip::preset_config(o.preset.empty() ? "small" : o.preset)
-                               : snip::read_config_file(o.config);
-    c.data_path = o.data;
-    c.tokenizer = o.tokenizer;
-    c.batch_size = o.batch_size;
-    c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(256, c.model.max_position_embeddings);
-    c.grad_accum = o.grad_accum;
-    c.steps = o.steps > 0 ? o.steps : 500;  // 0: the default
-    c.schedule.kind = o.schedule;
-    c.schedule.lr = o.lr;
-    c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / 10;
-    c.schedule.warmup = std::min(o.warmup, c.steps);
-    if (o.warmup > c.steps)
-      std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
-                   (long long)o.warmup, (long long)c.steps);
-    c.schedule.total = c.steps;
-    c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
-    c.grad_clip = o.clip;
-    c.seed = o.seed;
-    c.eval_every = o.eval_every;
-    c.eval_batches = o.eval_batches;
-    c.precision = o.precision;
-    c.recipe = o.recipe;
-    if (!o.plan.empty()) c.plan = snip::read_plan_file(o.plan);
-    trainer = std::make_unique<snip::Trainer>(c);
-    if (out.empty()) out = default_out_dir();
-  }
-  for (const auto& w : trainer->plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (!o.plan.empty() && !trainer->config().plan.recipe.empty() &&
-      trainer->config().plan.recipe != trainer->config().recipe)
+}
+
+// A saved run continued with its own settings; the options given again must agree with them.
+std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
+  if (!o.preset.empty() || !o.config.empty())
+    throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
+  const nlohmann::json state = snip::read_trainer_state(o.resume);
+  const nlohmann::json stored = state.is_object() && state.contains("config") && state["config"].is_object()
+                                    ? state["config"]
+                                    : nlohmann::json::object();
+  snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
+  auto trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
+  for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
+  return trainer;
+}
+
+// The training configuration of a new run from the options.
+snip::TrainConfig new_train_config(const TrainOptions& o) {
+  if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
+  snip::TrainConfig c;
+  c.model =
+      o.config.empty() ? snip::preset_config(o.preset.empty() ? "small" : o.preset) : snip::read_config_file(o.config);
+  c.data_path = o.data;
+  c.tokenizer = o.tokenizer;
+  c.batch_size = o.batch_size;
+  c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(snip::defaults::kSeqLen, c.model.max_position_embeddings);
+  c.grad_accum = o.grad_accum;
+  c.steps = o.steps > 0 ? o.steps : snip::defaults::kTrainSteps;
+  c.schedule.kind = o.schedule;
+  c.schedule.lr = o.lr;
+  c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / snip::defaults::kLrMinDivisor;
+  c.schedule.warmup = std::min(o.warmup, c.steps);
+  if (o.warmup > c.steps)
+    std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
+                 (long long)o.warmup, (long long)c.steps);
+  c.schedule.total = c.steps;
+  c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
+  c.grad_clip = o.clip;
+  c.seed = o.seed;
+  c.eval_every = o.eval_every;
+  c.eval_batches = o.eval_batches;
+  c.precision = o.precision;
+  c.recipe = o.recipe;
+  if (!o.plan.empty()) c.plan = snip::read_plan_file(o.plan);
+  return c;
+}
+
+void warn_about_plan(const TrainOptions& o, const snip::Trainer& trainer) {
+  for (const auto& w : trainer.plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  const snip::TrainConfig& c = trainer.config();
+  if (!o.plan.empty() && !c.plan.recipe.empty() && c.plan.recipe != c.recipe)
     std::fprintf(stderr, "warning: %s was made for recipe %s; training uses recipe %s (set --recipe %s to match it)\n",
-                 o.plan.c_str(), trainer->config().plan.recipe.c_str(), trainer->config().recipe.c_str(),
-                 trainer->config().plan.recipe.c_str());
+                 o.plan.c_str(), c.plan.recipe.c_str(), c.recipe.c_str(), c.plan.recipe.c_str());
+}
 
-  const auto& cfg = trainer->config();
-  const snip::Plan next_plan = trainer->next_plan();  // a resume's --plan takes effect at the next step
-  if (!o.json)
-    std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
-                 (long long)trainer->model().num_params(), trainer->data().source.c_str(), cfg.batch_size, cfg.seq_len,
-                 cfg.grad_accum, (long long)cfg.steps,
-                 next_plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
-                                          : ("plan " + next_plan.method + ", recipe " + cfg.recipe).c_str(),
-                 out.c_str());
+void print_run_header(const snip::Trainer& trainer, const std::string& out) {
+  const auto& cfg = trainer.config();
+  const snip::Plan next_plan = trainer.next_plan();  // a resume's --plan takes effect at the next step
+  std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
+               (long long)trainer.model().num_params(), trainer.data().source.c_str(), cfg.batch_size, cfg.seq_len,
+               cfg.grad_accum, (long long)cfg.steps,
+               next_plan.layers.empty() ? ("uniform " + cfg.precision + ", recipe " + cfg.recipe).c_str()
+                                        : ("plan " + next_plan.method + ", recipe " + cfg.recipe).c_str(),
+               out.c_str());
+}
 
-  Progress progress(o.json);
-
+// Adaptive planning as given (--method), or on --resume as the checkpoint's run had it.
+std::optional<snip::AdaptiveOptions> adaptive_options(const TrainOptions& o, const snip::Trainer& trainer) {
   std::optional<snip::AdaptiveOptions> adaptive;
   if (!o.method.empty()) {  // the option rules refuse the other adaptive options without it (or --resume)
     snip::AdaptiveOptions ao;
-    ao.method = snip::parse_method(o.method.empty() ? "snip" : o.method);
+    ao.method = snip::parse_method(o.method);
     ao.request.budget = o.budget;
     ao.request.ties = o.ties;
-    ao.request.seed = cfg.seed;
+    ao.request.seed = trainer.config().seed;
     ao.estimator.lambda = o.lambda;
     ao.replan_every = o.replan_every;
     ao.bf16_probe_every = o.bf16_probe_every;
     adaptive = ao;
   }
-  if (!o.resume.empty()) {  // the run goes on with the checkpoint's adaptive settings
-    std::vector<std::string> warnings;
-    adaptive = snip::resumed_adaptive_options(*trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
-    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    if (!adaptive && !given_adaptive_settings(o).empty())
-      throw snip::Error(o.resume + " is not an adaptive run, so " + given_adaptive_settings(o).front().option +
-                        " has nothing to change; give --method too to re-plan it from here on");
-    if (adaptive && !o.plan.empty())
-      throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
-                        o.plan +
-                        " would be replaced at the next round; resume without --plan, or start a new run "
-                        "with --plan");
-  }
+  if (o.resume.empty()) return adaptive;
+  // the run goes on with the checkpoint's adaptive settings
+  std::vector<std::string> warnings;
+  adaptive = snip::resumed_adaptive_options(trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
+  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (!adaptive && !given_adaptive_settings(o).empty())
+    throw snip::Error(o.resume + " is not an adaptive run, so " + given_adaptive_settings(o).front().option +
+                      " has nothing to change; give --method too to re-plan it from here on");
+  if (adaptive && !o.plan.empty())
+    throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
+                      o.plan +
+                      " would be replaced at the next round; resume without --plan, or start a new run "
+                      "with --plan");
+  return adaptive;
+}
 
-  // ---- the experiment store: the run, its metrics, checkpoints, and (adaptive) rounds and plans
+// Where the run is recorded (the experiment store: the run, its metrics, checkpoints, and for an
+// adaptive run its rounds and plans), and the checkpoint location held for it.
+struct RunRecord {
+  std::unique_ptr<snip::Store> store;  // null with --no-db
+  int64_t run_id = 0;
+  snip::CheckpointLock out_lock;
+};
+
+RunRecord open_run_record(const TrainOptions& o, snip::Trainer& trainer, const std::string& out,
+                          const std::optional<snip::AdaptiveOptions>& adaptive) {
+  RunRecord r;
   const std::string db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
-  std::unique_ptr<snip::Store> store;
-  if (!o.no_db) store = std::make_unique<snip::Store>(db_path);
+  if (!o.no_db) r.store = std::make_unique<snip::Store>(db_path);
   // Before step 1 and before the run is recorded: what is at --out may be replaced, and the
   // location is writable and held by this run until its last checkpoint is saved.
-  const snip::CheckpointLock out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
-  int64_t run_id = 0;
-  if (store) {
-    snip::RunDescription description;
-    // A name derived from the directory is made one printable line; a given --name with a
-    // control character is refused by the store.
-    description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
-    run_id = snip::open_recorded_run(*store, *trainer, description, adaptive, o.resume).id;
-    if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)run_id, store->path().c_str());
-  }
+  r.out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
+  if (!r.store) return r;
+  snip::RunDescription description;
+  // A name derived from the directory is made one printable line; a given --name with a
+  // control character is refused by the store.
+  description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
+  r.run_id = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume).id;
+  if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)r.run_id, r.store->path().c_str());
+  return r;
+}
 
+snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, const snip::Trainer& trainer,
+                                                        const std::string& out,
+                                                        const std::optional<snip::AdaptiveOptions>& adaptive) {
   snip::RecordedTrainingOptions options;
   options.save_every = o.save_every;
   if (!o.resume.empty() && !o.save_every_given) {  // the resumed run keeps its checkpoint interval
-    const nlohmann::json& extra = trainer->state_extra();
+    const nlohmann::json& extra = trainer.state_extra();
     if (extra.contains("save_every") && extra["save_every"].is_number_integer() &&
         extra["save_every"].get<int64_t>() > 0)
       options.save_every = extra["save_every"].get<int64_t>();
@@ -336,7 +364,13 @@ void run_train(const TrainOptions& o) {
   options.checkpoint_dir = out;
   options.adaptive = adaptive;
   options.stop_reason = "stopped by Ctrl-C";
-  snip::RecordedTraining training(*trainer, store.get(), run_id, options);
+  return options;
+}
+
+// Runs the steps with the progress display; Ctrl-C, SIGTERM and SIGHUP stop after the current step.
+snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, const TrainOptions& o,
+                                          const std::optional<snip::AdaptiveOptions>& adaptive) {
+  Progress progress(o.json);
   snip::cli::StopSignals stop_signals;
   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
@@ -349,15 +383,28 @@ void run_train(const TrainOptions& o) {
                    (long long)e.first_step, e.round_seconds, e.result.method.c_str(), adaptive->request.budget,
                    e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
   };
-
-  snip::TrainingOutcome outcome;
   try {
-    outcome = training.run();
+    const snip::TrainingOutcome outcome = training.run();
+    progress.end_line();
+    return outcome;
   } catch (const std::exception&) {
     progress.end_line();
     throw;  // NaN/Inf and bad input: the run is marked failed, the last saved checkpoint is kept as it is
   }
-  progress.end_line();
+}
+
+void run_train(const TrainOptions& o) {
+  check_train_options(o);
+  std::unique_ptr<snip::Trainer> trainer =
+      o.resume.empty() ? std::make_unique<snip::Trainer>(new_train_config(o)) : resume_trainer(o);
+  const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
+  warn_about_plan(o, *trainer);
+  if (!o.json) print_run_header(*trainer, out);
+  const std::optional<snip::AdaptiveOptions> adaptive = adaptive_options(o, *trainer);
+  RunRecord record = open_run_record(o, *trainer, out, adaptive);
+  snip::RecordedTraining training(*trainer, record.store.get(), record.run_id,
+                                  recorded_training_options(o, *trainer, out, adaptive));
+  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive);
   if (!outcome.finished) {
     std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: %s)\n",
                  (long long)outcome.step, out.c_str(), resume_command(o, out).c_str());
@@ -373,9 +420,12 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
   // The adaptive options need a method, or a --resume whose checkpoint carries one (the resume
   // then checks each given value against the run's own: resumed_adaptive_options).
   const std::vector<std::string> adaptive = {"--method", "--resume"};
-  r->at_least<int64_t>("--steps", o.steps, 1, "leave it out for the default (500, or the run's own total on --resume)")
+  r->at_least<int64_t>("--steps", o.steps, 1,
+                       "leave it out for the default (" + std::to_string(snip::defaults::kTrainSteps) +
+                           ", or the run's own total on --resume)")
       .at_least("--batch-size", o.batch_size, 1)
-      .at_least("--seq-len", o.seq_len, 1, "leave it out for min(256, max_position_embeddings)")
+      .at_least("--seq-len", o.seq_len, 1,
+                "leave it out for min(" + std::to_string(snip::defaults::kSeqLen) + ", max_position_embeddings)")
       .at_least("--grad-accum", o.grad_accum, 1)
       .at_least("--lr-min", o.lr_min, 0.0, "leave it out for lr/10")
       .at_least("--eval-batches", o.eval_batches, 1, "use --eval-every 0 to train without evaluation")
@@ -413,9 +463,13 @@ void setup_train(CLI::App& app) {
   cmd->add_option("--data", o->data,
                   "Training text (.txt, .txt.gz, a folder of text) or llm.c token file (.bin); default: bundled KJV");
   cmd->add_option("--tokenizer", o->tokenizer, "\"byte\" (vocab 256) or a SentencePiece .model file");
-  cmd->add_option("--steps", o->steps, "Optimizer steps (default 500; on --resume the run's own total)");
+  cmd->add_option(
+      "--steps", o->steps,
+      "Optimizer steps (default " + std::to_string(snip::defaults::kTrainSteps) + "; on --resume the run's own total)");
   cmd->add_option("--batch-size", o->batch_size, "Rows per micro-batch (B)");
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per row (T); default min(256, max_position_embeddings)");
+  cmd->add_option(
+      "--seq-len", o->seq_len,
+      "Tokens per row (T); default min(" + std::to_string(snip::defaults::kSeqLen) + ", max_position_embeddings)");
   cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step (gradient accumulation)");
   cmd->add_option("--lr", o->lr, "Peak learning rate");
   cmd->add_option("--lr-min", o->lr_min, "Final learning rate of the cosine schedule (default lr/10)");
@@ -449,15 +503,19 @@ void setup_train(CLI::App& app) {
                   "Adaptive planning (paper section 'periodic re-planning'): snip, or a baseline (min-err, "
                   "min-rel-err, e-layer-type, e-layer-id, random, uniform-*) re-made from each statistics round");
   cmd->add_option("--budget", o->budget,
-                  "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1)");
+                  "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
+                  "default " +
+                      format_number(snip::defaults::kBudget) + ")");
   cmd->add_option("--replan-every", o->replan_every,
                   "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
                   "re-solves; 0 with --method: plan once before the first step");
   cmd->add_option("--bf16-probe-every", o->bf16_probe_every,
                   "Every N steps, also run a BF16 forward on the same batch and record the live loss gap");
   cmd->add_option("--lambda", o->lambda,
-                  "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default 0.1; "
-                  "lambda=1 is not neutral)");
+                  "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
+                      format_number(snip::defaults::kLambda) +
+                      "; "
+                      "lambda=1 is not neutral)");
   cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
   snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();

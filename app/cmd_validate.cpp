@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
@@ -20,7 +21,7 @@ namespace {
 struct ValidateCliOptions {
   std::string checkpoint, data, db, recipe, dw_mode = "approx";
   int batches = 8, batch_size = 0, seq_len = 0, noise_passes = 3;
-  double lambda = 0.1;
+  double lambda = snip::defaults::kLambda;
   uint64_t seed = 1;
   bool no_weights = false, json = false;
 };

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/defaults.h"
 #include "snip/paired_stats.h"
 
 namespace snip::cli {
@@ -36,7 +37,7 @@ std::vector<ArmStatistics> compare_row_statistics(const Rows& rows, size_t bf16_
 
 // The uniform-BF16 row (the zero of the gaps) and the SNIP reference row of a stored table: the
 // reference is named in the compare's options since schema version 4, before that it was the
-// first non-control row with λ = 0.1 (else the first SNIP row).
+// first non-control row with λ = defaults::kLambda (else the first SNIP row).
 template <class Rows>
 size_t find_bf16_row(const Rows& rows) {
   for (size_t i = 0; i < rows.size(); ++i)
@@ -49,7 +50,7 @@ size_t find_snip_row(const Rows& rows, const nlohmann::json& options) {
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].method == options["snip_reference"].get<std::string>()) return i;
   for (size_t i = 0; i < rows.size(); ++i)
-    if (!rows[i].control && rows[i].lambda && std::abs(*rows[i].lambda - 0.1) < 1e-12) return i;
+    if (!rows[i].control && rows[i].lambda && std::abs(*rows[i].lambda - snip::defaults::kLambda) < 1e-12) return i;
   for (size_t i = 0; i < rows.size(); ++i)
     if (!rows[i].control && rows[i].lambda) return i;
   return rows.size() > 1 ? 1 : 0;

@@ -572,6 +572,7 @@ TEST(NonFinite, InfiniteWeightMidRunStopsAtThatStepNamingTensorAndLayer) {
   cfg.model = snip::preset_config("tiny");
   cfg.batch_size = 4, cfg.seq_len = 32, cfg.eval_every = 0;
   cfg.steps = 8, cfg.schedule.total = 8, cfg.schedule.warmup = 0;
+  cfg.precision = "fp32";
   const std::string tensor = "model.layers.1.mlp.down_proj.weight";
   // Between two checkpoints (saved every 2 steps): step 4 is the first to see the weight.
   {

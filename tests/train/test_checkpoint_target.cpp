@@ -47,6 +47,7 @@ std::unique_ptr<snip::Trainer> tiny_trainer(const Scratch& d) {
   c.seq_len = 16;
   c.steps = 4;
   c.schedule.total = 4;
+  c.precision = "fp32";
   c.eval_every = 0;
   return std::make_unique<snip::Trainer>(c);
 }

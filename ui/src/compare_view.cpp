@@ -37,6 +37,7 @@
 #include "plan_grid.h"
 #include "plan_view.h"
 #include "snip/atomic_file.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/layers.h"
 #include "workbench.h"
@@ -135,7 +136,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   experiment_budget_ = new QDoubleSpinBox(experiment);
   experiment_budget_->setRange(0.0, 1.0);
   experiment_budget_->setSingleStep(0.05);
-  experiment_budget_->setValue(0.75);
+  experiment_budget_->setValue(snip::defaults::kBudget);
   experiment_budget_->setToolTip(tr("FP4 FLOP fraction ρ of every plan"));
   experiment_steps_ = new QSpinBox(experiment);
   experiment_steps_->setRange(1, 1000000);

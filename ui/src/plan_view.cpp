@@ -21,6 +21,7 @@
 #include "curve_chart.h"
 #include "plan_grid.h"
 #include "snip/atomic_file.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/layers.h"
 #include "workbench.h"
@@ -53,13 +54,13 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
 
   budget_slider_ = new QSlider(Qt::Horizontal, controls);
   budget_slider_->setRange(0, 1000);  // 0.1 % steps
-  budget_slider_->setValue(500);
+  budget_slider_->setValue(int(1000 * snip::defaults::kBudget));
   budget_slider_->setToolTip(tr("Efficiency target ρ: the fraction of the linear-layer FLOPs that must run in FP4"));
   budget_spin_ = new QDoubleSpinBox(controls);
   budget_spin_->setRange(0.0, 100.0);
   budget_spin_->setDecimals(1);
   budget_spin_->setSuffix(QStringLiteral(" %"));
-  budget_spin_->setValue(50.0);
+  budget_spin_->setValue(100.0 * snip::defaults::kBudget);
   auto* budget_row = new QHBoxLayout();
   budget_row->addWidget(budget_slider_, 1);
   budget_row->addWidget(budget_spin_);
@@ -76,7 +77,7 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   lambda_spin_->setRange(0.0, 10.0);
   lambda_spin_->setSingleStep(0.05);
   lambda_spin_->setDecimals(2);
-  lambda_spin_->setValue(0.1);
+  lambda_spin_->setValue(snip::defaults::kLambda);
   lambda_spin_->setToolTip(
       tr("λ weighs the backward weight divergence ΔŴ against the forward loss divergence ΔL̂. "
          "λ = 1 is not neutral: it let ΔW push forward-critical layers into FP4 in the prototype."));

@@ -23,6 +23,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/recorded_training.h"
@@ -102,12 +103,12 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   adaptive_lambda_->setRange(0.0, 10.0);
   adaptive_lambda_->setDecimals(3);
   adaptive_lambda_->setSingleStep(0.05);
-  adaptive_lambda_->setValue(0.1);
+  adaptive_lambda_->setValue(snip::defaults::kLambda);
   adaptive_lambda_->setToolTip(tr("λ in Q = ΔL̂ + λ·ΔŴ (λ = 1 is not neutral)"));
   adaptive_budget_ = new QDoubleSpinBox(adaptive_box_);
   adaptive_budget_->setRange(0.0, 100.0);
   adaptive_budget_->setDecimals(1);
-  adaptive_budget_->setValue(75.0);
+  adaptive_budget_->setValue(100.0 * snip::defaults::kBudget);
   adaptive_budget_->setSuffix(QStringLiteral(" %"));
   adaptive_budget_->setToolTip(tr("FP4 FLOP fraction ρ every plan must reach"));
   adaptive_replan_ = new QSpinBox(adaptive_box_);
@@ -155,15 +156,15 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   form->addRow(tr("Stored plan:"), stored_plan_combo_);
   steps_spin_ = new QSpinBox(box);
   steps_spin_->setRange(1, 10000000);
-  steps_spin_->setValue(500);
+  steps_spin_->setValue(int(snip::defaults::kTrainSteps));
   form->addRow(tr("Steps:"), steps_spin_);
   auto* shape_row = new QHBoxLayout();
   batch_spin_ = new QSpinBox(box);
   batch_spin_->setRange(1, 4096);
-  batch_spin_->setValue(8);
+  batch_spin_->setValue(snip::defaults::kBatchSize);
   seq_spin_ = new QSpinBox(box);
   seq_spin_->setRange(2, 65536);
-  seq_spin_->setValue(128);
+  seq_spin_->setValue(snip::defaults::kSeqLen);
   shape_row->addWidget(new QLabel(tr("batch B"), box));
   shape_row->addWidget(batch_spin_);
   shape_row->addWidget(new QLabel(tr("seq len T"), box));
@@ -180,16 +181,16 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   lr_spin_->setDecimals(5);
   lr_spin_->setRange(1e-6, 1.0);
   lr_spin_->setSingleStep(1e-4);
-  lr_spin_->setValue(3e-3);
+  lr_spin_->setValue(snip::defaults::kLearningRate);
   form->addRow(tr("Peak LR (cosine):"), lr_spin_);
   seed_spin_ = new QSpinBox(box);
   seed_spin_->setRange(0, 2147483647);
-  seed_spin_->setValue(1337);
+  seed_spin_->setValue(int(snip::defaults::kSeed));
   form->addRow(tr("Seed:"), seed_spin_);
   auto* every_row = new QHBoxLayout();
   eval_spin_ = new QSpinBox(box);
   eval_spin_->setRange(0, 1000000);
-  eval_spin_->setValue(50);
+  eval_spin_->setValue(int(snip::defaults::kEvalEvery));
   save_spin_ = new QSpinBox(box);
   save_spin_->setRange(0, 1000000);
   save_spin_->setValue(0);
@@ -429,7 +430,7 @@ TrainRequest RunView::make_request() const {
   c.seed = uint64_t(seed_spin_->value());
   c.eval_every = eval_spin_->value();
   c.schedule.lr = lr_spin_->value();
-  c.schedule.lr_min = lr_spin_->value() / 10.0;
+  c.schedule.lr_min = lr_spin_->value() / snip::defaults::kLrMinDivisor;
   c.schedule.total = c.steps;
   c.schedule.warmup = std::min<int64_t>(c.schedule.warmup, std::max<int64_t>(1, c.steps / 10));
   if (c.model.max_position_embeddings > 0 && c.seq_len > c.model.max_position_embeddings)

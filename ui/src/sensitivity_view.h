@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "snip/defaults.h"
 #include "snip/estimator.h"
 #include "snip/store_types.h"
 
@@ -48,7 +49,7 @@ class SensitivityView : public QWidget {
   std::vector<snip::StatsRoundInfo> rounds_;      // all rounds in the store
   std::vector<snip::StatsRoundInfo> run_rounds_;  // rounds of the selected round's run, by step
   std::optional<snip::Estimates> estimates_;      // of the shown round
-  double lambda_ = 0.1;
+  double lambda_ = snip::defaults::kLambda;
 
   QComboBox* round_combo_ = nullptr;
   QComboBox* metric_combo_ = nullptr;

@@ -211,10 +211,10 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
     eo.lambda = lam;
     char name[32];
     std::snprintf(name, sizeof name, "snip λ=%g", lam);
-    if (std::abs(lam - 0.1) < 1e-12 && !have_ref) rep.snip_row = rep.rows.size(), have_ref = true;
+    if (std::abs(lam - defaults::kLambda) < 1e-12 && !have_ref) rep.snip_row = rep.rows.size(), have_ref = true;
     add(name, planner_input_from_stats(round, eo), Method::snip, 1, lam);
   }
-  if (!have_ref) rep.snip_row = 1;  // no λ = 0.1: the first SNIP plan is the reference
+  if (!have_ref) rep.snip_row = 1;  // no SNIP arm at the default λ: the first SNIP plan is the reference
   if (rep.snip_row >= rep.rows.size()) throw Error("compare: give at least one SNIP λ");
   for (int s = 1; s <= o.random_seeds; ++s) add("random s" + std::to_string(s), base, Method::random, uint64_t(s));
   add("min-err", base, Method::min_err);

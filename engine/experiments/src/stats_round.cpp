@@ -390,11 +390,7 @@ void record_hessian_traces(Llama& model, const int32_t* inputs, const int32_t* t
       if (ls.name == model.linear(l).name) ls.scalars[keys::kLayerHessianTraceW] = traces[size_t(l)];
 }
 
-}  // namespace
-
-StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
-                               const StatsRoundOptions& o) {
-  namespace k = keys;
+void check_round_inputs(const Llama& model, const AdamW<float>& opt, const StatsRoundOptions& o) {
   if (o.noise_passes < 1) throw Error("statistics round: noise_passes must be ≥ 1 (METHOD.md uses 3)");
   if (!(o.lr > 0) || !std::isfinite(o.lr))
     throw Error("statistics round: the learning rate of the next step must be positive (got " + std::to_string(o.lr) +
@@ -403,10 +399,417 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   if (opt.num_params() != model.num_params())
     throw Error("statistics round: the optimizer state has " + std::to_string(opt.num_params()) +
                 " parameters but the model has " + std::to_string(model.num_params()));
+}
 
-  const ModelConfig& cfg = model.config();
-  const int L = cfg.num_hidden_layers, NL = model.num_linear_layers();
-  const int64_t BT = int64_t(model.batch_size()) * model.seq_len(), C = cfg.hidden_size;
+// ---- stage 1: the clean BF16 pass; its activations and gradients stay cached for stage 4 ----
+double clean_bf16_pass(Llama& model, const int32_t* inputs, const int32_t* targets, int64_t step) {
+  model.set_precisions(
+      std::vector<LinearPrecision>(size_t(model.num_linear_layers()), LinearPrecision::uniform(Precision::bf16)));
+  const double loss0 = model.forward(inputs, targets);
+  if (!std::isfinite(loss0))
+    throw Error("statistics round at step " + std::to_string(step) + ": the clean BF16 loss is not finite (" +
+                model.first_nonfinite_activation() + "); the model has diverged");
+  model.zero_grads();
+  model.backward(1.0);
+  if (const std::string bad = model.first_nonfinite_param(false); !bad.empty())
+    throw Error("statistics round at step " + std::to_string(step) + ": the gradient of " + bad + " is not finite");
+  return loss0;
+}
+
+// AdamW of the next step t+1 (optimizer.h): g' = s·g, m' = β1 m + (1−β1) g', v' = β2 v + (1−β2) g'²,
+// u = lr·wd·p + lr/(1−β1^{t+1}) · m'/(√v'/√(1−β2^{t+1}) + ε).
+struct NextAdamStep {
+  AdamWConfig ac;
+  double lr = 0;
+  double bc1 = 0, bc2 = 0;  // bias corrections 1−β1^{t+1}, 1−β2^{t+1}
+  double grad_norm = 0;     // global norm of the clean gradient
+  double clip_scale = 1;    // s: the clip factor of this batch's gradient
+  double k_t = 0;           // s·lr·(1−β1)/(1−β1^{t+1}): a gradient error's weight in the update
+};
+
+NextAdamStep next_adam_step(const Llama& model, const AdamW<float>& opt, const StatsRoundOptions& o) {
+  NextAdamStep n;
+  n.ac = opt.config();
+  n.lr = o.lr;
+  const double t1 = double(opt.t() + 1);
+  n.bc1 = 1 - std::pow(n.ac.beta1, t1), n.bc2 = 1 - std::pow(n.ac.beta2, t1);
+  n.grad_norm = grad_global_norm(model.grad_data(), model.num_params());
+  const double g = n.grad_norm;
+  n.clip_scale = (o.grad_clip > 0 && o.grad_clip / (g + 1e-6) < 1) ? o.grad_clip / (g + 1e-6) : 1.0;
+  n.k_t = n.clip_scale * o.lr * (1 - n.ac.beta1) / n.bc1;
+  return n;
+}
+
+// ---- stage 2: backward-noise passes: Hutchinson at every Y_l, per channel, and at R_b / M_b ----
+struct BackwardNoise {
+  double sigma_eps = 0;
+  std::vector<double> jt_y;               // per linear layer: mean ‖Jᵀε‖² at Y_l
+  std::vector<double> jt_r, jt_m;         // per block: the same at R_b and M_b
+  std::vector<std::vector<double>> gain;  // per linear layer and output channel: γ_i
+};
+
+BackwardNoise backward_noise_passes(Llama& model, const StatsRoundOptions& o, std::mt19937_64& rng) {
+  const int L = model.config().num_hidden_layers, NL = model.num_linear_layers();
+  const int64_t BTC = int64_t(model.batch_size()) * model.seq_len() * model.config().hidden_size;
+  BackwardNoise bn;
+  bn.jt_y.assign(size_t(NL), 0.0), bn.jt_r.assign(size_t(L), 0.0), bn.jt_m.assign(size_t(L), 0.0);
+  bn.gain.resize(size_t(NL));
+  for (int i = 0; i < NL; ++i) bn.gain[size_t(i)].assign(size_t(model.linear(i).N), 0.0);
+  bn.sigma_eps = std::sqrt(sum_sq(model.residual_grad(L), BTC) / double(BTC));
+  if (!(bn.sigma_eps > 0)) throw Error("statistics round: ∂L/∂Z is zero; the batch gives no gradient");
+  Buf eps(static_cast<size_t>(BTC));
+  for (int j = 0; j < o.noise_passes; ++j) {
+    fill_gaussian(eps, bn.sigma_eps, rng);
+    model.backward_from_residual(eps.data());
+    for (int i = 0; i < NL; ++i) {
+      const LinearView<float> pv = model.probe_linear(i);
+      std::vector<double>& g = bn.gain[size_t(i)];
+      double tot = 0;
+      for (int64_t r = 0; r < pv.rows; ++r)
+        for (int64_t c = 0; c < pv.N; ++c) {
+          const double d = pv.dY[r * pv.N + c];
+          g[size_t(c)] += d * d, tot += d * d;
+        }
+      bn.jt_y[size_t(i)] += tot;
+    }
+    for (int b = 0; b < L; ++b) {
+      bn.jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BTC);
+      bn.jt_m[size_t(b)] += sum_sq(model.probe_residual_mid_grad(b), BTC);
+    }
+  }
+  const double n = o.noise_passes;
+  for (auto& x : bn.jt_y) x /= n;
+  for (auto& x : bn.jt_r) x /= n;
+  for (auto& x : bn.jt_m) x /= n;
+  for (auto& g : bn.gain)
+    for (auto& x : g) x /= n;
+  return bn;
+}
+
+// ---- stage 3: forward-noise passes: antithetic curvature at Z, FP64 ---------------------------
+struct ForwardNoise {
+  double sigma_eta = 0;
+  double loss0_resid = 0;  // L(Z) through loss_from_residual: the L₀ of the curvature
+  CurvatureEstimate curvature;
+};
+
+ForwardNoise forward_noise_passes(Llama& model, const StatsRoundOptions& o, std::mt19937_64& rng) {
+  const int64_t BTC = int64_t(model.batch_size()) * model.seq_len() * model.config().hidden_size;
+  const float* Zp = model.final_residual();
+  const Buf Z(Zp, Zp + BTC);
+  ForwardNoise fn;
+  fn.sigma_eta = o.sigma_eta_rel * std::sqrt(sum_sq(Z.data(), BTC) / double(BTC));
+  fn.loss0_resid = model.loss_from_residual(Z.data());
+  std::vector<double> lp, lm, esq;
+  Buf eta(static_cast<size_t>(BTC)), zz(static_cast<size_t>(BTC));
+  for (int j = 0; j < o.noise_passes; ++j) {
+    fill_gaussian(eta, fn.sigma_eta, rng);
+    // the perturbation actually applied is the float difference (Z±η) − Z, measured in double
+    for (int64_t i = 0; i < BTC; ++i) zz[size_t(i)] = Z[size_t(i)] + eta[size_t(i)];
+    const double e_plus = diff_sq(zz.data(), Z.data(), BTC);
+    lp.push_back(model.loss_from_residual(zz.data()));
+    for (int64_t i = 0; i < BTC; ++i) zz[size_t(i)] = Z[size_t(i)] - eta[size_t(i)];
+    const double e_minus = diff_sq(zz.data(), Z.data(), BTC);
+    lm.push_back(model.loss_from_residual(zz.data()));
+    esq.push_back(0.5 * (e_plus + e_minus));
+  }
+  fn.curvature = curvature_from_pairs(lp, lm, fn.loss0_resid, esq);
+  return fn;
+}
+
+void record_globals(StatsRound& round, double loss0, const NextAdamStep& ns, const BackwardNoise& bn,
+                    const ForwardNoise& fn, const StatsRoundOptions& o, int64_t adam_t) {
+  namespace k = keys;
+  round.globals[k::kGlobalLoss0] = loss0;
+  round.globals["loss0_resid"] = fn.loss0_resid;
+  round.globals[k::kGlobalCurvature] = fn.curvature.c;
+  round.globals[k::kGlobalCurvatureSecondDiff] = fn.curvature.second_diff;
+  round.globals[k::kGlobalCurvatureEtaSq] = fn.curvature.eta_sq;
+  round.globals[k::kGlobalSigmaEta] = fn.sigma_eta;
+  round.globals[k::kGlobalSigmaEps] = bn.sigma_eps;
+  round.globals[k::kGlobalNoisePasses] = o.noise_passes;
+  round.globals[k::kGlobalKt] = ns.k_t;
+  round.globals[k::kGlobalLearningRate] = o.lr;
+  round.globals[k::kGlobalAdamBeta1] = ns.ac.beta1;
+  round.globals[k::kGlobalAdamBeta2] = ns.ac.beta2;
+  round.globals[k::kGlobalAdamEps] = ns.ac.eps;
+  round.globals["grad_clip_scale"] = ns.clip_scale;
+  round.globals["grad_norm"] = ns.grad_norm;
+  round.globals["adam_t"] = double(adam_t);
+}
+
+// ---- stage 4: per-layer statistics on the clean pass's cached activations ----------------------
+
+// Buffers reused by every layer of a round, sized for the largest layer.
+struct LayerWorkspace {
+  QuantizedOperands qops;
+  std::vector<XQuant> xquant;       // per candidate precision
+  Buf yq, dxq, dwq;                 // the quantized GEMMs' outputs Y (T,N), dX (T,K), dW (N,K)
+  Buf ddx;                          // δdX = quantized − BF16 dX (T,K)
+  std::vector<double> w;            // AdamW factors w_ij of the current layer (N,K)
+  std::vector<double> xcol;         // x_j = ‖X[:, j]‖² of xcol_src
+  const float* xcol_src = nullptr;  // q/k/v and gate/up share X: computed once for them
+  int64_t xcol_k = 0;
+  std::vector<std::pair<LayerType, double>> sib;  // sibling ‖δG‖² of the current layer
+  // exact ΔW mode: every layer's w, the backward's scratch and one layer's δdW
+  std::vector<std::vector<double>> w_keep;
+  std::unique_ptr<ExactScratch> scratch;
+  Buf dw_err;
+
+  LayerWorkspace(const Llama& model, size_t n_precisions, bool exact) {
+    int64_t max_tk = 0, max_tn = 0, max_nk = 0, max_k = 0;
+    for (int i = 0; i < model.num_linear_layers(); ++i) {
+      const LinearView<float> v = model.linear(i);
+      max_tk = std::max(max_tk, v.rows * v.K), max_tn = std::max(max_tn, v.rows * v.N);
+      max_nk = std::max(max_nk, v.N * v.K), max_k = std::max(max_k, v.K);
+    }
+    qops.reserve(max_tn, max_nk);
+    xquant.resize(n_precisions);
+    for (XQuant& xq : xquant) xq.xf.resize(size_t(max_tk)), xq.xw.resize(size_t(max_tk));
+    yq.resize(size_t(max_tn)), dxq.resize(size_t(max_tk)), dwq.resize(size_t(max_nk)), ddx.resize(size_t(max_tk));
+    w.resize(size_t(max_nk)), xcol.resize(size_t(max_k));
+    if (!exact) return;
+    w_keep.resize(size_t(model.num_linear_layers()));
+    scratch = std::make_unique<ExactScratch>(model.config(), int64_t(model.batch_size()) * model.seq_len());
+    dw_err.resize(size_t(max_nk));
+  }
+};
+
+void record_tensor_norms(LayerStats& ls, const LinearView<float>& v) {
+  namespace k = keys;
+  const int64_t T = v.rows, K = v.K, N = v.N;
+  ls.scalars[k::kLayerXNorm] = std::sqrt(sum_sq(v.X, T * K));
+  ls.scalars[k::kLayerWNorm] = std::sqrt(sum_sq(v.W, N * K));
+  ls.scalars[k::kLayerYNorm] = std::sqrt(sum_sq(v.Y, T * N));
+  ls.scalars[k::kLayerGNorm] = std::sqrt(sum_sq(v.dY, T * N));
+  ls.scalars[k::kLayerDxNorm] = std::sqrt(sum_sq(v.dX, T * K));
+  ls.scalars[k::kLayerDwNorm] = std::sqrt(sum_sq(v.dW, N * K));
+}
+
+// x_j = ‖X[:, j]‖², kept while the next layer reads the same X
+void update_column_norms(LayerWorkspace& ws, const LinearView<float>& v) {
+  const int64_t T = v.rows, K = v.K;
+  if (ws.xcol_src == v.X && ws.xcol_k == K) return;
+  std::fill(ws.xcol.begin(), ws.xcol.begin() + K, 0.0);
+  for (int64_t r = 0; r < T; ++r)
+    for (int64_t c = 0; c < K; ++c) ws.xcol[size_t(c)] += double(v.X[r * K + c]) * double(v.X[r * K + c]);
+  ws.xcol_src = v.X, ws.xcol_k = K;
+}
+
+// AdamW factors per element w_ij = 1/(√v̂_ij + ε)² into ws.w, and the clean update u's norm
+void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const float* m0, const float* v0,
+                         const std::vector<double>& gam, const NextAdamStep& ns, LayerWorkspace& ws) {
+  namespace k = keys;
+  const int64_t K = v.K, N = v.N;
+  const AdamWConfig& ac = ns.ac;
+  double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
+  double gam_sum = 0, x_sum = 0;
+  for (int64_t j = 0; j < K; ++j) x_sum += ws.xcol[size_t(j)];
+  for (double g : gam) gam_sum += g;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t e = i * K + j;
+      const double g = ns.clip_scale * double(v.dW[e]);
+      const double m1 = ac.beta1 * m0[e] + (1 - ac.beta1) * g;
+      const double v1 = ac.beta2 * v0[e] + (1 - ac.beta2) * g * g;
+      const double denom = std::sqrt(v1 / ns.bc2) + ac.eps;
+      const double we = 1.0 / (denom * denom);
+      ws.w[size_t(e)] = we;
+      m_sq += double(m0[e]) * m0[e], v_sq += double(v0[e]) * v0[e];
+      a_sum += we;
+      a_gain_num += gam[size_t(i)] * ws.xcol[size_t(j)] * we;
+      const double u = ns.lr * ac.weight_decay * double(v.W[e]) + ns.lr / ns.bc1 * m1 / denom;
+      u_sq += u * u;
+    }
+  ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
+  ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
+  ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
+  ls.scalars[k::kLayerAdamAGain] = (gam_sum > 0 && x_sum > 0) ? a_gain_num / (gam_sum * x_sum) : a_sum / double(N * K);
+  ls.scalars[k::kLayerUpdateNorm] = std::sqrt(u_sq);
+}
+
+// ‖e_p‖ of each operand in its GEMM's tiling, keeping the quantized operands for the GEMMs;
+// returns the dgrad W operand (the fprop one when both quantize alike). q/k/v share X
+// (input_layernorm output), gate/up too: a deterministic quantization of the same tensor is
+// done once (the result cannot depend on the layer's RNG key).
+const float* quantize_operands(std::map<std::string, double>& pp, XQuant& xq, QuantizedOperands& qo,
+                               const LinearView<float>& v, Precision p, const QLinearContext& ctx) {
+  namespace k = keys;
+  const Recipe& recipe = *ctx.recipe;
+  const int64_t T = v.rows, K = v.K, N = v.N;
+  if (xq.src != v.X || xq.K != K || !xq.reusable) {
+    xq.err_f = quantize_err(xq.xf.data(), v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
+    xq.err_w = quantize_err(xq.xw.data(), v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
+    xq.src = v.X, xq.K = K;
+    xq.reusable = deterministic(recipe, p, Gemm::fprop, Operand::activation) &&
+                  deterministic(recipe, p, Gemm::wgrad, Operand::activation);
+  }
+  pp[k::kPrecErrFpropX] = xq.err_f;
+  pp[k::kPrecErrFpropW] = quantize_err(qo.wf.data(), v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
+  pp[k::kPrecErrDgradG] = quantize_err(qo.gd.data(), v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
+  const float* wd = qo.wd.data();
+  if (same_weight_quantization(recipe, p)) {  // e.g. snip's 128×128 weight blocks: one Q(W)
+    pp[k::kPrecErrDgradW] = pp[k::kPrecErrFpropW];
+    wd = qo.wf.data();
+  } else {
+    pp[k::kPrecErrDgradW] = quantize_err(qo.wd.data(), v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
+  }
+  pp[k::kPrecErrWgradG] = quantize_err(qo.gw.data(), v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
+  pp[k::kPrecErrWgradX] = xq.err_w;
+  return wd;
+}
+
+// Exact GEMM output errors, quantized − BF16: the clean pass ran every layer in BF16 with this
+// recipe, so its Y, dX and dW are exactly qlinear_*(…, bf16) (dW accumulated onto zero). Leaves
+// δdX in ws.ddx.
+void record_output_errors(std::map<std::string, double>& pp, const LinearView<float>& v, LayerWorkspace& ws) {
+  namespace k = keys;
+  const int64_t T = v.rows, K = v.K, N = v.N;
+  double dy_sq = 0, g_dot = 0;
+  for (int64_t e = 0; e < T * N; ++e) {
+    const double d = double(ws.yq[size_t(e)]) - double(v.Y[e]);
+    dy_sq += d * d;
+    g_dot += double(v.dY[e]) * d;
+  }
+  pp[k::kPrecDyErr] = std::sqrt(dy_sq);
+  pp[k::kPrecGDotDy] = g_dot;
+  double ddx_sq = 0;
+  for (int64_t e = 0; e < T * K; ++e) {
+    const double d = double(ws.dxq[size_t(e)]) - double(v.dX[e]);
+    ddx_sq += d * d;
+    ws.ddx[size_t(e)] = ws.dxq[size_t(e)] - v.dX[e];
+  }
+  pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
+  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+  double ddw_sq = 0, own = 0;
+  for (int64_t e = 0; e < N * K; ++e) {
+    const double d = double(ws.dwq[size_t(e)]) - double(v.dW[e]);
+    ddw_sq += d * d;
+    own += d * d * ws.w[size_t(e)];
+  }
+  pp[k::kPrecDdwErr] = std::sqrt(ddw_sq);
+  pp[k::kPrecOwnUpdateSq] = own;
+}
+
+// Exact mode: δdX back-propagated through the frozen graph; every upstream layer's
+// weight-gradient error δdW_l = δG_lᵀ·X_l, weighted elementwise by its AdamW factors.
+void record_exact_upstream(std::map<std::string, double>& pp, const Llama& model,
+                           const std::vector<std::unique_ptr<LocalBackward>>& blocks, int li, LayerWorkspace& ws) {
+  exact_backward(blocks, li, ws.ddx.data(), *ws.scratch, [&](int l, const float* dy) {
+    const LinearView<float> vl = model.linear(l);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy, int(vl.N), vl.X,
+                int(vl.K), 0.0f, ws.dw_err.data(), int(vl.K));
+    const std::vector<double>& wl = ws.w_keep[size_t(l)];
+    double acc = 0;
+    for (int64_t e = 0; e < vl.N * vl.K; ++e)
+      acc += double(ws.dw_err[size_t(e)]) * ws.dw_err[size_t(e)] * wl[size_t(e)];
+    pp[keys::exact_upstream_sq_key(l)] = acc;
+  });
+}
+
+// Stage 4 for every linear layer, block by block: norms, AdamW factors, and per candidate
+// precision the operand errors, the GEMM output errors and their maps to the residual stream.
+class LayerStatsPass {
+ public:
+  LayerStatsPass(Llama& model, const AdamW<float>& opt, const StatsRoundOptions& o, const NextAdamStep& ns,
+                 const BackwardNoise& bn)
+      : model_(model),
+        opt_(opt),
+        o_(o),
+        ns_(ns),
+        bn_(bn),
+        recipe_(model.recipe()),
+        exact_(o.exact_weight_divergence),
+        ws_(model, o.precisions.size(), exact_),
+        blocks_(size_t(model.config().num_hidden_layers)) {
+    ctx_.recipe = &recipe_;
+    ctx_.seed = o.seed;
+    ctx_.step = uint64_t(o.step);
+  }
+
+  void run(StatsRound& round) {
+    for (int b = 0; b < int(blocks_.size()); ++b) {
+      // exact ΔW mode back-propagates through every earlier block: keep them all
+      blocks_[size_t(b)] = std::make_unique<LocalBackward>(model_, b);
+      if (!exact_ && b > 0) blocks_[size_t(b - 1)].reset();
+      for (LayerType type : kAllLayerTypes) round.layers.push_back(layer(b, type));
+    }
+  }
+
+ private:
+  LayerStats layer(int b, LayerType type) {
+    namespace k = keys;
+    const int li = b * kLayersPerBlock + int(type);
+    const LinearView<float> v = model_.linear(li);
+    ctx_.layer = uint32_t(li);
+    ctx_.layer_name = v.name.c_str();
+    LayerStats ls;
+    ls.name = v.name;
+    record_tensor_norms(ls, v);
+    ls.scalars[k::kLayerJtEpsSqY] = bn_.jt_y[size_t(li)];
+    ls.scalars[k::kLayerJtEpsSqResid] = int(type) <= int(LayerType::o) ? bn_.jt_r[size_t(b)] : bn_.jt_m[size_t(b)];
+    update_column_norms(ws_, v);
+    const std::vector<double>& gam = bn_.gain[size_t(li)];
+    const ParamTensor* pt = model_.find_param(v.name + ".weight");
+    SNIP_ASSERT(pt != nullptr && pt->numel == v.N * v.K);
+    record_adam_factors(ls, v, opt_.m() + pt->offset, opt_.v() + pt->offset, gam, ns_, ws_);
+    if (exact_) ws_.w_keep[size_t(li)].assign(ws_.w.begin(), ws_.w.begin() + v.N * v.K);
+    if (o_.record_vectors) {
+      ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
+      ls.vectors[k::kVectorXColSq].assign(ws_.xcol.begin(), ws_.xcol.begin() + v.K);
+    }
+    for (size_t pi = 0; pi < o_.precisions.size(); ++pi)
+      precision(ls.per_precision[precision_name(o_.precisions[pi])], b, type, v, pi);
+    return ls;
+  }
+
+  // One candidate precision of layer (b, type): operand errors, GEMM output errors against the
+  // BF16 references, and δdX mapped exactly to the residual point (siblings' δG too).
+  void precision(std::map<std::string, double>& pp, int b, LayerType type, const LinearView<float>& v, size_t pi) {
+    const Precision p = o_.precisions[pi];
+    const int li = b * kLayersPerBlock + int(type);
+    XQuant& xq = ws_.xquant[pi];
+    QuantizedOperands& qo = ws_.qops;
+    const float* wd = quantize_operands(pp, xq, qo, v, p, ctx_);
+    quantized_gemms(ws_.yq.data(), ws_.dxq.data(), ws_.dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
+                    qo.gw.data(), xq.xw.data(), v.rows, v.K, v.N, p, ctx_, v.X, v.W, v.dY);
+    record_output_errors(pp, v, ws_);
+    pp[keys::kPrecResidErrSq] = blocks_[size_t(b)]->resid_err_sq(type, ws_.ddx.data(), &ws_.sib);
+    for (const auto& [st, val] : ws_.sib) pp[keys::sibling_dg_sq_key(layer_type_short_name(st))] = val;
+    if (exact_) record_exact_upstream(pp, model_, blocks_, li, ws_);
+  }
+
+  Llama& model_;
+  const AdamW<float>& opt_;
+  const StatsRoundOptions& o_;
+  const NextAdamStep& ns_;
+  const BackwardNoise& bn_;
+  Recipe recipe_;
+  QLinearContext ctx_;
+  bool exact_;
+  LayerWorkspace ws_;
+  std::vector<std::unique_ptr<LocalBackward>> blocks_;
+};
+
+nlohmann::json round_options_json(const StatsRoundOptions& o) {
+  nlohmann::json precisions = nlohmann::json::array();
+  for (Precision p : o.precisions) precisions.push_back(precision_name(p));
+  return nlohmann::json{{"precisions", precisions},
+                        {"noise_passes", o.noise_passes},
+                        {"sigma_eta_rel", o.sigma_eta_rel},
+                        {"seed", o.seed},
+                        {"lr", o.lr},
+                        {"grad_clip", o.grad_clip},
+                        {"reference", "bf16"},
+                        {"weight_divergence_mode", o.exact_weight_divergence ? "local+exact" : "local"},
+                        {"hessian_probes", o.hessian_probes}};
+}
+
+}  // namespace
+
+StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
+                               const StatsRoundOptions& o) {
+  check_round_inputs(model, opt, o);
   const std::vector<LinearPrecision> saved_precisions = model.precisions();
   struct Restore {  // the model's plan and memory layout come back whatever happens
     Llama& m;
@@ -422,300 +825,19 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   StatsRound round;
   round.step = o.step;
   round.batch_id = o.batch_id;
-  round.dims = cfg.dims();
-  round.tokens = BT;
+  round.dims = model.config().dims();
+  round.tokens = int64_t(model.batch_size()) * model.seq_len();
   round.recipe = model.recipe().name();
 
-  // ---- 1. clean BF16 pass ----------------------------------------------------------------
-  model.set_precisions(std::vector<LinearPrecision>(size_t(NL), LinearPrecision::uniform(Precision::bf16)));
-  const double loss0 = model.forward(inputs, targets);
-  if (!std::isfinite(loss0))
-    throw Error("statistics round at step " + std::to_string(o.step) + ": the clean BF16 loss is not finite (" +
-                model.first_nonfinite_activation() + "); the model has diverged");
-  model.zero_grads();
-  model.backward(1.0);
-  if (const std::string bad = model.first_nonfinite_param(false); !bad.empty())
-    throw Error("statistics round at step " + std::to_string(o.step) + ": the gradient of " + bad + " is not finite");
-
-  // AdamW of the next step t+1 (optimizer.h): g' = s·g, m' = β1 m + (1−β1) g', v' = β2 v + (1−β2) g'²,
-  // u = lr·wd·p + lr/(1−β1^{t+1}) · m'/(√v'/√(1−β2^{t+1}) + ε).
-  const AdamWConfig& ac = opt.config();
-  const double t1 = double(opt.t() + 1);
-  const double bc1 = 1 - std::pow(ac.beta1, t1), bc2 = 1 - std::pow(ac.beta2, t1);
-  const double gnorm = grad_global_norm(model.grad_data(), model.num_params());
-  const double s = (o.grad_clip > 0 && o.grad_clip / (gnorm + 1e-6) < 1) ? o.grad_clip / (gnorm + 1e-6) : 1.0;
-  const double k_t = s * o.lr * (1 - ac.beta1) / bc1;
-
-  Recipe recipe = model.recipe();
-  QLinearContext ctx;
-  ctx.recipe = &recipe;
-  ctx.seed = o.seed;
-  ctx.step = uint64_t(o.step);
-
-  // ---- 2. backward-noise passes: Hutchinson at every Y_l, per channel, and at R_b / M_b ----
-  const float* dZ = model.residual_grad(L);
-  const double sigma_eps = std::sqrt(sum_sq(dZ, BT * C) / double(BT * C));
-  if (!(sigma_eps > 0)) throw Error("statistics round: ∂L/∂Z is zero; the batch gives no gradient");
-  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.step));
-  std::vector<double> jt_y(size_t(NL), 0.0), jt_r(size_t(L), 0.0), jt_m(size_t(L), 0.0);
-  std::vector<std::vector<double>> gain(static_cast<size_t>(NL));
-  for (int i = 0; i < NL; ++i) gain[size_t(i)].assign(size_t(model.linear(i).N), 0.0);
-  {
-    Buf eps(size_t(BT * C));
-    for (int j = 0; j < o.noise_passes; ++j) {
-      fill_gaussian(eps, sigma_eps, rng);
-      model.backward_from_residual(eps.data());
-      for (int i = 0; i < NL; ++i) {
-        const LinearView<float> pv = model.probe_linear(i);
-        std::vector<double>& g = gain[size_t(i)];
-        double tot = 0;
-        for (int64_t r = 0; r < pv.rows; ++r)
-          for (int64_t c = 0; c < pv.N; ++c) {
-            const double d = pv.dY[r * pv.N + c];
-            g[size_t(c)] += d * d, tot += d * d;
-          }
-        jt_y[size_t(i)] += tot;
-      }
-      for (int b = 0; b < L; ++b) {
-        jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BT * C);
-        jt_m[size_t(b)] += sum_sq(model.probe_residual_mid_grad(b), BT * C);
-      }
-    }
-    const double n = o.noise_passes;
-    for (auto& x : jt_y) x /= n;
-    for (auto& x : jt_r) x /= n;
-    for (auto& x : jt_m) x /= n;
-    for (auto& g : gain)
-      for (auto& x : g) x /= n;
-  }
-
-  // ---- 3. forward-noise passes: antithetic curvature at Z, FP64 ------------------------------
-  const float* Zp = model.final_residual();
-  const Buf Z(Zp, Zp + BT * C);
-  const double sigma_eta = o.sigma_eta_rel * std::sqrt(sum_sq(Z.data(), BT * C) / double(BT * C));
-  const double loss0_resid = model.loss_from_residual(Z.data());
-  std::vector<double> lp, lm, esq;
-  {
-    Buf eta(size_t(BT * C)), zz(size_t(BT * C));
-    for (int j = 0; j < o.noise_passes; ++j) {
-      fill_gaussian(eta, sigma_eta, rng);
-      // the perturbation actually applied is the float difference (Z±η) − Z, measured in double
-      double e_plus = 0, e_minus = 0;
-      for (int64_t i = 0; i < BT * C; ++i) zz[size_t(i)] = Z[size_t(i)] + eta[size_t(i)];
-      e_plus = diff_sq(zz.data(), Z.data(), BT * C);
-      lp.push_back(model.loss_from_residual(zz.data()));
-      for (int64_t i = 0; i < BT * C; ++i) zz[size_t(i)] = Z[size_t(i)] - eta[size_t(i)];
-      e_minus = diff_sq(zz.data(), Z.data(), BT * C);
-      lm.push_back(model.loss_from_residual(zz.data()));
-      esq.push_back(0.5 * (e_plus + e_minus));
-    }
-  }
-  const CurvatureEstimate curv = curvature_from_pairs(lp, lm, loss0_resid, esq);
-
-  round.globals[k::kGlobalLoss0] = loss0;
-  round.globals["loss0_resid"] = loss0_resid;
-  round.globals[k::kGlobalCurvature] = curv.c;
-  round.globals[k::kGlobalCurvatureSecondDiff] = curv.second_diff;
-  round.globals[k::kGlobalCurvatureEtaSq] = curv.eta_sq;
-  round.globals[k::kGlobalSigmaEta] = sigma_eta;
-  round.globals[k::kGlobalSigmaEps] = sigma_eps;
-  round.globals[k::kGlobalNoisePasses] = o.noise_passes;
-  round.globals[k::kGlobalKt] = k_t;
-  round.globals[k::kGlobalLearningRate] = o.lr;
-  round.globals[k::kGlobalAdamBeta1] = ac.beta1;
-  round.globals[k::kGlobalAdamBeta2] = ac.beta2;
-  round.globals[k::kGlobalAdamEps] = ac.eps;
-  round.globals["grad_clip_scale"] = s;
-  round.globals["grad_norm"] = gnorm;
-  round.globals["adam_t"] = double(opt.t());
-
-  // ---- per-layer statistics (needs the clean pass's activations, still cached) ---------------
-  std::vector<std::pair<LayerType, double>> sib;
-  // Buffers reused by every layer (sized for the largest).
-  int64_t max_tk = 0, max_tn = 0, max_nk = 0, max_k = 0;
-  for (int i = 0; i < NL; ++i) {
-    const LinearView<float> v = model.linear(i);
-    max_tk = std::max(max_tk, v.rows * v.K), max_tn = std::max(max_tn, v.rows * v.N);
-    max_nk = std::max(max_nk, v.N * v.K), max_k = std::max(max_k, v.K);
-  }
-  QuantizedOperands qops;
-  qops.reserve(max_tn, max_nk);
-  std::vector<XQuant> xquant(o.precisions.size());
-  for (XQuant& xq : xquant) xq.xf.resize(size_t(max_tk)), xq.xw.resize(size_t(max_tk));
-  const float* xcol_src = nullptr;  // X whose column norms xcol holds (q/k/v and gate/up share X)
-  int64_t xcol_k = 0;
-  Buf yq(static_cast<size_t>(max_tn)), dxq(static_cast<size_t>(max_tk)), dwq(static_cast<size_t>(max_nk)),
-      ddx(static_cast<size_t>(max_tk));
-  std::vector<double> w(static_cast<size_t>(max_nk)), xcol(static_cast<size_t>(max_k));
-  // Exact ΔW mode keeps every block's local backward and every layer's AdamW factors w.
-  const bool exact = o.exact_weight_divergence;
-  std::vector<std::unique_ptr<LocalBackward>> blocks(static_cast<size_t>(L));
-  std::vector<std::vector<double>> w_keep(exact ? size_t(NL) : 0);
-  std::unique_ptr<ExactScratch> scratch = exact ? std::make_unique<ExactScratch>(cfg, BT) : nullptr;
-  Buf dw_err(exact ? static_cast<size_t>(max_nk) : 0);
-  for (int b = 0; b < L; ++b) {
-    blocks[size_t(b)] = std::make_unique<LocalBackward>(model, b);
-    if (!exact && b > 0) blocks[size_t(b - 1)].reset();
-    LocalBackward& local = *blocks[size_t(b)];
-    for (LayerType type : kAllLayerTypes) {
-      const int li = b * kLayersPerBlock + int(type);
-      const LinearView<float> v = model.linear(li);
-      const int64_t T = v.rows, K = v.K, N = v.N;
-      ctx.layer = uint32_t(li);
-      ctx.layer_name = v.name.c_str();
-      LayerStats ls;
-      ls.name = v.name;
-      ls.scalars[k::kLayerXNorm] = std::sqrt(sum_sq(v.X, T * K));
-      ls.scalars[k::kLayerWNorm] = std::sqrt(sum_sq(v.W, N * K));
-      ls.scalars[k::kLayerYNorm] = std::sqrt(sum_sq(v.Y, T * N));
-      ls.scalars[k::kLayerGNorm] = std::sqrt(sum_sq(v.dY, T * N));
-      ls.scalars[k::kLayerDxNorm] = std::sqrt(sum_sq(v.dX, T * K));
-      ls.scalars[k::kLayerDwNorm] = std::sqrt(sum_sq(v.dW, N * K));
-      ls.scalars[k::kLayerJtEpsSqY] = jt_y[size_t(li)];
-      ls.scalars[k::kLayerJtEpsSqResid] = int(type) <= int(LayerType::o) ? jt_r[size_t(b)] : jt_m[size_t(b)];
-
-      // x_j = ‖X[:, j]‖² and γ_i
-      if (xcol_src != v.X || xcol_k != K) {
-        std::fill(xcol.begin(), xcol.begin() + K, 0.0);
-        for (int64_t r = 0; r < T; ++r)
-          for (int64_t c = 0; c < K; ++c) xcol[size_t(c)] += double(v.X[r * K + c]) * double(v.X[r * K + c]);
-        xcol_src = v.X, xcol_k = K;
-      }
-      const std::vector<double>& gam = gain[size_t(li)];
-
-      // AdamW factors per element w_ij = 1/(√v̂_ij + ε)² and the clean update u
-      const ParamTensor* pt = model.find_param(v.name + ".weight");
-      SNIP_ASSERT(pt != nullptr && pt->numel == N * K);
-      const float* m0 = opt.m() + pt->offset;
-      const float* v0 = opt.v() + pt->offset;
-      double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
-      double gam_sum = 0, x_sum = 0;
-      for (int64_t j = 0; j < K; ++j) x_sum += xcol[size_t(j)];
-      for (double g : gam) gam_sum += g;
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t j = 0; j < K; ++j) {
-          const int64_t e = i * K + j;
-          const double g = s * double(v.dW[e]);
-          const double m1 = ac.beta1 * m0[e] + (1 - ac.beta1) * g;
-          const double v1 = ac.beta2 * v0[e] + (1 - ac.beta2) * g * g;
-          const double denom = std::sqrt(v1 / bc2) + ac.eps;
-          const double we = 1.0 / (denom * denom);
-          w[size_t(e)] = we;
-          m_sq += double(m0[e]) * m0[e], v_sq += double(v0[e]) * v0[e];
-          a_sum += we;
-          a_gain_num += gam[size_t(i)] * xcol[size_t(j)] * we;
-          const double u = o.lr * ac.weight_decay * double(v.W[e]) + o.lr / bc1 * m1 / denom;
-          u_sq += u * u;
-        }
-      if (exact) w_keep[size_t(li)].assign(w.begin(), w.begin() + N * K);
-      ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
-      ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
-      ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
-      ls.scalars[k::kLayerAdamAGain] =
-          (gam_sum > 0 && x_sum > 0) ? a_gain_num / (gam_sum * x_sum) : a_sum / double(N * K);
-      ls.scalars[k::kLayerUpdateNorm] = std::sqrt(u_sq);
-      if (o.record_vectors) {
-        ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
-        ls.vectors[k::kVectorXColSq].assign(xcol.begin(), xcol.begin() + K);
-      }
-
-      // BF16 references of the three GEMMs: the clean pass ran every layer in BF16 with this
-      // recipe, so its Y, dX and dW are exactly qlinear_*(…, bf16) (dW accumulated onto zero).
-      const float* y_ref = v.Y;
-      const float* dx_ref = v.dX;
-      const float* dw_ref = v.dW;
-      for (size_t pi = 0; pi < o.precisions.size(); ++pi) {
-        const Precision p = o.precisions[pi];
-        std::map<std::string, double>& pp = ls.per_precision[precision_name(p)];
-        // ‖e_p‖ of each operand in its GEMM's tiling; the quantized operands are kept for the GEMMs
-        // q/k/v share X (input_layernorm output), gate/up too: a deterministic quantization of
-        // the same tensor is done once (the result cannot depend on the layer's RNG key).
-        QuantizedOperands& qo = qops;
-        XQuant& xq = xquant[pi];
-        if (xq.src != v.X || xq.K != K || !xq.reusable) {
-          xq.err_f = quantize_err(xq.xf.data(), v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
-          xq.err_w = quantize_err(xq.xw.data(), v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
-          xq.src = v.X, xq.K = K;
-          xq.reusable = deterministic(recipe, p, Gemm::fprop, Operand::activation) &&
-                        deterministic(recipe, p, Gemm::wgrad, Operand::activation);
-        }
-        pp[k::kPrecErrFpropX] = xq.err_f;
-        pp[k::kPrecErrFpropW] = quantize_err(qo.wf.data(), v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
-        pp[k::kPrecErrDgradG] = quantize_err(qo.gd.data(), v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
-        const float* wd = qo.wd.data();
-        if (same_weight_quantization(recipe, p)) {  // e.g. snip's 128×128 weight blocks: one Q(W)
-          pp[k::kPrecErrDgradW] = pp[k::kPrecErrFpropW];
-          wd = qo.wf.data();
-        } else {
-          pp[k::kPrecErrDgradW] = quantize_err(qo.wd.data(), v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
-        }
-        pp[k::kPrecErrWgradG] = quantize_err(qo.gw.data(), v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
-        pp[k::kPrecErrWgradX] = xq.err_w;
-        // exact GEMM output errors: quantized − BF16 (the GEMMs qlinear_* would run, on the same operands)
-        quantized_gemms(yq.data(), dxq.data(), dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd, qo.gw.data(),
-                        xq.xw.data(), T, K, N, p, ctx, v.X, v.W, v.dY);
-        double dy_sq = 0, g_dot = 0;
-        for (int64_t e = 0; e < T * N; ++e) {
-          const double d = double(yq[size_t(e)]) - double(y_ref[e]);
-          dy_sq += d * d;
-          g_dot += double(v.dY[e]) * d;
-        }
-        pp[k::kPrecDyErr] = std::sqrt(dy_sq);
-        pp[k::kPrecGDotDy] = g_dot;
-        double ddx_sq = 0;
-        for (int64_t e = 0; e < T * K; ++e) {
-          const double d = double(dxq[size_t(e)]) - double(dx_ref[e]);
-          ddx_sq += d * d;
-          ddx[size_t(e)] = dxq[size_t(e)] - dx_ref[e];
-        }
-        pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
-        // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-        double ddw_sq = 0, own = 0;
-        for (int64_t e = 0; e < N * K; ++e) {
-          const double d = double(dwq[size_t(e)]) - double(dw_ref[e]);
-          ddw_sq += d * d;
-          own += d * d * w[size_t(e)];
-        }
-        pp[k::kPrecDdwErr] = std::sqrt(ddw_sq);
-        pp[k::kPrecOwnUpdateSq] = own;
-        // upstream term: δdX mapped exactly to the residual point; siblings' δG
-        pp[k::kPrecResidErrSq] = local.resid_err_sq(type, ddx.data(), &sib);
-        for (const auto& [st, val] : sib) pp[k::sibling_dg_sq_key(layer_type_short_name(st))] = val;
-        if (exact) {
-          // exact mode: δdX back-propagated through the frozen graph; every upstream layer's
-          // weight-gradient error δdW_l = δG_lᵀ·X_l, weighted elementwise by its AdamW factors
-          exact_backward(blocks, li, ddx.data(), *scratch, [&](int l, const float* dy) {
-            const LinearView<float> vl = model.linear(l);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy,
-                        int(vl.N), vl.X, int(vl.K), 0.0f, dw_err.data(), int(vl.K));
-            const std::vector<double>& wl = w_keep[size_t(l)];
-            double acc = 0;
-            for (int64_t e = 0; e < vl.N * vl.K; ++e)
-              acc += double(dw_err[size_t(e)]) * dw_err[size_t(e)] * wl[size_t(e)];
-            pp[k::exact_upstream_sq_key(l)] = acc;
-          });
-        }
-      }
-      round.layers.push_back(std::move(ls));
-    }
-  }
-
+  const double loss0 = clean_bf16_pass(model, inputs, targets, o.step);
+  const NextAdamStep next_step = next_adam_step(model, opt, o);
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.step));  // stages 2 and 3 draw from it in turn
+  const BackwardNoise backward_noise = backward_noise_passes(model, o, rng);
+  const ForwardNoise forward_noise = forward_noise_passes(model, o, rng);
+  record_globals(round, loss0, next_step, backward_noise, forward_noise, o, opt.t());
+  LayerStatsPass(model, opt, o, next_step, backward_noise).run(round);
   if (o.hessian_probes > 0) record_hessian_traces(model, inputs, targets, o, round);
-
-  round.options = nlohmann::json{{"precisions",
-                                  [&] {
-                                    nlohmann::json a = nlohmann::json::array();
-                                    for (Precision p : o.precisions) a.push_back(precision_name(p));
-                                    return a;
-                                  }()},
-                                 {"noise_passes", o.noise_passes},
-                                 {"sigma_eta_rel", o.sigma_eta_rel},
-                                 {"seed", o.seed},
-                                 {"lr", o.lr},
-                                 {"grad_clip", o.grad_clip},
-                                 {"reference", "bf16"},
-                                 {"weight_divergence_mode", exact ? "local+exact" : "local"},
-                                 {"hessian_probes", o.hessian_probes}};
+  round.options = round_options_json(o);
   return round;
 }
 

@@ -9,31 +9,15 @@
 #include <cstring>
 #include <random>
 
+#include "gemm.h"
 #include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/llama_ops.h"
-#ifdef SNIP_HAVE_NUMERICS
 #include "snip/qlinear.h"
-#endif
 
 namespace snip {
-#ifndef SNIP_HAVE_NUMERICS
-class Recipe {};  // placeholder until snip_numerics is linked: only fp32 runs
-#endif
 
 namespace {
-
-// C(M,N) = alpha·op(A)·op(B) + beta·C, row-major.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-              ldb, beta, C, ldc);
-}
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
-          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-              ldb, beta, C, ldc);
-}
 
 // Sizes the arena from a list of named views, then points each view into it (llm.c style).
 template <class R>
@@ -158,9 +142,7 @@ LlamaModel<R>::LlamaModel(const ModelConfig& config, int B, int T) : config_(con
   alloc_activations();
   alloc_backbufs(main_, retain_);
   precisions_.assign(size_t(num_linear_layers()), LinearPrecision::uniform(Precision::fp32));
-#ifdef SNIP_HAVE_NUMERICS
   recipe_ = std::make_unique<Recipe>(RecipeOptions{});
-#endif
 }
 
 template <class R>
@@ -276,19 +258,12 @@ void LlamaModel<R>::set_precisions(const std::vector<LinearPrecision>& per_layer
       if (p != LinearPrecision::uniform(Precision::fp32))
         throw Error("the double-precision reference model runs fp32 GEMMs only");
   }
-#ifndef SNIP_HAVE_NUMERICS
-  for (const auto& p : per_layer)
-    if (p != LinearPrecision::uniform(Precision::fp32))
-      throw Error("this build has no quantized GEMMs (snip_numerics missing); only fp32 is available");
-#endif
   precisions_ = per_layer;
 }
 
 template <class R>
 void LlamaModel<R>::set_recipe(const Recipe& recipe) {
-#ifdef SNIP_HAVE_NUMERICS
   recipe_ = std::make_unique<Recipe>(recipe);
-#endif
 }
 
 // ---- the linear layers: fp32 is a plain GEMM, every other precision goes through qlinear ----
@@ -301,13 +276,11 @@ void LlamaModel<R>::linear_fprop(R* Y, const R* X, const R* W, int64_t K, int64_
     gemm(false, true, BT, N, K, R(1), X, K, W, K, R(0), Y, N);
     return;
   }
-#ifdef SNIP_HAVE_NUMERICS
   if constexpr (std::is_same_v<R, float>) {
     QLinearContext ctx{recipe_.get(), quant_seed_, quant_step_, uint32_t(layer), layer_names_[size_t(layer)].c_str()};
     qlinear_fprop(Y, X, W, BT, K, N, p, ctx);
     return;
   }
-#endif
   SNIP_ASSERT(false);
 }
 
@@ -319,13 +292,11 @@ void LlamaModel<R>::linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int6
     gemm(false, false, BT, K, N, R(1), dY, N, W, K, R(0), dX, K);
     return;
   }
-#ifdef SNIP_HAVE_NUMERICS
   if constexpr (std::is_same_v<R, float>) {
     QLinearContext ctx{recipe_.get(), quant_seed_, quant_step_, uint32_t(layer), layer_names_[size_t(layer)].c_str()};
     qlinear_dgrad(dX, dY, W, BT, K, N, p, ctx);
     return;
   }
-#endif
   SNIP_ASSERT(false);
 }
 
@@ -337,13 +308,11 @@ void LlamaModel<R>::linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int6
     gemm(true, false, N, K, BT, R(1), dY, N, X, K, R(1), dW, K);
     return;
   }
-#ifdef SNIP_HAVE_NUMERICS
   if constexpr (std::is_same_v<R, float>) {
     QLinearContext ctx{recipe_.get(), quant_seed_, quant_step_, uint32_t(layer), layer_names_[size_t(layer)].c_str()};
     qlinear_wgrad(dW, dY, X, BT, K, N, p, ctx, /*accumulate=*/true);
     return;
   }
-#endif
   SNIP_ASSERT(false);
 }
 

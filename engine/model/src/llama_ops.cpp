@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fast_math.h"
+#include "gemm.h"
 #include "snip/error.h"
 #include "snip/parallel.h"
 #include "snip/thread_pool.h"
@@ -245,17 +246,6 @@ void exp_shifted(float* p, int64_t n, float mx) {
 }
 void exp_shifted(double* p, int64_t n, double mx) {
   for (int64_t u = 0; u < n; ++u) p[u] = std::exp(p[u] - mx);
-}
-
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-              ldb, beta, C, ldc);
-}
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
-          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-              ldb, beta, C, ldc);
 }
 
 // OpenBLAS single-threaded while any attention loop runs on the pool (nested and concurrent

@@ -470,7 +470,7 @@ uint64_t rng_key64(const RngKey& key) {
   return mix64(key.seed ^ mix64(key.step ^ mix64((uint64_t(key.layer) << 32) | key.role)));
 }
 
-constexpr int64_t kGrainElems = 1 << 15;  // below ~32K elements per thread, threads cost more than they save
+constexpr int64_t kGrainElems = kParallelGrain;  // elements per chunk at least (snip/parallel.h)
 
 }  // namespace
 

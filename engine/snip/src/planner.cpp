@@ -485,167 +485,225 @@ void finish_result(PlanResult& r, const CostTable& pred, const PlanRequest& req)
   p.provenance = prov;
 }
 
+namespace {
+
+// The ILP of a Model in GLPK's arrays, built once per solve_ilp: a re-solve after a tolerance
+// slip changes only the budget rows' lower bounds (set_budget_rows).
+//
+// Formulation: pinned slots are constants; a free slot s gets a binary y4_s (FP4) and, with
+// BF16 allowed, yb_s (BF16) with y4_s + yb_s ≤ 1; FP8 is the remaining choice. Costs are
+// relative to FP8:  Σ_s c_s(fp8) + Σ_s (c_s(fp4) − c_s(fp8))·y4_s + (c_s(bf16) − c_s(fp8))·yb_s.
+// Symmetry tightening: inside a stage, free slots with identical FLOPs are interchangeable for
+// every constraint, so some optimum puts FP4 on a prefix of them sorted by FP4 cost increase;
+// the rows y4_(k) ≥ y4_(k+1) say so and spare branch-and-bound from exploring equal-weight
+// permutations (a 560-layer Llama has only three distinct layer sizes).
+struct Ilp {
+  IlpArrays a;
+  std::vector<int> col4, colb;  // per slot: the column of y4_s and yb_s (0: none, the slot is pinned)
+  std::vector<int> budget_row;  // per stage
+  std::vector<double> stage_total, stage_pinned_fp4;  // FLOPs per stage: all, pinned FP4
+  double total = 0, pinned_bf16 = 0;                  // FLOPs: all, pinned BF16
+  double scale = 1;  // FLOP rows are in units of the total FLOPs: coefficients O(1e-3..1) keep
+                     // GLPK's tolerances meaningful
+};
+
+// The columns: one y4_s per free slot, and a yb_s when BF16 is a third choice.
+void add_columns(Ilp& ilp, const Model& m) {
+  ilp.col4.assign(m.slots.size(), 0), ilp.colb.assign(m.slots.size(), 0);
+  ilp.stage_total.assign(size_t(m.stages), 0.0), ilp.stage_pinned_fp4.assign(size_t(m.stages), 0.0);
+  int ncols = 0;
+  for (size_t s = 0; s < m.slots.size(); ++s) {
+    const Slot& sl = m.slots[s];
+    ilp.stage_total[sl.stage] += sl.flops;
+    ilp.total += sl.flops;
+    if (sl.candidates.size() == 1) {
+      if (sl.candidates[0] == Precision::fp4) ilp.stage_pinned_fp4[sl.stage] += sl.flops;
+      if (sl.candidates[0] == Precision::bf16) ilp.pinned_bf16 += sl.flops;
+      continue;
+    }
+    ilp.col4[s] = ++ncols;
+    ilp.colb[s] = sl.candidates.size() == 3 ? ++ncols : 0;
+  }
+  IlpArrays& a = ilp.a;
+  a.ncols = ncols;
+  a.obj.assign(size_t(ncols) + 1, 0.0);
+  for (size_t s = 0; s < m.slots.size(); ++s) {
+    const auto& c = m.slots[s].cost;
+    const double c8 = c[int(Precision::fp8)];
+    if (ilp.col4[s]) a.obj[size_t(ilp.col4[s])] = c[int(Precision::fp4)] - c8;
+    if (ilp.colb[s]) a.obj[size_t(ilp.colb[s])] = c[int(Precision::bf16)] - c8;
+  }
+  ilp.scale = 1.0 / ilp.total;
+}
+
+int add_row(IlpArrays& a, int type, double lo, double hi) {
+  a.row_type.push_back(type);
+  a.row_lo.push_back(lo);
+  a.row_hi.push_back(hi);
+  return ++a.nrows;
+}
+
+void add_entry(IlpArrays& a, int r, int c, double v) {
+  a.ia.push_back(r);
+  a.ja.push_back(c);
+  a.ar.push_back(v);
+}
+
+// Σ_{s in stage} F_s·y4_s ≥ ρ·Σ_{s in stage} F_s − (pinned FP4 FLOPs of the stage)
+void set_budget_rows(Ilp& ilp, double budget) {
+  for (size_t st = 0; st < ilp.budget_row.size(); ++st)
+    ilp.a.row_lo[size_t(ilp.budget_row[st])] = (budget * ilp.stage_total[st] - ilp.stage_pinned_fp4[st]) * ilp.scale;
+}
+
+void add_budget_rows(Ilp& ilp, const Model& m, double budget) {
+  ilp.budget_row.resize(size_t(m.stages));
+  for (int st = 0; st < m.stages; ++st) ilp.budget_row[size_t(st)] = add_row(ilp.a, GLP_LO, 0.0, 0.0);
+  set_budget_rows(ilp, budget);
+  for (size_t s = 0; s < m.slots.size(); ++s)
+    if (ilp.col4[s])
+      add_entry(ilp.a, ilp.budget_row[size_t(m.slots[s].stage)], ilp.col4[s], m.slots[s].flops * ilp.scale);
+}
+
+// Σ F_s·yb_s ≤ β·Σ F_s − (pinned BF16 FLOPs);  y4_s + yb_s ≤ 1
+void add_bf16_rows(Ilp& ilp, const Model& m, double bf16_max_fraction) {
+  const int bf_row = add_row(ilp.a, GLP_UP, 0.0, (bf16_max_fraction * ilp.total - ilp.pinned_bf16) * ilp.scale);
+  for (size_t s = 0; s < m.slots.size(); ++s)
+    if (ilp.colb[s]) {
+      add_entry(ilp.a, bf_row, ilp.colb[s], m.slots[s].flops * ilp.scale);
+      const int one = add_row(ilp.a, GLP_UP, 0.0, 1.0);
+      add_entry(ilp.a, one, ilp.col4[s], 1.0);
+      add_entry(ilp.a, one, ilp.colb[s], 1.0);
+    }
+}
+
+// The symmetry-tightening rows y4_(k) ≥ y4_(k+1) of every (stage, FLOPs) class of free slots.
+void add_symmetry_rows(Ilp& ilp, const Model& m) {
+  std::map<std::pair<int, double>, std::vector<size_t>> classes;  // (stage, FLOPs) -> free slots
+  for (size_t s = 0; s < m.slots.size(); ++s)
+    if (ilp.col4[s]) classes[{m.slots[s].stage, m.slots[s].flops}].push_back(s);
+  auto d = [&](size_t s) { return m.slots[s].cost[int(Precision::fp4)] - m.slots[s].cost[int(Precision::fp8)]; };
+  for (auto& [key, members] : classes) {
+    std::stable_sort(members.begin(), members.end(), [&](size_t x, size_t y) { return d(x) < d(y); });
+    for (size_t k = 0; k + 1 < members.size(); ++k) {
+      const int r = add_row(ilp.a, GLP_LO, 0.0, 0.0);
+      add_entry(ilp.a, r, ilp.col4[members[k]], 1.0);
+      add_entry(ilp.a, r, ilp.col4[members[k + 1]], -1.0);
+    }
+  }
+}
+
+Ilp build_ilp(const Model& m, const PlanRequest& req) {
+  Ilp ilp;
+  add_columns(ilp, m);
+  IlpArrays& a = ilp.a;
+  a.ia = {0}, a.ja = {0}, a.ar = {0.0};
+  a.row_type = {0}, a.row_lo = {0.0}, a.row_hi = {0.0};
+  add_budget_rows(ilp, m, req.budget);
+  if (req.allow_bf16)
+    add_bf16_rows(ilp, m, req.bf16_max_fraction);
+  else
+    add_symmetry_rows(ilp, m);
+  return ilp;
+}
+
+// One GLPK solve with the planner's settings; throws snip::Error when GLPK fails or finds no plan.
+struct IlpSolved {
+  IlpOutcome out;
+  double gap = kNaN;  // the MIP gap reported to the user: 0 when proven optimal
+};
+
+IlpSolved solve_once(const Ilp& ilp, const PlanRequest& req) {
+  glp_iocp parm;
+  glp_init_iocp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  parm.mip_gap = req.mip_gap;
+  parm.tol_int = 1e-9;  // a 0.99999 "integral" FP4 indicator would let the rounded plan miss ρ
+  parm.tm_lim = req.time_limit_ms;
+  parm.cov_cuts = GLP_ON;
+  parm.br_tech = GLP_BR_PCH;
+  GapTracker tracker;
+  parm.cb_func = glpk_callback;
+  parm.cb_info = &tracker;
+  IlpSolved r{solve_arrays(ilp.a, parm)};
+  const IlpOutcome& out = r.out;
+  if (out.glpk_failed) {
+    std::string said = t_glpk_said;
+    while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+    for (char& ch : said)
+      if (ch == '\n') ch = ' ';
+    throw Error("the ILP solver (GLPK) failed on this request (budget " + fmt(req.budget) + ", " +
+                std::to_string(ilp.a.ncols) + " free choices; GLPK said: " + said +
+                "); please report this with the statistics or cost file, and try another budget or fewer pins "
+                "meanwhile");
+  }
+  if (out.status != GLP_OPT && out.status != GLP_FEAS) {
+    if (out.rc == GLP_ETMLIM)
+      throw Error("the ILP found no plan within the time limit of " + std::to_string(req.time_limit_ms) +
+                  " ms; raise the limit or allow a MIP gap");
+    throw Error("the ILP has no solution for budget " + fmt(req.budget) + " (GLPK status " +
+                std::to_string(out.status) + ", code " + std::to_string(out.rc) + ")");
+  }
+  r.gap = (out.status == GLP_OPT && out.rc == 0) ? (req.mip_gap > 0 ? std::min(tracker.gap, req.mip_gap) : 0.0)
+                                                 : tracker.gap;
+  if (std::isnan(r.gap)) r.gap = 0.0;
+  return r;
+}
+
+// Each slot's precision in a solution: its pin, FP4 or BF16 where the indicator is set, else FP8.
+std::vector<Precision> slot_precisions(const Model& m, const Ilp& ilp, const IlpOutcome& out) {
+  std::vector<Precision> prec(m.slots.size(), Precision::fp8);
+  for (size_t s = 0; s < m.slots.size(); ++s) {
+    if (!ilp.col4[s])
+      prec[s] = m.slots[s].candidates[0];
+    else if (out.values[size_t(ilp.col4[s])] > 0.5)
+      prec[s] = Precision::fp4;
+    else if (ilp.colb[s] && out.values[size_t(ilp.colb[s])] > 0.5)
+      prec[s] = Precision::bf16;
+  }
+  return prec;
+}
+
+std::string method_of(const CostTable& costs) {
+  return costs.kind == "min-err" || costs.kind == "min-rel-err" || costs.kind == "hawq" ? costs.kind : "snip";
+}
+
+}  // namespace
+
 PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostTable* prediction) {
   const auto t0 = std::chrono::steady_clock::now();
-  Model m = build_model(costs, req);
+  const Model m = build_model(costs, req);
   PlanResult result;
-  result.method = costs.kind == "min-err" || costs.kind == "min-rel-err" || costs.kind == "hawq" ? costs.kind : "snip";
+  result.method = method_of(costs);
   result.notes = m.notes;
-
-  // Formulation: pinned slots are constants; a free slot s gets a binary y4_s (FP4) and, with
-  // BF16 allowed, yb_s (BF16) with y4_s + yb_s ≤ 1; FP8 is the remaining choice. Costs are
-  // relative to FP8:  Σ_s c_s(fp8) + Σ_s (c_s(fp4) − c_s(fp8))·y4_s + (c_s(bf16) − c_s(fp8))·yb_s.
-  // Symmetry tightening: inside a stage, free slots with identical FLOPs are interchangeable for
-  // every constraint, so some optimum puts FP4 on a prefix of them sorted by FP4 cost increase;
-  // the rows y4_(k) ≥ y4_(k+1) say so and spare branch-and-bound from exploring equal-weight
-  // permutations (a 560-layer Llama has only three distinct layer sizes).
-  std::vector<int> col4(m.slots.size(), 0), colb(m.slots.size(), 0);
-  double rhs_shift = 0;  // extra FP4 fraction demanded after a tolerance slip (see the guard below)
   std::vector<Precision> best;
-  double gap = kNaN;
-  int glpk_status = 0;
-  // Budget raises tried after a tolerance slip: just above GLPK's primal feasibility tolerance
-  // (1e-7 relative), then coarser. Plans with a fraction in [ρ, ρ + raise) are excluded from that
-  // re-solve, so the note below says by how much the budget was raised.
-  const double kRaises[] = {0.0, 2e-7, 1e-6, 1e-5, 1e-4};
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    rhs_shift = kRaises[attempt];
-    IlpArrays a;
-    std::vector<double> stage_total(m.stages, 0.0), stage_pinned_fp4(m.stages, 0.0);
-    double total = 0, pinned_bf16 = 0;
-    int ncols = 0;
-    for (size_t s = 0; s < m.slots.size(); ++s) {
-      const Slot& sl = m.slots[s];
-      stage_total[sl.stage] += sl.flops;
-      total += sl.flops;
-      if (sl.candidates.size() == 1) {
-        if (sl.candidates[0] == Precision::fp4) stage_pinned_fp4[sl.stage] += sl.flops;
-        if (sl.candidates[0] == Precision::bf16) pinned_bf16 += sl.flops;
-        col4[s] = colb[s] = 0;
-        continue;
-      }
-      col4[s] = ++ncols;
-      colb[s] = sl.candidates.size() == 3 ? ++ncols : 0;
-    }
-    a.ncols = ncols;
-    a.obj.assign(size_t(ncols) + 1, 0.0);
-    for (size_t s = 0; s < m.slots.size(); ++s) {
-      const auto& c = m.slots[s].cost;
-      const double c8 = c[int(Precision::fp8)];
-      if (col4[s]) a.obj[size_t(col4[s])] = c[int(Precision::fp4)] - c8;
-      if (colb[s]) a.obj[size_t(colb[s])] = c[int(Precision::bf16)] - c8;
-    }
-    // FLOP rows in units of the total FLOPs: coefficients O(1e-3..1) keep GLPK's tolerances meaningful.
-    const double scale = 1.0 / total;
-    a.ia = {0}, a.ja = {0}, a.ar = {0.0};
-    a.row_type = {0}, a.row_lo = {0.0}, a.row_hi = {0.0};
-    auto add_row = [&](int type, double lo, double hi) {
-      a.row_type.push_back(type);
-      a.row_lo.push_back(lo);
-      a.row_hi.push_back(hi);
-      return ++a.nrows;
-    };
-    auto add_entry = [&](int r, int c, double v) {
-      a.ia.push_back(r);
-      a.ja.push_back(c);
-      a.ar.push_back(v);
-    };
-    // Σ_{s in stage} F_s·y4_s ≥ ρ·Σ_{s in stage} F_s − (pinned FP4 FLOPs of the stage)
-    std::vector<int> budget_row(m.stages);
-    for (int st = 0; st < m.stages; ++st)
-      budget_row[st] =
-          add_row(GLP_LO, ((req.budget + rhs_shift) * stage_total[st] - stage_pinned_fp4[st]) * scale, 0.0);
-    for (size_t s = 0; s < m.slots.size(); ++s)
-      if (col4[s]) add_entry(budget_row[m.slots[s].stage], col4[s], m.slots[s].flops * scale);
-    if (req.allow_bf16) {
-      // Σ F_s·yb_s ≤ β·Σ F_s − (pinned BF16 FLOPs);  y4_s + yb_s ≤ 1
-      const int bf_row = add_row(GLP_UP, 0.0, (req.bf16_max_fraction * total - pinned_bf16) * scale);
-      for (size_t s = 0; s < m.slots.size(); ++s)
-        if (colb[s]) {
-          add_entry(bf_row, colb[s], m.slots[s].flops * scale);
-          const int one = add_row(GLP_UP, 0.0, 1.0);
-          add_entry(one, col4[s], 1.0);
-          add_entry(one, colb[s], 1.0);
-        }
-    } else {
-      std::map<std::pair<int, double>, std::vector<size_t>> classes;  // (stage, FLOPs) -> free slots
-      for (size_t s = 0; s < m.slots.size(); ++s)
-        if (col4[s]) classes[{m.slots[s].stage, m.slots[s].flops}].push_back(s);
-      for (auto& [key, members] : classes) {
-        auto d = [&](size_t s) { return m.slots[s].cost[int(Precision::fp4)] - m.slots[s].cost[int(Precision::fp8)]; };
-        std::stable_sort(members.begin(), members.end(), [&](size_t x, size_t y) { return d(x) < d(y); });
-        for (size_t k = 0; k + 1 < members.size(); ++k) {
-          const int r = add_row(GLP_LO, 0.0, 0.0);
-          add_entry(r, col4[members[k]], 1.0);
-          add_entry(r, col4[members[k + 1]], -1.0);
-        }
-      }
-    }
-    if (ncols == 0) {
-      // Everything is pinned: nothing to solve (feasibility was checked by build_model).
-      std::vector<Precision> prec(m.slots.size());
-      for (size_t s = 0; s < m.slots.size(); ++s) prec[s] = m.slots[s].candidates[0];
-      best = prec;
-      gap = 0.0;
-      glpk_status = GLP_OPT;
-      break;
-    }
-
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.presolve = GLP_ON;
-    parm.mip_gap = req.mip_gap;
-    parm.tol_int = 1e-9;  // a 0.99999 "integral" FP4 indicator would let the rounded plan miss ρ
-    parm.tm_lim = req.time_limit_ms;
-    parm.cov_cuts = GLP_ON;
-    parm.br_tech = GLP_BR_PCH;
-    GapTracker tracker;
-    parm.cb_func = glpk_callback;
-    parm.cb_info = &tracker;
-    const IlpOutcome out = solve_arrays(a, parm);
-    if (out.glpk_failed) {
-      std::string said = t_glpk_said;
-      while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
-      for (char& ch : said)
-        if (ch == '\n') ch = ' ';
-      throw Error("the ILP solver (GLPK) failed on this request (budget " + fmt(req.budget) + ", " +
-                  std::to_string(ncols) + " free choices; GLPK said: " + said +
-                  "); please report this with the statistics or cost file, and try another budget or fewer pins "
-                  "meanwhile");
-    }
-    const int rc = out.rc;
-    glpk_status = out.status;
-    if (glpk_status != GLP_OPT && glpk_status != GLP_FEAS) {
-      if (rc == GLP_ETMLIM)
-        throw Error("the ILP found no plan within the time limit of " + std::to_string(req.time_limit_ms) +
-                    " ms; raise the limit or allow a MIP gap");
-      throw Error("the ILP has no solution for budget " + fmt(req.budget) + " (GLPK status " +
-                  std::to_string(glpk_status) + ", code " + std::to_string(rc) + ")");
-    }
-    std::vector<Precision> prec(m.slots.size(), Precision::fp8);
-    for (size_t s = 0; s < m.slots.size(); ++s) {
-      if (!col4[s])
-        prec[s] = m.slots[s].candidates[0];
-      else if (out.values[size_t(col4[s])] > 0.5)
-        prec[s] = Precision::fp4;
-      else if (colb[s] && out.values[size_t(colb[s])] > 0.5)
-        prec[s] = Precision::bf16;
-    }
-    gap = (glpk_status == GLP_OPT && rc == 0) ? (req.mip_gap > 0 ? std::min(tracker.gap, req.mip_gap) : 0.0)
-                                              : tracker.gap;
-    if (std::isnan(gap)) gap = 0.0;
-    const auto choice = choice_from_slots(m, costs.layers.size(), prec);
-    if (budget_holds(costs, choice, m.stage_of, m.stages, req.budget) && bf16_holds(costs, choice, req)) {
-      best = prec;
-      if (attempt > 0)
-        result.notes.push_back(
-            "GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " +
-            fmt_g(rhs_shift));
-      break;
-    }
+  double gap = 0.0;
+  int glpk_status = GLP_OPT;
+  Ilp ilp = build_ilp(m, req);
+  if (ilp.a.ncols == 0) {
+    // Everything is pinned: nothing to solve (feasibility was checked by build_model).
+    for (const Slot& s : m.slots) best.push_back(s.candidates[0]);
+  } else {
     // Floating-point guard: GLPK accepts row activities within its tolerance (1e-7 relative),
-    // so a plan may miss ρ by a hair. Demand a little more and solve again (next raise).
+    // so a plan may miss ρ by a hair. Each re-solve demands a little more: just above that
+    // tolerance, then coarser. Plans with a fraction in [ρ, ρ + raise) are excluded from that
+    // re-solve, so the note says by how much the budget was raised.
+    const double kRaises[] = {0.0, 2e-7, 1e-6, 1e-5, 1e-4};
+    for (const double raise : kRaises) {
+      set_budget_rows(ilp, req.budget + raise);
+      const IlpSolved solved = solve_once(ilp, req);
+      glpk_status = solved.out.status;
+      gap = solved.gap;
+      std::vector<Precision> prec = slot_precisions(m, ilp, solved.out);
+      const auto choice = choice_from_slots(m, costs.layers.size(), prec);
+      if (budget_holds(costs, choice, m.stage_of, m.stages, req.budget) && bf16_holds(costs, choice, req)) {
+        best = std::move(prec);
+        if (raise > 0)
+          result.notes.push_back(
+              "GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " + fmt_g(raise));
+        break;
+      }
+    }
   }
   if (best.empty())
     throw Error("the ILP solution misses budget " + fmt(req.budget) + " after re-solving; please report this");
@@ -684,7 +742,7 @@ PlanResult solve_exhaustive_ref(const CostTable& costs, const PlanRequest& req) 
   }
   if (best.empty()) throw Error("no assignment meets budget " + fmt(req.budget));
   PlanResult r;
-  r.method = costs.kind == "min-err" || costs.kind == "min-rel-err" || costs.kind == "hawq" ? costs.kind : "snip";
+  r.method = method_of(costs);
   r.choice = choice_from_slots(m, costs.layers.size(), best);
   r.objective = best_obj;
   r.status = "optimal";

@@ -11,9 +11,7 @@
 #include "snip/checked.h"
 #include "snip/checkpoint.h"
 #include "snip/error.h"
-#ifdef SNIP_HAVE_NUMERICS
 #include "snip/qlinear.h"
-#endif
 
 namespace snip {
 
@@ -166,9 +164,7 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
   opt_ = std::make_unique<AdamW<float>>(model_->num_params(), config_.adamw);
   train_loader_ = std::make_unique<BatchLoader>(&data_.train, config_.batch_size, config_.seq_len, config_.seed, true);
   inputs_.resize(need), targets_.resize(need);
-#ifdef SNIP_HAVE_NUMERICS
   model_->set_recipe(Recipe::named(config_.recipe));
-#endif
   std::vector<LinearPrecision> per_layer;
   resolve_and_store_plan(config_.plan, &per_layer);
   model_->set_precisions(per_layer);

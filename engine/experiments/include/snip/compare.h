@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/planner.h"
 #include "snip/stats_round.h"
@@ -22,11 +23,11 @@
 namespace snip {
 
 struct CompareOptions {
-  double budget = 0.75;  // ρ
-  int64_t steps = 200;   // training steps per plan
-  std::string recipe;    // "" = the checkpoint's recipe; "tensor" = the harsh regime
-  int random_seeds = 2;  // random ×k
-  std::vector<double> lambdas = {0, 0.1, 0.3, 1};
+  double budget = defaults::kBudget;  // ρ
+  int64_t steps = 200;                // training steps per plan
+  std::string recipe;                 // "" = the checkpoint's recipe; "tensor" = the harsh regime
+  int random_seeds = 2;               // random ×k
+  std::vector<double> lambdas = {0, defaults::kLambda, 0.3, 1};
   int cooldown_steps = 20;      // LR decays linearly to 0 over these extra steps before val
   int eval_batches = 8;         // sequential validation batches
   int last_window = 50;         // train-loss mean over the last this-many steps

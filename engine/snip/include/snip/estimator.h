@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/defaults.h"
 #include "snip/layers.h"
 #include "snip/precision.h"
 #include "snip/stats.h"
@@ -23,8 +24,8 @@ const char* dw_mode_name(DwMode m);        // "approx" "exact"
 DwMode parse_dw_mode(const std::string&);  // throws snip::Error naming the choices
 
 struct EstimatorOptions {
-  double lambda = 0.1;    // λ in Q = ΔL̂ + λ·ΔŴ (5.3); λ = 1 is NOT neutral (see METHOD.md)
-  bool normalize = true;  // divide ΔL and ΔW by their FP4 sums over layers (5.3); off: raw values
+  double lambda = defaults::kLambda;  // λ in Q = ΔL̂ + λ·ΔŴ (5.3); λ = 1 is NOT neutral (see METHOD.md)
+  bool normalize = true;              // divide ΔL and ΔW by their FP4 sums over layers (5.3); off: raw values
   DwMode dw_mode = DwMode::approx;
 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "snip/cost_table.h"
+#include "snip/defaults.h"
 #include "snip/estimator.h"
 #include "snip/plan.h"
 
@@ -45,16 +46,16 @@ Method parse_method(std::string_view s);  // throws snip::Error listing the acce
 bool method_uses_ilp(Method m);           // snip, min-err, min-rel-err, hawq
 
 struct PlanRequest {
-  double budget = 0.5;                    // ρ: required FP4 fraction of the selectable linear FLOPs, in [0, 1]
-  bool per_role = false;                  // choose fprop and (dgrad, wgrad) separately (FLOPs 1/3 : 2/3)
-  bool ties = false;                      // q/k/v and gate/up of a block share one precision (fused kernels)
-  int stages = 1;                         // pipeline stages (contiguous blocks); each meets ρ on its own FLOPs
-  bool allow_bf16 = false;                // BF16 as a third choice ...
-  double bf16_max_fraction = 0.1;         // ... on at most this fraction of the FLOPs (its budget term)
-  std::map<std::string, Precision> pins;  // HF module name -> precision (all roles)
-  uint64_t seed = 1;                      // `random` baseline
-  double mip_gap = 0.0;                   // relative MIP gap at which GLPK may stop (0: prove optimality)
-  int time_limit_ms = 20000;              // GLPK time limit; on expiry the best plan found is returned with its gap
+  double budget = defaults::kBudget;  // ρ: required FP4 fraction of the selectable linear FLOPs, in [0, 1]
+  bool per_role = false;              // choose fprop and (dgrad, wgrad) separately (FLOPs 1/3 : 2/3)
+  bool ties = false;                  // q/k/v and gate/up of a block share one precision (fused kernels)
+  int stages = 1;                     // pipeline stages (contiguous blocks); each meets ρ on its own FLOPs
+  bool allow_bf16 = false;            // BF16 as a third choice ...
+  double bf16_max_fraction = defaults::kBf16MaxFraction;  // ... on at most this fraction of the FLOPs (its budget term)
+  std::map<std::string, Precision> pins;                  // HF module name -> precision (all roles)
+  uint64_t seed = 1;                                      // `random` baseline
+  double mip_gap = 0.0;       // relative MIP gap at which GLPK may stop (0: prove optimality)
+  int time_limit_ms = 20000;  // GLPK time limit; on expiry the best plan found is returned with its gap
 };
 
 // What a plan puts on one layer of the table: the fprop role and the backward (dgrad, wgrad) role.

@@ -7,15 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "snip/defaults.h"
 #include "snip/llama.h"
 
 namespace snip {
 
 struct AdamWConfig {
-  double beta1 = 0.9;
-  double beta2 = 0.95;
+  double beta1 = defaults::kBeta1;
+  double beta2 = defaults::kBeta2;
   double eps = 1e-8;
-  double weight_decay = 0.1;  // applied to matrices (embedding, linear weights, lm_head), not to norm weights
+  double weight_decay =
+      defaults::kWeightDecay;  // applied to matrices (embedding, linear weights, lm_head), not to norm weights
 };
 
 // One AdamW state over a parameter arena (m and v share the parameter layout).
@@ -57,10 +59,10 @@ double clip_grad_global_norm(R* grads, int64_t n, double max_norm);
 // Warmup (both): lr·(s+1)/warmup for s < warmup.
 struct LrSchedule {
   std::string kind = "cosine";  // "constant" | "cosine"
-  double lr = 3e-3;
-  double lr_min = 3e-4;
-  int64_t warmup = 20;
-  int64_t total = 1000;
+  double lr = defaults::kLearningRate;
+  double lr_min = defaults::kLearningRate / defaults::kLrMinDivisor;
+  int64_t warmup = defaults::kWarmup;
+  int64_t total = defaults::kTrainSteps;
   double at(int64_t step) const;
   void validate() const;  // throws snip::Error for an unknown kind or negative values
 };

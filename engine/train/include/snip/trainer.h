@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "snip/dataset.h"
+#include "snip/defaults.h"
 #include "snip/llama.h"
 #include "snip/model_config.h"
 #include "snip/optimizer.h"
@@ -28,19 +29,19 @@ struct TrainConfig {
   std::string data_path;  // "" = the bundled corpus
   std::string tokenizer = "byte";
   double val_fraction = 0.05;
-  int batch_size = 8;    // B rows per micro-batch
-  int seq_len = 256;     // T
-  int grad_accum = 1;    // micro-batches per optimizer step
-  int64_t steps = 1000;  // total optimizer steps of the run
+  int batch_size = defaults::kBatchSize;  // B rows per micro-batch
+  int seq_len = defaults::kSeqLen;        // T
+  int grad_accum = 1;                     // micro-batches per optimizer step
+  int64_t steps = defaults::kTrainSteps;  // total optimizer steps of the run
   LrSchedule schedule;
   AdamWConfig adamw;
-  double grad_clip = 1.0;          // global-norm clipping; ≤ 0 disables
-  uint64_t seed = 1337;            // weights, data order and stochastic rounding
-  int64_t eval_every = 100;        // validation loss every N steps (0 = never)
-  int eval_batches = 8;            // sequential validation batches per evaluation
-  Plan plan;                       // precision per layer; empty layers map = uniform `precision`
-  std::string precision = "fp32";  // used when the plan is empty: fp32 | bf16 | fp8 | fp4
-  std::string recipe = "snip";     // scaling recipe of the quantized GEMMs
+  double grad_clip = defaults::kGradClip;        // global-norm clipping; ≤ 0 disables
+  uint64_t seed = defaults::kSeed;               // weights, data order and stochastic rounding
+  int64_t eval_every = defaults::kEvalEvery;     // validation loss every N steps (0 = never)
+  int eval_batches = defaults::kEvalBatches;     // sequential validation batches per evaluation
+  Plan plan;                                     // precision per layer; empty layers map = uniform `precision`
+  std::string precision = defaults::kPrecision;  // used when the plan is empty: fp32 | bf16 | fp8 | fp4
+  std::string recipe = defaults::kRecipe;        // scaling recipe of the quantized GEMMs
 };
 nlohmann::json train_config_to_json(const TrainConfig& c);
 TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source);
