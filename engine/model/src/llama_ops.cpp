@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fast_math.h"
+#include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/parallel.h"
 #include "snip/thread_pool.h"
@@ -258,40 +259,6 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const
               ldb, beta, C, ldc);
 }
 
-// OpenBLAS single-threaded while any attention loop runs on the pool (nested and concurrent
-// loops counted), restored after the last one. A GEMM another thread starts meanwhile (a
-// second model in the process) still computes the same result, only on one thread.
-class BlasSingleThreaded {
- public:
-  BlasSingleThreaded() {
-    std::lock_guard<std::mutex> lock(mu());
-    if (depth()++ == 0) {
-      saved() = openblas_get_num_threads();
-      openblas_set_num_threads(1);
-    }
-  }
-  ~BlasSingleThreaded() {
-    std::lock_guard<std::mutex> lock(mu());
-    if (--depth() == 0) openblas_set_num_threads(saved());
-  }
-  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
-  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
-
- private:
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static int& depth() {
-    static int d = 0;
-    return d;
-  }
-  static int& saved() {
-    static int n = 1;
-    return n;
-  }
-};
-
 // Runs task(b, kh) for every (batch, kv head) group: on the pool with single-threaded BLAS when
 // the pool has several threads, else in order on this thread with BLAS's own threading.
 template <class F>
@@ -301,6 +268,8 @@ void for_each_group(int B, int KVH, const F& task) {
     for (int i = 0; i < n; ++i) task(i / KVH, i % KVH);
     return;
   }
+  // OpenBLAS single-threaded while any attention loop runs on the pool (nested and concurrent
+  // loops counted; snip/blas_threads.h).
   BlasSingleThreaded single;
   pool_run(n, [&](int i) { task(i / KVH, i % KVH); });
 }
