@@ -3,7 +3,9 @@
 // e-layer-type, e-layer-id, uniform), every arm K times paired by replicate, and print the loss
 // gaps to BF16 with 95% intervals and each arm's verdict against SNIP (snip/paired_stats.h).
 // The table (with each arm's train-loss curve, its plan and the statistics round the plans came
-// from) is stored in the experiment database unless --no-db.
+// from) is stored in the experiment database unless --no-db: from the start, each training as it
+// finishes (snip::CompareRecorder), so Ctrl-C/SIGTERM/SIGHUP leave an interrupted compare that
+// `--resume ID` continues. `--jobs N` trains independent arms at once.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,9 +19,13 @@
 #include "compare_table.h"
 #include "option_rules.h"
 #include "snip/compare.h"
+#include "snip/compare_recorder.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
+#include "snip/recorded_training.h"
 #include "snip/store.h"
+#include "snip/store_export.h"
+#include "stop_signals.h"
 
 namespace {
 
@@ -28,85 +34,70 @@ struct CompareCliOptions {
   double budget = snip::defaults::kBudget;
   int64_t steps = 200;
   int seeds = 2, cooldown = 20, eval_batches = 8, replicates = 3;
-  bool json = false, no_db = false, oracle = false;
+  bool json = false, no_db = false, oracle = false, list = false;
   int oracle_batches = 32;
+  int jobs = 0;        // 0: snip::default_compare_jobs()
+  int64_t resume = 0;  // compare id to continue
 };
 
-// The stored run one of whose checkpoints is this directory, if any (newest run first).
-std::optional<int64_t> run_of_checkpoint(const snip::Store& store, const std::string& checkpoint) {
-  std::error_code ec;
-  const auto want = std::filesystem::weakly_canonical(checkpoint, ec);
-  if (ec) return std::nullopt;
-  for (const auto& r : store.runs())
-    for (const auto& c : store.checkpoints(r.id)) {
-      std::error_code ec2;
-      if (std::filesystem::weakly_canonical(c.path, ec2) == want && !ec2) return r.id;
-    }
-  return std::nullopt;
+// The options that define a compare: on --resume they come from the stored compare, and one
+// given again must agree with it (CompareRecorder's settings keys are the option names).
+std::vector<snip::GivenSetting> given_compare_settings(const snip::cli::OptionRules& rules,
+                                                       const CompareCliOptions& o) {
+  const std::vector<snip::GivenSetting> all = {{"--budget", "/budget", o.budget},
+                                               {"--steps", "/steps", o.steps},
+                                               {"--recipe", "/recipe", o.recipe},
+                                               {"--seeds", "/seeds", o.seeds},
+                                               {"--cooldown", "/cooldown", o.cooldown},
+                                               {"--eval-batches", "/eval-batches", o.eval_batches},
+                                               {"--replicates", "/replicates", o.replicates},
+                                               {"--oracle", "/oracle", o.oracle},
+                                               {"--oracle-batches", "/oracle-batches", o.oracle_batches}};
+  std::vector<snip::GivenSetting> out;
+  for (const auto& g : all)
+    if (rules.given(g.option)) out.push_back(g);
+  return out;
 }
 
-// Stores the report: its statistics round, one plan per arm, and the comparison with every row,
-// replicate and curve. One transaction.
-int64_t store_report(snip::Store& store, const CompareCliOptions& o, const snip::CompareOptions& co,
-                     const snip::CompareReport& rep, const std::vector<snip::ArmStatistics>& stats) {
-  snip::Store::Transaction tx(store);
-  snip::CompareRecord c;
-  c.run_id = run_of_checkpoint(store, o.checkpoint);
-  c.stats_round_id = store.add_stats_round(rep.round, c.run_id);
-  std::error_code ec;
-  const auto abs = std::filesystem::absolute(o.checkpoint, ec);
-  c.checkpoint = ec ? o.checkpoint : abs.lexically_normal().string();
-  c.start_step = rep.start_step;
-  c.budget = rep.budget;
-  c.recipe = rep.recipe;
-  c.steps = co.steps;
-  c.cooldown_steps = co.cooldown_steps;
-  c.eval_batches = co.eval_batches;
-  c.last_window = co.last_window;
-  c.control_rel = co.replicate_rel;
-  c.replicates = rep.replicates;
-  c.noise_floor_train = rep.noise_floor_train;
-  c.noise_floor_val = rep.noise_floor_val;
-  c.options = {{"random_seeds", co.random_seeds},
-               {"lambdas", co.lambdas},
-               {"snip_reference", rep.rows[rep.snip_row].method},
-               {"replicate_rel", co.replicate_rel}};
-  if (co.oracle) c.options["oracle_batches"] = co.oracle_batches;
-  for (size_t i = 0; i < rep.rows.size(); ++i) {
-    const snip::CompareRow& r = rep.rows[i];
-    snip::CompareRowRecord row;
-    row.method = r.method;
-    row.lambda = r.lambda;
-    if (r.seed) row.seed = int64_t(*r.seed);
-    row.achieved_fraction = r.achieved_fraction;
-    row.train_loss_last = r.train_loss_last;
-    row.val_loss_plan = r.val_loss_plan;
-    row.val_loss_bf16 = r.val_loss_bf16;
-    row.gap_train = r.gap_train;
-    row.gap_val_plan = r.gap_val_plan;
-    row.gap_val_bf16 = r.gap_val_bf16;
-    const auto& verdict = stats[i].train.verdict;
-    row.differs_from_snip = verdict && *verdict != snip::Verdict::indistinguishable;
-    row.same_plan_as = r.same_plan_as;
-    row.train_curve = r.train_curve;
-    for (const snip::CompareReplicate& x : r.replicates)
-      row.replicates.push_back({x.train_loss_last, x.val_loss_plan, x.val_loss_bf16, x.train_curve});
-    snip::PlanSolveInfo info;
-    info.run_id = c.run_id;
-    info.stats_round_id = c.stats_round_id;
-    info.options = {{"compare", true}};
-    if (r.lambda) info.options["lambda"] = *r.lambda;
-    if (r.seed) info.options["seed"] = *r.seed;
-    info.solver_status = "compare";
-    row.plan_id = store.add_plan(r.plan, info);
-    c.rows.push_back(std::move(row));
+// A resumed compare is the same compare: every given setting must equal the stored one.
+void check_resume_settings(const snip::CompareRecord& c, const snip::cli::OptionRules& rules,
+                           const CompareCliOptions& o) {
+  std::string clashes;
+  std::error_code e1, e2;
+  if (rules.given("--checkpoint") &&
+      std::filesystem::weakly_canonical(o.checkpoint, e1) != std::filesystem::weakly_canonical(c.checkpoint, e2))
+    clashes = "--checkpoint " + o.checkpoint + " but the compare started from " + c.checkpoint;
+  const nlohmann::json stored = snip::compare_settings_to_json(snip::compare_options_from_record(c));
+  for (const snip::GivenSetting& g : given_compare_settings(rules, o)) {
+    const nlohmann::json& have = stored.at(nlohmann::json::json_pointer(g.pointer));
+    if (have == g.value || (have.is_number() && g.value.is_number() && have.get<double>() == g.value.get<double>()))
+      continue;
+    clashes += (clashes.empty() ? "" : "; ") + g.option + " " + g.value.dump() + " but the compare has " + have.dump();
   }
-  const int64_t id = store.insert_compare(c);
-  tx.commit();
-  return id;
+  if (!clashes.empty())
+    throw snip::Error("--resume " + std::to_string(c.id) +
+                      " continues the stored compare with its own settings, and the command line contradicts "
+                      "them: " +
+                      clashes + ". Drop these options to continue it as it was, or start a new compare");
 }
 
-void run_compare_cmd(const CompareCliOptions& o) {
+std::string resume_command(int64_t id, const std::string& db) {
+  return "snip compare --resume " + std::to_string(id) + " --db " + db;
+}
+
+// The stored compares with their status, newest first (`snip compare --list`).
+void list_compares(const snip::Store& store) {
+  std::printf("%5s  %-11s  %6s  %6s  %3s  %5s  %s\n", "ID", "STATUS", "BUDGET", "STEPS", "K", "ARMS", "CHECKPOINT");
+  for (const auto& c : store.list_compares()) {
+    std::printf("%5lld  %-11s  %6.3f  %6lld  %3lld  %5lld  %s\n", (long long)c.id, snip::run_status_name(c.status),
+                c.budget, (long long)c.steps, (long long)c.replicates, (long long)c.row_count,
+                snip::printable_text(c.checkpoint).c_str());
+    if (c.status != snip::RunStatus::finished && !c.status_message.empty())
+      std::printf("       %s\n", snip::printable_text(c.status_message).c_str());
+  }
+}
+
+snip::CompareOptions compare_options(const CompareCliOptions& o) {
   snip::CompareOptions co;
   co.budget = o.budget;
   co.steps = o.steps;
@@ -117,25 +108,19 @@ void run_compare_cmd(const CompareCliOptions& o) {
   co.replicates = o.replicates;
   co.oracle = o.oracle;
   co.oracle_batches = o.oracle_batches;
-  const snip::CompareReport rep = snip::run_compare(o.checkpoint, co, [&](int done, int total, const std::string& m) {
-    if (!o.json) std::fprintf(stderr, "\r[%d/%d] %-60s", done, total, m.c_str());
-    std::fflush(stderr);
-  });
-  if (!o.json) std::fprintf(stderr, "\n");
+  co.jobs = o.jobs > 0 ? o.jobs : snip::default_compare_jobs();
+  return co;
+}
+
+void print_report(const std::string& checkpoint, const snip::CompareOptions& co, const snip::CompareReport& rep,
+                  std::optional<int64_t> compare_id, const std::string& db_path, bool json) {
   const std::vector<snip::ArmStatistics> stats =
       snip::cli::compare_row_statistics(rep.rows, rep.bf16_row, rep.snip_row);
-  std::optional<int64_t> compare_id;
-  std::string db_path;
-  if (!o.no_db) {
-    snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
-    db_path = store.path();
-    compare_id = store_report(store, o, co, rep, stats);
-  }
-  if (o.json) {
-    nlohmann::json j = {{"checkpoint", o.checkpoint},
+  if (json) {
+    nlohmann::json j = {{"checkpoint", checkpoint},
                         {"start_step", rep.start_step},
                         {"budget", rep.budget},
-                        {"steps", o.steps},
+                        {"steps", co.steps},
                         {"recipe", rep.recipe},
                         {"replicates", rep.replicates},
                         {"snip_reference", rep.rows[rep.snip_row].method},
@@ -152,7 +137,7 @@ void run_compare_cmd(const CompareCliOptions& o) {
     return;
   }
   std::printf("compare: %s from step %lld, %lld steps per plan, %d replicate%s, budget %.3f, recipe %s\n",
-              o.checkpoint.c_str(), (long long)rep.start_step, (long long)o.steps, rep.replicates,
+              checkpoint.c_str(), (long long)rep.start_step, (long long)co.steps, rep.replicates,
               rep.replicates == 1 ? "" : "s", rep.budget, rep.recipe.c_str());
   snip::cli::print_compare_rows(rep.rows, stats, rep.snip_row);
   snip::cli::print_compare_notes(rep.rows, stats, rep.snip_row);
@@ -161,13 +146,91 @@ void run_compare_cmd(const CompareCliOptions& o) {
                 (long long)*compare_id);
 }
 
+void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& rules) {
+  const std::string db_path = o.db.empty() ? snip::cli::default_db_path() : o.db;
+  if (o.list) {
+    list_compares(snip::Store(db_path, {.create = o.db.empty()}));
+    return;
+  }
+  int done = 0, total = 0;
+  snip::cli::StopSignals signals;  // Ctrl-C, SIGTERM, SIGHUP: stop after the current step
+  snip::CompareHooks hooks;
+  hooks.stop_requested = [&signals] { return signals.requested(); };
+  hooks.progress = [&](int d, int t, const std::string& m) {
+    done = d, total = t;
+    if (!o.json) std::fprintf(stderr, "\r[%d/%d] %-60s", d, t, m.c_str());
+    std::fflush(stderr);
+  };
+  auto end_progress = [&] {
+    if (!o.json) std::fprintf(stderr, "\n");
+  };
+  if (o.no_db) {
+    const snip::CompareOptions co = compare_options(o);
+    snip::CompareReport rep;
+    try {
+      rep = snip::run_compare(o.checkpoint, co, hooks);
+    } catch (const snip::CompareStopped&) {
+      end_progress();
+      throw snip::Error("compare stopped by " + signals.name() + " after " + std::to_string(done) + " of " +
+                        std::to_string(total) +
+                        " trainings; with --no-db nothing was kept (without it, an "
+                        "interrupted compare is stored and resumable)");
+    }
+    end_progress();
+    print_report(o.checkpoint, co, rep, std::nullopt, "", o.json);
+    return;
+  }
+  snip::Store store(db_path, {.create = o.resume == 0});  // a resume needs the compare's database
+  std::unique_ptr<snip::CompareRecorder> recorder;
+  if (o.resume) {
+    check_resume_settings(store.compare(o.resume), rules, o);
+    recorder = snip::CompareRecorder::resume(store, o.resume, o.jobs > 0 ? o.jobs : snip::default_compare_jobs());
+    if (!o.json)
+      std::fprintf(stderr, "resuming compare %lld: trainings kept: %zu; the rest is trained now\n", (long long)o.resume,
+                   recorder->stored_trainings());
+  } else {
+    recorder = std::make_unique<snip::CompareRecorder>(store, o.checkpoint, compare_options(o));
+  }
+  const int64_t id = recorder->id();
+  // The id, before any training: the handle a resume needs (and the sign that Ctrl-C now stops cleanly).
+  std::fprintf(stderr,
+               "compare %lld: each finished training is stored in %s as it comes; if stopped, continue with: %s\n",
+               (long long)id, store.path().c_str(), resume_command(id, store.path()).c_str());
+  snip::CompareReport rep;
+  try {
+    rep = recorder->run(hooks);
+  } catch (const snip::CompareStopped&) {
+    end_progress();
+    const std::string how = signals.name().empty() ? std::string("request") : signals.name();
+    store.set_compare_status(id, snip::RunStatus::interrupted,
+                             "stopped by " + how + "; continue it with: " + resume_command(id, store.path()));
+    const std::string kept =
+        done == 0 ? " before its first training finished (nothing trained yet"
+                  : " after " + std::to_string(done) + " of " + std::to_string(total) + " trainings (those are kept";
+    throw snip::Error("compare " + std::to_string(id) + " stopped by " + how + kept + " in " + store.path() +
+                      "); continue it with: " + resume_command(id, store.path()));
+  } catch (const std::exception&) {
+    end_progress();
+    throw;  // marked failed; its finished trainings are kept (snip compare --resume continues it)
+  }
+  end_progress();
+  print_report(o.resume ? recorder->checkpoint() : o.checkpoint, recorder->options(), rep, id, store.path(), o.json);
+}
+
 void setup_compare(CLI::App& app) {
   auto opts = std::make_shared<CompareCliOptions>();
   auto* cmd = app.add_subcommand("compare",
                                  "Training truth: from one checkpoint train N steps under SNIP and every baseline plan "
                                  "at the same FP4 budget, every arm K times (paired replicates), and report loss gaps "
                                  "to BF16 with 95% intervals and each plan's verdict against SNIP");
-  cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)")->required();
+  cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)");
+  cmd->add_option("--resume", opts->resume,
+                  "Continue the interrupted compare with this id (snip compare --list) with its stored options: "
+                  "only the trainings it has not stored are run, and the result is the uninterrupted compare's");
+  cmd->add_flag("--list", opts->list, "List the stored compares with their status (running, interrupted, ...)");
+  cmd->add_option("--jobs", opts->jobs,
+                  "Trainings run at once (default: one per hardware thread; each runs its GEMMs on one thread, "
+                  "so the results are the same for every --jobs)");
   cmd->add_option("--budget", opts->budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--steps", opts->steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--recipe", opts->recipe,
@@ -194,7 +257,15 @@ void setup_compare(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
   rules->excludes("--db", "--no-db", "--no-db stores nothing; drop one of them");
-  snip::cli::run_checked(cmd, rules, [opts] { run_compare_cmd(*opts); });
+  rules->excludes("--resume", "--no-db", "a resumed compare is read from and stored in the database; drop --no-db");
+  rules->excludes("--resume", "--list", "--list only lists; drop one of them");
+  rules->at_least<int64_t>("--resume", opts->resume, 1, "a compare id from snip compare --list");
+  rules->at_least<int>("--jobs", opts->jobs, 1, "leave it out for one job per hardware thread");
+  rules->add([opts, r = rules.get()] {
+    if (!opts->list && opts->resume == 0 && !r->given("--checkpoint"))
+      throw snip::Error("compare: give --checkpoint DIR (a new compare), --resume ID (continue one) or --list");
+  });
+  snip::cli::run_checked(cmd, rules, [opts, rules] { run_compare_cmd(*opts, *rules); });
 }
 SNIP_REGISTER_COMMAND("compare", setup_compare);
 

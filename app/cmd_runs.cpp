@@ -33,6 +33,7 @@ void list_compares(const snip::Store& store, bool json) {
   for (const auto& c : store.list_compares()) {
     if (json) {
       out.push_back({{"id", c.id},
+                     {"status", snip::run_status_name(c.status)},
                      {"run_id", c.run_id ? nlohmann::json(*c.run_id) : nlohmann::json(nullptr)},
                      {"checkpoint", c.checkpoint},
                      {"start_step", c.start_step},

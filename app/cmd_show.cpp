@@ -84,7 +84,9 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
         {"noise_floor_train", num_or_null(c.noise_floor_train)},
         {"noise_floor_val", num_or_null(c.noise_floor_val)},
         {"options", c.options},
-        {"created", snip::format_utc_ms(c.created_ms)}};
+        {"created", snip::format_utc_ms(c.created_ms)},
+        {"status", snip::run_status_name(c.status)},
+        {"status_message", c.status_message}};
     j["regret_vs_oracle"] = snip::cli::regret_json(c.rows, stats, snip_row);
     j["rows"] = nlohmann::json::array();
     for (size_t i = 0; i < c.rows.size(); ++i) {
@@ -111,6 +113,8 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
       (long long)c.replicates, c.replicates == 1 ? "" : "s", c.budget, c.recipe.c_str());
   std::printf("  created %s%s\n", snip::format_utc_ms(c.created_ms).c_str(),
               c.run_id ? (", run " + std::to_string(*c.run_id)).c_str() : "");
+  if (c.status != snip::RunStatus::finished)  // its numbers are those of the trainings stored so far
+    std::printf("  %s: %s\n", snip::run_status_name(c.status), c.status_message.c_str());
   snip::cli::print_compare_rows(c.rows, stats, snip_row);
   snip::cli::print_compare_notes(c.rows, stats, snip_row);
 }

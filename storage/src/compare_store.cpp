@@ -19,7 +19,8 @@ namespace {
 constexpr const char* kCompareColumns =
     "c.id, c.run_id, c.stats_round_id, c.checkpoint, c.start_step, c.budget, c.recipe, c.steps, c.cooldown_steps, "
     "c.eval_batches, c.last_window, c.control_rel, c.noise_floor_train, c.noise_floor_val, c.options, c.created_ms, "
-    "(SELECT COUNT(*) FROM compare_rows r WHERE r.compare_id = c.id), c.replicates";
+    "(SELECT COUNT(*) FROM compare_rows r WHERE r.compare_id = c.id), c.replicates, c.status, c.status_message, "
+    "c.checkpoint_fingerprint";
 
 CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
   CompareRecord c;
@@ -42,6 +43,9 @@ CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
   c.created_ms = st.column_int64(15);
   c.row_count = st.column_int64(16);
   c.replicates = st.column_int64(17);
+  c.status = parse_run_status(st.column_text(18));
+  c.status_message = st.column_text(19);
+  c.checkpoint_fingerprint = st.column_text(20);
   return c;
 }
 
@@ -69,25 +73,10 @@ void require_exists(store_detail::Db& db, const char* sql, int64_t id, const std
     throw Error(db.path() + ": the comparison names " + what + " " + std::to_string(id) + ", which does not exist");
 }
 
-}  // namespace
-
-int64_t Store::insert_compare(const CompareRecord& c) {
-  auto& db = impl_->db;
-  WriteTxn txn(db);
-  if (c.run_id) store_detail::require_run(db, *c.run_id);
-  if (c.stats_round_id)
-    require_exists(db, "SELECT 1 FROM stats_rounds WHERE id = ?", *c.stats_round_id, "statistics round");
-  for (const auto& r : c.rows)
+// The rows of compare `id` with their replicates (the caller holds the write transaction).
+void insert_rows(store_detail::Db& db, int64_t id, const std::vector<CompareRowRecord>& rows) {
+  for (const auto& r : rows)
     if (r.plan_id) require_exists(db, "SELECT 1 FROM plans WHERE id = ?", *r.plan_id, "plan");
-  Stmt st(db,
-          "INSERT INTO compares (run_id, stats_round_id, checkpoint, start_step, budget, recipe, steps, "
-          "cooldown_steps, eval_batches, last_window, control_rel, noise_floor_train, noise_floor_val, options, "
-          "created_ms, replicates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  st.bind(1, c.run_id).bind(2, c.stats_round_id).bind(3, c.checkpoint).bind(4, c.start_step).bind(5, c.budget);
-  st.bind(6, c.recipe).bind(7, c.steps).bind(8, c.cooldown_steps).bind(9, c.eval_batches).bind(10, c.last_window);
-  st.bind(11, c.control_rel).bind(12, c.noise_floor_train).bind(13, c.noise_floor_val).bind(14, c.options.dump());
-  st.bind(15, now_ms()).bind(16, c.replicates).run();
-  const int64_t id = sqlite3_last_insert_rowid(db.handle());
   Stmt row(db,
            "INSERT INTO compare_rows (compare_id, position, method, lambda, seed, achieved_fp4_fraction, "
            "train_loss_last, val_loss_plan, val_loss_bf16, gap_train, gap_val_plan, gap_val_bf16, control, "
@@ -96,8 +85,8 @@ int64_t Store::insert_compare(const CompareRecord& c) {
   Stmt rep(db,
            "INSERT INTO compare_replicates (compare_id, position, replicate, train_loss_last, val_loss_plan, "
            "val_loss_bf16, train_curve) VALUES (?, ?, ?, ?, ?, ?, ?)");
-  for (size_t pos = 0; pos < c.rows.size(); ++pos) {
-    const CompareRowRecord& r = c.rows[pos];
+  for (size_t pos = 0; pos < rows.size(); ++pos) {
+    const CompareRowRecord& r = rows[pos];
     row.bind(1, id).bind(2, int64_t(pos)).bind(3, r.method).bind(4, r.lambda).bind(5, r.seed);
     row.bind(6, r.achieved_fraction).bind(7, r.train_loss_last).bind(8, r.val_loss_plan).bind(9, r.val_loss_bf16);
     row.bind(10, r.gap_train).bind(11, r.gap_val_plan).bind(12, r.gap_val_bf16).bind(13, int64_t(r.control));
@@ -112,8 +101,152 @@ int64_t Store::insert_compare(const CompareRecord& c) {
       rep.run();
     }
   }
+}
+
+void require_compare(store_detail::Db& db, int64_t id) {
+  Stmt e(db, "SELECT 1 FROM compares WHERE id = ?");
+  e.bind(1, id);
+  if (!e.step())
+    throw Error(db.path() + ": compare " + std::to_string(id) +
+                " does not exist (see `snip runs --compares` or `snip show --compare`)");
+}
+
+}  // namespace
+
+int64_t Store::insert_compare(const CompareRecord& c) {
+  auto& db = impl_->db;
+  WriteTxn txn(db);
+  if (c.run_id) store_detail::require_run(db, *c.run_id);
+  if (c.stats_round_id)
+    require_exists(db, "SELECT 1 FROM stats_rounds WHERE id = ?", *c.stats_round_id, "statistics round");
+  const store_detail::ProcessId me = store_detail::this_process();
+  const bool owned = c.status == RunStatus::running;
+  Stmt st(db,
+          "INSERT INTO compares (run_id, stats_round_id, checkpoint, start_step, budget, recipe, steps, "
+          "cooldown_steps, eval_batches, last_window, control_rel, noise_floor_train, noise_floor_val, options, "
+          "created_ms, replicates, status, status_message, checkpoint_fingerprint, owner_pid, owner_host, "
+          "owner_start, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  st.bind(1, c.run_id).bind(2, c.stats_round_id).bind(3, c.checkpoint).bind(4, c.start_step).bind(5, c.budget);
+  st.bind(6, c.recipe).bind(7, c.steps).bind(8, c.cooldown_steps).bind(9, c.eval_batches).bind(10, c.last_window);
+  st.bind(11, c.control_rel).bind(12, c.noise_floor_train).bind(13, c.noise_floor_val).bind(14, c.options.dump());
+  st.bind(15, now_ms()).bind(16, c.replicates).bind(17, std::string(run_status_name(c.status)));
+  st.bind(18, c.status_message).bind(19, c.checkpoint_fingerprint).bind(20, owned ? me.pid : int64_t(0));
+  st.bind(21, owned ? me.host : std::string()).bind(22, owned ? me.start : int64_t(0)).bind(23, now_ms()).run();
+  const int64_t id = sqlite3_last_insert_rowid(db.handle());
+  insert_rows(db, id, c.rows);
   txn.commit();
   return id;
+}
+
+void Store::update_compare(const CompareRecord& c) {
+  auto& db = impl_->db;
+  WriteTxn txn(db);
+  require_compare(db, c.id);
+  if (c.run_id) store_detail::require_run(db, *c.run_id);
+  if (c.stats_round_id)
+    require_exists(db, "SELECT 1 FROM stats_rounds WHERE id = ?", *c.stats_round_id, "statistics round");
+  Stmt st(
+      db,
+      "UPDATE compares SET run_id = ?, stats_round_id = ?, checkpoint = ?, start_step = ?, budget = ?, recipe = ?, "
+      "steps = ?, cooldown_steps = ?, eval_batches = ?, last_window = ?, control_rel = ?, noise_floor_train = ?, "
+      "noise_floor_val = ?, options = ?, replicates = ?, checkpoint_fingerprint = ?, heartbeat_ms = ? WHERE id = ?");
+  st.bind(1, c.run_id).bind(2, c.stats_round_id).bind(3, c.checkpoint).bind(4, c.start_step).bind(5, c.budget);
+  st.bind(6, c.recipe).bind(7, c.steps).bind(8, c.cooldown_steps).bind(9, c.eval_batches).bind(10, c.last_window);
+  st.bind(11, c.control_rel).bind(12, c.noise_floor_train).bind(13, c.noise_floor_val).bind(14, c.options.dump());
+  st.bind(15, c.replicates).bind(16, c.checkpoint_fingerprint).bind(17, now_ms()).bind(18, c.id).run();
+  Stmt(db, "DELETE FROM compare_rows WHERE compare_id = ?").bind(1, c.id).run();  // replicates cascade
+  insert_rows(db, c.id, c.rows);
+  txn.commit();
+}
+
+void Store::add_compare_replicate(int64_t compare_id, int64_t position, int64_t replicate,
+                                  const CompareReplicateRecord& x) {
+  auto& db = impl_->db;
+  WriteTxn txn(db);
+  require_compare(db, compare_id);
+  {
+    Stmt e(db, "SELECT 1 FROM compare_rows WHERE compare_id = ? AND position = ?");
+    e.bind(1, compare_id).bind(2, position);
+    if (!e.step())
+      throw Error(impl_->path + ": compare " + std::to_string(compare_id) + " has no row " + std::to_string(position));
+  }
+  Stmt rep(db,
+           "INSERT OR REPLACE INTO compare_replicates (compare_id, position, replicate, train_loss_last, "
+           "val_loss_plan, val_loss_bf16, train_curve) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  rep.bind(1, compare_id).bind(2, position).bind(3, replicate).bind(4, x.train_loss_last);
+  rep.bind(5, x.val_loss_plan).bind(6, x.val_loss_bf16);
+  bind_curve(rep, 7, x.train_curve);
+  rep.run();
+  Stmt(db, "UPDATE compares SET heartbeat_ms = ? WHERE id = ?").bind(1, now_ms()).bind(2, compare_id).run();
+  txn.commit();
+}
+
+void Store::set_compare_status(int64_t compare_id, RunStatus status, const std::string& message) {
+  auto& db = impl_->db;
+  WriteTxn txn(db);
+  require_compare(db, compare_id);
+  Stmt st(db, "UPDATE compares SET status = ?, status_message = ?, heartbeat_ms = ? WHERE id = ?");
+  st.bind(1, std::string(run_status_name(status))).bind(2, message).bind(3, now_ms()).bind(4, compare_id).run();
+  txn.commit();
+}
+
+void Store::claim_compare(int64_t compare_id) {
+  auto& db = impl_->db;
+  const store_detail::ProcessId me = store_detail::this_process();
+  WriteTxn txn(db);
+  Stmt cur(db, "SELECT status, owner_pid, owner_host, owner_start, heartbeat_ms FROM compares WHERE id = ?");
+  cur.bind(1, compare_id);
+  const std::string name = impl_->path + ": compare " + std::to_string(compare_id);
+  if (!cur.step()) throw Error(name + " does not exist (see `snip runs --compares`)");
+  const std::string status = cur.column_text(0);
+  if (status == "finished")
+    throw Error(name + " is finished: there is nothing to resume (show it with `snip show --compare " +
+                std::to_string(compare_id) + "`)");
+  if (status == "running") {
+    store_detail::ProcessId owner{cur.column_int64(1), cur.column_text(2), cur.column_int64(3)};
+    const bool mine = owner.pid == me.pid && owner.host == me.host && owner.start == me.start;
+    if (!mine && store_detail::process_alive(owner, cur.column_int64(4)))
+      throw Error(name + " is still being trained by process " + std::to_string(owner.pid) + " on " + owner.host +
+                  "; stop it (Ctrl-C, or Cancel in the workbench) before resuming the compare");
+  }
+  cur.reset();
+  Stmt st(db,
+          "UPDATE compares SET status = 'running', status_message = '', owner_pid = ?, owner_host = ?, "
+          "owner_start = ?, heartbeat_ms = ? WHERE id = ?");
+  st.bind(1, me.pid).bind(2, me.host).bind(3, me.start).bind(4, now_ms()).bind(5, compare_id).run();
+  txn.commit();
+}
+
+int Store::mark_dead_compares_interrupted() {
+  auto& db = impl_->db;
+  struct Candidate {
+    int64_t id;
+    store_detail::ProcessId owner;
+  };
+  std::vector<Candidate> dead;
+  {
+    Stmt st(db, "SELECT id, owner_pid, owner_host, owner_start, heartbeat_ms FROM compares WHERE status = 'running'");
+    while (st.step()) {
+      Candidate c{st.column_int64(0), {st.column_int64(1), st.column_text(2), st.column_int64(3)}};
+      if (!store_detail::process_alive(c.owner, st.column_int64(4))) dead.push_back(c);
+    }
+  }
+  if (dead.empty()) return 0;
+  int marked = 0;
+  WriteTxn txn(db);
+  Stmt up(db,
+          "UPDATE compares SET status = 'interrupted', status_message = ? "
+          "WHERE id = ? AND status = 'running' AND owner_pid = ? AND owner_host = ? AND owner_start = ?");
+  for (const auto& c : dead) {
+    up.bind(1, "its process (pid " + std::to_string(c.owner.pid) + " on " + c.owner.host +
+                   ") ended without finishing the compare; continue it with snip compare --resume " +
+                   std::to_string(c.id));
+    up.bind(2, c.id).bind(3, c.owner.pid).bind(4, c.owner.host).bind(5, c.owner.start);
+    up.run();
+    marked += sqlite3_changes(db.handle());
+  }
+  txn.commit();
+  return marked;
 }
 
 std::vector<CompareRecord> Store::list_compares(std::optional<int64_t> run_id) const {
@@ -129,10 +262,12 @@ std::vector<CompareRowRecord> Store::compare_rows(int64_t compare_id) const {
   auto& db = impl_->db;
   ReadTxn snapshot(db);
   const std::string where = impl_->path + ": compare " + std::to_string(compare_id);
+  bool finished = true;
   {
-    Stmt e(db, "SELECT 1 FROM compares WHERE id = ?");
+    Stmt e(db, "SELECT status FROM compares WHERE id = ?");
     e.bind(1, compare_id);
     if (!e.step()) throw Error(where + " does not exist (see `snip runs` or `snip show --compare`)");
+    finished = e.column_text(0) == "finished";
   }
   Stmt st(db,
           "SELECT position, method, lambda, seed, achieved_fp4_fraction, train_loss_last, val_loss_plan, "
@@ -169,13 +304,40 @@ std::vector<CompareRowRecord> Store::compare_rows(int64_t compare_id) const {
     const std::string at = where + " row " + std::to_string(pos) + " replicate " + std::to_string(k);
     if (pos < 0 || pos >= int64_t(out.size())) throw Error(at + ": no such row (damaged database)");
     CompareRowRecord& r = out[size_t(pos)];
-    if (k != int64_t(r.replicates.size()) + 1) throw Error(at + ": replicate numbers have a gap (damaged database)");
+    if (k != int64_t(r.replicates.size()) + 1) {
+      if (!finished) continue;  // trained out of order before a stop: a resume fills the gap
+      throw Error(at + ": replicate numbers have a gap (damaged database)");
+    }
     CompareReplicateRecord x;
     x.train_loss_last = reps.column_double(2);
     x.val_loss_plan = reps.column_double(3);
     x.val_loss_bf16 = reps.column_double(4);
     x.train_curve = read_curve(reps, 5, at);
     r.replicates.push_back(std::move(x));
+  }
+  return out;
+}
+
+std::vector<StoredCompareReplicate> Store::compare_replicates(int64_t compare_id) const {
+  auto& db = impl_->db;
+  ReadTxn snapshot(db);
+  require_compare(db, compare_id);
+  const std::string where = impl_->path + ": compare " + std::to_string(compare_id);
+  Stmt reps(db,
+            "SELECT position, replicate, train_loss_last, val_loss_plan, val_loss_bf16, train_curve "
+            "FROM compare_replicates WHERE compare_id = ? ORDER BY position, replicate");
+  reps.bind(1, compare_id);
+  std::vector<StoredCompareReplicate> out;
+  while (reps.step()) {
+    StoredCompareReplicate x;
+    x.position = reps.column_int64(0);
+    x.replicate = reps.column_int64(1);
+    x.result.train_loss_last = reps.column_double(2);
+    x.result.val_loss_plan = reps.column_double(3);
+    x.result.val_loss_bf16 = reps.column_double(4);
+    x.result.train_curve =
+        read_curve(reps, 5, where + " row " + std::to_string(x.position) + " replicate " + std::to_string(x.replicate));
+    out.push_back(std::move(x));
   }
   return out;
 }

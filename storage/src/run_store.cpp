@@ -38,15 +38,8 @@ RunStatus parse_run_status(std::string_view s) {
   throw Error("unknown run status '" + std::string(s) + "' (expected running, finished, failed or interrupted)");
 }
 
+namespace store_detail {
 namespace {
-
-// A process is identified by (host, pid, start time): pids are reused, the start time in
-// clock ticks since boot (/proc/<pid>/stat field 22) tells a new process from the old one.
-struct ProcessId {
-  int64_t pid = 0;
-  std::string host;
-  int64_t start = 0;
-};
 
 std::string host_name() {
   char buf[256] = {};
@@ -70,6 +63,8 @@ bool read_proc_stat(int64_t pid, char* state, int64_t* start) {
   return true;
 }
 
+}  // namespace
+
 // Recomputed after fork(): a child must not record its parent's identity.
 ProcessId this_process() {
   static thread_local ProcessId cached;
@@ -85,9 +80,11 @@ ProcessId this_process() {
   return cached;
 }
 
+namespace {
 // A run's writer on another host cannot be checked from here: it is judged dead when it has
 // not written for this long.
 constexpr int64_t kForeignHeartbeatTimeoutMs = 60 * 60 * 1000;
+}  // namespace
 
 bool process_alive(const ProcessId& owner, int64_t heartbeat_ms) {
   const ProcessId me = this_process();
@@ -101,6 +98,14 @@ bool process_alive(const ProcessId& owner, int64_t heartbeat_ms) {
   if (state == 'Z' || state == 'X') return false;  // exited, not yet reaped by its parent
   return owner.start == 0 || start == owner.start;
 }
+
+}  // namespace store_detail
+
+namespace {
+
+using store_detail::process_alive;
+using store_detail::ProcessId;
+using store_detail::this_process;
 
 constexpr const char* kRunColumns =
     "id, name, hidden, intermediate, num_layers, num_heads, num_kv_heads, model_config, train_config, data_source, "

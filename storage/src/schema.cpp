@@ -250,10 +250,26 @@ CREATE TABLE compare_replicates (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 5: compares that survive interruption. A compare is stored when it starts (status
+// `running`, owned by its process like a run) and each finished (arm, replicate) training is
+// stored at once, so a compare stopped by Ctrl-C, a GUI cancel or a dead process keeps its
+// trainings and `snip compare --resume` continues it. The checkpoint's fingerprint lets the
+// resume refuse a checkpoint that changed. Compares stored before are `finished`.
+const char* kMigrationV5 = R"sql(
+ALTER TABLE compares ADD COLUMN status TEXT NOT NULL DEFAULT 'finished'
+  CHECK (status IN ('running', 'finished', 'failed', 'interrupted'));
+ALTER TABLE compares ADD COLUMN status_message TEXT NOT NULL DEFAULT '';
+ALTER TABLE compares ADD COLUMN checkpoint_fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE compares ADD COLUMN owner_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE compares ADD COLUMN owner_host TEXT NOT NULL DEFAULT '';
+ALTER TABLE compares ADD COLUMN owner_start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE compares ADD COLUMN heartbeat_ms INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<std::string>& schema_steps() {
-  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2, kMigrationV3, kMigrationV4};
+  static const std::vector<std::string> steps = {kSchemaV1, kMigrationV2, kMigrationV3, kMigrationV4, kMigrationV5};
   return steps;
 }
 

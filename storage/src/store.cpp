@@ -160,7 +160,7 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
   const int64_t app_id = db.query_int64("PRAGMA application_id");
   const int64_t tables = db.query_int64("SELECT count(*) FROM sqlite_schema");
   const int latest = int(store_detail::schema_steps().size());
-  static_assert(kSchemaVersion == 4, "update schema.cpp together with kSchemaVersion");
+  static_assert(kSchemaVersion == 5, "update schema.cpp together with kSchemaVersion");
   SNIP_ASSERT(latest == kSchemaVersion);
   if (version > latest)
     throw Error(path + ": written by a newer SNIP Workbench (schema version " + std::to_string(version) +
@@ -204,7 +204,10 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     txn.commit();
   }
   impl_->version = latest;
-  if (options.mark_dead_runs_interrupted) mark_dead_runs_interrupted();
+  if (options.mark_dead_runs_interrupted) {
+    mark_dead_runs_interrupted();
+    mark_dead_compares_interrupted();
+  }
 }
 
 Store::~Store() = default;

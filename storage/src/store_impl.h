@@ -28,5 +28,18 @@ void check_run_name(const std::string& name);
 // Throws snip::Error "<path>: run N does not exist (see `snip runs`)" unless it exists.
 void require_run(Db& db, int64_t run_id);
 
+// A process is identified by (host, pid, start time): pids are reused, the start time in
+// clock ticks since boot (/proc/<pid>/stat field 22) tells a new process from the old one.
+// Runs and compares are owned by one (run_store.cpp).
+struct ProcessId {
+  int64_t pid = 0;
+  std::string host;
+  int64_t start = 0;
+};
+ProcessId this_process();
+// Whether the owner of a row last written at heartbeat_ms still lives (another host: its
+// heartbeat is recent).
+bool process_alive(const ProcessId& owner, int64_t heartbeat_ms);
+
 }  // namespace store_detail
 }  // namespace snip

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -270,6 +271,72 @@ TEST(Compare, StoppedAndResumedWithStoredResultsEqualsAnUninterruptedCompare) {
     }
     EXPECT_EQ(resumed.rows[i].gap_train, straight.rows[i].gap_train) << straight.rows[i].method;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// --jobs: independent (arm, replicate) trainings at once give the bits of one job at a time,
+// and a stop in the middle of a parallel compare still reports every training that finished.
+TEST(Compare, ParallelJobsGiveTheBitsOfOneJob) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("snip-exp-compare-jobs-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  {
+    snip::Trainer t(exptest::tiny_config("bf16", 10));
+    t.run();
+    t.save_checkpoint(dir);
+  }
+  snip::CompareOptions o;
+  o.budget = 0.5;
+  o.steps = 3;
+  o.cooldown_steps = 1;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.random_seeds = 1;
+  o.lambdas = {0.1};
+  o.replicates = 2;
+  o.jobs = 1;
+  const snip::CompareReport serial = snip::run_compare(dir, o);
+  o.jobs = 3;
+  int reported = 0;
+  snip::CompareHooks hooks;
+  hooks.on_replicate = [&](const snip::CompareRow&, int, const snip::CompareReplicate&) { ++reported; };
+  const snip::CompareReport parallel = snip::run_compare(dir, o, hooks);
+  ASSERT_EQ(parallel.rows.size(), serial.rows.size());
+  int distinct = 0;
+  for (size_t i = 0; i < serial.rows.size(); ++i) {
+    distinct += serial.rows[i].same_plan_as.empty();
+    ASSERT_EQ(parallel.rows[i].replicates.size(), 2u) << serial.rows[i].method;
+    for (size_t r = 0; r < 2; ++r) {
+      const auto &a = serial.rows[i].replicates[r], &b = parallel.rows[i].replicates[r];
+      EXPECT_EQ(a.train_curve, b.train_curve) << serial.rows[i].method << " replicate " << r + 1;
+      EXPECT_EQ(a.val_loss_plan, b.val_loss_plan) << serial.rows[i].method;
+      EXPECT_EQ(a.val_loss_bf16, b.val_loss_bf16) << serial.rows[i].method;
+    }
+    EXPECT_EQ(parallel.rows[i].gap_train, serial.rows[i].gap_train) << serial.rows[i].method;
+  }
+  EXPECT_EQ(reported, 2 * distinct);
+
+  // Stopped once two trainings are reported: everything finished by then is reported (the
+  // trainings in flight are dropped), then CompareStopped.
+  std::atomic<int> seen{0};
+  snip::CompareHooks stop;
+  stop.on_replicate = [&](const snip::CompareRow& row, int r, const snip::CompareReplicate& x) {
+    ++seen;
+    for (const auto& s : serial.rows)
+      if (s.method == row.method) {
+        EXPECT_EQ(x.train_curve, s.replicates[size_t(r - 1)].train_curve);
+      }
+  };
+  stop.stop_requested = [&] { return seen.load() >= 2; };
+  EXPECT_THROW(snip::run_compare(dir, o, stop), snip::CompareStopped);
+  EXPECT_GE(seen.load(), 2);
+  EXPECT_LT(seen.load(), 2 * distinct);
+  o.jobs = 0;
+  EXPECT_THROW(snip::run_compare(dir, o), snip::Error);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // The Compare view's compare experiments, end to end on the real engine (`tiny` preset) and a
 // real database: a run trained in the window, a `snip compare --db` launched from the view in
-// the background with progress, its stored table listed and shown as a sortable table that
-// exports as CSV with the arms' loss curves on one chart; a deleted checkpoint and a cancelled
-// experiment each give a clear message and store nothing.
+// the background (through the library, on a worker thread) with progress, its stored table
+// listed and shown as a sortable table that exports as CSV with the arms' loss curves on one
+// chart; a cancelled experiment is kept as interrupted and Resume completes it; a deleted
+// checkpoint gives a clear message.
 #include <gtest/gtest.h>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -173,26 +175,71 @@ TEST_F(CompareExperimentTest, LaunchedExperimentIsStoredAndShownAsASortableExpor
   EXPECT_GT(arm_curves, 5u);
 }
 
-TEST_F(CompareExperimentTest, DeletedCheckpointAndCancelGiveAMessageAndStoreNothing) {
+// Cancel keeps what was trained: a replicated compare stopped after its first finished training
+// (the view's test hook, as if Cancel were pressed then) stays in the database as interrupted,
+// with that training; Resume on it trains only the rest and ends with every arm's replicates.
+TEST_F(CompareExperimentTest, CancelledExperimentIsKeptAndResumeCompletesIt) {
   const int64_t run_id = train_tiny_run();
   ASSERT_GT(run_id, 0);
   CompareView* cv = w_->compare_view();
   cv->select({}, {run_id});
   const auto checkpoints = snip::Store(db_.toStdString()).checkpoints(run_id);
   ASSERT_FALSE(checkpoints.empty());
-
-  // Cancel: a long experiment stopped from the view leaves nothing in the database.
-  cv->experiment_steps_spin()->setValue(100000);
+  EXPECT_EQ(cv->experiment_replicates_spin()->value(), 3);  // the default K
+  cv->experiment_replicates_spin()->setValue(2);
+  cv->experiment_steps_spin()->setValue(2);
+  cv->experiment_budget_spin()->setValue(0.5);
+  cv->experiment_oracle_check()->setChecked(false);
+  cv->set_stop_after_trainings(1);
   QSignalSpy finished(cv, &CompareView::experiment_finished);
   cv->launch_compare_experiment();
   ASSERT_TRUE(cv->experiment_running()) << w_->message_text().toStdString();
-  QTest::qWait(300);
-  cv->cancel_compare_experiment();
-  ASSERT_TRUE(cv->wait_for_experiment(10000));
+  ASSERT_TRUE(cv->wait_for_experiment(600000));
   ASSERT_EQ(finished.count(), 1);
   EXPECT_EQ(finished.at(0).at(0).toLongLong(), 0);
   EXPECT_TRUE(w_->message_text().contains("cancelled")) << w_->message_text().toStdString();
-  EXPECT_TRUE(snip::Store(db_.toStdString()).list_compares().empty());
+  int64_t id = 0;
+  size_t distinct = 0;
+  {
+    snip::Store store(db_.toStdString());
+    const auto listed = store.list_compares();
+    ASSERT_EQ(listed.size(), 1u);
+    id = listed[0].id;
+    EXPECT_EQ(listed[0].status, snip::RunStatus::interrupted);
+    const snip::CompareRecord c = store.compare(id);
+    EXPECT_EQ(c.replicates, 2);
+    for (const auto& r : c.rows) distinct += r.same_plan_as.empty();
+    const size_t kept = store.compare_replicates(id).size();
+    EXPECT_GE(kept, 1u);
+    EXPECT_LT(kept, 2 * distinct);
+  }
+  ASSERT_EQ(cv->compare_list()->count(), 1);
+  EXPECT_TRUE(cv->compare_list()->item(0)->text().contains("interrupted"))
+      << cv->compare_list()->item(0)->text().toStdString();
+
+  // Resume the checked interrupted compare.
+  cv->set_stop_after_trainings(0);
+  cv->select({}, {run_id}, {id});
+  cv->resume_compare_experiment();
+  ASSERT_TRUE(cv->experiment_running()) << w_->message_text().toStdString();
+  ASSERT_TRUE(cv->wait_for_experiment(600000));
+  ASSERT_EQ(finished.count(), 2);
+  EXPECT_EQ(finished.at(1).at(0).toLongLong(), id) << w_->message_text().toStdString();
+  {
+    snip::Store store(db_.toStdString());
+    ASSERT_EQ(store.list_compares().size(), 1u);
+    const snip::CompareRecord c = store.compare(id);
+    EXPECT_EQ(c.status, snip::RunStatus::finished);
+    EXPECT_EQ(store.compare_replicates(id).size(), 2 * c.rows.size());  // arms with a shared plan: copies
+    for (const auto& r : c.rows) {
+      ASSERT_EQ(r.replicates.size(), 2u) << r.method;
+      EXPECT_EQ(r.train_curve.size(), 2u) << r.method;
+      EXPECT_TRUE(std::isfinite(r.train_loss_last)) << r.method;
+      EXPECT_DOUBLE_EQ(r.train_loss_last, (r.replicates[0].train_loss_last + r.replicates[1].train_loss_last) / 2)
+          << r.method;
+    }
+  }
+  EXPECT_FALSE(cv->compare_list()->item(0)->text().contains("interrupted"));
 
   // The checkpoint directory deleted behind the workbench's back: named in the message.
   for (const auto& c : checkpoints) std::filesystem::remove_all(c.path);
@@ -201,8 +248,8 @@ TEST_F(CompareExperimentTest, DeletedCheckpointAndCancelGiveAMessageAndStoreNoth
   EXPECT_TRUE(w_->message_text().contains("no longer exists")) << w_->message_text().toStdString();
   EXPECT_TRUE(w_->message_text().contains(QString::fromStdString(checkpoints.back().path)))
       << w_->message_text().toStdString();
-  // The window is still usable: the table still shows the run.
-  EXPECT_EQ(cv->table()->rowCount(), 1);
+  // The window is still usable: the table still shows the run and the compare's arms.
+  EXPECT_GT(cv->table()->rowCount(), 1);
 }
 
 }  // namespace

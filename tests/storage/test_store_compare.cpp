@@ -291,3 +291,103 @@ TEST(StoreCompare, MigratesVersion2ToVersion3KeepingData) {
   EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(raw_query_text(path, "PRAGMA foreign_key_check"), "");
 }
+
+namespace {
+
+// Version 5: a compare stored as it runs. Each training lands at once (in any order), the
+// status and its message are kept, a running compare whose process died is marked interrupted
+// when a store opens, a live owner refuses a second claim, and a finished one cannot be claimed.
+TEST(StoreCompare, ARunningCompareKeepsEachTrainingAndEndsInterruptedWhenItsProcessDies) {
+  TempDir dir;
+  const std::string path = dir.file("w.db");
+  Store store(path);
+  CompareRecord c = sample_compare(std::nullopt, 3);
+  for (auto& r : c.rows) r.replicates.clear();
+  c.status = RunStatus::running;
+  c.checkpoint_fingerprint = "fnv1a64 0123456789abcdef";
+  const int64_t id = store.insert_compare(c);
+  const CompareRecord running = store.compare(id);
+  EXPECT_EQ(running.status, RunStatus::running);
+  EXPECT_EQ(running.checkpoint_fingerprint, c.checkpoint_fingerprint);
+  EXPECT_THROW(store.claim_compare(id + 1), Error);
+
+  // replicate 2 of row 1 before its replicate 1 (parallel jobs): kept, shown once the gap fills
+  const CompareReplicateRecord x2 = sample_row(1, 5).replicates[1], x1 = sample_row(1, 5).replicates[0];
+  store.add_compare_replicate(id, 1, 2, x2);
+  EXPECT_TRUE(store.compare_rows(id)[1].replicates.empty());
+  ASSERT_EQ(store.compare_replicates(id).size(), 1u);
+  EXPECT_EQ(store.compare_replicates(id)[0].replicate, 2);
+  EXPECT_EQ(store.compare_replicates(id)[0].result, x2);
+  store.add_compare_replicate(id, 1, 1, x1);
+  ASSERT_EQ(store.compare_rows(id)[1].replicates.size(), 2u);
+  EXPECT_EQ(store.compare_rows(id)[1].replicates[0], x1);
+  EXPECT_THROW(store.add_compare_replicate(id, 7, 1, x1), Error);  // no such row
+
+  // a dead owner: interrupted on the next open, with the resume command
+  raw_exec(path, "UPDATE compares SET owner_pid = 999999999 WHERE id = " + std::to_string(id));
+  {
+    Store again(path);
+    const CompareRecord back = again.compare(id);
+    EXPECT_EQ(back.status, RunStatus::interrupted);
+    EXPECT_NE(back.status_message.find("snip compare --resume " + std::to_string(id)), std::string::npos)
+        << back.status_message;
+    again.claim_compare(id);  // this process owns it now
+    EXPECT_EQ(again.compare(id).status, RunStatus::running);
+  }
+  store.claim_compare(id);  // the same process may claim it again
+  store.set_compare_status(id, RunStatus::interrupted, "stopped by Ctrl-C");
+  EXPECT_EQ(store.list_compares()[0].status, RunStatus::interrupted);
+  EXPECT_EQ(store.list_compares()[0].status_message, "stopped by Ctrl-C");
+  store.set_compare_status(id, RunStatus::finished);
+  try {
+    store.claim_compare(id);
+    FAIL() << "a finished compare was claimed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is finished"), std::string::npos) << e.what();
+  }
+
+  // update_compare replaces the rows and their replicates, keeping id and status
+  CompareRecord full = sample_compare(std::nullopt, 3);
+  full.id = id;
+  store.update_compare(full);
+  const CompareRecord updated = store.compare(id);
+  EXPECT_EQ(updated.status, RunStatus::finished);
+  EXPECT_EQ(updated.rows, full.rows);
+  EXPECT_EQ(raw_query_text(path, "PRAGMA foreign_key_check"), "");
+}
+
+// A database of version 4 (before compares were stored as they run) opens: its compares are
+// finished, and new compares can be stored in it.
+TEST(StoreCompare, AVersion4DatabaseOpensWithItsComparesFinished) {
+  TempDir dir;
+  const std::string path = dir.file("v4.db");
+  raw_exec(path, "PRAGMA journal_mode = WAL;");
+  for (int v = 0; v < 4; ++v) raw_exec(path, store_detail::schema_steps().at(size_t(v)));
+  raw_exec(path,
+           "INSERT INTO compares (id, checkpoint, start_step, budget, recipe, steps, cooldown_steps, eval_batches, "
+           "last_window, control_rel, noise_floor_train, noise_floor_val, options, created_ms, replicates) VALUES "
+           "(2, '/ck', 6, 0.5, 'snip', 3, 1, 1, 3, 1e-4, 0.01, 0.02, '{}', 1000, 2);"
+           "INSERT INTO compare_rows (compare_id, position, method, achieved_fp4_fraction, train_loss_last, "
+           "val_loss_plan, val_loss_bf16, gap_train, gap_val_plan, gap_val_bf16, control, differs_from_snip, "
+           "train_curve) VALUES (2, 0, 'uniform-bf16', 0, 3.0, 3.1, 3.1, 0, 0, 0, 0, 0, x'');"
+           "INSERT INTO compare_replicates (compare_id, position, replicate, train_loss_last, val_loss_plan, "
+           "val_loss_bf16, train_curve) VALUES (2, 0, 1, 3.0, 3.1, 3.1, x''), (2, 0, 2, 3.0, 3.1, 3.1, x'');"
+           "PRAGMA application_id = 1397639504; PRAGMA user_version = 4;");
+  {
+    Store store(path);
+    EXPECT_EQ(store.schema_version(), 5);
+    const CompareRecord c = store.compare(2);
+    EXPECT_EQ(c.status, RunStatus::finished);
+    EXPECT_EQ(c.checkpoint_fingerprint, "");
+    ASSERT_EQ(c.rows.size(), 1u);
+    EXPECT_EQ(c.rows[0].replicates.size(), 2u);
+    EXPECT_EQ(store.list_compares()[0].status, RunStatus::finished);
+    EXPECT_THROW(store.claim_compare(2), Error);
+    const int64_t id = store.insert_compare(sample_compare(std::nullopt, 2));
+    EXPECT_EQ(store.compare(id).rows.size(), 2u);
+  }
+  EXPECT_EQ(raw_query_text(path, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(raw_query_text(path, "PRAGMA foreign_key_check"), "");
+}
+
+}  // namespace

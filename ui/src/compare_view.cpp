@@ -2,9 +2,7 @@
 // table of plans, runs and stored compare experiments, and compare experiments in the background.
 #include "compare_view.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
+#include <QCheckBox>
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDoubleSpinBox>
@@ -18,18 +16,17 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPixmap>
-#include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QStandardPaths>
 #include <QTableWidget>
+#include <QThread>
 #include <QVBoxLayout>
 #include <QtCharts/QChart>
 #include <QtCharts/QLegend>
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -47,7 +44,6 @@ namespace snip::ui {
 namespace {
 constexpr int kLastSteps = 50;         // METHOD.md 6: mean train loss over the last 50 steps
 constexpr int kRunCurvePoints = 2000;  // a stored run's curve, downsampled by the store
-constexpr int kExperimentNice = 10;    // the background experiment yields to everything interactive
 
 int num_blocks_of(const snip::Plan& plan) {
   int blocks = 0;
@@ -113,6 +109,12 @@ QString compare_label(const snip::CompareRecord& c) {
       .arg(c.run_id ? QObject::tr(" of run #%1").arg(*c.run_id) : QString())
       .arg(c.row_count ? c.row_count : qint64(c.rows.size()));
 }
+
+// A compare still training, cancelled (Resume continues it) or failed says so in the list.
+QString compare_status_suffix(const snip::CompareRecord& c) {
+  return c.status == snip::RunStatus::finished ? QString()
+                                               : QStringLiteral(" · ") + QString::fromLatin1(run_status_name(c.status));
+}
 }  // namespace
 
 CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
@@ -129,7 +131,8 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   pick_layout->addWidget(new QLabel(tr("Compare experiments:"), pick));
   pick_layout->addWidget(compare_list_, 1);
   // Compare experiment (METHOD.md 6): continue the checked run's newest checkpoint under every
-  // method's plan, in the background via `snip compare --db`, with progress.
+  // method's plan, K paired replicates each, on the worker thread through the library, with
+  // progress and Cancel (the compare stays interrupted) and Resume.
   auto* experiment = new QGroupBox(tr("New compare experiment"), pick);
   auto* ex_layout = new QVBoxLayout(experiment);
   auto* ex_row = new QHBoxLayout();
@@ -147,14 +150,33 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   ex_row->addWidget(new QLabel(tr("steps"), experiment));
   ex_row->addWidget(experiment_steps_);
   ex_layout->addLayout(ex_row);
+  auto* ex_row2 = new QHBoxLayout();
+  experiment_replicates_ = new QSpinBox(experiment);
+  experiment_replicates_->setRange(1, 100);
+  experiment_replicates_->setValue(snip::CompareOptions{}.replicates);
+  experiment_replicates_->setToolTip(
+      tr("Trainings per arm (K), paired by replicate: K ≥ 2 gives 95% intervals and verdicts against SNIP"));
+  experiment_oracle_ = new QCheckBox(tr("oracle arm"), experiment);
+  experiment_oracle_->setToolTip(
+      tr("Add an arm planned by the same ILP on the measured per-layer loss damage, and SNIP's regret to it"));
+  ex_row2->addWidget(new QLabel(tr("replicates"), experiment));
+  ex_row2->addWidget(experiment_replicates_);
+  ex_row2->addWidget(experiment_oracle_);
+  ex_layout->addLayout(ex_row2);
   auto* button_row = new QHBoxLayout();
   experiment_button_ = new QPushButton(tr("Run from the checked run"), experiment);
   experiment_button_->setToolTip(
-      tr("Continues the newest checkpoint of the checked run under SNIP and every baseline "
-         "plan at budget ρ, plus noise-floor controls; the table is stored in the database"));
+      tr("Continues the newest checkpoint of the checked run under SNIP and every baseline plan at budget ρ, "
+         "each K times; every finished training is stored at once"));
+  resume_button_ = new QPushButton(tr("Resume"), experiment);
+  resume_button_->setToolTip(
+      tr("Continues the checked compare experiment that was cancelled or interrupted: only the trainings it "
+         "has not stored are run"));
   cancel_button_ = new QPushButton(tr("Cancel"), experiment);
   cancel_button_->setEnabled(false);
+  cancel_button_->setToolTip(tr("Stops after the current step; the finished trainings are kept for Resume"));
   button_row->addWidget(experiment_button_, 1);
+  button_row->addWidget(resume_button_);
   button_row->addWidget(cancel_button_);
   ex_layout->addLayout(button_row);
   experiment_progress_ = new QProgressBar(experiment);
@@ -168,7 +190,30 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   ex_layout->addWidget(experiment_status_);
   pick_layout->addWidget(experiment);
   connect(experiment_button_, &QPushButton::clicked, this, &CompareView::launch_compare_experiment);
+  connect(resume_button_, &QPushButton::clicked, this, &CompareView::resume_compare_experiment);
   connect(cancel_button_, &QPushButton::clicked, this, &CompareView::cancel_compare_experiment);
+  experiment_thread_ = new QThread(this);
+  experiment_worker_ = new CompareWorker();
+  experiment_worker_->moveToThread(experiment_thread_);
+  connect(experiment_thread_, &QThread::finished, experiment_worker_, &QObject::deleteLater);
+  connect(this, &CompareView::start_worker, experiment_worker_, &CompareWorker::run, Qt::QueuedConnection);
+  connect(experiment_worker_, &CompareWorker::started, this, [this](qint64 id) {
+    experiment_status_->setText(tr("Compare experiment #%1: every finished training is stored").arg(id));
+    emit workbench_->data_changed();
+  });
+  connect(experiment_worker_, &CompareWorker::progress, this, [this](int done, int total, const QString& what) {
+    if (total <= 0) {  // the oracle's measurement: busy
+      experiment_progress_->setRange(0, 0);
+      experiment_progress_->setFormat(what);
+      return;
+    }
+    experiment_progress_->setRange(0, total);
+    experiment_progress_->setValue(done);
+    experiment_progress_->setFormat(tr("%v/%m trainings"));
+    experiment_status_->setText(tr("Trained: %1").arg(what));
+  });
+  connect(experiment_worker_, &CompareWorker::ended, this, &CompareView::experiment_ended);
+  experiment_thread_->start();
   pick->setMinimumWidth(230);
   pick->setMaximumWidth(330);
 
@@ -263,11 +308,11 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
 }
 
 CompareView::~CompareView() {
-  if (experiment_running()) {
-    experiment_->disconnect(this);  // no "ended" handling while the view goes away
-    experiment_->kill();
-    experiment_->waitForFinished(3000);
-  }
+  // A running compare stops after its current step and stays interrupted (resumable).
+  experiment_worker_->disconnect(this);  // no "ended" handling while the view goes away
+  experiment_worker_->request_stop();
+  experiment_thread_->quit();
+  experiment_thread_->wait();
 }
 
 void CompareView::on_data_changed() {
@@ -332,7 +377,7 @@ void CompareView::refresh_lists() {
         run_state_[r.id] = QStringLiteral("%1:%2").arg(int(r.status)).arg(r.last_step);
       }
       for (const snip::CompareRecord& c : store->list_compares())
-        add_item(compare_list_, compare_label(c), c.id, checked_compares.count(c.id));
+        add_item(compare_list_, compare_label(c) + compare_status_suffix(c), c.id, checked_compares.count(c.id));
     } catch (const std::exception& e) {
       workbench_->report(MessageLevel::error,
                          tr("Reading plans, runs and compare experiments failed: %1").arg(error_text(e)));
@@ -580,18 +625,8 @@ void CompareView::export_table_csv(const QString& path) const {
   snip::write_file_atomic(path.toStdString(), csv);
 }
 
-QString CompareView::snip_executable() {
-  const QString beside = QCoreApplication::applicationDirPath() + QStringLiteral("/snip");
-  if (QFileInfo(beside).isExecutable()) return beside;
-  for (const char* rel : {"/../app/snip", "/../../app/snip"}) {  // build tree: ui/ or tests/gui/
-    const QString build_tree = QCoreApplication::applicationDirPath() + QString::fromLatin1(rel);
-    if (QFileInfo(build_tree).isExecutable()) return QFileInfo(build_tree).canonicalFilePath();
-  }
-  return QStandardPaths::findExecutable(QStringLiteral("snip"));
-}
-
 bool CompareView::experiment_running() const {
-  return experiment_ && experiment_->state() != QProcess::NotRunning;
+  return experiment_in_flight_;
 }
 
 bool CompareView::wait_for_experiment(int timeout_ms) {
@@ -604,8 +639,8 @@ bool CompareView::wait_for_experiment(int timeout_ms) {
 
 void CompareView::cancel_compare_experiment() {
   if (!experiment_running()) return;
-  experiment_cancelled_ = true;
-  experiment_->kill();  // the table is stored in one transaction at the end: nothing half-written
+  experiment_worker_->request_stop();  // after the current step; the finished trainings stay stored
+  experiment_status_->setText(tr("Cancelling after the current step…"));
 }
 
 void CompareView::launch_compare_experiment() {
@@ -638,92 +673,86 @@ void CompareView::launch_compare_experiment() {
               .toStdString());
     if (!checkpoint)
       throw snip::Error("check a run that has a checkpoint (runs save one when they finish or are stopped)");
-    const QString snip = snip_executable();
-    if (snip.isEmpty())
-      throw snip::Error("the `snip` command-line tool was not found beside snip-workbench or on PATH");
-    delete experiment_;
-    experiment_ = new QProcess(this);
-    experiment_stdout_.clear();
-    experiment_stderr_.clear();
-    experiment_cancelled_ = false;
-    // Its own session (the scheduler's autogroup) and a high nice value: the experiment takes the
-    // cores the workbench and the user's other programs leave, never the UI's.
-    experiment_->setChildProcessModifier([] {
-      setsid();
-      setpriority(PRIO_PROCESS, 0, kExperimentNice);
-    });
-    experiment_progress_->setRange(0, 0);  // busy until the first progress line
-    experiment_progress_->setFormat(tr("collecting statistics…"));
     experiment_status_->setText(
         tr("From %1 (step %2)").arg(QString::fromStdString(checkpoint->path)).arg(checkpoint->step));
-    connect(experiment_, &QProcess::readyReadStandardOutput, this,
-            [this] { experiment_stdout_ += QString::fromUtf8(experiment_->readAllStandardOutput()); });
-    connect(experiment_, &QProcess::readyReadStandardError, this, [this] {
-      // Progress lines: "\r[done/total] method"; anything else is kept for the error message.
-      static const QRegularExpression re(QStringLiteral("\\[(\\d+)/(\\d+)\\]\\s*([^\\r\\n]*)"));
-      const QString text = QString::fromUtf8(experiment_->readAllStandardError());
-      QRegularExpressionMatchIterator it = re.globalMatch(text);
-      while (it.hasNext()) {
-        const QRegularExpressionMatch m = it.next();
-        experiment_progress_->setRange(0, m.captured(2).toInt());
-        experiment_progress_->setValue(m.captured(1).toInt());
-        experiment_progress_->setFormat(tr("%v/%m arms"));
-        experiment_status_->setText(tr("Trained: %1").arg(m.captured(3).trimmed()));
-      }
-      for (const QString& line : text.split(QRegularExpression(QStringLiteral("[\\r\\n]")), Qt::SkipEmptyParts))
-        if (!re.match(line).hasMatch() && !line.trimmed().isEmpty()) experiment_stderr_ += line.trimmed() + '\n';
-    });
-    connect(experiment_, &QProcess::finished, this,
-            [this](int code, QProcess::ExitStatus status) { experiment_ended(code, status != QProcess::NormalExit); });
-    connect(experiment_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-      if (error == QProcess::FailedToStart) {
-        experiment_stderr_ += experiment_->errorString();
-        experiment_ended(-1, true);
-      }
-    });
-    experiment_button_->setEnabled(false);
-    cancel_button_->setEnabled(true);
-    experiment_->start(
-        snip, {QStringLiteral("compare"), QStringLiteral("--checkpoint"), QString::fromStdString(checkpoint->path),
-               QStringLiteral("--budget"), QString::number(experiment_budget_->value()), QStringLiteral("--steps"),
-               QString::number(experiment_steps_->value()), QStringLiteral("--db"), workbench_->database_path()});
+    start_experiment(QString::fromStdString(checkpoint->path), 0);
   } catch (const std::exception& e) {
     workbench_->report(MessageLevel::error, tr("Cannot start the compare experiment: %1").arg(error_text(e)));
   }
 }
 
-void CompareView::experiment_ended(int exit_code, bool crashed) {
-  experiment_stdout_ += QString::fromUtf8(experiment_->readAllStandardOutput());
+void CompareView::resume_compare_experiment() {
+  if (experiment_running()) {
+    workbench_->report(MessageLevel::warning, tr("A compare experiment is already running"));
+    return;
+  }
+  snip::Store* store = workbench_->store();
+  try {
+    if (!store) throw snip::Error("no database is open: use File › Open database…");
+    std::optional<int64_t> id;
+    for (int64_t c : checked(compare_list_))
+      if (store->compare(c).status != snip::RunStatus::finished) id = c;
+    if (!id) throw snip::Error("check a compare experiment that was cancelled or interrupted to resume it");
+    experiment_status_->setText(tr("Resuming compare experiment #%1").arg(*id));
+    start_experiment(QString(), qint64(*id));
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error, tr("Cannot resume the compare experiment: %1").arg(error_text(e)));
+  }
+}
+
+void CompareView::start_experiment(const QString& checkpoint, qint64 resume_id) {
+  CompareRequest request;
+  request.db_path = workbench_->database_path();
+  request.checkpoint = checkpoint;
+  request.resume_id = resume_id;
+  request.options.budget = experiment_budget_->value();
+  request.options.steps = experiment_steps_->value();
+  request.options.replicates = experiment_replicates_->value();
+  request.options.oracle = experiment_oracle_->isChecked();
+  request.options.jobs = snip::default_compare_jobs();
+  request.stop_after_trainings = stop_after_trainings_;
+  experiment_worker_->prepare();
+  experiment_in_flight_ = true;
+  experiment_button_->setEnabled(false);
+  resume_button_->setEnabled(false);
+  cancel_button_->setEnabled(true);
+  experiment_progress_->setRange(0, 0);  // busy until the first training ends
+  experiment_progress_->setFormat(tr("collecting statistics…"));
+  emit start_worker(request);
+}
+
+void CompareView::experiment_ended(qint64 compare_id, const QString& status, const QString& message) {
+  experiment_in_flight_ = false;
   experiment_button_->setEnabled(true);
+  resume_button_->setEnabled(true);
   cancel_button_->setEnabled(false);
   experiment_progress_->setRange(0, 1);
-  static const QRegularExpression stored(QStringLiteral("stored compare (\\d+)"));
-  const QRegularExpressionMatch m = stored.match(experiment_stdout_);
-  const int64_t id = !crashed && exit_code == 0 && m.hasMatch() ? m.captured(1).toLongLong() : 0;
-  experiment_progress_->setValue(id ? 1 : 0);
-  if (id) {
+  const bool finished = status == QLatin1String("finished");
+  experiment_progress_->setValue(finished ? 1 : 0);
+  refresh_lists();
+  if (finished) {
     experiment_progress_->setFormat(tr("done"));
-    experiment_status_->setText(tr("Stored as compare experiment #%1").arg(id));
+    experiment_status_->setText(tr("Stored as compare experiment #%1").arg(compare_id));
     workbench_->report(MessageLevel::info,
-                       tr("Compare experiment #%1 finished; its table is shown in the Compare view").arg(id));
-    refresh_lists();
+                       tr("Compare experiment #%1 finished; its table is shown in the Compare view").arg(compare_id));
     // Show the new experiment with the run it started from.
     std::vector<int64_t> compares = checked(compare_list_), runs = checked(run_list_);
-    compares.push_back(id);
+    if (std::find(compares.begin(), compares.end(), int64_t(compare_id)) == compares.end())
+      compares.push_back(compare_id);
     select(checked(plan_list_), runs, compares);
-  } else if (experiment_cancelled_) {
+  } else if (status == QLatin1String("interrupted")) {
+    rebuild();  // a checked compare shows the trainings stored so far
     experiment_progress_->setFormat(tr("cancelled"));
-    experiment_status_->setText(tr("Cancelled; nothing was stored"));
-    workbench_->report(MessageLevel::warning, tr("Compare experiment cancelled; nothing was stored"));
+    experiment_status_->setText(message);
+    workbench_->report(MessageLevel::warning, tr("Compare experiment cancelled: %1").arg(message));
   } else {
     experiment_progress_->setFormat(tr("failed"));
-    const QString why = experiment_stderr_.trimmed().right(500);
-    experiment_status_->setText(why);
-    workbench_->report(MessageLevel::error, tr("Compare experiment failed (%1): %2")
-                                                .arg(crashed ? tr("crashed") : tr("exit %1").arg(exit_code))
-                                                .arg(why.isEmpty() ? tr("no message") : why));
+    experiment_status_->setText(message);
+    workbench_->report(
+        MessageLevel::error,
+        tr("Compare experiment failed: %1").arg(message.isEmpty() ? tr("no message") : message.right(500)));
   }
-  emit experiment_finished(qint64(id));
+  emit experiment_finished(finished ? compare_id : 0);
   emit workbench_->data_changed();
 }
 

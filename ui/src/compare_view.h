@@ -4,18 +4,22 @@
 // achieved FP4 fraction, train loss over the last 50 steps, validation loss, gaps to BF16,
 // whether an arm differs from SNIP beyond the noise floor) that exports as CSV. Compare
 // experiments (METHOD.md section 6: continue a run's checkpoint under every method's plan) are
-// launched from here as a background `snip compare --db` process with progress; it stores the
-// table through the store's API and the view shows it when it ends.
+// launched from here through the library on a worker thread (CompareWorker: the recorder `snip
+// compare` uses, so each finished training is stored at once) with progress and Cancel; a
+// cancelled compare stays interrupted and Resume continues it.
 #pragma once
 #include <QWidget>
 #include <map>
 #include <vector>
 
+#include "compare_worker.h"
+
+class QCheckBox;
 class QDoubleSpinBox;
 class QHBoxLayout;
 class QLabel;
 class QListWidget;
-class QProcess;
+class QThread;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
@@ -23,6 +27,7 @@ class QTableWidget;
 
 namespace snip::ui {
 
+class CompareWorker;
 class CurveChart;
 class PlanGrid;
 class Workbench;
@@ -57,24 +62,33 @@ class CompareView : public QWidget {
   QListWidget* compare_list() const { return compare_list_; }
   QDoubleSpinBox* experiment_budget_spin() const { return experiment_budget_; }
   QSpinBox* experiment_steps_spin() const { return experiment_steps_; }
+  QSpinBox* experiment_replicates_spin() const { return experiment_replicates_; }
+  QCheckBox* experiment_oracle_check() const { return experiment_oracle_; }
   QProgressBar* experiment_progress() const { return experiment_progress_; }
   // The table as CSV in the order shown (sorted or not); numbers at full precision. Throws
   // snip::Error when the file cannot be written.
   void export_table_csv(const QString& path) const;
-  // The `snip` command-line tool next to this executable (build tree) or on PATH; empty if none.
-  static QString snip_executable();
-  // Starts `snip compare --db <this database>` in the background on the newest existing
-  // checkpoint of the first checked run; progress in the view, the stored result is checked
-  // and shown when it ends.
+  // Starts a compare experiment on the worker thread on the newest existing checkpoint of the
+  // first checked run, stored in this database as it runs; progress in the view, the stored
+  // result is shown when it ends.
   void launch_compare_experiment();
+  // Continues the first checked compare experiment that is interrupted (or failed) with its
+  // stored options: only the trainings it has not stored are run.
+  void resume_compare_experiment();
+  // Stops after the current training step; the compare stays interrupted, resumable.
   void cancel_compare_experiment();
   bool experiment_running() const;
+  // Stops the next launched or resumed compare as if Cancel were pressed once this many
+  // trainings have finished (0: never; tests and scripts stop at a known point this way).
+  void set_stop_after_trainings(int n) { stop_after_trainings_ = n; }
   // Blocks until the running experiment ends (tests); returns false on timeout.
   bool wait_for_experiment(int timeout_ms);
 
  signals:
   // A launched experiment ended: its stored id (0 when it failed or was cancelled).
   void experiment_finished(qint64 compare_id);
+  // Queued to the worker thread.
+  void start_worker(const snip::ui::CompareRequest& request);
 
  public slots:
   void refresh_lists();
@@ -85,7 +99,8 @@ class CompareView : public QWidget {
 
  private:
   void on_data_changed();
-  void experiment_ended(int exit_code, bool crashed);
+  void start_experiment(const QString& checkpoint, qint64 resume_id);
+  void experiment_ended(qint64 compare_id, const QString& status, const QString& message);
   std::vector<int64_t> checked(QListWidget* list) const;
 
   Workbench* workbench_;
@@ -101,13 +116,17 @@ class CompareView : public QWidget {
   QLabel* table_note_ = nullptr;
   QDoubleSpinBox* experiment_budget_ = nullptr;
   QSpinBox* experiment_steps_ = nullptr;
+  QSpinBox* experiment_replicates_ = nullptr;
+  QCheckBox* experiment_oracle_ = nullptr;
   QPushButton* experiment_button_ = nullptr;
+  QPushButton* resume_button_ = nullptr;
   QPushButton* cancel_button_ = nullptr;
   QProgressBar* experiment_progress_ = nullptr;
   QLabel* experiment_status_ = nullptr;
-  QProcess* experiment_ = nullptr;
-  QString experiment_stdout_, experiment_stderr_;
-  bool experiment_cancelled_ = false;
+  QThread* experiment_thread_ = nullptr;
+  CompareWorker* experiment_worker_ = nullptr;
+  bool experiment_in_flight_ = false;  // from launch until the worker's ended signal
+  int stop_after_trainings_ = 0;
   // What the shown table was built from; a data change that leaves it equal skips the rebuild
   // (the 1.5 s poll during training must not re-read every checked run).
   QString built_from_;

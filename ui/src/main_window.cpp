@@ -648,8 +648,9 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     const bool stop = confirm_close_
                           ? confirm_close_()
                           : QMessageBox::question(this, tr("A compare experiment is running"),
-                                                  tr("Quitting stops the compare experiment; its table is not "
-                                                     "stored. Quit?")) == QMessageBox::Yes;
+                                                  tr("Quitting stops the compare experiment after its current "
+                                                     "step; its finished trainings are kept and Resume in the "
+                                                     "Compare view continues it. Quit?")) == QMessageBox::Yes;
     if (!stop) {
       event->ignore();
       return;

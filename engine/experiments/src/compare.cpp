@@ -2,11 +2,16 @@
 #include "snip/compare.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <thread>
 
+#include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
@@ -132,7 +137,146 @@ PlanResult oracle_plan(const std::string& dir, const std::string& recipe, const 
   return p;
 }
 
+// One (arm, replicate) training to do: row index, replicate (from 1).
+struct Job {
+  size_t row = 0;
+  int replicate = 0;
+};
+
+// A finished job, handed from a job thread to the thread that runs the compare.
+struct JobDone {
+  Job job;
+  CompareReplicate result;
+  std::exception_ptr error;
+};
+
+// Runs `jobs` on `threads` threads (each pulls the next job in order) and hands every finished
+// one to `done` on the calling thread, in the order they finish. A job that throws stops the
+// others after their current step; the finished ones are still handed over, then the first
+// error that is not a CompareStopped (else the CompareStopped) is rethrown.
+void run_jobs(const std::vector<Job>& jobs, int threads, const std::function<bool()>& stop_requested,
+              const std::function<CompareReplicate(const Job&, const std::function<bool()>&)>& train,
+              const std::function<void(const JobDone&)>& done) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> abort{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<JobDone> finished;
+  int running = threads;
+  const std::function<bool()> stop = [&] { return abort.load() || (stop_requested && stop_requested()); };
+  auto worker = [&] {
+    while (!abort.load()) {
+      const size_t i = next.fetch_add(1);
+      if (i >= jobs.size()) break;
+      JobDone d;
+      d.job = jobs[i];
+      try {
+        d.result = train(d.job, stop);
+      } catch (...) {
+        d.error = std::current_exception();
+        abort.store(true);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      finished.push_back(std::move(d));
+      cv.notify_one();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    --running;
+    cv.notify_one();
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  std::exception_ptr first_error, stopped;
+  for (;;) {
+    std::vector<JobDone> batch;
+    bool last = false;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !finished.empty() || running == 0; });
+      batch.swap(finished);
+      last = running == 0;
+    }
+    for (const JobDone& d : batch) {
+      if (!d.error) {
+        try {
+          done(d);
+        } catch (...) {
+          if (!first_error) first_error = std::current_exception();
+          abort.store(true);
+        }
+        continue;
+      }
+      try {
+        std::rethrow_exception(d.error);
+      } catch (const CompareStopped&) {
+        if (!stopped) stopped = d.error;
+      } catch (...) {
+        if (!first_error) first_error = d.error;
+      }
+    }
+    if (last) break;
+  }
+  for (std::thread& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+  if (stopped) std::rethrow_exception(stopped);
+  if (stop_requested && stop_requested() && next.load() < jobs.size()) throw CompareStopped();
+}
+
+// Trains every arm's replicates that `hooks.stored` does not have, on o.jobs threads; rows with
+// an earlier row's plan are skipped (they copy its replicates). Replicate-major: with one job,
+// an interrupted compare has whole replicates.
+void train_arms(const std::string& dir, const CompareOptions& o, CompareReport& rep, const CompareHooks& hooks) {
+  std::vector<Job> todo;
+  int total = 0, done = 0;
+  for (CompareRow& row : rep.rows) row.replicates.assign(size_t(o.replicates), CompareReplicate{});
+  for (int r = 1; r <= o.replicates; ++r)
+    for (size_t i = 0; i < rep.rows.size(); ++i) {
+      CompareRow& row = rep.rows[i];
+      if (!row.same_plan_as.empty()) continue;
+      ++total;
+      std::optional<CompareReplicate> kept = hooks.stored ? hooks.stored(row, r) : std::nullopt;
+      if (kept) {
+        row.replicates[size_t(r - 1)] = std::move(*kept);
+        ++done;
+      } else {
+        todo.push_back({i, r});
+      }
+    }
+  const CompareProgress& progress = hooks.progress;
+  auto label = [&](const Job& j) {
+    return rep.rows[j.row].method + " (replicate " + std::to_string(j.replicate) + "/" + std::to_string(o.replicates) +
+           ")";
+  };
+  if (progress && done > 0) progress(done, total, "kept from the stored compare");
+  // OpenBLAS's thread count is process-wide and FP32 GEMM bits may depend on it: one thread for
+  // every job count, so --jobs never changes a result.
+  BlasSingleThreaded single_threaded_blas;
+  auto train = [&](const Job& j, const std::function<bool()>& stop) {
+    return train_plan(dir, rep.start_step, rep.rows[j.row].plan, o, rep.recipe, j.replicate, stop);
+  };
+  auto finished = [&](const JobDone& d) {
+    CompareRow& row = rep.rows[d.job.row];
+    row.replicates[size_t(d.job.replicate - 1)] = d.result;
+    if (hooks.on_replicate) hooks.on_replicate(row, d.job.replicate, d.result);
+    if (progress) progress(++done, total, label(d.job));
+  };
+  const int threads = std::max(1, std::min<int>(o.jobs, int(todo.size())));
+  if (threads <= 1) {  // on this thread, like every compare before --jobs
+    for (const Job& j : todo) {
+      if (hooks.stop_requested && hooks.stop_requested()) throw CompareStopped();
+      JobDone d{j, train(j, hooks.stop_requested), nullptr};
+      finished(d);
+    }
+  } else {
+    run_jobs(todo, threads, hooks.stop_requested, train, finished);
+  }
+}
+
 }  // namespace
+
+int default_compare_jobs() {
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
 
 CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like) {
   CostTable t = like;
@@ -164,6 +308,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
     throw Error("compare: --replicates must be at least 1 (3 or more give 95% intervals; 1 gives no interval)");
   if (!(o.budget >= 0 && o.budget <= 1)) throw Error("compare: --budget must be in [0, 1]");
   if (o.oracle && o.oracle_batches < 1) throw Error("compare: --oracle-batches must be at least 1");
+  if (o.jobs < 1) throw Error("compare: --jobs must be at least 1");
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
   CompareReport rep;
   rep.start_step = t0->step_count();
@@ -230,27 +375,8 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
     rep.oracle_row = rep.rows.size() - 1;
   }
 
-  // Replicate-major: an interrupted compare has whole replicates. Rows with an earlier row's
-  // plan copy its replicates (the same plan from the same replicate start trains the same model).
-  int distinct = 0;
-  for (const CompareRow& row : rep.rows) distinct += row.same_plan_as.empty();
-  const int total = distinct * o.replicates;
-  int done = 0;
-  for (int r = 1; r <= o.replicates; ++r)
-    for (CompareRow& row : rep.rows) {
-      if (!row.same_plan_as.empty()) continue;
-      if (hooks.stop_requested && hooks.stop_requested()) throw CompareStopped();
-      std::optional<CompareReplicate> kept = hooks.stored ? hooks.stored(row, r) : std::nullopt;
-      if (kept) {
-        row.replicates.push_back(std::move(*kept));
-      } else {
-        row.replicates.push_back(train_plan(dir, rep.start_step, row.plan, o, rep.recipe, r, hooks.stop_requested));
-        if (hooks.on_replicate) hooks.on_replicate(row, r, row.replicates.back());
-      }
-      if (progress)
-        progress(++done, total,
-                 row.method + " (replicate " + std::to_string(r) + "/" + std::to_string(o.replicates) + ")");
-    }
+  if (hooks.planned) hooks.planned(rep);
+  train_arms(dir, o, rep, hooks);
   for (CompareRow& row : rep.rows)
     if (!row.same_plan_as.empty())
       for (const CompareRow& prev : rep.rows)

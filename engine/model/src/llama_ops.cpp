@@ -14,6 +14,7 @@
 
 #include "fast_math.h"
 #include "gemm.h"
+#include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/parallel.h"
 #include "snip/thread_pool.h"
@@ -248,40 +249,6 @@ void exp_shifted(double* p, int64_t n, double mx) {
   for (int64_t u = 0; u < n; ++u) p[u] = std::exp(p[u] - mx);
 }
 
-// OpenBLAS single-threaded while any attention loop runs on the pool (nested and concurrent
-// loops counted), restored after the last one. A GEMM another thread starts meanwhile (a
-// second model in the process) still computes the same result, only on one thread.
-class BlasSingleThreaded {
- public:
-  BlasSingleThreaded() {
-    std::lock_guard<std::mutex> lock(mu());
-    if (depth()++ == 0) {
-      saved() = openblas_get_num_threads();
-      openblas_set_num_threads(1);
-    }
-  }
-  ~BlasSingleThreaded() {
-    std::lock_guard<std::mutex> lock(mu());
-    if (--depth() == 0) openblas_set_num_threads(saved());
-  }
-  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
-  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
-
- private:
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static int& depth() {
-    static int d = 0;
-    return d;
-  }
-  static int& saved() {
-    static int n = 1;
-    return n;
-  }
-};
-
 // Runs task(b, kh) for every (batch, kv head) group: on the pool with single-threaded BLAS when
 // the pool has several threads, else in order on this thread with BLAS's own threading.
 template <class F>
@@ -291,6 +258,8 @@ void for_each_group(int B, int KVH, const F& task) {
     for (int i = 0; i < n; ++i) task(i / KVH, i % KVH);
     return;
   }
+  // OpenBLAS single-threaded while any attention loop runs on the pool (nested and concurrent
+  // loops counted; snip/blas_threads.h).
   BlasSingleThreaded single;
   pool_run(n, [&](int i) { task(i / KVH, i % KVH); });
 }

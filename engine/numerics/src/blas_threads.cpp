@@ -3,9 +3,11 @@
 // BLAS without them (another OpenBLAS version, a reference BLAS) is simply left as it is.
 #include "snip/blas_threads.h"
 
+#include <cblas.h>
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <mutex>
 
 namespace snip {
 namespace {
@@ -14,6 +16,10 @@ constexpr const char* kTimeoutVar = "OPENBLAS_THREAD_TIMEOUT";
 constexpr const char* kShortTimeout = "4";  // OpenBLAS clamps the exponent to [4, 30]
 
 bool g_set_by_snip = false;
+
+std::mutex g_single_mutex;
+int g_single_depth = 0;   // live BlasSingleThreaded instances
+int g_saved_threads = 1;  // OpenBLAS's thread count before the first of them
 
 std::string setup() {
   if (const char* user = std::getenv(kTimeoutVar); user && *user)
@@ -39,6 +45,19 @@ std::string setup() {
 std::string blas_thread_setup() {
   static const std::string done = setup();
   return done;
+}
+
+BlasSingleThreaded::BlasSingleThreaded() {
+  std::lock_guard<std::mutex> lock(g_single_mutex);
+  if (g_single_depth++ == 0) {
+    g_saved_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+  }
+}
+
+BlasSingleThreaded::~BlasSingleThreaded() {
+  std::lock_guard<std::mutex> lock(g_single_mutex);
+  if (--g_single_depth == 0) openblas_set_num_threads(g_saved_threads);
 }
 
 bool blas_thread_timeout_set_by_snip() {

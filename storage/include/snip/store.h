@@ -46,7 +46,7 @@ struct StoreOptions {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 4;  // PRAGMA user_version of a current database
+  static constexpr int kSchemaVersion = 5;  // PRAGMA user_version of a current database
 
   // Opens (or creates) the database and migrates an older schema forward. Throws snip::Error,
   // without modifying the file, for: a file that is not a SQLite database, a truncated
@@ -144,9 +144,28 @@ class Store {
   int64_t insert_compare(const CompareRecord& compare);
   // Newest first, without rows (row_count says how many); only those of run_id when given.
   std::vector<CompareRecord> list_compares(std::optional<int64_t> run_id = std::nullopt) const;
-  std::vector<CompareRowRecord> compare_rows(int64_t compare_id) const;  // report order; throws when missing
-  CompareRecord compare(int64_t compare_id) const;                       // with rows; throws when missing
-  void delete_compare(int64_t compare_id);                               // with its rows (plans stay)
+  // Report order; throws when missing. The replicates of an unfinished compare's arm are those
+  // stored before its first missing one (compare_replicates has them all).
+  std::vector<CompareRowRecord> compare_rows(int64_t compare_id) const;
+  CompareRecord compare(int64_t compare_id) const;  // with rows; throws when missing
+  void delete_compare(int64_t compare_id);          // with its rows (plans stay)
+  // A compare that survives interruption (CompareRecorder, session/): insert_compare with status
+  // `running` makes this process its owner. Replaces the compare's header fields and rows
+  // (with their replicates) by `compare`'s, keeping its id, status and owner:
+  void update_compare(const CompareRecord& compare);
+  // Stores one finished training of row `position` (replicate counts from 1), replacing an
+  // earlier one, and records that the owner is alive.
+  void add_compare_replicate(int64_t compare_id, int64_t position, int64_t replicate,
+                             const CompareReplicateRecord& result);
+  // Every stored training of the compare, by (position, replicate).
+  std::vector<StoredCompareReplicate> compare_replicates(int64_t compare_id) const;
+  // Terminal statuses end the ownership; `message` says why it failed or stopped.
+  void set_compare_status(int64_t compare_id, RunStatus status, const std::string& message = "");
+  // Continuing a compare: `running` again, owned by this process. Throws snip::Error when it is
+  // missing, already finished, or a live process still owns it.
+  void claim_compare(int64_t compare_id);
+  // Marks `running` compares whose owning process is gone as `interrupted`; returns how many.
+  int mark_dead_compares_interrupted();
 
   // Groups several write calls into one transaction (nested calls join it). Commits when
   // commit() is called; rolls back when destroyed uncommitted (e.g. by an exception).

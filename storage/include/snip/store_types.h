@@ -186,6 +186,14 @@ struct CompareRowRecord {
   bool operator==(const CompareRowRecord&) const = default;
 };
 
+// One stored training of a compare arm: row `position`, replicate r (from 1). A compare that
+// is still running or was interrupted may have some replicates of an arm and not others.
+struct StoredCompareReplicate {
+  int64_t position = 0;
+  int64_t replicate = 0;
+  CompareReplicateRecord result;
+};
+
 // One `snip compare` experiment: the common setup, the noise floor and (from Store::compare or
 // Store::compare_rows) its rows in report order.
 struct CompareRecord {
@@ -203,7 +211,12 @@ struct CompareRecord {
   double control_rel = 0.0;  // relative weight perturbation of the controls
   double noise_floor_train = 0.0;
   double noise_floor_val = 0.0;
-  int64_t replicates = 1;                             // K: trainings per arm (1 for compares before version 4)
+  int64_t replicates = 1;  // K: trainings per arm (1 for compares before version 4)
+  // Since version 5: `running` while a process trains it, `interrupted` when stopped (resumable
+  // with `snip compare --resume ID`), `failed`, or `finished` (every compare stored before).
+  RunStatus status = RunStatus::finished;
+  std::string status_message;          // why it failed or stopped
+  std::string checkpoint_fingerprint;  // of the checkpoint's files, checked on resume ("" before version 5)
   nlohmann::json options = nlohmann::json::object();  // anything else (seeds, λ list, ...)
   int64_t created_ms = 0;                             // set by the store
   int64_t row_count = 0;                              // set by the store (list_compares leaves rows empty)

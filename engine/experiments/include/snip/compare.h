@@ -42,7 +42,15 @@ struct CompareOptions {
   // default that keeps a tiny/small oracle under a few minutes.
   bool oracle = false;
   int oracle_batches = 32;
+  // Independent (arm, replicate) trainings run at once, each on its own thread. Never changes a
+  // result: while a compare trains, OpenBLAS runs single-threaded (snip/blas_threads.h) whatever
+  // `jobs` is, and every training owns its model, optimizer and data loader.
+  int jobs = 1;
 };
+
+// What the cores allow: one job per hardware thread (each job's GEMMs run on one thread), at
+// least 1.
+int default_compare_jobs();
 
 // One training of one arm.
 struct CompareReplicate {
@@ -102,15 +110,20 @@ class CompareStopped : public Error {
   CompareStopped() : Error("compare: stopped before every arm was trained") {}
 };
 
-// Hooks into a running comparison, all optional, all called on the thread that runs it.
+// Hooks into a running comparison, all optional, all called on the thread that runs it except
+// stop_requested, which the job threads also poll (so it must be thread-safe: an atomic flag).
 struct CompareHooks {
   CompareProgress progress;
   // Polled before every training step (and between trainings): true stops the comparison,
   // which throws CompareStopped. A GUI's cancel button or a CLI's SIGINT flag.
   std::function<bool()> stop_requested;
-  // One (row, replicate) training finished, in the order they finish (replicate-major: every
-  // arm's replicate 1, then every arm's replicate 2, ...): a store keeps it so that an
-  // interrupted compare can resume. `replicate` counts from 1.
+  // Every plan is made (report.rows hold the plans, no replicates yet) and training begins: a
+  // store records the arms so that each finished training can be stored as it comes.
+  std::function<void(const CompareReport& planned)> planned;
+  // One (row, replicate) training finished, in the order they finish (replicate-major with one
+  // job: every arm's replicate 1, then every arm's replicate 2, ...): a store keeps it so that
+  // an interrupted compare can resume. `replicate` counts from 1. With several jobs, trainings
+  // that finished before a stop or an error are still reported before run_compare throws.
   std::function<void(const CompareRow& row, int replicate, const CompareReplicate& result)> on_replicate;
   // For a resumed compare: the stored result of (row, replicate), which is then not trained
   // again (and not reported through on_replicate); nullopt trains it.

@@ -16,6 +16,19 @@ namespace snip {
 // snip)", "OPENBLAS_THREAD_TIMEOUT=28 (from the environment)" or "left as is: ...".
 std::string blas_thread_setup();
 
+// OpenBLAS single-threaded while any instance lives (nested and concurrent instances counted; the
+// thread count is restored after the last one). OpenBLAS's thread count is process-wide, so
+// every part of snip that needs it pinned goes through this one counter: the attention loops on
+// the pool (a GEMM another thread starts meanwhile still computes, on one thread), and a compare
+// whose parallel trainings must give the bits of a serial one.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded();
+  ~BlasSingleThreaded();
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+};
+
 // True when snip set OPENBLAS_THREAD_TIMEOUT in this process's environment (it was not set
 // before): child processes that should see the user's environment unset it.
 bool blas_thread_timeout_set_by_snip();
