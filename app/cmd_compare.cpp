@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "command.h"
 #include "compare_table.h"
@@ -29,6 +30,8 @@ struct CompareCliOptions {
   int seeds = 2, cooldown = 20, eval_batches = 8, replicates = 3;
   bool json = false, no_db = false, oracle = false;
   int oracle_batches = 32;
+  std::vector<double> lambdas = snip::CompareOptions{}.lambdas;
+  std::vector<std::string> baselines;
 };
 
 // The stored run one of whose checkpoints is this directory, if any (newest run first).
@@ -68,6 +71,7 @@ int64_t store_report(snip::Store& store, const CompareCliOptions& o, const snip:
   c.noise_floor_val = rep.noise_floor_val;
   c.options = {{"random_seeds", co.random_seeds},
                {"lambdas", co.lambdas},
+               {"baselines", co.baselines},
                {"snip_reference", rep.rows[rep.snip_row].method},
                {"replicate_rel", co.replicate_rel}};
   if (co.oracle) c.options["oracle_batches"] = co.oracle_batches;
@@ -111,6 +115,8 @@ void run_compare_cmd(const CompareCliOptions& o) {
   co.steps = o.steps;
   co.recipe = o.recipe;
   co.random_seeds = o.seeds;
+  co.lambdas = o.lambdas;
+  co.baselines = o.baselines;
   co.cooldown_steps = o.cooldown;
   co.eval_batches = o.eval_batches;
   co.replicates = o.replicates;
@@ -170,8 +176,9 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--budget", opts->budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--steps", opts->steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--recipe", opts->recipe,
-                  "Scaling recipe: snip (tiles), mx (E8M0 1x32), nvfp4 or tensor (per-tensor, harsh); default: "
-                  "the run's");
+                  "Scaling recipe: snip (tiles), mx (E8M0 1x32), nvfp4, tensor (per-tensor, harsh), or a granularity "
+                  "between them: block:N (FP32 scale per 1xN block along the reduction), block:row, channel; "
+                  "append :sr for stochastic rounding of FP4 gradients; default: the run's");
   cmd->add_option("--replicates", opts->replicates,
                   "Trainings per arm (K): replicate r of every arm starts from the checkpoint's weights perturbed "
                   "by a relative 1e-4 (seed r) with its own stochastic-rounding seed, so arms are paired by r; "
@@ -183,6 +190,16 @@ void setup_compare(CLI::App& app) {
                   "Validation batches the oracle's measured damage is averaged over (default 32: one batch's "
                   "damage is dominated by a first-order term whose sign varies by batch; n batches shrink it "
                   "by sqrt(n))");
+  cmd->add_option("--lambdas", opts->lambdas,
+                  "SNIP's quality weights lambda, one arm each, comma-separated (default 0,0.1,0.3,1); the "
+                  "reference every verdict is against is lambda 0.1 when listed, else the first")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--baselines", opts->baselines,
+                  "Baseline arms to train, comma-separated, from random, min-err, min-rel-err, hawq, e-layer-type, "
+                  "e-layer-id, uniform-fp8, uniform-fp4 (default: all); uniform-bf16 and SNIP always run")
+      ->delimiter(',');
   cmd->add_option("--seeds", opts->seeds, "Seeds of the random baseline")->check(CLI::Range(0, 100));
   cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")
       ->check(CLI::Range(0, 100000));

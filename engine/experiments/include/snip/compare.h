@@ -41,7 +41,14 @@ struct CompareOptions {
   // default that keeps a tiny/small oracle under a few minutes.
   bool oracle = false;
   int oracle_batches = 32;
+  // The baseline arms to train (compare_baseline_names(); "random" means every random seed);
+  // empty: all. uniform-bf16 (the zero of the gaps) and the SNIP arms always run. Fewer arms
+  // buy more replicates on a small machine.
+  std::vector<std::string> baselines;
 };
+
+// Every baseline family run_compare knows, in report order.
+const std::vector<std::string>& compare_baseline_names();
 
 // One training of one arm.
 struct CompareReplicate {
