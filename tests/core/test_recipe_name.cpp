@@ -5,6 +5,7 @@
 #include <string>
 
 #include "snip/error.h"
+#include "snip/plan.h"
 #include "snip/recipe_name.h"
 
 namespace snip {
@@ -71,6 +72,23 @@ TEST(RecipeName, BadNamesSayWhatIsWrong) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
+  }
+}
+
+// A plan file's "recipe" goes through the same grammar: granularity names are kept canonically,
+// bad ones are refused with the accepted forms.
+TEST(RecipeName, PlanFilesUseTheSameGrammar) {
+  const Plan p = plan_from_json(R"({"format":"snip-plan/1","recipe":"block:0064:sr","layers":{}})");
+  EXPECT_EQ(p.recipe, "block:64:sr");
+  EXPECT_EQ(plan_from_json(plan_to_json(p)).recipe, "block:64:sr");
+  try {
+    plan_from_json(R"({"format":"snip-plan/1","recipe":"block:1","layers":{}})", "p.json");
+    ADD_FAILURE() << "block:1 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: \"recipe\" is \"block:1\"; expected one of snip, mx, nvfp4, tensor, "
+                                         "block:N"),
+              std::string::npos)
+        << e.what();
   }
 }
 
