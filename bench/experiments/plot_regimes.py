@@ -7,7 +7,7 @@ Output (in --out): tables.md (one markdown table per compare, with the headline 
 uniform FP4's gap in intervals, SNIP's verdicts and regret to the oracle), and
     gap_vs_budget.png       train gap to BF16 (mean ± 95% half-width) against the FP4 budget,
                             one line per method, for compares that differ only in the budget
-    gap_vs_step.png         per-step train-loss gap to BF16 of each arm of one compare
+    gap_vs_step_NAME.png    per-step train-loss gap to BF16 of each arm of compare NAME
                             (--curve NAME: replicate-paired, 10-step running mean, band = 95% t)
     gap_vs_granularity.png  uniform FP4's and SNIP's train gap against the scaling granularity
                             (elements per scale along the reduction, 16 … per tensor)
@@ -267,11 +267,84 @@ def plot_gap_vs_granularity(cs, path):
     return True
 
 
+def read_steps(path):
+    """Train losses by step (and validation losses) of a `snip train --json` log; other lines are skipped."""
+    train, val = {}, {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            j = json.loads(line)
+            if "step" in j and "train_loss" in j:
+                train[j["step"]] = j["train_loss"]
+                if j.get("val_loss") is not None:
+                    val[j["step"]] = j["val_loss"]
+    return train, val
+
+
+def t_interval(xs):
+    k = len(xs)
+    m = sum(xs) / k
+    if k < 2:
+        return m, None
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (k - 1))
+    return m, T95.get(k - 1, 2.0) * sd / math.sqrt(k)
+
+
+def paired_runs(specs, out_dir, window=50):
+    """--pair LABEL:REF_LOG:ARM_LOG (repeated, one per seed): the arm's gap to the reference run
+    of the same seed (same initial weights and data order), mean over the last `window` steps, and
+    the last validation loss; mean ± 95% t over the seeds; a per-step plot of the paired gap."""
+    groups = {}
+    for spec in specs:
+        label, ref, arm = spec.split(":")
+        groups.setdefault(label, []).append((ref, arm))
+    lines = []
+    for label, pairs in groups.items():
+        gaps, vgaps, curves = [], [], []
+        for ref, arm in pairs:
+            rt, rv = read_steps(ref)
+            at, av = read_steps(arm)
+            steps = sorted(set(rt) & set(at))
+            tail = steps[-window:]
+            gaps.append(sum(at[s] - rt[s] for s in tail) / len(tail))
+            last = max(set(rv) & set(av)) if set(rv) & set(av) else None
+            if last is not None:
+                vgaps.append(av[last] - rv[last])
+            curves.append((steps, running_mean([at[s] - rt[s] for s in steps], 10)))
+        m, hw = t_interval(gaps)
+        lines += [f"### paired runs: {label} ({len(pairs)} seeds)", "",
+                  "| seed pair | gap train (last %d steps) | gap val (last evaluation) |" % window, "|---|---|---|"]
+        for (ref, arm), g, v in zip(pairs, gaps, vgaps + [None] * (len(gaps) - len(vgaps))):
+            lines.append(f"| {os.path.basename(arm)} − {os.path.basename(ref)} | {g:+.4f} | "
+                         f"{'–' if v is None else f'{v:+.4f}'} |")
+        vm, vhw = t_interval(vgaps) if vgaps else (None, None)
+        lines += [f"| **mean ± 95% t** | **{pm(m, hw)}** | **{pm(vm, vhw)}** |", ""]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for (steps, cur), (_, arm) in zip(curves, pairs):
+            ax.plot(steps, cur, lw=1.2, label=os.path.basename(arm))
+        ax.axhline(0, color="0.7", lw=0.8)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("train-loss gap to the BF16 run of the same seed\n(10-step running mean)")
+        ax.set_title(f"{label}: gap {pm(m, hw)} over the last {window} steps", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, f"gap_vs_step_{label}.png"), dpi=90)
+        plt.close(fig)
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="+", help="snip show --compare ID --json files, or directories of them")
     ap.add_argument("--out", required=True, help="directory for tables.md and the PNGs")
-    ap.add_argument("--curve", help="name (file stem) of the compare whose per-step gaps to plot")
+    ap.add_argument("--curve", action="append", default=[],
+                    help="name (file stem) of a compare whose per-step gaps to plot (repeatable; default: the "
+                    "first compare with an oracle arm)")
+    ap.add_argument("--pair", action="append", default=[],
+                    help="LABEL:REF_LOG:ARM_LOG, two `snip train --json` logs of the same seed (repeat per seed): "
+                    "the arm's paired gap to the reference run, e.g. adaptive SNIP against BF16 from scratch")
     a = ap.parse_args()
     cs = load(a.inputs)
     if not cs:
@@ -280,15 +353,18 @@ def main():
     lines = []
     for c in cs:
         lines += table(c)
+    if a.pair:
+        lines += paired_runs(a.pair, a.out)
     with open(os.path.join(a.out, "tables.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     made = ["tables.md"]
     if plot_gap_vs_budget(cs, os.path.join(a.out, "gap_vs_budget.png")):
         made.append("gap_vs_budget.png")
-    curve = [c for c in cs if c["_name"] == a.curve] if a.curve else [c for c in cs if c.get("regret_vs_oracle")][:1]
-    if curve:
-        plot_gap_vs_step(curve[0], os.path.join(a.out, "gap_vs_step.png"))
-        made.append("gap_vs_step.png")
+    curves = [c for c in cs if c["_name"] in a.curve] if a.curve else [c for c in cs if c.get("regret_vs_oracle")][:1]
+    for c in curves:
+        png = f"gap_vs_step_{c['_name']}.png"
+        plot_gap_vs_step(c, os.path.join(a.out, png))
+        made.append(png)
     if plot_gap_vs_granularity(cs, os.path.join(a.out, "gap_vs_granularity.png")):
         made.append("gap_vs_granularity.png")
     print("wrote " + ", ".join(os.path.join(a.out, m) for m in made))
