@@ -38,6 +38,8 @@ struct CompareCliOptions {
   int oracle_batches = 32;
   int jobs = 0;        // 0: snip::default_compare_jobs()
   int64_t resume = 0;  // compare id to continue
+  std::vector<double> lambdas = snip::CompareOptions{}.lambdas;
+  std::vector<std::string> baselines;
 };
 
 // The options that define a compare: on --resume they come from the stored compare, and one
@@ -52,7 +54,9 @@ std::vector<snip::GivenSetting> given_compare_settings(const snip::cli::OptionRu
                                                {"--eval-batches", "/eval-batches", o.eval_batches},
                                                {"--replicates", "/replicates", o.replicates},
                                                {"--oracle", "/oracle", o.oracle},
-                                               {"--oracle-batches", "/oracle-batches", o.oracle_batches}};
+                                               {"--oracle-batches", "/oracle-batches", o.oracle_batches},
+                                               {"--lambdas", "/lambdas", o.lambdas},
+                                               {"--baselines", "/baselines", o.baselines}};
   std::vector<snip::GivenSetting> out;
   for (const auto& g : all)
     if (rules.given(g.option)) out.push_back(g);
@@ -103,6 +107,8 @@ snip::CompareOptions compare_options(const CompareCliOptions& o) {
   co.steps = o.steps;
   co.recipe = o.recipe;
   co.random_seeds = o.seeds;
+  co.lambdas = o.lambdas;
+  co.baselines = o.baselines;
   co.cooldown_steps = o.cooldown;
   co.eval_batches = o.eval_batches;
   co.replicates = o.replicates;
@@ -234,8 +240,9 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--budget", opts->budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--steps", opts->steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--recipe", opts->recipe,
-                  "Scaling recipe: snip (tiles), mx (E8M0 1x32), nvfp4 or tensor (per-tensor, harsh); default: "
-                  "the run's");
+                  "Scaling recipe: snip (tiles), mx (E8M0 1x32), nvfp4, tensor (per-tensor, harsh), or a granularity "
+                  "between them: block:N (FP32 scale per 1xN block along the reduction), block:row, channel; "
+                  "append :sr for stochastic rounding of FP4 gradients; default: the run's");
   cmd->add_option("--replicates", opts->replicates,
                   "Trainings per arm (K): replicate r of every arm starts from the checkpoint's weights perturbed "
                   "by a relative 1e-4 (seed r) with its own stochastic-rounding seed, so arms are paired by r; "
@@ -247,6 +254,16 @@ void setup_compare(CLI::App& app) {
                   "Validation batches the oracle's measured damage is averaged over (default 32: one batch's "
                   "damage is dominated by a first-order term whose sign varies by batch; n batches shrink it "
                   "by sqrt(n))");
+  cmd->add_option("--lambdas", opts->lambdas,
+                  "SNIP's quality weights lambda, one arm each, comma-separated (default 0,0.1,0.3,1); the "
+                  "reference every verdict is against is lambda 0.1 when listed, else the first")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--baselines", opts->baselines,
+                  "Baseline arms to train, comma-separated, from random, min-err, min-rel-err, hawq, e-layer-type, "
+                  "e-layer-id, uniform-fp8, uniform-fp4 (default: all); uniform-bf16 and SNIP always run")
+      ->delimiter(',');
   cmd->add_option("--seeds", opts->seeds, "Seeds of the random baseline")->check(CLI::Range(0, 100));
   cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")
       ->check(CLI::Range(0, 100000));

@@ -122,7 +122,8 @@ void setup_eval(CLI::App& app) {
   cmd->add_option("--batches", o->batches, "Number of batches from the start (default: all whole batches)");
   auto* prec = cmd->add_option("--precision", o->precision, "Uniform GEMM precision: fp32 (default), bf16, fp8, fp4");
   cmd->add_option("--plan", o->plan, "snip-plan/1 file instead of a uniform precision")->excludes(prec);
-  cmd->add_option("--recipe", o->recipe, "Scaling recipe: snip, mx, nvfp4, tensor (default: the run's)");
+  cmd->add_option("--recipe", o->recipe,
+                  "Scaling recipe: snip, mx, nvfp4, tensor, block:N, block:row, channel (+ :sr) (default: the run's)");
   cmd->add_option("--grads-out", o->grads_out, "Write d(mean loss)/d(parameter) as FP32 safetensors, HF names");
   cmd->add_flag("--json", o->json, "Print one JSON object {loss, tokens, ...}");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);

@@ -141,7 +141,9 @@ void setup_quantize(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "quantize", "Fake-quantize a raw float32 matrix (element format + recipe scaling) and report the error");
   cmd->add_option("--format", opts->format, "Element format: e4m3, e5m2, e2m1, e3m2, e2m3 or bf16")->required();
-  cmd->add_option("--recipe", opts->recipe, "Scaling recipe: snip, mx, nvfp4 or tensor")->capture_default_str();
+  cmd->add_option("--recipe", opts->recipe,
+                  "Scaling recipe: snip, mx, nvfp4, tensor, block:N, block:row or channel (+ :sr)")
+      ->capture_default_str();
   cmd->add_option("--role", opts->role,
                   "Operand role: activation / gradient (1D blocks along the last dimension) or weight (the "
                   "recipe's 2D blocks)")

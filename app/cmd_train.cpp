@@ -483,7 +483,9 @@ void setup_train(CLI::App& app) {
                   "Uniform precision of every linear GEMM when no --plan: fp32 (exact), bf16, fp8 (E4M3), fp4 (E2M1)");
   cmd->add_option("--plan", o->plan,
                   "snip-plan/1 JSON assigning fprop/dgrad/wgrad precisions per layer (layers left out run BF16)");
-  cmd->add_option("--recipe", o->recipe, "Scaling recipe of the quantized GEMMs: snip, mx, nvfp4, tensor");
+  cmd->add_option("--recipe", o->recipe,
+                  "Scaling recipe of the quantized GEMMs: snip, mx, nvfp4, tensor, or block:N (2-4096), block:row, "
+                  "channel, each with an optional :sr (stochastic rounding of FP4 gradients); docs/FORMATS.md 4.1");
   cmd->add_option("--resume", o->resume, "Continue the run saved in this checkpoint directory (bit-exact)");
   cmd->add_option("--out", o->out,
                   "Checkpoint directory (default checkpoints/run-<time>, or the --resume directory); it must be "

@@ -133,7 +133,8 @@ void setup_validate(CLI::App& app) {
   cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)")->required();
   cmd->add_option("--batches", opts->batches, "Sequential validation batches to average over")
       ->check(CLI::Range(1, 10000));
-  cmd->add_option("--recipe", opts->recipe, "Scaling recipe: snip, mx, nvfp4, tensor; default: the run's");
+  cmd->add_option("--recipe", opts->recipe,
+                  "Scaling recipe: snip, mx, nvfp4, tensor, block:N, block:row, channel (+ :sr); default: the run's");
   cmd->add_option("--data", opts->data, "Token data; default: the run's data");
   cmd->add_option("--batch-size", opts->batch_size, "Rows B per batch; default: the run's");
   cmd->add_option("--seq-len", opts->seq_len, "Tokens T per row; default: the run's");

@@ -12,6 +12,7 @@ packages=(
   libsentencepiece-dev libboost-math-dev
   xvfb xauth fonts-dejavu-core
   zlib1g-dev python3-numpy python3-torch
+  python3-matplotlib  # bench/experiments/plot_regimes.py: error bars and categorical axes the Qt chart lacks
   clang-format
 )
 

@@ -75,6 +75,7 @@ nlohmann::json compare_settings_to_json(const CompareOptions& o) {
           {"recipe", o.recipe},
           {"seeds", o.random_seeds},
           {"lambdas", o.lambdas},
+          {"baselines", o.baselines},
           {"cooldown", o.cooldown_steps},
           {"eval-batches", o.eval_batches},
           {"last-window", o.last_window},
@@ -98,6 +99,7 @@ CompareOptions compare_options_from_record(const CompareRecord& c) {
     o.recipe = j.at("recipe").get<std::string>();
     o.random_seeds = j.at("seeds").get<int>();
     o.lambdas = j.at("lambdas").get<std::vector<double>>();
+    if (j.contains("baselines")) o.baselines = j.at("baselines").get<std::vector<std::string>>();
     o.cooldown_steps = j.at("cooldown").get<int>();
     o.eval_batches = j.at("eval-batches").get<int>();
     o.last_window = j.at("last-window").get<int>();
@@ -132,7 +134,10 @@ CompareRecorder::CompareRecorder(Store& store, const std::string& checkpoint, co
   c.control_rel = o.replicate_rel;
   c.replicates = o.replicates;
   c.noise_floor_train = c.noise_floor_val = std::numeric_limits<double>::quiet_NaN();
-  c.options = {{"random_seeds", o.random_seeds}, {"lambdas", o.lambdas}, {"replicate_rel", o.replicate_rel}};
+  c.options = {{"random_seeds", o.random_seeds},
+               {"lambdas", o.lambdas},
+               {"baselines", o.baselines},
+               {"replicate_rel", o.replicate_rel}};
   if (o.oracle) c.options["oracle_batches"] = o.oracle_batches;
   c.options["resume"] = compare_settings_to_json(o);
   id_ = store.insert_compare(c);

@@ -87,6 +87,20 @@ TEST_F(ExperimentCli, ValidateAndComparePrintJson) {
   EXPECT_EQ(jc["rows"][0]["method"], "uniform-bf16");
 }
 
+TEST_F(ExperimentCli, CompareTakesLambdasBaselinesAndAGranularityRecipe) {
+  const CliResult c = run_snip("compare --checkpoint " + dir_ +
+                               "/ck --budget 0.5 --steps 1 --cooldown 0 --eval-batches 1 --replicates 1 "
+                               "--lambdas 0,0.1 --baselines uniform-fp4 --recipe block:32:sr --no-db --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const nlohmann::json jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(jc["recipe"], "block:32:sr");
+  ASSERT_EQ(jc["rows"].size(), 4u);  // bf16, two SNIP λ, uniform FP4
+  EXPECT_EQ(jc["rows"][3]["method"], "uniform-fp4");
+  EXPECT_EQ(run_snip("compare --checkpoint " + dir_ + "/ck --steps 1 --baselines hawk").code, 1);
+  EXPECT_EQ(run_snip("compare --checkpoint " + dir_ + "/ck --steps 1 --recipe block:1").code, 1);
+  EXPECT_EQ(run_snip("validate --checkpoint " + dir_ + "/ck --batches 1 --recipe channel:rr").code, 1);
+}
+
 TEST_F(ExperimentCli, BadInputExitsOne) {
   EXPECT_EQ(run_snip("collect --checkpoint " + dir_ + "/missing").code, 1);
   EXPECT_EQ(run_snip("validate --checkpoint " + dir_ + "/ck --batches 9999").code,

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "exp_test_util.h"
 #include "snip/compare.h"
@@ -152,6 +154,49 @@ TEST(Compare, OneReplicateIsPairedAndRepeatable) {
   EXPECT_EQ(a.rows[a.snip_row].method, "snip λ=0.1");
   EXPECT_EQ(b.rows[b.snip_row].method, "snip λ=0.1");
   EXPECT_TRUE(std::isnan(a.noise_floor_train));  // no spread with one replicate
+}
+
+// --baselines trains only the named baseline arms (plus BF16 and SNIP); an arm's replicate does
+// not depend on which other arms run, and a granularity-family recipe is kept canonically.
+TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
+  const std::string dir = (fs::temp_directory_path() / ("snip-exp-compare-b-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  {
+    snip::Trainer t(exptest::tiny_config("bf16", 10));
+    t.run();
+    t.save_checkpoint(dir);
+  }
+  snip::CompareOptions o;
+  o.budget = 0.5;
+  o.steps = 2;
+  o.cooldown_steps = 0;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.lambdas = {0.1};
+  o.replicates = 1;
+  o.recipe = "block:0016:sr";
+  o.baselines = {"uniform-fp4"};
+  const snip::CompareReport a = snip::run_compare(dir, o);
+  o.baselines = {"random", "min-err", "uniform-fp4"};
+  o.random_seeds = 2;
+  const snip::CompareReport b = snip::run_compare(dir, o);
+  o.baselines = {"uniform-fp4", "fp4-everywhere"};
+  try {
+    snip::run_compare(dir, o);
+    ADD_FAILURE() << "unknown baseline accepted";
+  } catch (const snip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown baseline 'fp4-everywhere'"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+  EXPECT_EQ(a.recipe, "block:16:sr");
+  std::vector<std::string> ma, mb;
+  for (const auto& r : a.rows) ma.push_back(r.method);
+  for (const auto& r : b.rows) mb.push_back(r.method);
+  EXPECT_EQ(ma, (std::vector<std::string>{"uniform-bf16", "snip λ=0.1", "uniform-fp4"}));
+  EXPECT_EQ(
+      mb, (std::vector<std::string>{"uniform-bf16", "snip λ=0.1", "random s1", "random s2", "min-err", "uniform-fp4"}));
+  EXPECT_EQ(a.rows[2].replicates[0].train_curve, b.rows[5].replicates[0].train_curve);
+  EXPECT_EQ(a.rows[1].replicates[0].train_curve, b.rows[1].replicates[0].train_curve);
 }
 
 // The oracle's costs are the measured ΔL per layer and precision; the ILP on them puts FP4 where

@@ -128,7 +128,11 @@ TEST(QGemmQuantize, CodesTimesScalesAreFakeQuantizeBitForBit) {
                             {"mx wgrad 32x1", "mx", Gemm::wgrad, Operand::gradient},
                             {"nvfp4 W 16x16", "nvfp4", Gemm::fprop, Operand::weight},
                             {"nvfp4 dY 1x16 SR", "nvfp4", Gemm::dgrad, Operand::gradient},
-                            {"tensor", "tensor", Gemm::fprop, Operand::activation}};
+                            {"tensor", "tensor", Gemm::fprop, Operand::activation},
+                            {"block:16 W 1x16", "block:16", Gemm::fprop, Operand::weight},
+                            {"block:48 dgrad W 48x1", "block:48", Gemm::dgrad, Operand::weight},
+                            {"block:row:sr wgrad dY", "block:row:sr", Gemm::wgrad, Operand::gradient},
+                            {"channel W", "channel", Gemm::fprop, Operand::weight}};
   for (const SpecCase& c : cases) {
     SCOPED_TRACE(c.name);
     const QuantSpec spec = Recipe::named(c.recipe).spec(Precision::fp4, c.g, c.op);
@@ -205,11 +209,23 @@ struct ShapeCase {
   Gemm g;
   int64_t M, N, K;
 };
-const ShapeCase kShapes[] = {
-    {"snip", Gemm::fprop, 150, 90, 70},   {"snip", Gemm::fprop, 61, 130, 389}, {"snip", Gemm::fprop, 13, 64, 256},
-    {"snip", Gemm::dgrad, 50, 70, 300},   {"snip", Gemm::wgrad, 70, 45, 260},  {"mx", Gemm::fprop, 37, 70, 100},
-    {"mx", Gemm::wgrad, 30, 20, 96},      {"nvfp4", Gemm::fprop, 40, 66, 90},  {"nvfp4", Gemm::dgrad, 19, 33, 50},
-    {"tensor", Gemm::fprop, 20, 65, 300}, {"tensor", Gemm::wgrad, 9, 17, 5000}};
+const ShapeCase kShapes[] = {{"snip", Gemm::fprop, 150, 90, 70},
+                             {"snip", Gemm::fprop, 61, 130, 389},
+                             {"snip", Gemm::fprop, 13, 64, 256},
+                             {"snip", Gemm::dgrad, 50, 70, 300},
+                             {"snip", Gemm::wgrad, 70, 45, 260},
+                             {"mx", Gemm::fprop, 37, 70, 100},
+                             {"mx", Gemm::wgrad, 30, 20, 96},
+                             {"nvfp4", Gemm::fprop, 40, 66, 90},
+                             {"nvfp4", Gemm::dgrad, 19, 33, 50},
+                             {"tensor", Gemm::fprop, 20, 65, 300},
+                             {"tensor", Gemm::wgrad, 9, 17, 5000},
+                             // The scaling-granularity family: block lengths that do and do not divide K, whole lines.
+                             {"block:16", Gemm::fprop, 30, 40, 300},
+                             {"block:48", Gemm::dgrad, 25, 33, 200},
+                             {"block:256:sr", Gemm::wgrad, 21, 18, 700},
+                             {"block:row", Gemm::fprop, 17, 70, 389},
+                             {"channel:sr", Gemm::dgrad, 15, 40, 130}};
 
 TEST(QGemm, VnniAndScalarKernelsGiveTheSameBitsForAnyThreadCount) {
   ModeGuard guard;

@@ -4,6 +4,7 @@
 #include "snip/atomic_file.h"
 #include "snip/checked.h"
 #include "snip/error.h"
+#include "snip/recipe_name.h"
 
 namespace snip {
 
@@ -74,8 +75,11 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
                   "; it is a fraction of the linear-layer FLOPs and must be between 0 and 1");
   // The scaling recipes of engine/numerics (Recipe); a plan naming another would be stored and
   // exported again, then fail only when a run uses it.
-  if (plan.recipe != "snip" && plan.recipe != "mx" && plan.recipe != "nvfp4" && plan.recipe != "tensor")
-    throw Error(source + ": \"recipe\" is \"" + plan.recipe + "\"; expected one of snip, mx, nvfp4, tensor");
+  try {
+    plan.recipe = parse_recipe_name(plan.recipe).canonical;
+  } catch (const Error&) {
+    throw Error(source + ": \"recipe\" is \"" + plan.recipe + "\"; expected one of " + recipe_name_forms());
+  }
   if (j.contains("provenance")) plan.provenance = j["provenance"];
   return plan;
 }

@@ -15,6 +15,7 @@
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
+#include "snip/recipe_name.h"
 #include "snip/trainer.h"
 
 namespace snip {
@@ -301,8 +302,37 @@ CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like
   return t;
 }
 
+const std::vector<std::string>& compare_baseline_names() {
+  static const std::vector<std::string> names = {"random",       "min-err",    "min-rel-err", "hawq",
+                                                 "e-layer-type", "e-layer-id", "uniform-fp8", "uniform-fp4"};
+  return names;
+}
+
+namespace {
+
+// Whether the arm `name` ("random s2", "min-err", ...) is one of o.baselines (empty: all).
+bool baseline_selected(const CompareOptions& o, const std::string& name) {
+  if (o.baselines.empty()) return true;
+  const std::string family = name.rfind("random", 0) == 0 ? "random" : name;
+  return std::find(o.baselines.begin(), o.baselines.end(), family) != o.baselines.end();
+}
+
+void check_baselines(const CompareOptions& o) {
+  const auto& known = compare_baseline_names();
+  for (const std::string& b : o.baselines)
+    if (std::find(known.begin(), known.end(), b) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw Error("compare: unknown baseline '" + b + "': use some of " + list +
+                  " (uniform-bf16 and the SNIP arms always run)");
+    }
+}
+
+}  // namespace
+
 CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
   const CompareProgress& progress = hooks.progress;
+  check_baselines(o);
   if (o.steps < 1) throw Error("compare: --steps must be at least 1");
   if (o.replicates < 1)
     throw Error("compare: --replicates must be at least 1 (3 or more give 95% intervals; 1 gives no interval)");
@@ -314,7 +344,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   rep.start_step = t0->step_count();
   rep.budget = o.budget;
   rep.replicates = o.replicates;
-  rep.recipe = o.recipe.empty() ? t0->config().recipe : o.recipe;
+  rep.recipe = parse_recipe_name(o.recipe.empty() ? t0->config().recipe : o.recipe).canonical;
   t0->model().set_recipe(Recipe::named(rep.recipe));
   StatsRoundOptions so = o.stats;
   if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
@@ -343,6 +373,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   };
   auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1,
                  std::optional<double> lambda = std::nullopt) {
+    if (m != Method::snip && m != Method::uniform_bf16 && !baseline_selected(o, name)) return;
     PlanRequest r = req;
     r.seed = seed;
     add_result(name, make_plan(in, m, r), m, seed, lambda);

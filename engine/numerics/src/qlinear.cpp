@@ -28,12 +28,10 @@ const std::string g_blas_setup = blas_thread_setup();
 // ---------------------------------------------------------------------------------------------
 // Recipes (METHOD.md section 2 table).
 
-Recipe::Recipe(RecipeOptions options) : options_(std::move(options)) {
-  const std::string& n = options_.name;
-  if (n != "snip" && n != "mx" && n != "nvfp4" && n != "tensor")
-    throw Error("unknown scaling recipe '" + n + "': use one of snip, mx, nvfp4, tensor");
-  if (options_.hadamard_wgrad && n != "nvfp4")
-    throw Error("the random Hadamard transform on wgrad operands is an nvfp4 option; recipe '" + n +
+Recipe::Recipe(RecipeOptions options) : options_(std::move(options)), parsed_(parse_recipe_name(options_.name)) {
+  options_.name = parsed_.canonical;
+  if (options_.hadamard_wgrad && parsed_.kind != RecipeName::Kind::nvfp4)
+    throw Error("the random Hadamard transform on wgrad operands is an nvfp4 option; recipe '" + options_.name +
                 "' does not support it (use --recipe nvfp4 or turn the Hadamard option off)");
 }
 
@@ -57,9 +55,10 @@ QuantSpec Recipe::spec(Precision p, Gemm g, Operand op) const {
     s.block_rows = down_rows ? b : 1;
     s.block_cols = down_rows ? 1 : b;
   };
-  const std::string& n = options_.name;
-  const bool nvfp4_fp4 = n == "nvfp4" && fp4;
-  if (n == "snip") {
+  using Kind = RecipeName::Kind;
+  const Kind kind = parsed_.kind;
+  const bool nvfp4_fp4 = kind == Kind::nvfp4 && fp4;
+  if (kind == Kind::snip) {
     s.scale = ScaleKind::fp32;
     if (op == Operand::weight) {
       s.block_rows = s.block_cols = 128;  // 2D: the row- and column-wise copies of W agree
@@ -67,7 +66,7 @@ QuantSpec Recipe::spec(Precision p, Gemm g, Operand op) const {
       tile(128);
     }
     if (fp4 && op == Operand::gradient) s.rounding = Rounding::stochastic;
-  } else if (n == "mx" || (n == "nvfp4" && !fp4)) {
+  } else if (kind == Kind::mx || (kind == Kind::nvfp4 && !fp4)) {
     s.scale = ScaleKind::e8m0;
     tile(32);
   } else if (nvfp4_fp4) {
@@ -78,9 +77,14 @@ QuantSpec Recipe::spec(Precision p, Gemm g, Operand op) const {
       tile(16);
     }
     if (op == Operand::gradient) s.rounding = Rounding::stochastic;
-  } else {  // tensor
+  } else {  // the granularity family: block:N / block:row, channel, tensor (FP32 scales)
     s.scale = ScaleKind::fp32;
-    s.block_rows = s.block_cols = 0;
+    if (kind == Kind::block || (kind == Kind::channel && op == Operand::weight)) {
+      tile(kind == Kind::block ? parsed_.block : 0);  // 0: the whole line along the reduction
+    } else {
+      s.block_rows = s.block_cols = 0;  // per tensor
+    }
+    if (fp4 && op == Operand::gradient && parsed_.gradient_sr) s.rounding = Rounding::stochastic;
   }
   return s;
 }

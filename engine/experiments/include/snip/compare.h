@@ -46,11 +46,18 @@ struct CompareOptions {
   // result: while a compare trains, OpenBLAS runs single-threaded (snip/blas_threads.h) whatever
   // `jobs` is, and every training owns its model, optimizer and data loader.
   int jobs = 1;
+  // The baseline arms to train (compare_baseline_names(); "random" means every random seed);
+  // empty: all. uniform-bf16 (the zero of the gaps) and the SNIP arms always run. Fewer arms
+  // buy more replicates on a small machine.
+  std::vector<std::string> baselines;
 };
 
 // What the cores allow: one job per hardware thread (each job's GEMMs run on one thread), at
 // least 1.
 int default_compare_jobs();
+
+// Every baseline family run_compare knows, in report order.
+const std::vector<std::string>& compare_baseline_names();
 
 // One training of one arm.
 struct CompareReplicate {

@@ -9,12 +9,15 @@
 
 #include "snip/precision.h"
 #include "snip/quant.h"
+#include "snip/recipe_name.h"
 
 namespace snip {
 
-// A scaling recipe (METHOD.md section 2): `snip` (default), `mx`, `nvfp4`, `tensor`.
+// A scaling recipe (METHOD.md section 2): `snip` (default), `mx`, `nvfp4`, `tensor`, or a point of
+// the scaling-granularity family between them: `block:N`, `block:row`, `channel`, each with an
+// optional `:sr` (snip/recipe_name.h has the grammar, docs/FORMATS.md section 7 the layouts).
 struct RecipeOptions {
-  std::string name = "snip";
+  std::string name = "snip";              // any form parse_recipe_name accepts; Recipe keeps its canonical spelling
   E8M0Mode scale_mode = E8M0Mode::rceil;  // mx (and nvfp4's fp8 layers)
   bool fp8_gradients_e5m2 = false;        // fp8 dY in E5M2 instead of E4M3
   bool hadamard_wgrad = false;            // nvfp4 only: 16×16 RHT on wgrad operands
@@ -23,10 +26,11 @@ struct RecipeOptions {
 
 class Recipe {
  public:
-  explicit Recipe(RecipeOptions options = {});  // throws snip::Error for an unknown name
+  explicit Recipe(RecipeOptions options = {});  // throws snip::Error for a name parse_recipe_name rejects
   static Recipe named(const std::string& name) { return Recipe(RecipeOptions{name}); }
   const RecipeOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
+  const RecipeName& parsed() const { return parsed_; }
 
   // Spec for operand `op` of GEMM `g` at precision `p`, for the operand as stored
   // (X, W, dY in their row-major shapes above): the block runs along the GEMM's reduction
@@ -35,6 +39,7 @@ class Recipe {
 
  private:
   RecipeOptions options_;
+  RecipeName parsed_;
 };
 
 // Everything a quantized GEMM needs to know besides its operands.
