@@ -92,6 +92,8 @@ inline uint32_t fmix32(uint32_t h) {
 // out are per-column arrays, else scalars in_s[0], out_s[0]. i0: tensor index of x[0] (SR key).
 // OutT float: y[c] is the dequantized value. OutT int8_t: y[c] = 2·(signed rounded value), the
 // E2M1 code the integer GEMM reads (out_s unused): the same rounding, so the same values.
+// OutT uint16_t: y[c] = the BF16 bits of the signed rounded value (exact: formats of at most 7
+// mantissa bits and FP32's exponent range), the FP8 code the BF16 GEMM reads (out_s unused).
 template <bool kDivide, bool kVecScale, Rounding kRound, class OutT = float>
 inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const float* __restrict x,
                                                     const float* __restrict in_s, const float* __restrict out_s,
@@ -108,7 +110,7 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
   for (int64_t c = 0; c < n; ++c) {
     const float in = kVecScale ? in_s[c] : in0;
     float out = out0;  // the code kernels pass one dummy out value: never index it
-    if constexpr (kVecScale && !std::is_same_v<OutT, int8_t>) out = out_s[c];
+    if constexpr (kVecScale && std::is_same_v<OutT, float>) out = out_s[c];
     const float v = kDivide ? x[c] / in : x[c] * in;
     const uint32_t vb = fbits(v);
     float a = ffrom(vb & kAbsMask);
@@ -138,6 +140,8 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
     }
     if constexpr (std::is_same_v<OutT, int8_t>) {
       y[c] = int8_t(int32_t(ffrom(fbits(r) | (vb & ~kAbsMask)) * 2.0f));
+    } else if constexpr (std::is_same_v<OutT, uint16_t>) {
+      y[c] = uint16_t((fbits(r) | (vb & ~kAbsMask)) >> 16);
     } else {
       y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
     }
@@ -187,6 +191,36 @@ SNIP_CODE_KERNEL(code_mul_v_rne, false, true, Rounding::rne)
 SNIP_CODE_KERNEL(code_mul_v_sr, false, true, Rounding::stochastic)
 SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
 #undef SNIP_CODE_KERNEL
+
+// The same kernels writing BF16 codes (quantize_bf16_codes).
+using Bf16CodeKernel = void (*)(uint16_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+
+#define SNIP_BF16_KERNEL(NAME, DIV, VEC, ROUND)                                                                 \
+  SNIP_TARGET_CLONES void NAME(uint16_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
+                               const RowParams& p, uint64_t i0) {                                               \
+    const float one = 1.0f;                                                                                     \
+    row_body<DIV, VEC, ROUND, uint16_t>(y, x, in_s, &one, n, p, i0);                                            \
+  }
+SNIP_BF16_KERNEL(bf16c_div_s_rne, true, false, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_div_s_sr, true, false, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_div_s_away, true, false, Rounding::away)
+SNIP_BF16_KERNEL(bf16c_div_v_rne, true, true, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_div_v_sr, true, true, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_div_v_away, true, true, Rounding::away)
+SNIP_BF16_KERNEL(bf16c_mul_s_rne, false, false, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_mul_s_sr, false, false, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_mul_s_away, false, false, Rounding::away)
+SNIP_BF16_KERNEL(bf16c_mul_v_rne, false, true, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_mul_v_sr, false, true, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_mul_v_away, false, true, Rounding::away)
+#undef SNIP_BF16_KERNEL
+
+Bf16CodeKernel pick_bf16_code_kernel(bool divide, bool vec, Rounding r) {
+  static const Bf16CodeKernel table[2][2][3] = {
+      {{bf16c_mul_s_rne, bf16c_mul_s_sr, bf16c_mul_s_away}, {bf16c_mul_v_rne, bf16c_mul_v_sr, bf16c_mul_v_away}},
+      {{bf16c_div_s_rne, bf16c_div_s_sr, bf16c_div_s_away}, {bf16c_div_v_rne, bf16c_div_v_sr, bf16c_div_v_away}}};
+  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+}
 
 CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r) {
   static const CodeKernel table[2][2][3] = {
@@ -476,10 +510,12 @@ constexpr int64_t kGrainElems = 1 << 15;  // below ~32K elements per thread, thr
 
 namespace {
 
-// Where the E2M1 code sink of fake_quantize_impl writes: 2q per element (int8, row-major like
-// x) and each block's decode scale `out` at [block_row · nbc + block_col].
+// Where the code sink of fake_quantize_impl writes: per element (row-major like x) either the
+// E2M1 code 2q (int8, code2) or the BF16 bits of q (bf16), and each block's decode scale `out`
+// at [block_row · nbc + block_col].
 struct Code2Sink {
   int8_t* code2 = nullptr;
+  uint16_t* bf16 = nullptr;
   float* scales = nullptr;
 };
 
@@ -503,8 +539,16 @@ void quantize_e2m1_code2(int8_t* code2, float* scales, const float* x, int64_t r
                          const QuantSpec& spec, const RngKey& key, const char* tensor_name) {
   SNIP_ASSERT_MSG(spec.format == ElemFormat::e2m1 && spec.scale != ScaleKind::none,
                   "quantize_e2m1_code2: the spec must be a scaled e2m1 spec");
-  const Code2Sink sink{code2, scales};
+  const Code2Sink sink{code2, nullptr, scales};
   // y is never written in sink mode; x stands in so the segment pointers stay valid arithmetic.
+  fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
+}
+
+void quantize_bf16_codes(uint16_t* bits, float* scales, const float* x, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, const RngKey& key, const char* tensor_name) {
+  SNIP_ASSERT_MSG(spec.format != ElemFormat::fp32 && spec.format != ElemFormat::bf16 && spec.scale != ScaleKind::none,
+                  "quantize_bf16_codes: the spec must be a scaled FP8/FP6/FP4 spec");
+  const Code2Sink sink{nullptr, bits, scales};
   fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
 }
 
@@ -573,6 +617,7 @@ void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, co
   const bool vec = geo.bc == 1 && geo.nbc > 1;
   const detail::RowKernel kernel = detail::pick_row_kernel(divide, vec, spec.rounding);
   const detail::CodeKernel code_kernel = detail::pick_code_kernel(divide, vec, spec.rounding);
+  const detail::Bf16CodeKernel bf16_code_kernel = detail::pick_bf16_code_kernel(divide, vec, spec.rounding);
   const int64_t row_grain = std::max<int64_t>(1, kGrainElems / cols);
 
   Nvfp4Tensor nv;
@@ -588,8 +633,11 @@ void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, co
   // Runs the kernel on one segment of one row (fast path) or through the slow finish.
   auto run_segment = [&](int t, float* yseg, const float* xseg, const float* in_s, const float* out_s, bool vseg,
                          int64_t len, uint64_t i0, std::vector<float>& rbuf, std::vector<float>& ones) {
-    if (sink) {  // codes 2r of the same signed rounded values r the dequantizing paths scale
-      code_kernel(sink->code2 + i0, xseg, in_s, len, params, i0);
+    if (sink) {  // codes of the same signed rounded values r the dequantizing paths scale
+      if (sink->code2)
+        code_kernel(sink->code2 + i0, xseg, in_s, len, params, i0);
+      else
+        bf16_code_kernel(sink->bf16 + i0, xseg, in_s, len, params, i0);
       return;
     }
     if (!slow) {
