@@ -111,7 +111,7 @@ void BM_sgemm(benchmark::State& st, Gemm g, int64_t T, int64_t K, int64_t N) {
       benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
-// Sets the FP4 GEMM mode for one benchmark and restores the automatic mode after it.
+// Sets the quantized GEMM mode for one benchmark and restores the automatic mode after it.
 struct ModeScope {
   explicit ModeScope(QGemmMode m) { set_qgemm_mode(m); }
   ~ModeScope() { set_qgemm_mode(QGemmMode::automatic); }
@@ -160,6 +160,29 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
     }
     if (double(differing) > 1e-3 * double(out.size())) {
       st.SkipWithError("the integer FP4 path differs from the sgemm path in more than 0.1% of the outputs");
+      return;
+    }
+  } else if ((p == Precision::fp8 || p == Precision::bf16) && mode != QGemmMode::sgemm) {
+    // check: the BF16-element GEMM's vdpbf16ps and FMA kernels agree bit for bit (the scalar
+    // twin is checked in tests/numerics/test_qgemm_bf16.cpp), and its BF16 outputs differ from
+    // the dequantize-then-sgemm path's in at most 1% of the elements (rounding boundaries).
+    std::vector<float> a;
+    run();
+    a = out;
+    set_qgemm_mode(QGemmMode::fma);
+    run();
+    const bool same = std::memcmp(a.data(), out.data(), a.size() * 4) == 0;
+    set_qgemm_mode(QGemmMode::sgemm);
+    run();
+    set_qgemm_mode(mode);
+    int64_t differing = 0;
+    for (size_t i = 0; i < out.size(); ++i) differing += a[i] != out[i];
+    if (!same) {
+      st.SkipWithError("the vdpbf16ps and FMA kernels differ");
+      return;
+    }
+    if (double(differing) > 1e-2 * double(out.size())) {
+      st.SkipWithError("the BF16-element path differs from the sgemm path in more than 1% of the outputs");
       return;
     }
   } else {  // check: the fprop output equals BF16(sgemm of the reference-quantized operands)
@@ -399,7 +422,10 @@ void register_all() {
       const Variant variants[] = {{"snip", Precision::fp4, QGemmMode::automatic, ""},
                                   {"snip", Precision::fp4, QGemmMode::sgemm, "_sgemm_path"},
                                   {"snip", Precision::fp8, QGemmMode::automatic, ""},
+                                  {"snip", Precision::fp8, QGemmMode::sgemm, "_sgemm_path"},
+                                  {"snip", Precision::fp8, QGemmMode::fma, "_fma_kernel"},
                                   {"snip", Precision::bf16, QGemmMode::automatic, ""},
+                                  {"snip", Precision::bf16, QGemmMode::sgemm, "_sgemm_path"},
                                   {"nvfp4", Precision::fp4, QGemmMode::automatic, ""},
                                   {"mx", Precision::fp4, QGemmMode::automatic, ""},
                                   {"mx", Precision::fp8, QGemmMode::automatic, ""}};

@@ -292,11 +292,12 @@ TEST(QGemm, ModeFromEnvironmentValue) {
   EXPECT_EQ(parse_qgemm_mode("auto"), QGemmMode::automatic);
   EXPECT_EQ(parse_qgemm_mode("scalar"), QGemmMode::scalar);
   EXPECT_EQ(parse_qgemm_mode("sgemm"), QGemmMode::sgemm);
+  EXPECT_EQ(parse_qgemm_mode("fma"), QGemmMode::fma);
   try {
     parse_qgemm_mode("fast");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "SNIP_QGEMM='fast' is not a GEMM mode: use auto, scalar or sgemm (or unset it)");
+    EXPECT_STREQ(e.what(), "SNIP_QGEMM='fast' is not a GEMM mode: use auto, fma, scalar or sgemm (or unset it)");
   }
 }
 

@@ -13,6 +13,7 @@
 #include "snip/error.h"
 #include "snip/hutchinson.h"
 #include "snip/llama_ops.h"
+#include "snip/qgemm.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
 #include "snip/trainer.h"
@@ -81,12 +82,14 @@ bool same_weight_quantization(const Recipe& recipe, Precision p) {
 // cblas_sgemm calls and the same BF16 output rounding, hence bit-identical results (a test
 // compares them with qlinear_*). With nvfp4's Hadamard option the wgrad operands arrive rotated,
 // as in qlinear_wgrad, and the rotation cancels in the product.
-// FP4 GEMMs run on E2M1 codes, not on these dequantized copies (snip/qgemm.h): those call
-// qlinear_* itself on the source tensors X, W, dY (re-quantizing them, fast path, no statistics).
+// FP4 GEMMs run on E2M1 codes and FP8/BF16 GEMMs on BF16 codes, not on these dequantized copies
+// (snip/qgemm.h): unless SNIP_QGEMM=sgemm asks for the dequantize-then-sgemm path for FP8/BF16,
+// those call qlinear_* itself on the source tensors X, W, dY (re-quantizing them, fast path, no
+// statistics).
 void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd, const float* wd,
                      const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
                      const QLinearContext& ctx, const float* X, const float* W, const float* dY) {
-  if (p == Precision::fp4) {
+  if (p == Precision::fp4 || (p != Precision::fp32 && qgemm_mode() != QGemmMode::sgemm)) {
     qlinear_fprop(Y, X, W, T, K, N, p, ctx);
     qlinear_dgrad(dX, dY, W, T, K, N, p, ctx);
     qlinear_wgrad(dW, dY, X, T, K, N, p, ctx);

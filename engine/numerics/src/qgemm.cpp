@@ -311,7 +311,8 @@ QGemmMode parse_qgemm_mode(const char* value) {
   if (v == "auto") return QGemmMode::automatic;
   if (v == "scalar") return QGemmMode::scalar;
   if (v == "sgemm") return QGemmMode::sgemm;
-  throw Error("SNIP_QGEMM='" + v + "' is not a GEMM mode: use auto, scalar or sgemm (or unset it)");
+  if (v == "fma") return QGemmMode::fma;
+  throw Error("SNIP_QGEMM='" + v + "' is not a GEMM mode: use auto, fma, scalar or sgemm (or unset it)");
 }
 
 bool qgemm_cpu_has_vnni() {

@@ -216,6 +216,64 @@ bool blocks_nest(const QuantSpec& a, int64_t a_rows, int64_t a_cols, bool a_cols
   return qgemm_e2m1_chunk(va, vb, K) > 0;
 }
 
+// FP8 and BF16 on the BF16-element GEMM (snip/qgemm.h): FP8 operands with FP32 block scales
+// (snip, tensor) as BF16 codes and scales; E8M0-scaled FP8 operands (mx, nvfp4) and BF16
+// operands as their fake-quantized FP32 values, which are BF16 values (a power-of-two scale
+// times an FP8 value), so the scale is folded into the element exactly.
+struct Bf16Side {
+  std::vector<uint16_t> bits;
+  std::vector<float> values, scales;
+};
+struct Bf16Buffers {
+  Bf16Side a, b;
+  std::vector<float> out;
+};
+Bf16Buffers& bf16_buffers() {
+  thread_local Bf16Buffers w;
+  return w;
+}
+
+bool bf16_path(Precision p) {
+  return (p == Precision::fp8 || p == Precision::bf16) && qgemm_mode() != QGemmMode::sgemm;
+}
+
+Bf16Operand bf16_side(Bf16Side& s, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                      const char* symbol, bool reduce_along_cols, const QLinearContext& ctx) {
+  const QuantSpec spec = ctx.recipe->spec(p, g, op);
+  const std::string label = operand_label(ctx, g, symbol, op);
+  const RngKey key = qlinear_rng_key(ctx, g, op);
+  if (spec.scale == ScaleKind::fp32) {
+    if (int64_t(s.bits.size()) < rows * cols) s.bits.resize(size_t(rows * cols));
+    const int64_t ns = e2m1_scale_count(rows, cols, spec);
+    if (int64_t(s.scales.size()) < ns) s.scales.resize(size_t(ns));
+    quantize_bf16_codes(s.bits.data(), s.scales.data(), src, rows, cols, spec, key, label.c_str());
+    return bf16_operand(s.bits.data(), nullptr, s.scales.data(), rows, cols, spec, reduce_along_cols);
+  }
+  float* v = reserve(s.values, rows * cols);
+  fake_quantize(v, src, rows, cols, spec, key, label.c_str());
+  return bf16_operand(nullptr, v, nullptr, rows, cols, spec, reduce_along_cols);
+}
+
+// C(M,N) = A·Bᵀ on the BF16-element GEMM for GEMM g at precision p; false when it does not
+// apply (the caller then runs the dequantize-then-sgemm path): the blocks do not nest, or an
+// E8M0-scaled FP8 value is an FP32 subnormal that BF16 cannot hold.
+struct Bf16GemmSide {
+  const float* src;
+  int64_t rows, cols;
+  Operand op;
+  const char* symbol;
+  bool reduce_along_cols;
+};
+bool try_bf16_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16GemmSide& a, const Bf16GemmSide& b,
+                   Precision p, Gemm g, const QLinearContext& ctx) {
+  if (!bf16_path(p)) return false;
+  Bf16Buffers& bb = bf16_buffers();
+  const Bf16Operand A = bf16_side(bb.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, a.reduce_along_cols, ctx);
+  const Bf16Operand B = bf16_side(bb.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+  if (qgemm_bf16_chunk(A, B, K) <= 0) return false;
+  return qgemm_bf16(C, ldc, M, N, K, A, B);
+}
+
 }  // namespace
 
 // Y(T,N) = Q(X)(T,K) · Q(W)(N,K)ᵀ
@@ -228,6 +286,11 @@ void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t 
     const E2M1Operand A = code2_operand(cb.a, cb.sa, X, T, K, Gemm::fprop, Operand::activation, "X", true, ctx);
     const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::fprop, Operand::weight, "W", true, ctx);
     qgemm_e2m1(Y, N, T, N, K, A, B);
+    if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
+    return;
+  }
+  if (try_bf16_gemm(Y, N, T, N, K, {X, T, K, Operand::activation, "X", true}, {W, N, K, Operand::weight, "W", true}, p,
+                    Gemm::fprop, ctx)) {
     if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
     return;
   }
@@ -250,6 +313,11 @@ void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_
     const E2M1Operand A = code2_operand(cb.a, cb.sa, dY, T, N, Gemm::dgrad, Operand::gradient, "dY", true, ctx);
     const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::dgrad, Operand::weight, "W", false, ctx);
     qgemm_e2m1(dX, K, T, K, N, A, B);
+    if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
+    return;
+  }
+  if (try_bf16_gemm(dX, K, T, K, N, {dY, T, N, Operand::gradient, "dY", true}, {W, N, K, Operand::weight, "W", false},
+                    p, Gemm::dgrad, ctx)) {
     if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
     return;
   }
@@ -297,6 +365,22 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
     if (round) round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
     for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
     return;
+  }
+  {
+    // dW[n,k] = Σ_t dY[t,n]·X[t,k]; when accumulating, the GEMM's own output is rounded first.
+    float* out = dW;
+    if (accumulate) {
+      std::vector<float>& tmp = bf16_buffers().out;
+      if (int64_t(tmp.size()) < N * K) tmp.resize(size_t(N * K));
+      out = tmp.data();
+    }
+    if (try_bf16_gemm(out, K, N, K, T, {dYsrc, T, N, Operand::gradient, "dY", false},
+                      {Xsrc, T, K, Operand::activation, "X", false}, p, Gemm::wgrad, ctx)) {
+      if (round) round_output_bf16(out, N, K, Gemm::wgrad, ctx);
+      if (accumulate)
+        for (int64_t i = 0; i < N * K; ++i) dW[i] += out[i];
+      return;
+    }
   }
   const float* dYq = quantized_operand(ws.a, dYsrc, T, N, p, Gemm::wgrad, Operand::gradient, "dY", ctx);
   const float* Xq = quantized_operand(ws.b, Xsrc, T, K, p, Gemm::wgrad, Operand::activation, "X", ctx);

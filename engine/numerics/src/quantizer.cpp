@@ -92,6 +92,8 @@ inline uint32_t fmix32(uint32_t h) {
 // out are per-column arrays, else scalars in_s[0], out_s[0]. i0: tensor index of x[0] (SR key).
 // OutT float: y[c] is the dequantized value. OutT int8_t: y[c] = 2·(signed rounded value), the
 // E2M1 code the integer GEMM reads (out_s unused): the same rounding, so the same values.
+// OutT uint16_t: y[c] = the BF16 bits of the signed rounded value (exact: formats of at most 7
+// mantissa bits and FP32's exponent range), the FP8 code the BF16 GEMM reads (out_s unused).
 template <bool kDivide, bool kVecScale, Rounding kRound, class OutT = float>
 inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const float* __restrict x,
                                                     const float* __restrict in_s, const float* __restrict out_s,
@@ -108,7 +110,7 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
   for (int64_t c = 0; c < n; ++c) {
     const float in = kVecScale ? in_s[c] : in0;
     float out = out0;  // the code kernels pass one dummy out value: never index it
-    if constexpr (kVecScale && !std::is_same_v<OutT, int8_t>) out = out_s[c];
+    if constexpr (kVecScale && std::is_same_v<OutT, float>) out = out_s[c];
     const float v = kDivide ? x[c] / in : x[c] * in;
     const uint32_t vb = fbits(v);
     float a = ffrom(vb & kAbsMask);
@@ -138,6 +140,8 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
     }
     if constexpr (std::is_same_v<OutT, int8_t>) {
       y[c] = int8_t(int32_t(ffrom(fbits(r) | (vb & ~kAbsMask)) * 2.0f));
+    } else if constexpr (std::is_same_v<OutT, uint16_t>) {
+      y[c] = uint16_t((fbits(r) | (vb & ~kAbsMask)) >> 16);
     } else {
       y[c] = ffrom(fbits(r) | (vb & ~kAbsMask)) * out;
     }
@@ -187,6 +191,36 @@ SNIP_CODE_KERNEL(code_mul_v_rne, false, true, Rounding::rne)
 SNIP_CODE_KERNEL(code_mul_v_sr, false, true, Rounding::stochastic)
 SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
 #undef SNIP_CODE_KERNEL
+
+// The same kernels writing BF16 codes (quantize_bf16_codes).
+using Bf16CodeKernel = void (*)(uint16_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+
+#define SNIP_BF16_KERNEL(NAME, DIV, VEC, ROUND)                                                                 \
+  SNIP_TARGET_CLONES void NAME(uint16_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
+                               const RowParams& p, uint64_t i0) {                                               \
+    const float one = 1.0f;                                                                                     \
+    row_body<DIV, VEC, ROUND, uint16_t>(y, x, in_s, &one, n, p, i0);                                            \
+  }
+SNIP_BF16_KERNEL(bf16c_div_s_rne, true, false, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_div_s_sr, true, false, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_div_s_away, true, false, Rounding::away)
+SNIP_BF16_KERNEL(bf16c_div_v_rne, true, true, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_div_v_sr, true, true, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_div_v_away, true, true, Rounding::away)
+SNIP_BF16_KERNEL(bf16c_mul_s_rne, false, false, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_mul_s_sr, false, false, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_mul_s_away, false, false, Rounding::away)
+SNIP_BF16_KERNEL(bf16c_mul_v_rne, false, true, Rounding::rne)
+SNIP_BF16_KERNEL(bf16c_mul_v_sr, false, true, Rounding::stochastic)
+SNIP_BF16_KERNEL(bf16c_mul_v_away, false, true, Rounding::away)
+#undef SNIP_BF16_KERNEL
+
+Bf16CodeKernel pick_bf16_code_kernel(bool divide, bool vec, Rounding r) {
+  static const Bf16CodeKernel table[2][2][3] = {
+      {{bf16c_mul_s_rne, bf16c_mul_s_sr, bf16c_mul_s_away}, {bf16c_mul_v_rne, bf16c_mul_v_sr, bf16c_mul_v_away}},
+      {{bf16c_div_s_rne, bf16c_div_s_sr, bf16c_div_s_away}, {bf16c_div_v_rne, bf16c_div_v_sr, bf16c_div_v_away}}};
+  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+}
 
 CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r) {
   static const CodeKernel table[2][2][3] = {
@@ -476,10 +510,12 @@ constexpr int64_t kGrainElems = kParallelGrain;  // elements per chunk at least 
 
 namespace {
 
-// Where the E2M1 code sink of fake_quantize_impl writes: 2q per element (int8, row-major like
-// x) and each block's decode scale `out` at [block_row · nbc + block_col].
+// Where the code sink of fake_quantize_impl writes: per element (row-major like x) either the
+// E2M1 code 2q (int8, code2) or the BF16 bits of q (bf16), and each block's decode scale `out`
+// at [block_row · nbc + block_col].
 struct Code2Sink {
   int8_t* code2 = nullptr;
+  uint16_t* bf16 = nullptr;
   float* scales = nullptr;
 };
 
@@ -503,227 +539,311 @@ void quantize_e2m1_code2(int8_t* code2, float* scales, const float* x, int64_t r
                          const QuantSpec& spec, const RngKey& key, const char* tensor_name) {
   SNIP_ASSERT_MSG(spec.format == ElemFormat::e2m1 && spec.scale != ScaleKind::none,
                   "quantize_e2m1_code2: the spec must be a scaled e2m1 spec");
-  const Code2Sink sink{code2, scales};
+  const Code2Sink sink{code2, nullptr, scales};
   // y is never written in sink mode; x stands in so the segment pointers stay valid arithmetic.
+  fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
+}
+
+void quantize_bf16_codes(uint16_t* bits, float* scales, const float* x, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, const RngKey& key, const char* tensor_name) {
+  SNIP_ASSERT_MSG(spec.format != ElemFormat::fp32 && spec.format != ElemFormat::bf16 && spec.scale != ScaleKind::none,
+                  "quantize_bf16_codes: the spec must be a scaled FP8/FP6/FP4 spec");
+  const Code2Sink sink{nullptr, bits, scales};
   fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
 }
 
 namespace {
 
-void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
-                        const char* tensor_name, QuantStats* stats, uint8_t* codes, const Code2Sink* sink) {
-  SNIP_ASSERT(rows >= 0 && cols >= 0);
-  check_spec(spec);
-  reject_codes_for(spec, codes);
-  const int64_t n = rows * cols;
-  if (stats) *stats = QuantStats{};
-  if (stats) stats->count = n;
-  if (n == 0) return;
-  const bool slow = stats != nullptr || codes != nullptr;
-  // Chunks of work for the shared pool. The slow path (stats, codes) keeps one chunk per
-  // thread so its per-chunk sums add up in the same order as before the pool.
-  const int nchunks = slow ? quant_threads() : detail::chunks_for_threads(quant_threads());
-  std::vector<StatsAcc> accs(size_t(nchunks) + 1);
-  std::atomic<bool> bad{false};
+// One fake_quantize (or code-sink) call, in named stages. The fields are what every stage
+// reads: the operands, the spec's constants, the chosen kernels and the per-chunk statistics.
+class QuantizeCall {
+ public:
+  QuantizeCall(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+               const char* tensor_name, QuantStats* stats, uint8_t* codes, const Code2Sink* sink)
+      : y_(y),
+        x_(x),
+        rows_(rows),
+        cols_(cols),
+        spec_(spec),
+        key_(key),
+        name_(tensor_name),
+        stats_(stats),
+        codes_(codes),
+        sink_(sink),
+        slow_(stats != nullptr || codes != nullptr),
+        // The slow path (stats, codes) keeps one chunk per thread so its per-chunk sums add up
+        // in the same order as before the pool.
+        nchunks_(slow_ ? quant_threads() : detail::chunks_for_threads(quant_threads())),
+        accs_(size_t(nchunks_) + 1) {}
 
-  if (spec.format == ElemFormat::fp32) {
-    detail::parallel_chunks(nchunks, n, kGrainElems, [&](int t, int64_t b, int64_t e) {
-      if (detail::amax_bits(x + b, e - b) >= kInfBits) bad = true;
-      if (stats)
-        for (int64_t i = b; i < e; ++i) accs[t].ref_sq += double(x[i]) * double(x[i]);
-      if (y != x) std::memcpy(y + b, x + b, size_t(e - b) * sizeof(float));
-    });
-    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
+  void run() {
+    const int64_t n = rows_ * cols_;
+    if (stats_) {
+      *stats_ = QuantStats{};
+      stats_->count = n;
+    }
+    if (n == 0) return;
+    if (spec_.format == ElemFormat::fp32) {
+      copy_fp32();
+    } else if (spec_.format == ElemFormat::bf16) {
+      round_bf16();
+    } else {
+      prepare_scaled();
+      if (geo_.br == 1 && geo_.bc > 1)
+        quantize_row_tiles();
+      else if (geo_.nbr >= 2)
+        quantize_bands();
+      else
+        quantize_one_band();
+    }
     StatsAcc all;
-    for (auto& a : accs) all.add(a);
-    fill_stats(stats, all, n);
-    return;
+    for (auto& a : accs_) all.add(a);
+    fill_stats(stats_, all, n);
   }
 
-  const ElemInfo& info = elem_info(spec.format);
-  if (spec.format == ElemFormat::bf16) {
-    if (!slow) {
-      detail::parallel_chunks(nchunks, n, kGrainElems, [&](int, int64_t b, int64_t e) {
-        if (detail::bf16_row(y + b, x + b, e - b) >= kInfBits) bad = true;
+ private:
+  // FP32: the identity, after the finiteness check (and ‖x‖² for the statistics).
+  void copy_fp32() {
+    const int64_t n = rows_ * cols_;
+    detail::parallel_chunks(nchunks_, n, kGrainElems, [&](int t, int64_t b, int64_t e) {
+      if (detail::amax_bits(x_ + b, e - b) >= kInfBits) bad_ = true;
+      if (stats_)
+        for (int64_t i = b; i < e; ++i) accs_[t].ref_sq += double(x_[i]) * double(x_[i]);
+      if (y_ != x_) std::memcpy(y_ + b, x_ + b, size_t(e - b) * sizeof(float));
+    });
+    throw_if_bad();
+  }
+
+  // BF16: round to nearest even, unscaled.
+  void round_bf16() {
+    const int64_t n = rows_ * cols_;
+    const ElemInfo& info = elem_info(spec_.format);
+    if (!slow_) {
+      detail::parallel_chunks(nchunks_, n, kGrainElems, [&](int, int64_t b, int64_t e) {
+        if (detail::bf16_row(y_ + b, x_ + b, e - b) >= kInfBits) bad_ = true;
       });
     } else {
-      detail::parallel_chunks(nchunks, n, kGrainElems, [&](int t, int64_t b, int64_t e) {
+      detail::parallel_chunks(nchunks_, n, kGrainElems, [&](int t, int64_t b, int64_t e) {
         std::vector<float> r(size_t(e - b));
-        if (detail::bf16_row(r.data(), x + b, e - b) >= kInfBits) {
-          bad = true;
+        if (detail::bf16_row(r.data(), x_ + b, e - b) >= kInfBits) {
+          bad_ = true;
           return;
         }
         const float one = 1.0f;
-        finish_segment(y + b, r.data(), x + b, &one, &one, false, false, e - b, info, spec.format, &accs[t], nullptr);
+        finish_segment(y_ + b, r.data(), x_ + b, &one, &one, false, false, e - b, info, spec_.format, &accs_[t],
+                       nullptr);
       });
     }
-    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
-    StatsAcc all;
-    for (auto& a : accs) all.add(a);
-    fill_stats(stats, all, n);
-    return;
+    throw_if_bad();
   }
 
-  const BlockGeometry geo = geometry(spec, rows, cols);
-  const uint64_t k = rng_key64(key);
-  const RowParams params{info.mbits, uint32_t(info.emin + 127), info.max, uint32_t(k), uint32_t(k >> 32)};
-  const bool divide = spec.scale == ScaleKind::fp32;
-  // Column tiles: one scale per column within a band. (Expanding 1×16 / 1×32 tile scales to
-  // columns for one call per row was measured 1.3-1.6× slower than one call per tile.)
-  const bool vec = geo.bc == 1 && geo.nbc > 1;
-  const detail::RowKernel kernel = detail::pick_row_kernel(divide, vec, spec.rounding);
-  const detail::CodeKernel code_kernel = detail::pick_code_kernel(divide, vec, spec.rounding);
-  const int64_t row_grain = std::max<int64_t>(1, kGrainElems / cols);
+  // Block-scaled formats: block geometry, kernel choice, the RNG key, the NVFP4 tensor factor.
+  void prepare_scaled() {
+    info_ = &elem_info(spec_.format);
+    geo_ = geometry(spec_, rows_, cols_);
+    const uint64_t k = rng_key64(key_);
+    params_ = RowParams{info_->mbits, uint32_t(info_->emin + 127), info_->max, uint32_t(k), uint32_t(k >> 32)};
+    divide_ = spec_.scale == ScaleKind::fp32;
+    // Column tiles: one scale per column within a band. (Expanding 1×16 / 1×32 tile scales to
+    // columns for one call per row was measured 1.3-1.6× slower than one call per tile.)
+    vec_ = geo_.bc == 1 && geo_.nbc > 1;
+    kernel_ = detail::pick_row_kernel(divide_, vec_, spec_.rounding);
+    code_kernel_ = detail::pick_code_kernel(divide_, vec_, spec_.rounding);
+    bf16_code_kernel_ = detail::pick_bf16_code_kernel(divide_, vec_, spec_.rounding);
+    row_grain_ = std::max<int64_t>(1, kGrainElems / cols_);
+    if (spec_.scale == ScaleKind::nvfp4) nv_ = nvfp4_tensor(nvfp4_tensor_factor(ffrom(tensor_amax_bits())));
+  }
 
-  Nvfp4Tensor nv;
-  if (spec.scale == ScaleKind::nvfp4) {
-    std::vector<uint32_t> part(size_t(nchunks), 0);
-    detail::parallel_chunks(nchunks, n, kGrainElems,
-                            [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x + b, e - b); });
+  // max |x| over the whole tensor as FP32 bits; throws for non-finite input.
+  uint32_t tensor_amax_bits() {
+    std::vector<uint32_t> part(size_t(nchunks_), 0);
+    detail::parallel_chunks(nchunks_, rows_ * cols_, kGrainElems,
+                            [&](int t, int64_t b, int64_t e) { part[t] = detail::amax_bits(x_ + b, e - b); });
     const uint32_t m = *std::max_element(part.begin(), part.end());
-    if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
-    nv = nvfp4_tensor(nvfp4_tensor_factor(ffrom(m)));
+    if (m >= kInfBits) throw_nonfinite(x_, rows_, cols_, name_);
+    return m;
   }
 
-  // Runs the kernel on one segment of one row (fast path) or through the slow finish.
-  auto run_segment = [&](int t, float* yseg, const float* xseg, const float* in_s, const float* out_s, bool vseg,
-                         int64_t len, uint64_t i0, std::vector<float>& rbuf, std::vector<float>& ones) {
-    if (sink) {  // codes 2r of the same signed rounded values r the dequantizing paths scale
-      code_kernel(sink->code2 + i0, xseg, in_s, len, params, i0);
+  // One segment of one row with its scales (in_s/out_s: one per column when vseg, else one):
+  // into the code sink, through the fast kernel, or through the slow finish (stats, codes).
+  void segment(int t, int64_t i0, const float* in_s, const float* out_s, bool vseg, int64_t len,
+               std::vector<float>& rbuf, std::vector<float>& ones) {
+    const float* xseg = x_ + i0;
+    float* yseg = y_ + i0;
+    if (sink_) {  // codes of the same signed rounded values r the dequantizing paths scale
+      if (sink_->code2)
+        code_kernel_(sink_->code2 + i0, xseg, in_s, len, params_, uint64_t(i0));
+      else
+        bf16_code_kernel_(sink_->bf16 + i0, xseg, in_s, len, params_, uint64_t(i0));
       return;
     }
-    if (!slow) {
-      kernel(yseg, xseg, in_s, out_s, len, params, i0);
+    if (!slow_) {
+      kernel_(yseg, xseg, in_s, out_s, len, params_, uint64_t(i0));
       return;
     }
     if (int64_t(rbuf.size()) < len) rbuf.resize(size_t(len));
     if (int64_t(ones.size()) < len) ones.assign(size_t(len), 1.0f);
-    kernel(rbuf.data(), xseg, in_s, ones.data(), len, params, i0);
-    finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide, len, info, spec.format,
-                   stats ? &accs[t] : nullptr, codes ? codes + i0 : nullptr);
-  };
+    kernel_(rbuf.data(), xseg, in_s, ones.data(), len, params_, uint64_t(i0));
+    finish_segment(yseg, rbuf.data(), xseg, in_s, out_s, vseg, divide_, len, *info_, spec_.format,
+                   stats_ ? &accs_[t] : nullptr, codes_ ? codes_ + i0 : nullptr);
+  }
 
-  if (geo.br == 1 && geo.bc > 1) {
-    // 1×bc tiles along rows: amax, scale and rounding fused per tile while it is in L1.
-    detail::parallel_chunks(nchunks, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+  // Row r of a band whose block scales (one per block column) are in_b/out_b.
+  void band_row(int t, int64_t r, const float* in_b, const float* out_b, std::vector<float>& rbuf,
+                std::vector<float>& ones) {
+    if (vec_) {
+      segment(t, r * cols_, in_b, out_b, true, cols_, rbuf, ones);
+      return;
+    }
+    for (int64_t g = 0; g < geo_.nbc; ++g) {
+      const int64_t c0 = g * geo_.bc, len = std::min(geo_.bc, cols_ - c0);
+      segment(t, r * cols_ + c0, in_b + g, out_b + g, false, len, rbuf, ones);
+    }
+  }
+
+  // 1×bc tiles along rows: amax, scale and rounding fused per tile while it is in L1.
+  void quantize_row_tiles() {
+    detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int t, int64_t rb, int64_t re) {
       std::vector<float> rbuf, ones;
       for (int64_t r = rb; r < re; ++r) {
-        for (int64_t g = 0; g < geo.nbc; ++g) {
-          const int64_t c0 = g * geo.bc, len = std::min(geo.bc, cols - c0);
-          const float* xs = x + r * cols + c0;
-          const uint32_t am = detail::amax_bits(xs, len);
+        for (int64_t g = 0; g < geo_.nbc; ++g) {
+          const int64_t c0 = g * geo_.bc, len = std::min(geo_.bc, cols_ - c0);
+          const uint32_t am = detail::amax_bits(x_ + r * cols_ + c0, len);
           if (am >= kInfBits) {
-            bad = true;
+            bad_ = true;
             return;
           }
-          const Scale s = block_scale_fast(spec, info, ffrom(am), nv);
-          if (sink) sink->scales[r * geo.nbc + g] = s.out;
-          run_segment(t, y + r * cols + c0, xs, &s.in, &s.out, false, len, uint64_t(r * cols + c0), rbuf, ones);
+          const Scale s = block_scale_fast(spec_, *info_, ffrom(am), nv_);
+          if (sink_) sink_->scales[r * geo_.nbc + g] = s.out;
+          segment(t, r * cols_ + c0, &s.in, &s.out, false, len, rbuf, ones);
         }
       }
     });
-    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
-  } else if (geo.nbr >= 2) {
-    // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale
-    // per block, then the rounding pass while the band is still in L2 (one DRAM read).
-    const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo.br * cols));
-    detail::parallel_chunks(nchunks, geo.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
+    throw_if_bad();
+  }
+
+  // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale per
+  // block, then the rounding pass while the band is still in L2 (one DRAM read).
+  void quantize_bands() {
+    const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
+    detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
       std::vector<float> rbuf, ones;
-      std::vector<uint32_t> colmax(static_cast<size_t>(cols));
-      std::vector<float> s_in(static_cast<size_t>(geo.nbc)), s_out(static_cast<size_t>(geo.nbc));
+      std::vector<uint32_t> colmax(static_cast<size_t>(cols_));
+      std::vector<float> s_in(static_cast<size_t>(geo_.nbc)), s_out(static_cast<size_t>(geo_.nbc));
       for (int64_t band = bb; band < be; ++band) {
-        const int64_t r0 = band * geo.br, r1 = std::min(rows, r0 + geo.br);
+        const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
         std::fill(colmax.begin(), colmax.end(), 0u);
-        for (int64_t r = r0; r < r1; ++r) detail::colmax_update(colmax.data(), x + r * cols, cols);
-        for (int64_t g = 0; g < geo.nbc; ++g) {
-          const int64_t c0 = g * geo.bc, c1 = std::min(cols, c0 + geo.bc);
+        for (int64_t r = r0; r < r1; ++r) detail::colmax_update(colmax.data(), x_ + r * cols_, cols_);
+        for (int64_t g = 0; g < geo_.nbc; ++g) {
+          const int64_t c0 = g * geo_.bc, c1 = std::min(cols_, c0 + geo_.bc);
           uint32_t m = 0;
           for (int64_t c = c0; c < c1; ++c) m = std::max(m, colmax[size_t(c)]);
           if (m >= kInfBits) {
-            bad = true;
+            bad_ = true;
             return;
           }
-          const Scale sc = block_scale_fast(spec, info, ffrom(m), nv);
+          const Scale sc = block_scale_fast(spec_, *info_, ffrom(m), nv_);
           s_in[size_t(g)] = sc.in;
           s_out[size_t(g)] = sc.out;
-          if (sink) sink->scales[band * geo.nbc + g] = sc.out;
+          if (sink_) sink_->scales[band * geo_.nbc + g] = sc.out;
         }
-        for (int64_t r = r0; r < r1; ++r) {
-          if (vec) {
-            run_segment(t, y + r * cols, x + r * cols, s_in.data(), s_out.data(), true, cols, uint64_t(r * cols), rbuf,
-                        ones);
-          } else {
-            for (int64_t g = 0; g < geo.nbc; ++g) {
-              const int64_t c0 = g * geo.bc, len = std::min(geo.bc, cols - c0);
-              run_segment(t, y + r * cols + c0, x + r * cols + c0, &s_in[size_t(g)], &s_out[size_t(g)], false, len,
-                          uint64_t(r * cols + c0), rbuf, ones);
-            }
-          }
-        }
+        for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), rbuf, ones);
       }
     });
-    if (bad) throw_nonfinite(x, rows, cols, tensor_name);
-  } else {
-    // One band (per-tensor, or blocks taller than the matrix): (A) per-block amax from
-    // per-thread partial column maxima, (B) one scale per block, (C) quantize row by row.
-    const int64_t nblocks = geo.nbr * geo.nbc;
-    std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(nchunks));
-    detail::parallel_chunks(nchunks, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+    throw_if_bad();
+  }
+
+  // Per-block amax over one band (per tensor, or blocks taller than the matrix) from
+  // per-thread partial column maxima.
+  std::vector<uint32_t> one_band_block_amax() {
+    const int64_t nblocks = geo_.nbr * geo_.nbc;
+    std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(nchunks_));
+    detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int t, int64_t rb, int64_t re) {
       std::vector<uint32_t>& part = parts[t];
       part.assign(size_t(nblocks), 0);
-      std::vector<uint32_t> colmax(size_t(cols), 0);
-      int64_t band = rb / geo.br;
+      std::vector<uint32_t> colmax(size_t(cols_), 0);
+      int64_t band = rb / geo_.br;
       auto flush = [&] {
-        for (int64_t g = 0; g < geo.nbc; ++g) {
-          const int64_t c0 = g * geo.bc, c1 = std::min(cols, c0 + geo.bc);
-          uint32_t m = part[band * geo.nbc + g];
+        for (int64_t g = 0; g < geo_.nbc; ++g) {
+          const int64_t c0 = g * geo_.bc, c1 = std::min(cols_, c0 + geo_.bc);
+          uint32_t m = part[band * geo_.nbc + g];
           for (int64_t c = c0; c < c1; ++c) m = std::max(m, colmax[c]);
-          part[band * geo.nbc + g] = m;
+          part[band * geo_.nbc + g] = m;
         }
         std::fill(colmax.begin(), colmax.end(), 0u);
       };
       for (int64_t r = rb; r < re; ++r) {
-        if (r / geo.br != band) {
+        if (r / geo_.br != band) {
           flush();
-          band = r / geo.br;
+          band = r / geo_.br;
         }
-        detail::colmax_update(colmax.data(), x + r * cols, cols);
+        detail::colmax_update(colmax.data(), x_ + r * cols_, cols_);
       }
       flush();
     });
     std::vector<uint32_t> block_amax(static_cast<size_t>(nblocks), 0u);
     for (auto& part : parts)
       for (size_t i = 0; i < part.size(); ++i) block_amax[i] = std::max(block_amax[i], part[i]);
+    return block_amax;
+  }
+
+  // One band: (A) per-block amax, (B) one scale per block, (C) quantize row by row.
+  void quantize_one_band() {
+    const std::vector<uint32_t> block_amax = one_band_block_amax();
     for (uint32_t m : block_amax)
-      if (m >= kInfBits) throw_nonfinite(x, rows, cols, tensor_name);
-    std::vector<float> s_in(static_cast<size_t>(nblocks)), s_out(static_cast<size_t>(nblocks));
-    for (int64_t i = 0; i < nblocks; ++i) {
-      const Scale s = block_scale_fast(spec, info, ffrom(block_amax[size_t(i)]), nv);
-      s_in[size_t(i)] = s.in;
-      s_out[size_t(i)] = s.out;
-      if (sink) sink->scales[i] = s.out;
+      if (m >= kInfBits) throw_nonfinite(x_, rows_, cols_, name_);
+    const size_t nblocks = block_amax.size();
+    std::vector<float> s_in(nblocks), s_out(nblocks);
+    for (size_t i = 0; i < nblocks; ++i) {
+      const Scale s = block_scale_fast(spec_, *info_, ffrom(block_amax[i]), nv_);
+      s_in[i] = s.in;
+      s_out[i] = s.out;
+      if (sink_) sink_->scales[i] = s.out;
     }
-    detail::parallel_chunks(nchunks, rows, row_grain, [&](int t, int64_t rb, int64_t re) {
+    detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int t, int64_t rb, int64_t re) {
       std::vector<float> rbuf, ones;
       for (int64_t r = rb; r < re; ++r) {
-        const int64_t band = r / geo.br;
-        const float* in_b = s_in.data() + band * geo.nbc;
-        const float* out_b = s_out.data() + band * geo.nbc;
-        if (vec) {
-          run_segment(t, y + r * cols, x + r * cols, in_b, out_b, true, cols, uint64_t(r * cols), rbuf, ones);
-        } else {
-          for (int64_t g = 0; g < geo.nbc; ++g) {
-            const int64_t c0 = g * geo.bc, len = std::min(geo.bc, cols - c0);
-            run_segment(t, y + r * cols + c0, x + r * cols + c0, in_b + g, out_b + g, false, len,
-                        uint64_t(r * cols + c0), rbuf, ones);
-          }
-        }
+        const int64_t band = r / geo_.br;
+        band_row(t, r, s_in.data() + band * geo_.nbc, s_out.data() + band * geo_.nbc, rbuf, ones);
       }
     });
   }
-  StatsAcc all;
-  for (auto& a : accs) all.add(a);
-  fill_stats(stats, all, n);
+
+  void throw_if_bad() {
+    if (bad_) throw_nonfinite(x_, rows_, cols_, name_);
+  }
+
+  float* const y_;
+  const float* const x_;
+  const int64_t rows_, cols_;
+  const QuantSpec& spec_;
+  const RngKey& key_;
+  const char* const name_;
+  QuantStats* const stats_;
+  uint8_t* const codes_;
+  const Code2Sink* const sink_;
+  const bool slow_;
+  const int nchunks_;
+  std::vector<StatsAcc> accs_;
+  std::atomic<bool> bad_{false};
+  // Block-scaled formats (prepare_scaled).
+  const ElemInfo* info_ = nullptr;
+  BlockGeometry geo_{};
+  RowParams params_{};
+  bool divide_ = false, vec_ = false;
+  detail::RowKernel kernel_ = nullptr;
+  detail::CodeKernel code_kernel_ = nullptr;
+  detail::Bf16CodeKernel bf16_code_kernel_ = nullptr;
+  int64_t row_grain_ = 1;
+  Nvfp4Tensor nv_;
+};
+
+void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                        const char* tensor_name, QuantStats* stats, uint8_t* codes, const Code2Sink* sink) {
+  SNIP_ASSERT(rows >= 0 && cols >= 0);
+  check_spec(spec);
+  reject_codes_for(spec, codes);
+  QuantizeCall(y, x, rows, cols, spec, key, tensor_name, stats, codes, sink).run();
 }
 
 }  // namespace

@@ -52,16 +52,84 @@ int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K);
 // Requires qgemm_e2m1_chunk(A, B, K) > 0. Runs on the shared thread pool (quant_threads()).
 void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B);
 
-// Which GEMM the quantized linear layers use for FP4 operands:
-//  automatic: the integer GEMM with the VNNI kernel when the CPU has AVX512-VNNI, else scalar;
-//  scalar:    the integer GEMM with the portable scalar kernel (same bits, slow; for tests);
+// ---------------------------------------------------------------------------------------------
+// BF16-element GEMM for FP8 and BF16 operands (docs/FORMATS.md section 6.5).
+//
+// Every E4M3/E5M2 value and every BF16 value is a BF16 value, so the products of two elements
+// are exact in FP32. For output (m, n) and each K chunk j (a run of K inside one scale block of
+// each operand; the whole of K when neither operand is scaled) the GEMM computes
+//     S_j = the sequential FP32 sum over k pairs (2t, 2t+1) of the chunk:
+//           s ← fma(a[2t+1], b[2t+1], s); s ← fma(a[2t], b[2t], s),   s starting at +0
+// (exactly the order of AVX512-BF16 vdpbf16ps), then C ← fl(C + fl(S_j · fl(sa_j · sb_j))) for
+// j = 0, 1, … with C starting at +0. Three kernels compute these same IEEE operations:
+// vdpbf16ps (when the CPU has AVX512_BF16 and its flushing of subnormal inputs and results
+// cannot change a result, see qgemm_bf16_dpbf16_safe), AVX-512F FMAs on the widened operands,
+// and a portable scalar loop (std::fma). The result is bit-identical on every CPU and for every
+// thread count.
+
+// One operand as a logical (i, k) matrix, k the reduction dimension. Element (i, k) is the BF16
+// value with bits bits[i·rs + k·cs], or (when bits is null) the FP32 value values[i·rs + k·cs],
+// which must be a BF16 value (its low 16 bits zero; qgemm_bf16 checks). Scaled operands (FP8
+// codes) multiply the element by scales[(i / block_i)·scale_rs + (k / block_k)·scale_cs];
+// scales null means unscaled.
+struct Bf16Operand {
+  const uint16_t* bits = nullptr;
+  const float* values = nullptr;
+  int64_t rs = 0, cs = 1;
+  const float* scales = nullptr;
+  int64_t scale_rs = 0, scale_cs = 0;
+  int64_t block_i = 1, block_k = 1;
+};
+
+// The operand view of a stored (rows, cols) matrix (bits or values, row-major), with block
+// scales laid out as quantize_bf16_codes writes them for `spec` (scales null: unscaled).
+Bf16Operand bf16_operand(const uint16_t* bits, const float* values, const float* scales, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, bool reduce_along_cols);
+
+// FP8 quantization of x (rows, cols) with `spec` into BF16 codes: bits[i] = the BF16 bits of
+// the signed rounded element value q[i] (the value before its block scale, exactly a BF16
+// value), scales[block] = the block's decode scale, [block row][block col] as e2m1_scale_count
+// counts them. fl(q[i] · scale) equals fake_quantize's output bit for bit. spec.format must
+// have at most 7 mantissa bits and a scale (e4m3, e5m2, e3m2, e2m3, e2m1).
+void quantize_bf16_codes(uint16_t* bits, float* scales, const float* x, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, const RngKey& key, const char* tensor_name);
+
+// Length of the K chunks (the smaller scale block along K of the scaled operands, K when
+// neither is blocked along K), or 0 when the two operands' blocks along K do not nest.
+int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K);
+
+// C(M,N) (row stride ldc) = Σ_k A(m,k)·B(n,k) as described above; C is overwritten.
+// Returns false, leaving C unspecified, when an element given as an FP32 value is not a BF16
+// value (only FP32 subnormals that BF16 cannot hold, e.g. an E8M0-scaled FP8 value below
+// 2^-126): the caller multiplies those in FP32 instead. Requires qgemm_bf16_chunk > 0.
+bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B);
+
+// Which kernel the last qgemm_bf16 call on this thread ran (for tests).
+enum class Bf16Kernel : uint8_t { dpbf16, fma, scalar };
+Bf16Kernel qgemm_bf16_last_kernel();
+
+// Whether vdpbf16ps (which treats subnormal inputs and results as zero) gives the IEEE result
+// for operands whose smallest non-zero elements have BF16 biased exponents ea_min, eb_min
+// (255: no non-zero element) and which have no subnormal element: every partial sum is a
+// multiple of 2^(ea_min−134)·2^(eb_min−134), so it is 0 or at least 2^−126 when
+// ea_min + eb_min ≥ 142 (FORMATS.md 6.5).
+bool qgemm_bf16_dpbf16_safe(int ea_min, int eb_min, bool any_subnormal);
+
+// Which GEMM the quantized linear layers use for FP4, FP8 and BF16 operands:
+//  automatic: FP4 on the integer GEMM (VNNI kernel when the CPU has AVX512-VNNI, else scalar);
+//             FP8 and BF16 on qgemm_bf16 (vdpbf16ps where the CPU has AVX512_BF16 and it is
+//             safe, else the AVX-512F FMA kernel, else scalar);
+//  fma:       as automatic, but qgemm_bf16 never uses vdpbf16ps (as on a CPU without it);
+//  scalar:    the portable scalar kernels (same bits, slow; for tests);
 //  sgemm:     the previous path: dequantize to FP32 and cblas_sgemm (different summation order).
-// The default is read once from SNIP_QGEMM=auto|scalar|sgemm (unset: automatic).
-enum class QGemmMode : uint8_t { automatic, scalar, sgemm };
+// The default is read once from SNIP_QGEMM=auto|fma|scalar|sgemm (unset: automatic).
+enum class QGemmMode : uint8_t { automatic, scalar, sgemm, fma };
 void set_qgemm_mode(QGemmMode m);
 // SNIP_QGEMM's value as a mode (null or empty: automatic); anything else throws snip::Error.
 QGemmMode parse_qgemm_mode(const char* value);
 QGemmMode qgemm_mode();
 bool qgemm_cpu_has_vnni();
+bool qgemm_cpu_has_avx512bf16();
+bool qgemm_cpu_has_avx512f();
 
 }  // namespace snip

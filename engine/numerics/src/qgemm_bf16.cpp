@@ -1,0 +1,524 @@
+// BF16-element GEMM for FP8 and BF16 operands (snip/qgemm.h, docs/FORMATS.md section 6.5).
+//
+// Packing. A (M, K) becomes BF16 bits, row-major, each K chunk padded to an even length with
+// zeros; B (N, K) becomes panels of 64 columns, [panel][chunk][K/2][64][2] BF16, so one 64-byte
+// load is 16 columns × 2 consecutive k, the layout of vdpbf16ps's operand. Zero padding adds
+// fma(0, 0, s) = s (s is never −0: it starts at +0 and an exact cancellation gives +0 under
+// round-to-nearest). While packing, each operand's smallest non-zero BF16 exponent and whether
+// it has a subnormal are recorded; they decide whether vdpbf16ps is safe (qgemm_bf16_dpbf16_safe).
+//
+// Kernels. A 6 × 64 output tile keeps 24 FP32 accumulators (6 rows × 4 vectors of 16 columns)
+// for one chunk: per k pair, 4 loads of B, 6 broadcasts of an A pair, 24 vdpbf16ps. At the end
+// of the chunk each accumulator S is scaled into the FP32 tile in memory:
+// tile = tile + S·fl(sa·sb). The FMA kernel widens each BF16 pair to two FP32 vectors and does
+// the two fmas of vdpbf16ps's definition (odd element first); the scalar kernel does the same
+// with std::fma. All three give the same bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "parallel.h"
+#include "snip/error.h"
+#include "snip/qgemm.h"
+#include "snip/thread_pool.h"
+
+namespace snip {
+
+namespace {
+
+constexpr int kNR = 64;  // panel width: 4 vectors of 16 FP32
+constexpr int kMR = 6;   // rows per register tile
+constexpr int kRowsPerTask = 8 * kMR;
+
+thread_local Bf16Kernel g_last_kernel = Bf16Kernel::scalar;
+
+inline uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float ffrom(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float bf16_value(uint16_t h) {
+  return ffrom(uint32_t(h) << 16);
+}
+
+// What packing learned about one operand's elements.
+struct ElemRange {
+  int emin = 255;          // smallest BF16 biased exponent of a non-zero element (255: none)
+  bool subnormal = false;  // a non-zero element with exponent field 0
+  bool inexact = false;    // an FP32 value that is not a BF16 value
+  void add(const ElemRange& o) {
+    emin = std::min(emin, o.emin);
+    subnormal |= o.subnormal;
+    inexact |= o.inexact;
+  }
+};
+
+// Reads elements of an operand as BF16 bits and records their range.
+struct ElemReader {
+  const Bf16Operand& o;
+  ElemRange r;
+  uint16_t operator()(int64_t i, int64_t k) {
+    const int64_t at = i * o.rs + k * o.cs;
+    uint16_t h;
+    if (o.bits) {
+      h = o.bits[at];
+    } else {
+      const uint32_t u = fbits(o.values[at]);
+      r.inexact |= (u & 0xFFFFu) != 0;
+      h = uint16_t(u >> 16);
+    }
+    if (h & 0x7FFFu) {
+      const int e = (h >> 7) & 0xFF;
+      if (e == 0) r.subnormal = true;
+      r.emin = std::min(r.emin, e == 0 ? 255 : e);
+    }
+    return h;
+  }
+};
+
+struct Packed {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+  std::vector<uint16_t> a;  // [M][nch·kcp]
+  std::vector<float> sa;    // [M][nch]
+  std::vector<uint16_t> b;  // [npanel][nch][kcp/2][64][2]
+  std::vector<float> sb;    // [npanel][nch][64] (0 for padding columns)
+};
+
+Packed& packed_workspace() {
+  thread_local Packed p;
+  return p;
+}
+
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
+
+inline float scale_of(const Bf16Operand& o, int64_t i, int64_t k) {
+  return o.scales ? o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs] : 1.0f;
+}
+
+inline int64_t chunk_len(const Packed& P, int64_t c) {
+  return std::min(P.kc, P.K - c * P.kc);
+}
+
+// A (M, K) row-major by chunks. When the reduction runs down the source's rows (cs != 1), the
+// source is read in 64 × 64 tiles so each cache line of it is read once.
+ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
+  const int64_t lda = P.nch * P.kcp;
+  std::vector<ElemRange> ranges(size_t(std::max(nchunks, 1)));
+  auto finish_row = [&](int64_t m) {
+    for (int64_t c = 0; c < P.nch; ++c) {
+      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      uint16_t* d = P.a.data() + m * lda + c * P.kcp;
+      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = 0;
+    }
+  };
+  const int64_t groups = (P.M + 63) / 64;
+  detail::parallel_chunks(nchunks, groups, 1, [&](int t, int64_t g0, int64_t g1) {
+    ElemReader rd{A, {}};
+    uint16_t tile[64][64];
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t m0 = g * 64, mn = std::min<int64_t>(64, P.M - m0);
+      if (A.cs == 1) {
+        for (int64_t m = m0; m < m0 + mn; ++m)
+          for (int64_t c = 0; c < P.nch; ++c) {
+            uint16_t* d = P.a.data() + m * lda + c * P.kcp;
+            const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+            for (int64_t u = 0; u < len; ++u) d[u] = rd(m, k0 + u);
+          }
+      } else {
+        for (int64_t kb = 0; kb < P.K; kb += 64) {
+          const int64_t kn = std::min<int64_t>(64, P.K - kb);
+          for (int64_t kk = 0; kk < kn; ++kk)
+            for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = rd(m0 + mm, kb + kk);
+          for (int64_t mm = 0; mm < mn; ++mm) {
+            uint16_t* row = P.a.data() + (m0 + mm) * lda;
+            for (int64_t kk = 0; kk < kn; ++kk) {
+              const int64_t k = kb + kk;
+              row[(k / P.kc) * P.kcp + k % P.kc] = tile[mm][kk];
+            }
+          }
+        }
+      }
+      for (int64_t m = m0; m < m0 + mn; ++m) finish_row(m);
+    }
+    ranges[size_t(t)].add(rd.r);
+  });
+  ElemRange all;
+  for (const ElemRange& r : ranges) all.add(r);
+  return all;
+}
+
+// B (N, K) into 64-column panels of k pairs.
+ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
+  const int64_t kq = P.kcp / 2;
+  std::vector<ElemRange> ranges(size_t(std::max(nchunks, 1)));
+  detail::parallel_chunks(nchunks, P.npanel, 1, [&](int t, int64_t p0, int64_t p1) {
+    ElemReader rd{B, {}};
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+      for (int64_t c = 0; c < P.nch; ++c) {
+        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        uint16_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 2;
+        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+        std::memset(dst, 0, size_t(kq * kNR * 2) * sizeof(uint16_t));
+        if (B.cs == 1) {
+          for (int j = 0; j < ncols; ++j)
+            for (int64_t u = 0; u < len; ++u) dst[(u / 2) * kNR * 2 + j * 2 + (u % 2)] = rd(p * kNR + j, k0 + u);
+        } else {
+          for (int64_t u = 0; u < len; ++u) {
+            uint16_t* d = dst + (u / 2) * kNR * 2 + (u % 2);
+            for (int j = 0; j < ncols; ++j) d[j * 2] = rd(p * kNR + j, k0 + u);
+          }
+        }
+        for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? scale_of(B, p * kNR + j, k0) : 0.0f;
+      }
+    }
+    ranges[size_t(t)].add(rd.r);
+  });
+  ElemRange all;
+  for (const ElemRange& r : ranges) all.add(r);
+  return all;
+}
+
+struct TileArgs {
+  const uint16_t* a;  // row 0 of the tile in P.a
+  int64_t lda;
+  const float* sa;    // row 0 of the tile in P.sa ([row][chunk])
+  const uint16_t* b;  // the panel
+  const float* sb;
+  int64_t nch, kcp, kc, K;
+};
+
+// Portable kernel: the operations of the definition, one output at a time.
+void tile_scalar(float* ct, const TileArgs& t, int mr) {
+  for (int i = 0; i < mr * kNR; ++i) ct[i] = 0.0f;
+  const int64_t kq = t.kcp / 2;
+  for (int64_t c = 0; c < t.nch; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
+    const uint16_t* bc = t.b + c * kq * kNR * 2;
+    for (int r = 0; r < mr; ++r) {
+      const uint16_t* ar = t.a + r * t.lda + c * t.kcp;
+      const float sar = t.sa[r * t.nch + c];
+      for (int j = 0; j < kNR; ++j) {
+        float s = 0.0f;
+        for (int64_t q = 0; q < nq; ++q) {
+          const uint16_t* bq = bc + q * kNR * 2 + j * 2;
+          s = std::fma(bf16_value(ar[2 * q + 1]), bf16_value(bq[1]), s);
+          s = std::fma(bf16_value(ar[2 * q]), bf16_value(bq[0]), s);
+        }
+        const float p = sar * t.sb[c * kNR + j];
+        const float term = s * p;
+        ct[r * kNR + j] = ct[r * kNR + j] + term;
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// Named accumulators and inline asm for the dot-product instruction, as in qgemm.cpp's VNNI
+// kernel: GCC 12 spilled an accumulator array to the stack on every iteration.
+// (GCC 12's _mm512_slli_epi32 starts from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
+// reports once per inlined call; the value is never read.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define SNIP_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define SNIP_DPBF16(acc, a, b) asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+
+// The scale stage shared by both AVX-512 kernels: tile += S·fl(sa·sb) per accumulator.
+#define SNIP_SCALE1(r, j)                                                    \
+  {                                                                          \
+    const __m512 term = _mm512_mul_ps(acc##r##j, _mm512_mul_ps(sar, sb##j)); \
+    float* o = ct + r * kNR + 16 * j;                                        \
+    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));            \
+  }
+#define SNIP_SCALE(r)                                                       \
+  if constexpr (MR > r) {                                                   \
+    const __m512 sar = _mm512_set1_ps(t.sa[r * t.nch + c]);                 \
+    SNIP_SCALE1(r, 0) SNIP_SCALE1(r, 1) SNIP_SCALE1(r, 2) SNIP_SCALE1(r, 3) \
+  }
+#define SNIP_DECL(r) __m512 acc##r##0 = zero, acc##r##1 = zero, acc##r##2 = zero, acc##r##3 = zero;
+
+template <int MR>
+SNIP_BF16_TARGET void tile_dpbf16(float* ct, const TileArgs& t) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + i * 16, zero);
+  const int64_t kq = t.kcp / 2;
+  for (int64_t c = 0; c < t.nch; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
+    const uint16_t* bq = t.b + c * kq * kNR * 2;
+    const uint16_t* ap = t.a + c * t.kcp;
+    SNIP_ROWS(SNIP_DECL)
+    for (int64_t q = 0; q < nq; ++q, ap += 2, bq += 128) {
+      const __m512 b0 = _mm512_castsi512_ps(_mm512_loadu_si512(bq));
+      const __m512 b1 = _mm512_castsi512_ps(_mm512_loadu_si512(bq + 32));
+      const __m512 b2 = _mm512_castsi512_ps(_mm512_loadu_si512(bq + 64));
+      const __m512 b3 = _mm512_castsi512_ps(_mm512_loadu_si512(bq + 96));
+#define SNIP_ROW(r)                                               \
+  if constexpr (MR > r) {                                         \
+    int32_t a2;                                                   \
+    std::memcpy(&a2, ap + r * t.lda, 4);                          \
+    const __m512 av = _mm512_castsi512_ps(_mm512_set1_epi32(a2)); \
+    SNIP_DPBF16(acc##r##0, av, b0);                               \
+    SNIP_DPBF16(acc##r##1, av, b1);                               \
+    SNIP_DPBF16(acc##r##2, av, b2);                               \
+    SNIP_DPBF16(acc##r##3, av, b3);                               \
+  }
+      SNIP_ROWS(SNIP_ROW)
+#undef SNIP_ROW
+    }
+    const float* sb = t.sb + c * kNR;
+    const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
+                 sb3 = _mm512_loadu_ps(sb + 48);
+    SNIP_ROWS(SNIP_SCALE)
+  }
+}
+
+// vdpbf16ps's two fmas on widened operands. Rows in groups of 3 (12 accumulators, 8 widened B
+// vectors): the IEEE kernel for CPUs without AVX512_BF16 and for operands where vdpbf16ps's
+// flushing could change a result.
+#define SNIP_FMA_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+template <int MR>
+SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + i * 16, zero);
+  const __m512i hi_mask = _mm512_set1_epi32(int32_t(0xFFFF0000u));
+  const int64_t kq = t.kcp / 2;
+  for (int64_t c = 0; c < t.nch; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
+    const uint16_t* bq = t.b + c * kq * kNR * 2;
+    const uint16_t* ap = t.a + c * t.kcp;
+    SNIP_ROWS(SNIP_DECL)
+    for (int64_t q = 0; q < nq; ++q, ap += 2, bq += 128) {
+#define SNIP_WIDEN(j)                                                         \
+  const __m512i bi##j = _mm512_loadu_si512(bq + 32 * j);                      \
+  const __m512 bo##j = _mm512_castsi512_ps(_mm512_and_si512(bi##j, hi_mask)); \
+  const __m512 be##j = _mm512_castsi512_ps(_mm512_slli_epi32(bi##j, 16));
+      SNIP_WIDEN(0)
+      SNIP_WIDEN(1)
+      SNIP_WIDEN(2)
+      SNIP_WIDEN(3)
+#undef SNIP_WIDEN
+#define SNIP_ROW(r)                                                                      \
+  if constexpr (MR > r) {                                                                \
+    uint32_t a2;                                                                         \
+    std::memcpy(&a2, ap + r * t.lda, 4);                                                 \
+    const __m512 ao = _mm512_castsi512_ps(_mm512_set1_epi32(int32_t(a2 & 0xFFFF0000u))); \
+    const __m512 ae = _mm512_castsi512_ps(_mm512_set1_epi32(int32_t(a2 << 16)));         \
+    acc##r##0 = _mm512_fmadd_ps(ae, be0, _mm512_fmadd_ps(ao, bo0, acc##r##0));           \
+    acc##r##1 = _mm512_fmadd_ps(ae, be1, _mm512_fmadd_ps(ao, bo1, acc##r##1));           \
+    acc##r##2 = _mm512_fmadd_ps(ae, be2, _mm512_fmadd_ps(ao, bo2, acc##r##2));           \
+    acc##r##3 = _mm512_fmadd_ps(ae, be3, _mm512_fmadd_ps(ao, bo3, acc##r##3));           \
+  }
+      SNIP_ROWS(SNIP_ROW)
+#undef SNIP_ROW
+    }
+    const float* sb = t.sb + c * kNR;
+    const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
+                 sb3 = _mm512_loadu_ps(sb + 48);
+    SNIP_ROWS(SNIP_SCALE)
+  }
+}
+#undef SNIP_DECL
+#undef SNIP_SCALE
+#undef SNIP_SCALE1
+#undef SNIP_ROWS
+#undef SNIP_DPBF16
+#pragma GCC diagnostic pop
+
+void tile_dpbf16_any(float* ct, const TileArgs& t, int mr) {
+  switch (mr) {
+    case 1:
+      return tile_dpbf16<1>(ct, t);
+    case 2:
+      return tile_dpbf16<2>(ct, t);
+    case 3:
+      return tile_dpbf16<3>(ct, t);
+    case 4:
+      return tile_dpbf16<4>(ct, t);
+    case 5:
+      return tile_dpbf16<5>(ct, t);
+    default:
+      return tile_dpbf16<6>(ct, t);
+  }
+}
+void tile_fma_any(float* ct, const TileArgs& t, int mr) {
+  switch (mr) {
+    case 1:
+      return tile_fma<1>(ct, t);
+    case 2:
+      return tile_fma<2>(ct, t);
+    case 3:
+      return tile_fma<3>(ct, t);
+    case 4:
+      return tile_fma<4>(ct, t);
+    case 5:
+      return tile_fma<5>(ct, t);
+    default:
+      return tile_fma<6>(ct, t);
+  }
+}
+
+bool detect_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+bool detect_bf16() {
+  if (!detect_avx512f()) return false;
+  // GCC 12's __builtin_cpu_supports has no "avx512bf16": CPUID leaf 7 sub-leaf 1, EAX bit 5.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __asm__("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(1));
+  return (eax >> 5) & 1u;
+}
+#else
+void tile_dpbf16_any(float*, const TileArgs&, int) {
+  SNIP_ASSERT_MSG(false, "no AVX512-BF16 kernel on this CPU");
+}
+void tile_fma_any(float*, const TileArgs&, int) {
+  SNIP_ASSERT_MSG(false, "no AVX-512 kernel on this CPU");
+}
+bool detect_avx512f() {
+  return false;
+}
+bool detect_bf16() {
+  return false;
+}
+#endif
+
+Bf16Kernel choose_kernel(const ElemRange& ra, const ElemRange& rb) {
+  const QGemmMode mode = qgemm_mode();
+  if (mode == QGemmMode::scalar || !qgemm_cpu_has_avx512f()) return Bf16Kernel::scalar;
+  if (mode != QGemmMode::fma && qgemm_cpu_has_avx512bf16() &&
+      qgemm_bf16_dpbf16_safe(ra.emin, rb.emin, ra.subnormal || rb.subnormal))
+    return Bf16Kernel::dpbf16;
+  return Bf16Kernel::fma;
+}
+
+}  // namespace
+
+bool qgemm_cpu_has_avx512f() {
+  static const bool has = detect_avx512f();
+  return has;
+}
+
+bool qgemm_cpu_has_avx512bf16() {
+  static const bool has = detect_bf16();
+  return has;
+}
+
+bool qgemm_bf16_dpbf16_safe(int ea_min, int eb_min, bool any_subnormal) {
+  return !any_subnormal && ea_min + eb_min >= 142;
+}
+
+Bf16Kernel qgemm_bf16_last_kernel() {
+  return g_last_kernel;
+}
+
+Bf16Operand bf16_operand(const uint16_t* bits, const float* values, const float* scales, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, bool reduce_along_cols) {
+  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
+  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
+  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  Bf16Operand o;
+  o.bits = bits;
+  o.values = values;
+  o.scales = scales;
+  if (reduce_along_cols) {  // (i, k) = (row, col)
+    o.rs = cols, o.cs = 1;
+    o.block_i = std::max<int64_t>(br, 1), o.block_k = std::max<int64_t>(bc, 1);
+    o.scale_rs = nbc, o.scale_cs = 1;
+  } else {  // (i, k) = (col, row)
+    o.rs = 1, o.cs = cols;
+    o.block_i = std::max<int64_t>(bc, 1), o.block_k = std::max<int64_t>(br, 1);
+    o.scale_rs = 1, o.scale_cs = nbc;
+  }
+  return o;
+}
+
+int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K) {
+  if (K <= 0) return 1;
+  const bool a_whole = !A.scales || A.block_k >= K, b_whole = !B.scales || B.block_k >= K;
+  int64_t kc = K;
+  if (!a_whole) kc = std::min(kc, A.block_k);
+  if (!b_whole) kc = std::min(kc, B.block_k);
+  if (!a_whole && A.block_k % kc != 0) return 0;
+  if (!b_whole && B.block_k % kc != 0) return 0;
+  return kc;
+}
+
+bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
+  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
+  if (M == 0 || N == 0) return true;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
+    return true;
+  }
+  const int64_t kc = qgemm_bf16_chunk(A, B, K);
+  SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
+  Packed& P = packed_workspace();
+  P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 1) / 2 * 2;
+  P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
+  grow(P.a, M * P.nch * P.kcp);
+  grow(P.sa, M * P.nch);
+  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
+  grow(P.sb, P.npanel * P.nch * kNR);
+  const int nchunks = detail::chunks_for_threads(quant_threads());
+  const ElemRange ra = pack_a(P, A, nchunks);
+  const ElemRange rb = pack_b(P, B, nchunks);
+  if (ra.inexact || rb.inexact) return false;
+
+  const Bf16Kernel kernel = choose_kernel(ra, rb);
+  g_last_kernel = kernel;
+  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t ntasks = P.npanel * groups;
+  SNIP_ASSERT(ntasks <= INT32_MAX);
+  const int64_t lda = P.nch * P.kcp;
+  auto task = [&](int id) {
+    const int64_t p = id / groups, g = id % groups;
+    const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, N - n0);
+    alignas(64) float ct[kMR * kNR];
+    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kMR) {
+      const int mr = int(std::min<int64_t>(kMR, M - m0));
+      const TileArgs t{P.a.data() + m0 * lda,
+                       lda,
+                       P.sa.data() + m0 * P.nch,
+                       P.b.data() + p * P.nch * P.kcp * kNR,
+                       P.sb.data() + p * P.nch * kNR,
+                       P.nch,
+                       P.kcp,
+                       P.kc,
+                       P.K};
+      switch (kernel) {
+        case Bf16Kernel::dpbf16:
+          tile_dpbf16_any(ct, t, mr);
+          break;
+        case Bf16Kernel::fma:
+          tile_fma_any(ct, t, mr);
+          break;
+        case Bf16Kernel::scalar:
+          tile_scalar(ct, t, mr);
+          break;
+      }
+      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kNR, size_t(ncols) * sizeof(float));
+    }
+  };
+  if (quant_threads() <= 1) {
+    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
+  } else {
+    pool_run(int(ntasks), task);
+  }
+  return true;
+}
+
+}  // namespace snip
