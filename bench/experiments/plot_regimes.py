@@ -151,7 +151,8 @@ def plot_gap_vs_budget(cs, path):
                 if r["method"] not in methods and r["method"] not in ("uniform-bf16", "uniform-fp8"):
                     methods.append(r["method"])
         for k, m in enumerate(methods):
-            pts = sorted((c["budget"], row(c, m)) for c in group if row(c, m))
+            # uniform FP4 is the ρ = 1 end whatever the compare's budget: drawn there, once
+            pts = sorted({(1.0 if m == "uniform-fp4" else c["budget"]): row(c, m) for c in group if row(c, m)}.items())
             xs = [b + (k - len(methods) / 2) * 0.004 for b, _ in pts]  # dodge the error bars
             ys = [r["gap_train_mean"] for _, r in pts]
             es = [r["gap_train_ci95"] or 0 for _, r in pts]
@@ -159,7 +160,8 @@ def plot_gap_vs_budget(cs, path):
         ax.axhline(0, color="0.7", lw=0.8)
         ax.set_xlabel("FP4 FLOP budget ρ")
         ax.set_ylabel("train-loss gap to BF16 (last-window mean)")
-        ax.set_title(f"recipe {recipe}, {steps} steps from step {start}\nmean ± 95% Student-t half-width, K replicates")
+        ax.set_title(f"recipe {recipe}, {steps} steps from step {start}\n"
+                     f"mean ± 95% Student-t half-width, K = {group[0]['replicates']} paired replicates", fontsize=10)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -292,15 +294,21 @@ def t_interval(xs):
     return m, T95.get(k - 1, 2.0) * sd / math.sqrt(k)
 
 
-def paired_runs(specs, out_dir, window=50):
+def verdict(mean, hw):
+    if mean is None or hw is None:
+        return "indistinguishable (no interval)"
+    return "worse" if mean - hw > 0 else "better" if mean + hw < 0 else "indistinguishable"
+
+
+def paired_runs(specs, out_dir, reference=None, window=50):
     """--pair LABEL:REF_LOG:ARM_LOG (repeated, one per seed): the arm's gap to the reference run
     of the same seed (same initial weights and data order), mean over the last `window` steps, and
-    the last validation loss; mean ± 95% t over the seeds; a per-step plot of the paired gap."""
+    the last validation loss; mean ± 95% t over the seeds; gap_vs_step_paired_runs.png."""
     groups = {}
     for spec in specs:
         label, ref, arm = spec.split(":")
         groups.setdefault(label, []).append((ref, arm))
-    lines = []
+    lines, series, all_gaps = [], [], {}
     for label, pairs in groups.items():
         gaps, vgaps, curves = [], [], []
         for ref, arm in pairs:
@@ -313,6 +321,7 @@ def paired_runs(specs, out_dir, window=50):
             if last is not None:
                 vgaps.append(av[last] - rv[last])
             curves.append((steps, running_mean([at[s] - rt[s] for s in steps], 10)))
+        all_gaps[label] = (gaps, vgaps)
         m, hw = t_interval(gaps)
         lines += [f"### paired runs: {label} ({len(pairs)} seeds)", "",
                   "| seed pair | gap train (last %d steps) | gap val (last evaluation) |" % window, "|---|---|---|"]
@@ -321,17 +330,38 @@ def paired_runs(specs, out_dir, window=50):
                          f"{'–' if v is None else f'{v:+.4f}'} |")
         vm, vhw = t_interval(vgaps) if vgaps else (None, None)
         lines += [f"| **mean ± 95% t** | **{pm(m, hw)}** | **{pm(vm, vhw)}** |", ""]
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for (steps, cur), (_, arm) in zip(curves, pairs):
-            ax.plot(steps, cur, lw=1.2, label=os.path.basename(arm))
-        ax.axhline(0, color="0.7", lw=0.8)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("train-loss gap to the BF16 run of the same seed\n(10-step running mean)")
-        ax.set_title(f"{label}: gap {pm(m, hw)} over the last {window} steps", fontsize=10)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, f"gap_vs_step_{label}.png"), dpi=90)
-        plt.close(fig)
+        series.append((label, curves))
+    if reference in all_gaps:  # each arm against the reference arm, paired by seed
+        rg, rv = all_gaps[reference]
+        lines += [f"### paired runs against {reference} (arm − {reference}, paired by seed)", "",
+                  "| arm | train: mean ± 95% t | verdict | val: mean ± 95% t | verdict |", "|---|---|---|---|---|"]
+        for label, (g, v) in all_gaps.items():
+            if label == reference:
+                continue
+            dm, dhw = t_interval([a - b for a, b in zip(g, rg)])
+            vm, vhw = t_interval([a - b for a, b in zip(v, rv)]) if v and rv else (None, None)
+            lines.append(f"| {label} | {pm(dm, dhw)} | {verdict(dm, dhw)} | {pm(vm, vhw)} | {verdict(vm, vhw)} |")
+        lines.append("")
+    # One figure: per label the mean over seeds of the paired per-step gap, band = 95% t.
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for label, curves in series:
+        n = min(len(c[1]) for c in curves)
+        steps = curves[0][0][:n]
+        k = len(curves)
+        mean = [sum(c[1][i] for c in curves) / k for i in range(n)]
+        line, = ax.plot(steps, mean, lw=1.4, label=label)
+        if k >= 2:
+            hw = [t_interval([c[1][i] for c in curves])[1] for i in range(n)]
+            ax.fill_between(steps, [m - h for m, h in zip(mean, hw)], [m + h for m, h in zip(mean, hw)],
+                            color=line.get_color(), alpha=0.12, lw=0)
+    ax.axhline(0, color="0.7", lw=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("paired train-loss gap (10-step running mean)")
+    ax.set_title("runs paired by seed (same initial weights and data order); band: 95% t over seeds", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "gap_vs_step_paired_runs.png"), dpi=90)
+    plt.close(fig)
     return lines
 
 
@@ -345,6 +375,7 @@ def main():
     ap.add_argument("--pair", action="append", default=[],
                     help="LABEL:REF_LOG:ARM_LOG, two `snip train --json` logs of the same seed (repeat per seed): "
                     "the arm's paired gap to the reference run, e.g. adaptive SNIP against BF16 from scratch")
+    ap.add_argument("--pair-reference", help="LABEL of --pair every other label is compared with, seed by seed")
     a = ap.parse_args()
     cs = load(a.inputs)
     if not cs:
@@ -354,7 +385,7 @@ def main():
     for c in cs:
         lines += table(c)
     if a.pair:
-        lines += paired_runs(a.pair, a.out)
+        lines += paired_runs(a.pair, a.out, a.pair_reference)
     with open(os.path.join(a.out, "tables.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     made = ["tables.md"]
