@@ -5,7 +5,8 @@
 // double-precision reference path on the same weights and batch.
 //
 // Run: build/bench/train/bench_train [--benchmark_min_time=...]   (env SNIP_BENCH_PRESET, _B, _T, TORCH_THREADS;
-// SNIP_BENCH_ROUNDS=N interleaved torch/fp32/fp4 rounds, default 8, on which the targets are judged)
+// SNIP_BENCH_ROUNDS=N interleaved torch/fp32/fp4/bf16/fp8 rounds, default 8, on which the targets are judged;
+// SNIP_BENCH_TORCH=0 leaves PyTorch out of them)
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -168,22 +169,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Interleaved rounds (SNIP_BENCH_ROUNDS=N, default 8): each round runs one PyTorch step, one of
-// our fp32 steps and one of our fp4 steps, in an order that rotates from round to round, with a
-// 200 ms pause before each so the previous step's OpenBLAS workers have stopped spinning. The
-// targets are judged on the medians of the per-round ratios: within a round all three steps see
-// nearly the same machine, whereas separate runs seconds or minutes apart on this VM differ by
-// up to 1.5x (bench/train/RESULTS.md).
+// Interleaved rounds (SNIP_BENCH_ROUNDS=N, default 8): each round runs one PyTorch step and one
+// of our fp32, fp4, bf16 and fp8 steps (uniform plans), in an order that rotates from round to
+// round, with a 200 ms pause before each so the previous step's OpenBLAS workers have stopped
+// spinning. The targets are judged on the medians of the per-round ratios: within a round all
+// steps see nearly the same machine, whereas separate runs seconds or minutes apart on this VM
+// differ by up to 1.5x (bench/train/RESULTS.md). SNIP_BENCH_TORCH=0 leaves PyTorch out.
 void run_interleaved_rounds(int rounds) {
   const std::string cfg_path = "/tmp/snip_bench_train_config.json";
   snip::write_config_file(cfg_path, snip::preset_config(kPreset));
-  TorchServer torch(cfg_path, env_or("TORCH_THREADS", "1"));
-  if (!torch.ready())
+  const bool want_torch = env_or("SNIP_BENCH_TORCH", "1") != "0";
+  std::optional<TorchServer> torch;
+  if (want_torch) torch.emplace(cfg_path, env_or("TORCH_THREADS", "1"));
+  const bool have_torch = torch && torch->ready();
+  if (want_torch && !have_torch)
     std::printf(
         "torch reference unavailable (needs /usr/bin/python3 with Debian's python3-torch): "
-        "timing fp32/fp4 rounds only\n");
-  StepRig a(snip::Precision::fp32), b(snip::Precision::fp4);
-  a.step(0), b.step(0);
+        "timing our steps only\n");
+  const snip::Precision precisions[] = {snip::Precision::fp32, snip::Precision::fp4, snip::Precision::bf16,
+                                        snip::Precision::fp8};
+  constexpr int kOurs = 4;
+  std::vector<std::unique_ptr<StepRig>> rigs;
+  for (snip::Precision p : precisions) {
+    rigs.push_back(std::make_unique<StepRig>(p));
+    rigs.back()->step(0);
+  }
   using clock = std::chrono::steady_clock;
   auto timed = [](StepRig& rig, int64_t s) {
     const auto t0 = clock::now();
@@ -191,53 +201,57 @@ void run_interleaved_rounds(int rounds) {
     rig.step(s);
     return std::pair{std::chrono::duration<double>(clock::now() - t0).count(), process_cpu_seconds() - c0};
   };
-  std::vector<double> fp32_w, fp4_w, torch_w, fp32_c, fp4_c, torch_c, speedup, fp4_ratio, cpu_speedup;
+  // [0..3]: ours by precision, wall and CPU seconds per round.
+  std::vector<double> wall[kOurs], cpu[kOurs], ratio[kOurs], torch_w, torch_c, speedup, cpu_speedup;
   std::printf("interleaved rounds (%s, B=%d, T=%d): wall s per step [CPU s]\n", kPreset.c_str(), kB, kT);
-  std::printf("  round   torch fp32        ours fp32         ours fp4          torch/ours32  fp4/fp32\n");
+  std::printf(
+      "  round   torch fp32        ours fp32         ours fp4          ours bf16         ours fp8          "
+      "torch/ours32  fp4/fp32  bf16/fp32  fp8/fp32\n");
   for (int r = 1; r <= rounds; ++r) {
-    std::pair<double, double> t{0, 0}, f32, f4;
-    for (int k = 0; k < 3; ++k) {
+    std::pair<double, double> t{0, 0}, ours[kOurs];
+    for (int k = 0; k <= kOurs; ++k) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      switch ((k + r) % 3) {
-        case 0:
-          if (torch.ready()) t = torch.step();
-          break;
-        case 1:
-          f32 = timed(a, r);
-          break;
-        default:
-          f4 = timed(b, r);
-          break;
+      const int who = (k + r) % (kOurs + 1);  // kOurs: PyTorch
+      if (who == kOurs) {
+        if (have_torch) t = torch->step();
+      } else {
+        ours[who] = timed(*rigs[size_t(who)], r);
       }
     }
-    fp32_w.push_back(f32.first), fp4_w.push_back(f4.first), fp32_c.push_back(f32.second), fp4_c.push_back(f4.second);
-    fp4_ratio.push_back(f4.first / f32.first);
-    if (torch.ready()) {
-      torch_w.push_back(t.first), torch_c.push_back(t.second);
-      speedup.push_back(t.first / f32.first), cpu_speedup.push_back(t.second / f32.second);
+    for (int i = 0; i < kOurs; ++i) {
+      wall[i].push_back(ours[i].first), cpu[i].push_back(ours[i].second);
+      ratio[i].push_back(ours[i].first / ours[0].first);
     }
-    std::printf("  %5d   %6.3f [%6.3f]  %6.3f [%6.3f]  %6.3f [%6.3f]  %6.2f        %6.3f\n", r, t.first, t.second,
-                f32.first, f32.second, f4.first, f4.second, torch.ready() ? t.first / f32.first : 0.0,
-                f4.first / f32.first);
+    if (have_torch) {
+      torch_w.push_back(t.first), torch_c.push_back(t.second);
+      speedup.push_back(t.first / ours[0].first), cpu_speedup.push_back(t.second / ours[0].second);
+    }
+    std::printf("  %5d   %6.3f [%6.3f]", r, t.first, t.second);
+    for (int i = 0; i < kOurs; ++i) std::printf("  %6.3f [%6.3f]", ours[i].first, ours[i].second);
+    std::printf("  %6.2f        %6.3f    %6.3f     %6.3f\n", have_torch ? t.first / ours[0].first : 0.0,
+                ratio[1].back(), ratio[2].back(), ratio[3].back());
   }
   const double tokens = double(kB) * kT;
-  std::printf("medians over %d rounds: ours fp32 %.0f tokens/s, ours fp4 %.0f tokens/s", rounds,
-              tokens / median(fp32_w), tokens / median(fp4_w));
-  if (torch.ready())
-    std::printf(", torch %s (%d intra-op thread) %.0f tokens/s", torch.version().c_str(), torch.threads(),
+  std::printf("medians over %d rounds, tokens/s:", rounds);
+  for (int i = 0; i < kOurs; ++i)
+    std::printf(" ours %s %.0f,", snip::precision_name(precisions[i]), tokens / median(wall[i]));
+  if (have_torch)
+    std::printf(" torch %s (%d intra-op thread) %.0f", torch->version().c_str(), torch->threads(),
                 tokens / median(torch_w));
   std::printf("\n");
-  if (torch.ready()) {
-    std::printf("ratio ours fp32 / torch fp32 tokens/s: median per round %.2fx wall, %.2fx CPU (target >= 1.5x)\n",
+  if (have_torch) {
+    std::printf("ratio ours fp32 / torch fp32 tokens/s: median per round %.2fx wall, %.2fx CPU (target >= 2x)\n",
                 median(speedup), median(cpu_speedup));
     // PyTorch's step time varies far more than ours from step to step (0.7-1.7 s in one run):
     // the most conservative figure compares our median with its single fastest step.
     std::printf("ratio ours fp32 median / torch fastest step: %.2fx (torch's fastest %.3f s)\n",
-                *std::min_element(torch_w.begin(), torch_w.end()) / median(fp32_w),
+                *std::min_element(torch_w.begin(), torch_w.end()) / median(wall[0]),
                 *std::min_element(torch_w.begin(), torch_w.end()));
   }
-  std::printf("ratio fp4 step time / fp32 step time: median per round %.3f wall, %.3f CPU (target <= 1.25)\n",
-              median(fp4_ratio), median(fp4_c) / median(fp32_c));
+  const char* targets[kOurs] = {"", "<= 0.6", "<= 0.8", "<= 0.8"};
+  for (int i = 1; i < kOurs; ++i)
+    std::printf("ratio %s step time / fp32 step time: median per round %.3f wall, %.3f CPU (target %s)\n",
+                snip::precision_name(precisions[i]), median(ratio[i]), median(cpu[i]) / median(cpu[0]), targets[i]);
 }
 
 // Float step vs the double reference path on the tiny preset: same weights, same batch.

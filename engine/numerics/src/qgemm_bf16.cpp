@@ -84,6 +84,40 @@ struct ElemReader {
   }
 };
 
+// d[u] = element u of the contiguous run of `len` elements at flat index `at` of the operand's
+// source, recording the range. Branch-free so the compiler vectorizes it (packing reads every
+// element of both operands once).
+void read_run(uint16_t* __restrict d, const Bf16Operand& o, int64_t at, int64_t len, ElemRange& r) {
+  uint32_t low = 0, emin = 255, sub = 0;
+  auto note = [&](uint32_t h) {
+    const uint32_t e = (h >> 7) & 0xFFu;
+    const uint32_t nz = (h & 0x7FFFu) != 0 ? 1u : 0u;
+    sub |= nz & (e == 0 ? 1u : 0u);
+    const uint32_t ee = nz && e != 0 ? e : 255u;
+    emin = ee < emin ? ee : emin;
+  };
+  if (o.bits) {
+    const uint16_t* src = o.bits + at;
+    for (int64_t u = 0; u < len; ++u) {
+      const uint32_t h = src[u];
+      note(h);
+      d[u] = uint16_t(h);
+    }
+  } else {
+    const float* src = o.values + at;
+    for (int64_t u = 0; u < len; ++u) {
+      const uint32_t w = fbits(src[u]);
+      low |= w & 0xFFFFu;
+      const uint32_t h = w >> 16;
+      note(h);
+      d[u] = uint16_t(h);
+    }
+  }
+  r.inexact |= low != 0;
+  r.subnormal |= sub != 0;
+  r.emin = std::min(r.emin, int(emin));
+}
+
 struct Packed {
   int64_t M = 0, N = 0, K = 0;
   int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
@@ -131,11 +165,24 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
       const int64_t m0 = g * 64, mn = std::min<int64_t>(64, P.M - m0);
       if (A.cs == 1) {
         for (int64_t m = m0; m < m0 + mn; ++m)
-          for (int64_t c = 0; c < P.nch; ++c) {
-            uint16_t* d = P.a.data() + m * lda + c * P.kcp;
-            const int64_t k0 = c * P.kc, len = chunk_len(P, c);
-            for (int64_t u = 0; u < len; ++u) d[u] = rd(m, k0 + u);
+          for (int64_t c = 0; c < P.nch; ++c)
+            read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, chunk_len(P, c), rd.r);
+      } else if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
+        for (int64_t kb = 0; kb < P.K; kb += 64) {
+          const int64_t kn = std::min<int64_t>(64, P.K - kb);
+          uint16_t run[64];
+          int64_t at[64];  // where k = kb + kk goes in a row of P.a (one division per k, not per element)
+          for (int64_t kk = 0; kk < kn; ++kk) {
+            read_run(run, A, (kb + kk) * A.cs + m0, mn, rd.r);
+            for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = run[mm];
+            const int64_t k = kb + kk;
+            at[kk] = (k / P.kc) * P.kcp + k % P.kc;
           }
+          for (int64_t mm = 0; mm < mn; ++mm) {
+            uint16_t* row = P.a.data() + (m0 + mm) * lda;
+            for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
+          }
+        }
       } else {
         for (int64_t kb = 0; kb < P.K; kb += 64) {
           const int64_t kn = std::min<int64_t>(64, P.K - kb);
@@ -165,6 +212,7 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
   std::vector<ElemRange> ranges(size_t(std::max(nchunks, 1)));
   detail::parallel_chunks(nchunks, P.npanel, 1, [&](int t, int64_t p0, int64_t p1) {
     ElemReader rd{B, {}};
+    std::vector<uint16_t> row_buf;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
       for (int64_t c = 0; c < P.nch; ++c) {
@@ -173,8 +221,19 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
         std::memset(dst, 0, size_t(kq * kNR * 2) * sizeof(uint16_t));
         if (B.cs == 1) {
-          for (int j = 0; j < ncols; ++j)
-            for (int64_t u = 0; u < len; ++u) dst[(u / 2) * kNR * 2 + j * 2 + (u % 2)] = rd(p * kNR + j, k0 + u);
+          std::vector<uint16_t>& run = row_buf;
+          if (int64_t(run.size()) < len) run.resize(size_t(len));
+          for (int j = 0; j < ncols; ++j) {
+            read_run(run.data(), B, (p * kNR + j) * B.rs + k0, len, rd.r);
+            for (int64_t u = 0; u < len; ++u) dst[(u / 2) * kNR * 2 + j * 2 + (u % 2)] = run[size_t(u)];
+          }
+        } else if (B.rs == 1) {
+          uint16_t run[kNR];
+          for (int64_t u = 0; u < len; ++u) {
+            read_run(run, B, (k0 + u) * B.cs + p * kNR, ncols, rd.r);
+            uint16_t* d = dst + (u / 2) * kNR * 2 + (u % 2);
+            for (int j = 0; j < ncols; ++j) d[j * 2] = run[j];
+          }
         } else {
           for (int64_t u = 0; u < len; ++u) {
             uint16_t* d = dst + (u / 2) * kNR * 2 + (u % 2);
