@@ -37,6 +37,10 @@ void RunRecorder::note_busy(const StoreBusy& e) {
     std::fprintf(stderr, "\nwarning: %s\n", msg.c_str());
 }
 
+std::chrono::steady_clock::time_point RunRecorder::now() const {
+  return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
+}
+
 void RunRecorder::wait_before_retry() {
   std::this_thread::sleep_for(std::chrono::milliseconds(retry_ms_));
   retry_ms_ = std::min(std::max(1, options_.busy_retry_max_ms), retry_ms_ * 2);
@@ -53,7 +57,7 @@ bool RunRecorder::try_flush() {
   } catch (const StoreBusy& e) {
     if (busy_) store_->set_busy_timeout(timeout);
     note_busy(e);
-    next_try_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
+    next_try_ = now() + std::chrono::milliseconds(retry_ms_);
     retry_ms_ = std::min(std::max(1, options_.busy_retry_max_ms), retry_ms_ * 2);
     return false;
   }
@@ -66,15 +70,15 @@ bool RunRecorder::try_flush() {
 }
 
 void RunRecorder::record(const MetricRow& row) {
-  if (buffer_.empty()) oldest_ = std::chrono::steady_clock::now();
+  if (buffer_.empty()) oldest_ = now();
   buffer_.push_back(row);
   if (buffer_.size() >= options_.max_buffered_rows) {
     flush_now();  // bounded memory: wait for the lock
     return;
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (busy_ && now < next_try_) return;
-  if (int(buffer_.size()) >= options_.flush_rows || now - oldest_ >= std::chrono::milliseconds(options_.flush_ms))
+  const auto t = now();
+  if (busy_ && t < next_try_) return;
+  if (int(buffer_.size()) >= options_.flush_rows || t - oldest_ >= std::chrono::milliseconds(options_.flush_ms))
     flush();
 }
 

@@ -22,24 +22,13 @@
 #include "snip/checkpoint.h"
 #include "snip/recorded_training.h"
 #include "snip/store.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string leaf = "snip_env_" + std::to_string(::getpid()) + "_" +
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (auto& ch : leaf) ch = ch == '/' ? '_' : ch;
-    path = fs::temp_directory_path() / leaf;
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
+using snip_test::TempDir;
 
 using Result = snip_test::CommandResult;
 

@@ -28,22 +28,13 @@
 #include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("snip_resume_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using snip_test::TempDir;
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,21 +8,13 @@
 #include <string>
 
 #include "snip/store.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("snip_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using snip_test::TempDir;
 
 int run(const std::string& args) {
   const std::string cmd = std::string(SNIP_BIN) + " " + args + " >/dev/null 2>&1";

@@ -10,20 +10,13 @@
 #include <string>
 
 #include "snip/store.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("snip_cli_resume_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using snip_test::TempDir;
 
 int snip_train(const std::string& args) {
   const std::string cmd = std::string(SNIP_BIN) + " train " + args + " >/dev/null 2>&1";

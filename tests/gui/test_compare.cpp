@@ -26,6 +26,7 @@
 #include "compare_view.h"
 #include "curve_chart.h"
 #include "main_window.h"
+#include "qt_wait.h"
 #include "run_view.h"
 #include "snip/store.h"
 
@@ -33,12 +34,7 @@ using namespace snip::ui;
 
 namespace {
 
-bool wait_for(const std::function<bool()>& done, int timeout_ms = 20000) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-  return done();
-}
+using snip_test::wait_for;
 
 class CompareExperimentTest : public ::testing::Test {
  protected:

@@ -23,6 +23,7 @@
 
 #include "main_window.h"
 #include "monitor_view.h"
+#include "qt_wait.h"
 #include "run_view.h"
 #include "snip/store.h"
 
@@ -30,12 +31,7 @@ using namespace snip::ui;
 
 namespace {
 
-bool wait_until(const std::function<bool()>& done, int timeout_ms) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 10);
-  return done();
-}
+using snip_test::wait_for;
 
 class ResumeTest : public ::testing::Test {
  protected:
@@ -65,7 +61,7 @@ class ResumeTest : public ::testing::Test {
   // Waits for the next run_ended; returns (run id, status, message).
   std::tuple<qint64, QString, QString> wait_ended(int timeout_ms = 120000) {
     const int before = int(ended_->count());
-    EXPECT_TRUE(wait_until([&] { return ended_->count() > before; }, timeout_ms)) << "no run_ended";
+    EXPECT_TRUE(wait_for([&] { return ended_->count() > before; }, timeout_ms)) << "no run_ended";
     if (ended_->count() <= before) return {0, {}, {}};
     const QList<QVariant> e = ended_->at(before);
     return {e.at(0).toLongLong(), e.at(1).toString(), e.at(2).toString()};
@@ -79,7 +75,7 @@ class ResumeTest : public ::testing::Test {
     request.pause_after_step = 3;
     window_->start_request(request);
     const auto live = window_->live_metrics();
-    EXPECT_TRUE(wait_until([&] { return live->run_id() != previous && live->size() >= 3; }, 120000));
+    EXPECT_TRUE(wait_for([&] { return live->run_id() != previous && live->size() >= 3; }, 120000));
     window_->stop_training();  // stops where it holds, saving a checkpoint
     const auto [id, status, message] = wait_ended();
     EXPECT_EQ(status, "interrupted") << message.toStdString();
@@ -145,7 +141,7 @@ TEST_F(ResumeTest, StoppedRunResumedFromTheTableMatchesAnUninterruptedRunBitForB
   EXPECT_EQ(cps.back().step, kSteps);
   EXPECT_TRUE(std::filesystem::exists(cps.back().path + "/model.safetensors"));
   // The Monitor shows the whole run: the steps before the checkpoint and the resumed ones.
-  EXPECT_TRUE(wait_until([&] { return window_->monitor_view()->train_points() == kSteps; }, 5000))
+  EXPECT_TRUE(wait_for([&] { return window_->monitor_view()->train_points() == kSteps; }, 5000))
       << window_->monitor_view()->train_points();
   EXPECT_TRUE(rv->start_button()->isEnabled());
 }

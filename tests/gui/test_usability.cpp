@@ -37,6 +37,7 @@
 #include "monitor_view.h"
 #include "plan_grid.h"
 #include "plan_view.h"
+#include "qt_wait.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
 #include "snip/model_config.h"
@@ -47,12 +48,7 @@ using namespace snip::ui;
 
 namespace {
 
-bool wait_for(const std::function<bool()>& done, int timeout_ms = 30000) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-  return done();
-}
+using snip_test::wait_for;
 
 QString shot_path(const QString& name) {
   const QString dir = QStringLiteral(SNIP_SCREENSHOT_DIR "/usability");

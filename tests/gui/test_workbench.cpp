@@ -22,6 +22,7 @@
 #include <QTest>
 #include <filesystem>
 #include <functional>
+#include <set>
 
 #include "compare_view.h"
 #include "heatmap_widget.h"
@@ -29,6 +30,7 @@
 #include "monitor_view.h"
 #include "plan_grid.h"
 #include "plan_view.h"
+#include "qt_wait.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
 #include "snip/model_config.h"
@@ -42,13 +44,7 @@ using namespace snip::ui;
 
 namespace {
 
-// Processes events until `done` or the timeout; returns done().
-bool wait_for(const std::function<bool()>& done, int timeout_ms = 20000) {
-  QElapsedTimer t;
-  t.start();
-  while (!done() && t.elapsed() < timeout_ms) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-  return done();
-}
+using snip_test::wait_for;
 
 class WorkbenchTest : public ::testing::Test {
  protected:
@@ -311,20 +307,21 @@ TEST_F(WorkbenchTest, StopSavesAResumableCheckpoint) {
   RunView* rv = w->run_view();
   set_tiny_form(rv, 100000);
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
-  w->start_training();
+  // The worker holds after step 3 by itself (as the Pause button makes it hold): event-driven,
+  // however fast or loaded the machine is, instead of pausing from here and sleeping.
+  TrainRequest request = rv->make_request();
+  request.pause_after_step = 3;
+  w->start_request(request);
   ASSERT_TRUE(wait_for([&] { return w->live_metrics()->size() >= 3; }, 30000));
-  w->toggle_pause();
-  const size_t at_pause = w->live_metrics()->size();
-  QTest::qWait(300);
-  EXPECT_LE(w->live_metrics()->size(), at_pause + 1);  // at most the step in flight
-  w->stop_training();                                  // also wakes the paused loop
+  w->stop_training();  // also wakes the paused loop
   ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 30000));
   EXPECT_EQ(ended.at(0).at(1).toString(), "interrupted");
+  EXPECT_EQ(w->live_metrics()->size(), 3u);  // held: no step ran between the pause and the stop
   snip::Store store(db_.toStdString());
   const auto cps = store.checkpoints(ended.at(0).at(0).toLongLong());
   ASSERT_EQ(cps.size(), 1u);
   EXPECT_TRUE(std::filesystem::exists(cps[0].path + "/trainer_state.json"));
-  EXPECT_LT(cps[0].step, 100000);
+  EXPECT_EQ(cps[0].step, 3);
 }
 
 TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {
@@ -459,13 +456,25 @@ TEST_F(WorkbenchTest, ScreenshotsOfAPopulatedWorkbench) {
     ASSERT_EQ(plans.size(), 2u);
     w->compare_view()->select({plans[1].id, plans[0].id}, {store.runs().front().id});
   }
+  // What the screenshots must show: the plan grid with every layer of the small model and the
+  // Compare table with both stored plans.
+  EXPECT_EQ(pv->grid()->plan().size(), 42u);
+  EXPECT_GE(w->compare_view()->table()->rowCount(), 2);
   const QStringList files = w->render_screenshots(SNIP_SCREENSHOT_DIR);
-  ASSERT_EQ(files.size(), 5);
-  for (const QString& f : files) {
+  ASSERT_EQ(files.size(), MainWindow::view_names().size());
+  for (int i = 0; i < files.size(); ++i) {
+    const QString& f = files[i];
+    EXPECT_EQ(QFileInfo(f).completeBaseName(), MainWindow::view_names()[i]);  // one file per view, named after it
     const QImage image(f);
     ASSERT_FALSE(image.isNull()) << f.toStdString();
     EXPECT_EQ(image.width(), 1280);
     EXPECT_EQ(image.height(), 800);
+    // Not blank: a view with its widgets drawn has many colours (text, charts, cells); an empty
+    // or unpainted capture has a handful.
+    std::set<QRgb> colours;
+    for (int y = 0; y < image.height(); y += 4)
+      for (int x = 0; x < image.width(); x += 4) colours.insert(image.pixel(x, y));
+    EXPECT_GE(colours.size(), 20u) << f.toStdString();
   }
 }
 

@@ -254,8 +254,9 @@ TEST_F(SafetensorsTest, BadJsonDuplicatesAndMetadataAreErrors) {
       {"__metadata__"});
 }
 
-// Random corruption never crashes: either the file still parses or a snip::Error says why.
-TEST_F(SafetensorsTest, RandomByteFlipsNeverCrash) {
+// Random corruption never crashes, and what the user sees is either the file's tensors or an
+// error that names the file first ("fuzz: ...") and then what is wrong with it.
+TEST_F(SafetensorsTest, RandomByteFlipsGiveTheTensorsOrAnErrorNamingTheFile) {
   std::vector<float> w(12, 0.25f);
   snip::write_safetensors(path("r.safetensors"), {{"w", {3, 4}, w.data()}, {"v", {2}, w.data()}}, {{"k", "v"}});
   const std::string good = snip::read_file(path("r.safetensors"));
@@ -274,8 +275,11 @@ TEST_F(SafetensorsTest, RandomByteFlipsNeverCrash) {
         std::vector<float> out(static_cast<size_t>(n));
         f.read_f32(name, out.data(), shape);
       }
-    } catch (const snip::Error&) {
+    } catch (const snip::Error& e) {
       ++errors;
+      const std::string message = e.what();
+      EXPECT_EQ(message.rfind("fuzz", 0), 0u) << "trial " << trial << ": " << message;
+      EXPECT_GT(message.size(), std::string("fuzz: ").size() + 10) << "trial " << trial << ": " << message;
     }
   }
   EXPECT_GT(errors, 0);  // the fuzzer did reach the validation paths

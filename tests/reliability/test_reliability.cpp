@@ -42,6 +42,7 @@
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/trainer.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -58,17 +59,9 @@ fs::path scratch_root() {
   return fs::temp_directory_path();
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = scratch_root() / ("snip-rel-" + tag + "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+// The shared TempDir (tests/util/temp_dir.h) under scratch_root(), with paths as fs::path.
+struct TempDir : snip_test::TempDir {
+  explicit TempDir(const std::string& tag) : snip_test::TempDir("rel-" + tag, scratch_root()) {}
   fs::path operator/(const std::string& s) const { return path / s; }
 };
 

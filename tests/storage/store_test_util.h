@@ -15,24 +15,9 @@
 #include "snip/plan.h"
 #include "snip/stats.h"
 #include "snip/store.h"
+#include "temp_dir.h"
 
 namespace snip_test {
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "snip_storage_XXXXXX").string();
-    char* p = mkdtemp(tmpl.data());
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::permissions(path, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 inline std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

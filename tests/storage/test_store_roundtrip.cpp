@@ -439,12 +439,15 @@ TEST(RunRecorder, FlushesWhenOldestRowIsDue) {
   TempDir dir;
   Store store(dir.file("w.db"));
   const int64_t id = store.create_run(tiny_spec());
-  RunRecorder rec(store, id, {.flush_rows = 1000, .flush_ms = 20});
+  auto t = std::chrono::steady_clock::time_point{};  // the recorder's clock, advanced by hand
+  RunRecorder rec(store, id, {.flush_rows = 1000, .flush_ms = 20, .clock = [&t] { return t; }});
   rec.record(row_for_step(0));
-  EXPECT_EQ(rec.rows_written(), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  t += std::chrono::milliseconds(19);
   rec.record(row_for_step(1));
-  EXPECT_EQ(rec.rows_written(), 2);
+  EXPECT_EQ(rec.rows_written(), 0);  // the oldest row is 19 ms old: not yet due
+  t += std::chrono::milliseconds(1);
+  rec.record(row_for_step(2));
+  EXPECT_EQ(rec.rows_written(), 3);
   rec.fail("diverged");
   EXPECT_EQ(store.run(id).status, RunStatus::failed);
   EXPECT_EQ(store.run(id).status_message, "diverged");

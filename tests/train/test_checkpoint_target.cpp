@@ -17,22 +17,13 @@
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/trainer.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Scratch {
-  fs::path path;
-  Scratch() {
-    path = fs::temp_directory_path() / ("snip-ck-target-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() { fs::remove_all(path); }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
+using Scratch = snip_test::TempDir;
 
 std::unique_ptr<snip::Trainer> tiny_trainer(const Scratch& d) {
   std::mt19937_64 rng(7);

@@ -16,6 +16,7 @@
 #include "run_command.h"
 #include "snip/atomic_file.h"
 #include "snip/safetensors.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -28,19 +29,7 @@ Result run(const std::string& args) {
   return snip_test::run_shell(std::string(SNIP_EXE) + " " + args);
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string leaf = "snip-cli-test-" + std::to_string(::getpid()) + "-" +
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (auto& ch : leaf) ch = ch == '/' ? '_' : ch;  // parameterized test names contain '/'
-    path = fs::temp_directory_path() / leaf;
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
+using snip_test::TempDir;
 
 // A constant schedule without warmup: extending a run with --steps on resume keeps its learning rates.
 const std::string kTiny =

@@ -15,25 +15,14 @@
 #include "snip/error.h"
 #include "snip/optimizer.h"
 #include "snip/trainer.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
 // A throw-away directory per test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string leaf = "snip-train-test-" + std::to_string(::getpid()) + "-" +
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (auto& ch : leaf) ch = ch == '/' ? '_' : ch;  // parameterized test names contain '/'
-    path = fs::temp_directory_path() / leaf;
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
+using snip_test::TempDir;
 
 // A small English-like text corpus (deterministic), so the tests do not depend on the bundled one.
 std::string write_corpus(const TempDir& dir) {

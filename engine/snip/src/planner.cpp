@@ -100,8 +100,9 @@ std::string pinned_summary(const std::vector<std::string>& names, size_t max_nam
   return s;
 }
 
-// Builds the decision slots and checks the request; throws snip::Error naming the cause.
-Model build_model(const CostTable& costs, const PlanRequest& req) {
+// The request's numbers and the table's costs as GLPK can take them; throws snip::Error naming
+// the cause (GLPK aborts the process on what it does not accept).
+void check_request(const CostTable& costs, const PlanRequest& req) {
   if (costs.layers.empty()) throw Error("the cost table has no layers");
   if (!std::isfinite(req.budget) || req.budget < 0 || req.budget > 1)
     throw Error("budget " + fmt(req.budget, 4) +
@@ -138,14 +139,13 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
       if (!c.has(Precision::bf16))
         throw Error(costs.source + ": BF16 as a third choice needs a bf16 cost for every layer; " + c.name +
                     " has none (add bf16 rows, or plan without --allow-bf16)");
+}
 
-  Model m;
-  m.stages = req.stages;
-  m.stage_of = stage_of_layers(costs, req.stages);
+// The pin of every table layer (none: free), checked against the table.
+std::vector<std::optional<Precision>> pins_by_layer(const CostTable& costs, const PlanRequest& req,
+                                                    std::vector<std::string>& notes) {
   std::map<std::string, int> index_of;
   for (size_t i = 0; i < costs.layers.size(); ++i) index_of[costs.layers[i].name] = int(i);
-
-  // Pins: per table layer.
   std::vector<std::optional<Precision>> pin(costs.layers.size());
   for (const auto& [name, p] : req.pins) {
     auto it = index_of.find(name);
@@ -155,13 +155,17 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
     if (p == Precision::fp32)
       throw Error("pin " + name + "=fp32: fp32 is not a planning choice (use bf16, fp8 or fp4)");
     if (p == Precision::bf16 && !costs.layers[it->second].has(Precision::bf16) && !req.allow_bf16)
-      m.notes.push_back("pin " + name + "=bf16 has no bf16 cost; counted as 0");
+      notes.push_back("pin " + name + "=bf16 has no bf16 cost; counted as 0");
     pin[it->second] = p;
   }
+  return pin;
+}
 
+// One slot per tie group (per role with per_role), with its candidates, FLOPs and costs.
+void add_slots(Model& m, const CostTable& costs, const PlanRequest& req,
+               const std::vector<std::optional<Precision>>& pin) {
   // Tie groups: q/k/v and gate/up of a block move together.
   const auto groups = detail::tie_groups(costs, req.ties);
-
   for (const auto& g : groups) {
     std::optional<Precision> gp;
     int pinned_member = -1;
@@ -199,8 +203,12 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
       m.slots.push_back(std::move(s));
     }
   }
+}
 
-  // Reachability of the FP4 target, globally and per stage: FP4 can go everywhere except pins.
+// Reachability of the FP4 target, globally and per stage, and of the BF16 limit with the pins.
+void check_reachable(const Model& m, const CostTable& costs, const PlanRequest& req,
+                     const std::vector<std::optional<Precision>>& pin) {
+  // FP4 can go everywhere except pins.
   std::vector<double> stage_total(m.stages, 0.0), stage_max(m.stages, 0.0);
   double bf16_pinned = 0, total = 0;
   for (const auto& s : m.slots) {
@@ -229,6 +237,17 @@ Model build_model(const CostTable& costs, const PlanRequest& req) {
   if (bf16_pinned > 0 && bf16_pinned > req.bf16_max_fraction * total && req.allow_bf16)
     throw Error("the BF16 pins take " + fmt(bf16_pinned / total) + " of the FLOPs, above the BF16 limit " +
                 fmt(req.bf16_max_fraction) + "; raise the limit or remove BF16 pins");
+}
+
+// Builds the decision slots and checks the request; throws snip::Error naming the cause.
+Model build_model(const CostTable& costs, const PlanRequest& req) {
+  check_request(costs, req);
+  Model m;
+  m.stages = req.stages;
+  m.stage_of = stage_of_layers(costs, req.stages);
+  const std::vector<std::optional<Precision>> pin = pins_by_layer(costs, req, m.notes);
+  add_slots(m, costs, req, pin);
+  check_reachable(m, costs, req, pin);
   return m;
 }
 

@@ -33,6 +33,9 @@ struct RecorderOptions {
   int busy_retry_max_ms = 5000;
   // Told once, when the lock is first found held (default: a line on stderr).
   std::function<void(const std::string&)> on_busy = {};
+  // The time the flush interval and the retry backoff are measured in (default:
+  // steady_clock::now); a test passes a clock it advances itself instead of sleeping.
+  std::function<std::chrono::steady_clock::time_point()> clock = {};
 };
 
 class RunRecorder {
@@ -68,6 +71,7 @@ class RunRecorder {
   bool try_flush();  // one attempt; false when busy
   void note_busy(const StoreBusy& e);
   void wait_before_retry();
+  std::chrono::steady_clock::time_point now() const;
 
   Store* store_;
   int64_t run_id_;
