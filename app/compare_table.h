@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "snip/defaults.h"
+#include "snip/compare_summary.h"
 #include "snip/paired_stats.h"
 
 namespace snip::cli {
@@ -20,55 +20,13 @@ inline nlohmann::json num_or_null(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
-// Every arm's statistics from its replicates. A row without replicates (stored before schema
-// version 4) counts as one replicate of its own values.
-template <class Rows>
-std::vector<ArmStatistics> compare_row_statistics(const Rows& rows, size_t bf16_row, size_t snip_row) {
-  std::vector<Replicates> train, val;
-  for (const auto& r : rows) {
-    Replicates t, v;
-    for (const auto& x : r.replicates) t.push_back(x.train_loss_last), v.push_back(x.val_loss_plan);
-    if (r.replicates.empty()) t = {r.train_loss_last}, v = {r.val_loss_plan};
-    train.push_back(std::move(t));
-    val.push_back(std::move(v));
-  }
-  return compare_statistics(train, val, bf16_row, snip_row);
-}
-
-// The uniform-BF16 row (the zero of the gaps) and the SNIP reference row of a stored table: the
-// reference is named in the compare's options since schema version 4, before that it was the
-// first non-control row with λ = defaults::kLambda (else the first SNIP row).
-template <class Rows>
-size_t find_bf16_row(const Rows& rows) {
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].method == "uniform-bf16") return i;
-  return 0;
-}
-template <class Rows>
-size_t find_snip_row(const Rows& rows, const nlohmann::json& options) {
-  if (options.is_object() && options.contains("snip_reference") && options["snip_reference"].is_string())
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (rows[i].method == options["snip_reference"].get<std::string>()) return i;
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (!rows[i].control && rows[i].lambda && std::abs(*rows[i].lambda - snip::defaults::kLambda) < 1e-12) return i;
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (!rows[i].control && rows[i].lambda) return i;
-  return rows.size() > 1 ? 1 : 0;
-}
-
-// SNIP's regret to the oracle arm (method "oracle"), when there is one: SNIP's gap minus the
-// oracle's, paired by replicate, per loss.
-struct Regret {
-  Interval train, val;
-};
-template <class Rows>
-std::optional<Regret> oracle_regret(const Rows& rows, const std::vector<ArmStatistics>& stats, size_t snip_row) {
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].method == "oracle")
-      return Regret{mean_ci95(paired_differences(stats[snip_row].train.gaps, stats[i].train.gaps)),
-                    mean_ci95(paired_differences(stats[snip_row].val.gaps, stats[i].val.gaps))};
-  return std::nullopt;
-}
+// The table's reading (row roles, statistics from the replicates, regret, the FP4 note) lives in
+// the library, shared with the GUI.
+using snip::compare_row_statistics;
+using snip::find_bf16_row;
+using snip::find_snip_row;
+using snip::oracle_regret;
+using snip::Regret;
 
 inline nlohmann::json interval_half_width(const Interval& iv) {
   return iv.has_interval() ? num_or_null(iv.ci95) : nlohmann::json(nullptr);
@@ -171,16 +129,9 @@ void print_compare_notes(const Rows& rows, const std::vector<ArmStatistics>& sta
     std::printf(
         "one replicate: no interval can be computed, so every verdict is \"indistinguishable\" "
         "(run with --replicates 3 or more)\n");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].method != "uniform-fp4") continue;
-    const bool free_train = verdict_of(stats[i].train.gap) == Verdict::indistinguishable;
-    const bool free_val = verdict_of(stats[i].val.gap) == Verdict::indistinguishable;
-    if (free_train && free_val)
-      std::printf(
-          "uniform FP4 is indistinguishable from BF16 (train gap %s, val gap %s): precision does not matter "
-          "in this regime: the plans cannot be told apart\n",
-          mean_pm(stats[i].train.gap).c_str(), mean_pm(stats[i].val.gap).c_str());
-  }
+  if (const std::optional<size_t> fp4 = find_uniform_fp4_row(rows); fp4 && precision_does_not_matter(stats[*fp4]))
+    std::printf("uniform FP4 is indistinguishable from BF16 (train gap %s, val gap %s): %s\n",
+                mean_pm(stats[*fp4].train.gap).c_str(), mean_pm(stats[*fp4].val.gap).c_str(), kPrecisionDoesNotMatter);
   if (const std::optional<Regret> r = oracle_regret(rows, stats, snip_row))
     std::printf("regret of %s to the oracle (its gap minus the oracle's, paired): train %s, val %s\n",
                 rows[snip_row].method.c_str(), mean_pm(r->train).c_str(), mean_pm(r->val).c_str());

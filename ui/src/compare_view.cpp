@@ -1,5 +1,8 @@
-// CompareView: plans side by side with differences, overlaid loss curves, one sortable comparison
-// table of plans, runs and stored compare experiments, and compare experiments in the background.
+// CompareView: plans side by side with differences, overlaid loss curves with replicate bands,
+// gap error bars, one sortable comparison table of plans, runs and stored compare experiments
+// with intervals and verdicts, and compare experiments in the background. rebuild() runs in
+// stages: load from the store → compute the report model (compare_report.cpp) → fill the grids
+// and the table → fill the charts.
 #include "compare_view.h"
 
 #include <QCheckBox>
@@ -30,7 +33,9 @@
 #include <cmath>
 #include <set>
 
+#include "compare_report.h"
 #include "curve_chart.h"
+#include "gap_chart.h"
 #include "plan_grid.h"
 #include "plan_view.h"
 #include "snip/atomic_file.h"
@@ -42,22 +47,10 @@
 namespace snip::ui {
 
 namespace {
-constexpr int kLastSteps = 50;         // METHOD.md 6: mean train loss over the last 50 steps
-constexpr int kRunCurvePoints = 2000;  // a stored run's curve, downsampled by the store
 
-int num_blocks_of(const snip::Plan& plan) {
-  int blocks = 0;
-  for (const auto& [name, lp] : plan.layers)
-    if (auto id = snip::parse_layer_module_name(name)) blocks = std::max(blocks, id->block + 1);
-  return blocks;
-}
 QString num(double v, int prec = 4) {
   return std::isfinite(v) ? QString::number(v, 'f', prec) : QStringLiteral("—");
 }
-QString signed_num(double v) {
-  return std::isfinite(v) ? QString::asprintf("%+.4f", v) : QStringLiteral("—");
-}
-
 // A cell that sorts by its number (Qt::UserRole) when it has one; unknown values (NaN) sort last.
 class TableItem : public QTableWidgetItem {
  public:
@@ -76,15 +69,6 @@ class TableItem : public QTableWidgetItem {
   }
 };
 
-// Distinct line colours: Tableau's ten, then hues a golden angle apart (a compare experiment has
-// 15+ arms); the table's Method cell shows the colour of the row's curve, so it is the legend.
-QColor curve_colour(size_t i) {
-  static const QColor kTableau[] = {
-      QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),   QColor(214, 39, 40),  QColor(148, 103, 189),
-      QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34), QColor(23, 190, 207)};
-  if (i < 10) return kTableau[i];
-  return QColor::fromHsvF(std::fmod(0.07 + 0.381966 * double(i), 1.0), 0.75, 0.8);
-}
 QIcon swatch(const QColor& colour) {
   QPixmap pixmap(12, 12);
   pixmap.fill(colour);
@@ -92,22 +76,28 @@ QIcon swatch(const QColor& colour) {
 }
 constexpr size_t kMaxLegendCurves = 6;  // more: the table's colour swatches are the legend
 
-// One table row before it becomes cells.
-struct Row {
-  QColor colour;  // of the row's curve, if it has one
-  QString source, method;
-  double budget = NAN, achieved = NAN, train = NAN, val = NAN, gap_train = NAN, gap_val = NAN, predicted = NAN;
-  QString vs_snip, tooltip;
-};
+// A cell for an interval: "mean ± half-width" (or the mean alone), sorting by the mean.
+// The half-width rides along as kHalfWidthRole (NaN without an interval) for the CSV export.
+constexpr int kHalfWidthRole = Qt::UserRole + 1;
+TableItem* interval_item(const std::optional<snip::Interval>& iv) {
+  auto* item = iv ? new TableItem(mean_pm(*iv), iv->mean) : new TableItem(QString(), NAN);
+  item->setData(kHalfWidthRole, iv && iv->has_interval() ? iv->ci95 : NAN);
+  return item;
+}
+bool is_interval_column(int col) {
+  return col == CompareView::col_gap_train || col == CompareView::col_gap_val || col == CompareView::col_vs_snip;
+}
 
 QString compare_label(const snip::CompareRecord& c) {
-  return QObject::tr("#%1 ρ %2 · %3 steps from step %4%5 · %6 arms")
+  return QObject::tr("#%1 ρ %2 %3 · %4 steps from step %5%6 · %7 arms × %8")
       .arg(c.id)
       .arg(c.budget, 0, 'f', 2)
+      .arg(QString::fromStdString(c.recipe))
       .arg(c.steps)
       .arg(c.start_step)
       .arg(c.run_id ? QObject::tr(" of run #%1").arg(*c.run_id) : QString())
-      .arg(c.row_count ? c.row_count : qint64(c.rows.size()));
+      .arg(c.row_count ? c.row_count : qint64(c.rows.size()))
+      .arg(c.replicates);
 }
 
 // A compare still training, cancelled (Resume continues it) or failed says so in the list.
@@ -124,7 +114,9 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   auto* pick = new QWidget(this);
   auto* pick_layout = new QVBoxLayout(pick);
   pick_layout->setContentsMargins(0, 0, 0, 0);
-  pick_layout->addWidget(new QLabel(tr("Plans (first checked = reference):"), pick));
+  auto* plans_label = new QLabel(tr("Plans (the others are compared with the first checked):"), pick);
+  plans_label->setWordWrap(true);
+  pick_layout->addWidget(plans_label);
   pick_layout->addWidget(plan_list_, 1);
   pick_layout->addWidget(new QLabel(tr("Runs:"), pick));
   pick_layout->addWidget(run_list_, 1);
@@ -214,8 +206,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   });
   connect(experiment_worker_, &CompareWorker::ended, this, &CompareView::experiment_ended);
   experiment_thread_->start();
-  pick->setMinimumWidth(230);
-  pick->setMaximumWidth(330);
+  pick_ = pick;  // its width follows the view's (resizeEvent)
 
   grids_host_ = new QWidget(this);
   grids_layout_ = new QHBoxLayout(grids_host_);
@@ -223,32 +214,41 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   auto* scroll = new QScrollArea(this);
   scroll->setWidget(grids_host_);
   scroll->setWidgetResizable(true);
+  grids_scroll_ = scroll;
   loss_ = new CurveChart(tr("Train loss"), tr("cross-entropy (nats)"), this);
+  gap_chart_ = new GapChart(this);
 
   table_ = new QTableWidget(this);
   table_->setColumnCount(num_columns);
-  const QStringList headers = {tr("Source"),   tr("Method"),    tr("Budget ρ"), tr("Achieved ρ"), tr("Train (last 50)"),
-                               tr("Val loss"), tr("Gap train"), tr("Gap val"),  tr("vs SNIP"),    tr("Pred. ΔL")};
+  const QStringList headers = {tr("Source"),    tr("Method"),    tr("Budget\nρ"), tr("Achieved\nρ"),
+                               tr("Train"),     tr("Val\nloss"), tr("Gap train"), tr("Gap val"),
+                               tr("Δ vs SNIP"), tr("Verdict"),   tr("Pred.\nΔL")};
   const QStringList header_tips = {
       tr("Stored plan, run or compare experiment the row comes from"),
-      tr("Planning method (compare arms: SNIP at λ, the baselines, uniform precisions, noise-floor controls)"),
-      tr("Requested FP4 FLOP fraction ρ"),
+      tr("Planning method (compare arms: SNIP at λ, the baselines, uniform precisions, the oracle)"),
+      tr("Requested FP4 FLOP fraction ρ (uniform arms have none: their precision fixes it)"),
       tr("FP4 FLOP fraction the plan achieves (runs: of the plan in effect at the last step)"),
-      tr("Mean train loss over the last 50 steps (compare arms: over the experiment's window)"),
+      tr("Mean train loss over the last steps: compare arms over the experiment's stored window (at most its "
+         "length), runs over their last 50 steps; the header names the window when all rows share it"),
       tr("Validation loss (compare arms: after the LR cooldown, forward under the plan; runs: the last one)"),
-      tr("Train loss minus uniform BF16's (compare arms: the experiment's BF16 arm; runs: a checked uniform-bf16 run)"),
-      tr("Validation loss minus uniform BF16's"),
-      tr("Compare arms: whether the train-loss gap differs from SNIP's (λ = 0.1) by more than the noise floor measured "
-         "by the perturbed-weights controls. Plans: cells that differ from the reference plan"),
+      tr("Train loss minus uniform BF16's, mean ± 95% Student-t half-width over the replicates paired by "
+         "replicate (compare arms: the experiment's BF16 arm; runs: a checked uniform-bf16 run, no interval)"),
+      tr("Validation loss minus uniform BF16's, mean ± 95% half-width"),
+      tr("Compare arms: train loss minus the SNIP reference's, paired by replicate, mean ± 95% half-width"),
+      tr("Compare arms against the SNIP reference: worse (the Δ vs SNIP interval lies above 0), better (below 0) or "
+         "indistinguishable (it contains 0; always so with 1 replicate). Plans: how the plan differs from the first "
+         "checked plan"),
       tr("The planner's predicted loss increase ΔL of a stored plan")};
   table_->setHorizontalHeaderLabels(headers);
   for (int c = 0; c < num_columns; ++c) table_->horizontalHeaderItem(c)->setToolTip(header_tips[c]);
-  // Every column within the view's width (at 1024 px "vs SNIP" and "Pred. ΔL" were scrolled off):
-  // long cells elide, their tooltips hold the whole text.
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->horizontalHeader()->setMinimumSectionSize(40);
-  table_->horizontalHeader()->setStretchLastSection(true);
+  // Every column within the table's width (at 1024 px "vs SNIP" and "Pred. ΔL" were scrolled off):
+  // fit_columns() sizes them on every rebuild and resize.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  table_->horizontalHeader()->setMinimumSectionSize(36);
+  table_->horizontalHeader()->setStretchLastSection(false);
   table_->horizontalHeader()->setSortIndicatorShown(true);
+  table_->horizontalHeader()->setTextElideMode(Qt::ElideRight);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   table_->setTextElideMode(Qt::ElideRight);
   table_->setWordWrap(false);
   table_->verticalHeader()->setVisible(false);
@@ -256,6 +256,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setAlternatingRowColors(true);
+  table_->viewport()->installEventFilter(this);  // its Resize comes after the table laid it out
   table_note_ = new QLabel(this);
   table_note_->setWordWrap(true);
   table_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -281,13 +282,16 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   table_layout->addLayout(table_top);
   table_layout->addWidget(table_, 1);
 
-  // Grids beside the chart on top, the table across the whole width below (ten columns).
+  // Grids (while plans are checked), the loss curves and the gap error bars on top; the notes
+  // and the table below.
   auto* top = new QSplitter(Qt::Horizontal, this);
   top->addWidget(scroll);
   top->addWidget(loss_);
+  top->addWidget(gap_chart_);
   top->setStretchFactor(0, 3);
-  top->setStretchFactor(1, 2);
-  top->setSizes({560, 380});
+  top->setStretchFactor(1, 3);
+  top->setStretchFactor(2, 2);
+  top->setSizes({420, 380, 300});
   top->setChildrenCollapsible(false);
   auto* right = new QSplitter(Qt::Vertical, this);
   right->addWidget(top);
@@ -297,6 +301,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   right->setSizes({360, 360});
   right->setChildrenCollapsible(false);
   scroll->setMinimumHeight(200);
+  scroll->setMinimumWidth(200);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(pick);
   layout->addWidget(right, 1);
@@ -359,14 +364,9 @@ void CompareView::refresh_lists() {
   };
   if (store) {
     try {
+      const std::vector<snip::StatsRoundInfo> rounds = store->stats_rounds();
       for (const snip::PlanRecord& p : store->plans())
-        add_item(plan_list_,
-                 tr("#%1 %2 · ρ≥%3 → %4")
-                     .arg(p.id)
-                     .arg(QString::fromStdString(p.plan.method))
-                     .arg(p.plan.budget, 0, 'f', 2)
-                     .arg(p.plan.achieved_fp4_fraction, 0, 'f', 3),
-                 p.id, checked_plans.count(p.id));
+        add_item(plan_list_, plan_label(p, rounds), p.id, checked_plans.count(p.id));
       for (const snip::RunInfo& r : store->runs()) {
         add_item(run_list_,
                  tr("#%1 %2 (%3)")
@@ -384,11 +384,18 @@ void CompareView::refresh_lists() {
     }
   }
   // Rebuild only when what the table and chart show may have changed.
-  QString from;
-  for (int64_t id : checked(plan_list_)) from += QStringLiteral("p%1,").arg(id);
-  for (int64_t id : checked(run_list_)) from += QStringLiteral("r%1=%2,").arg(id).arg(run_state_[id]);
-  for (int64_t id : checked(compare_list_)) from += QStringLiteral("c%1,").arg(id);
-  if (from != built_from_ || !store) rebuild();
+  if (selection_key() != built_from_ || !store) rebuild();
+}
+
+QString CompareView::selection_key() const {
+  QString key;
+  for (int64_t id : checked(plan_list_)) key += QStringLiteral("p%1,").arg(id);
+  for (int64_t id : checked(run_list_)) {
+    const auto it = run_state_.find(id);
+    key += QStringLiteral("r%1=%2,").arg(id).arg(it == run_state_.end() ? QString() : it->second);
+  }
+  for (int64_t id : checked(compare_list_)) key += QStringLiteral("c%1,").arg(id);
+  return key;
 }
 
 void CompareView::select(const std::vector<int64_t>& plan_ids, const std::vector<int64_t>& run_ids,
@@ -408,192 +415,183 @@ void CompareView::select(const std::vector<int64_t>& plan_ids, const std::vector
 }
 
 void CompareView::rebuild() {
+  built_from_ = selection_key();
+  CompareModel model;
   snip::Store* store = workbench_->store();
+  try {
+    if (!store) throw snip::Error("no database is open (File › Open database…)");
+    const CompareSources sources =
+        load_compare_sources(*store, checked(plan_list_), checked(run_list_), checked(compare_list_));
+    model = build_compare_model(sources);
+  } catch (const std::exception& e) {
+    if (store) workbench_->report(MessageLevel::error, tr("Comparison failed: %1").arg(error_text(e)));
+    model = CompareModel{};
+    model.notes << error_text(e).toHtmlEscaped();
+  }
+  fill_grids(model);
+  fill_table(model);
+  fill_charts(model);
+}
+
+QString CompareView::notes_text() const {
+  return table_note_->text();
+}
+
+void CompareView::fill_grids(const CompareModel& model) {
   for (PlanGrid* g : grids_) delete g;
   grids_.clear();
   delete hint_;
   hint_ = nullptr;
+  for (const GridSpec& spec : model.grids) {
+    auto* grid = new PlanGrid(grids_host_);
+    grid->setMinimumWidth(260);
+    grid->set_plan(spec.blocks, spec.per_layer, spec.title);
+    if (spec.compare_to_first) grid->set_reference(model.grids.front().per_layer);
+    grids_layout_->addWidget(grid);
+    grids_.push_back(grid);
+  }
+  if (grids_.empty()) {
+    hint_ = new PlanGrid(grids_host_);  // draws "No plan"
+    grids_layout_->addWidget(hint_);
+  }
+  // Without plans the grids' pane gives its width to the charts (unless nothing is checked at all).
+  grids_scroll_->setVisible(!grids_.empty() || (model.curves.empty() && model.gap_bars.empty()));
+}
+
+void CompareView::fill_table(const CompareModel& model) {
   const bool sorting = table_->isSortingEnabled();
   table_->setSortingEnabled(false);  // rows go in report order; the user's sort is applied after
   table_->setRowCount(0);
-  table_note_->clear();
-  const std::vector<int64_t> plan_ids = checked(plan_list_), run_ids = checked(run_list_),
-                             compare_ids = checked(compare_list_);
-  built_from_.clear();
-  for (int64_t id : plan_ids) built_from_ += QStringLiteral("p%1,").arg(id);
-  for (int64_t id : run_ids) built_from_ += QStringLiteral("r%1=%2,").arg(id).arg(run_state_[id]);
-  for (int64_t id : compare_ids) built_from_ += QStringLiteral("c%1,").arg(id);
-  std::vector<Row> rows;
-  std::vector<Curve> curves;
-  QStringList notes;
-  try {
-    if (!store) throw snip::Error("no database is open (File › Open database…)");
-    std::vector<snip::LinearPrecision> reference;
-    for (size_t i = 0; i < plan_ids.size(); ++i) {
-      const snip::PlanRecord rec = store->plan(plan_ids[i]);
-      const int blocks = num_blocks_of(rec.plan);
-      auto* grid = new PlanGrid(grids_host_);
-      grid->setMinimumWidth(260);
-      std::vector<snip::LinearPrecision> per_layer = plan_per_layer(rec.plan, blocks);
-      grid->set_plan(blocks, per_layer,
-                     tr("#%1 %2 (ρ %3)")
-                         .arg(rec.id)
-                         .arg(QString::fromStdString(rec.plan.method))
-                         .arg(rec.plan.achieved_fp4_fraction, 0, 'f', 3));
-      if (i == 0)
-        reference = per_layer;
-      else if (reference.size() == per_layer.size())
-        grid->set_reference(reference);
-      grids_layout_->addWidget(grid);
-      grids_.push_back(grid);
-      Row row;
-      row.source = tr("plan #%1").arg(rec.id);
-      row.method = QString::fromStdString(rec.plan.method);
-      row.budget = rec.plan.budget;
-      row.achieved = rec.plan.achieved_fp4_fraction;
-      if (rec.solve.predicted_delta_loss) row.predicted = *rec.solve.predicted_delta_loss;
-      row.vs_snip = i > 0 ? tr("%1 cells differ").arg(grid->differing_layers().size()) : tr("reference plan");
-      rows.push_back(row);
-    }
-    // Runs: mean train loss over the last 50 steps, last validation loss, gaps to a checked BF16 run.
-    struct RunSummary {
-      snip::RunInfo info;
-      double train = NAN, val = NAN, fp4 = NAN;
-    };
-    std::vector<RunSummary> runs;
-    for (int64_t id : run_ids) {
-      RunSummary s;
-      s.info = store->run(id);
-      const auto metrics = store->metrics(id, std::max<int64_t>(0, s.info.last_step - kLastSteps + 1));
-      double sum = 0;
-      for (const auto& m : metrics) sum += m.train_loss;
-      if (!metrics.empty()) {
-        s.train = sum / double(metrics.size());
-        s.fp4 = metrics.back().fp4_fraction;
-      }
-      const auto val = store->curve(id, snip::Metric::val_loss, 4);
-      if (!val.empty()) s.val = val.back().value;
-      std::vector<QPointF> points;
-      for (const auto& p : store->curve(id, snip::Metric::train_loss, kRunCurvePoints))
-        points.emplace_back(double(p.step), p.value);
-      curves.push_back(
-          Curve{QStringLiteral("run #%1 %2").arg(s.info.id).arg(QString::fromStdString(s.info.spec.method)),
-                std::move(points), curve_colour(curves.size())});
-      runs.push_back(std::move(s));
-    }
-    const RunSummary* bf16 = nullptr;
-    for (const RunSummary& s : runs)
-      if (s.info.spec.method == "uniform-bf16") bf16 = &s;
-    for (size_t k = 0; k < runs.size(); ++k) {
-      const RunSummary& s = runs[k];
-      Row row;
-      row.colour = curve_colour(k);
-      row.source = tr("run #%1 %2").arg(s.info.id).arg(QString::fromStdString(s.info.spec.name));
-      row.method = QString::fromStdString(s.info.spec.method);
-      row.achieved = s.fp4;
-      row.train = s.train;
-      row.val = s.val;
-      if (bf16) {
-        row.gap_train = s.train - bf16->train;
-        row.gap_val = s.val - bf16->val;
-      }
-      row.vs_snip = bf16 ? QString() : tr("check a uniform-bf16 run for gaps");
-      row.tooltip =
-          tr("%1 · %2 · %3 steps")
-              .arg(QString::fromStdString(s.info.spec.name), QString::fromLatin1(snip::run_status_name(s.info.status)))
-              .arg(s.info.last_step);
-      rows.push_back(row);
-    }
-    // Compare experiments: every arm, as stored by `snip compare`.
-    for (int64_t id : compare_ids) {
-      const snip::CompareRecord c = store->compare(id);
-      notes << tr("<b>Compare #%1</b>: %2 steps per arm from step %3%4, ρ %5, recipe %6; noise floor train %7, "
-                  "val %8 (gaps closer to SNIP's than this are “within noise”).")
-                   .arg(c.id)
-                   .arg(c.steps)
-                   .arg(c.start_step)
-                   .arg(c.run_id ? tr(" of run #%1").arg(*c.run_id) : QString())
-                   .arg(c.budget, 0, 'f', 2)
-                   .arg(QString::fromStdString(c.recipe).toHtmlEscaped())
-                   .arg(c.noise_floor_train, 0, 'f', 4)
-                   .arg(c.noise_floor_val, 0, 'f', 4);
-      std::map<std::string, QColor> colour_of;  // method -> its curve's colour (duplicates share it)
-      for (const snip::CompareRowRecord& r : c.rows) {
-        Row row;
-        row.source = tr("compare #%1").arg(c.id);
-        row.method = QString::fromStdString(r.method);
-        row.budget = c.budget;
-        row.achieved = r.achieved_fraction;
-        row.train = r.train_loss_last;
-        row.val = r.val_loss_plan;
-        row.gap_train = r.gap_train;
-        row.gap_val = r.gap_val_plan;
-        const bool snip_reference = !r.control && r.lambda && std::abs(*r.lambda - 0.1) < 1e-12;
-        row.vs_snip = r.control                    ? tr("control (noise floor)")
-                      : snip_reference             ? tr("SNIP reference")
-                      : r.method == "uniform-bf16" ? tr("BF16 reference")
-                      : r.differs_from_snip        ? tr("differs")
-                                                   : tr("within noise");
-        if (!r.same_plan_as.empty())
-          row.vs_snip += tr(" · same plan as %1").arg(QString::fromStdString(r.same_plan_as));
-        row.tooltip = tr("%1: val loss in BF16 %2 (gap %3)%4")
-                          .arg(row.method, num(r.val_loss_bf16), signed_num(r.gap_val_bf16),
-                               r.plan_id ? tr(" · plan #%1").arg(*r.plan_id) : QString());
-        if (!r.same_plan_as.empty() || r.train_curve.empty()) {  // the same curve is drawn once
-          if (colour_of.count(r.same_plan_as)) row.colour = colour_of.at(r.same_plan_as);
-          rows.push_back(row);
-          continue;
-        }
-        std::vector<QPointF> points;
-        points.reserve(r.train_curve.size());
-        for (size_t k = 0; k < r.train_curve.size(); ++k)
-          points.emplace_back(double(c.start_step + int64_t(k) + 1), r.train_curve[k]);
-        row.colour = colour_of[r.method] = curve_colour(curves.size());
-        curves.push_back(Curve{tr("#%1 %2").arg(c.id).arg(row.method), std::move(points), row.colour});
-        rows.push_back(row);
-      }
-    }
-  } catch (const std::exception& e) {
-    if (store) workbench_->report(MessageLevel::error, tr("Comparison failed: %1").arg(error_text(e)));
-    notes << error_text(e).toHtmlEscaped();
-  }
-  table_->setRowCount(int(rows.size()));
-  for (int r = 0; r < int(rows.size()); ++r) {
-    const Row& row = rows[size_t(r)];
-    auto set = [&](int col, QTableWidgetItem* item) {
-      item->setToolTip(row.tooltip.isEmpty() ? item->text() : item->text() + QStringLiteral("\n") + row.tooltip);
+  table_->horizontalHeaderItem(col_train)->setText(model.train_header);
+  table_->setRowCount(int(model.rows.size()));
+  for (int r = 0; r < int(model.rows.size()); ++r) {
+    const ReportRow& row = model.rows[size_t(r)];
+    auto set = [&](int col, QTableWidgetItem* item, const QString& tip = QString()) {
+      QString text = item->text();
+      if (!tip.isEmpty()) text += QStringLiteral("\n") + tip;
+      if (!row.tooltip.isEmpty()) text += QStringLiteral("\n") + row.tooltip;
+      item->setToolTip(text);
       table_->setItem(r, col, item);
+    };
+    auto interval_tip = [](const std::optional<snip::Interval>& iv) {
+      if (!iv) return QString();
+      return iv->has_interval() ? tr("95% Student-t half-width over %1 paired replicates").arg(iv->n)
+                                : tr("no interval (1 replicate)");
     };
     set(col_source, new TableItem(row.source));
     auto* method = new TableItem(row.method);
     if (row.colour.isValid()) method->setIcon(swatch(row.colour));
     set(col_method, method);
-    set(col_budget, new TableItem(num(row.budget, 3), row.budget));
+    set(col_budget, new TableItem(num(row.budget, 3), row.budget),
+        std::isfinite(row.budget) ? QString() : tr("no budget (a uniform precision, or not a plan)"));
     set(col_achieved, new TableItem(num(row.achieved, 4), row.achieved));
-    set(col_train, new TableItem(num(row.train), row.train));
+    set(col_train, new TableItem(num(row.train), row.train),
+        row.train_window > 0 ? tr("mean over the last %1 steps").arg(row.train_window) : QString());
     set(col_val, new TableItem(num(row.val), row.val));
-    set(col_gap_train, new TableItem(signed_num(row.gap_train), row.gap_train));
-    set(col_gap_val, new TableItem(signed_num(row.gap_val), row.gap_val));
-    auto* vs = new TableItem(row.vs_snip);
-    if (row.vs_snip.startsWith(tr("differs"))) vs->setForeground(QColor(200, 60, 40));
-    set(col_vs_snip, vs);
+    set(col_gap_train, interval_item(row.gap_train), interval_tip(row.gap_train));
+    set(col_gap_val, interval_item(row.gap_val), interval_tip(row.gap_val));
+    set(col_vs_snip, interval_item(row.diff_vs_snip), interval_tip(row.diff_vs_snip));
+    auto* verdict = new TableItem(row.verdict);
+    if (row.verdict_colour.isValid()) verdict->setForeground(row.verdict_colour);
+    set(col_verdict, verdict);
     set(col_predicted, new TableItem(std::isfinite(row.predicted) ? QString::number(row.predicted, 'g', 4) : QString(),
                                      row.predicted));
   }
+  // A column with nothing in it (Pred. ΔL without plans, Δ vs SNIP without compares) or the same
+  // source on every row (named in the notes) takes no width.
+  std::set<QString> sources;
+  for (const ReportRow& row : model.rows) sources.insert(row.source);
+  for (int c = 0; c < num_columns; ++c) {
+    bool empty = true;
+    for (int r = 0; r < table_->rowCount() && empty; ++r) empty = table_->item(r, c)->text().isEmpty();
+    table_->setColumnHidden(c, (empty && !model.rows.empty()) || (c == col_source && sources.size() == 1));
+  }
+  unused_columns_.clear();
+  for (int c = 0; c < num_columns; ++c)
+    if (table_->isColumnHidden(c)) unused_columns_.insert(c);
   table_->resizeColumnsToContents();
-  table_->setColumnWidth(col_source, std::min(table_->columnWidth(col_source), 140));
-  table_->setColumnWidth(col_method, std::min(table_->columnWidth(col_method), 190));
+  header_widths_.assign(size_t(num_columns), 0);
+  content_widths_.assign(size_t(num_columns), 0);
+  const QFontMetrics fm(table_->font());
+  for (int c = 0; c < num_columns; ++c) {
+    header_widths_[size_t(c)] = table_->columnWidth(c);
+    int cells = 36;
+    for (int r = 0; r < table_->rowCount(); ++r) {
+      const QTableWidgetItem* item = table_->item(r, c);
+      cells = std::max(cells, fm.horizontalAdvance(item->text()) + 20 + (item->icon().isNull() ? 0 : 22));
+    }
+    content_widths_[size_t(c)] = std::min(header_widths_[size_t(c)], cells);
+  }
+  fit_columns();
   // Report order until the user sorts (a sort indicator of -1 sorts nothing); a chosen sort stays.
   if (!sorting) table_->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
   table_->setSortingEnabled(true);
-  table_note_->setText(notes.join(QStringLiteral("<br>")));
-  table_note_->setVisible(!notes.isEmpty());
-  loss_->chart()->legend()->setVisible(curves.size() <= kMaxLegendCurves);
-  loss_->set_curves(std::move(curves));
-  if (grids_.empty()) {
-    hint_ = new PlanGrid(grids_host_);  // draws "No plan"
-    grids_layout_->addWidget(hint_);
+  table_note_->setText(model.notes.join(QStringLiteral("<br>")));
+  table_note_->setVisible(!model.notes.isEmpty());
+}
+
+void CompareView::fit_columns() {
+  if (header_widths_.size() != size_t(num_columns)) return;
+  const int available = table_->viewport()->width();
+  std::vector<int> w = header_widths_;
+  for (int c : unused_columns_) w[size_t(c)] = 0;
+  auto total = [&] {
+    int t = 0;
+    for (int x : w) t += x;
+    return t;
+  };
+  // Too wide: first the headers wider than their numbers elide (their tooltips say them), then
+  // the text columns give way down to a readable minimum, then every column shrinks in
+  // proportion (long cells elide; their tooltips hold the whole text).
+  for (int c = 0; c < num_columns && total() > available; ++c)
+    if (c != col_method && c != col_verdict && c != col_source && w[size_t(c)] > 0)
+      w[size_t(c)] = std::max(content_widths_[size_t(c)], w[size_t(c)] - (total() - available));
+  if (w[size_t(col_source)] > 0 && total() > available)
+    w[size_t(col_source)] = std::max(70, w[size_t(col_source)] - (total() - available));
+  // Still too wide (1024 px with the lists beside the table): the columns the gaps are computed
+  // from give their place to the intervals and verdicts; every cell's tooltip keeps the row's
+  // losses and budget, and the CSV export keeps every column.
+  for (int c : {int(col_budget), int(col_val), int(col_train), int(col_achieved)})
+    if (total() > available) w[size_t(c)] = 0;
+  const std::pair<int, int> elastic[] = {{col_verdict, 84}, {col_method, 100}};
+  for (const auto& [col, min_width] : elastic) {
+    const int excess = total() - available;
+    if (excess <= 0) break;
+    if (w[size_t(col)] > 0) w[size_t(col)] = std::max(std::min(w[size_t(col)], min_width), w[size_t(col)] - excess);
   }
+  if (total() > available && total() > 0) {
+    const double scale = double(available) / double(total());
+    for (int& x : w)
+      if (x > 0) x = std::max(36, int(x * scale));
+  } else if (total() < available) {
+    w[size_t(col_verdict)] += available - total();  // the spare width to the longest texts
+  }
+  for (int c = 0; c < num_columns; ++c) {
+    table_->setColumnHidden(c, w[size_t(c)] == 0);
+    if (w[size_t(c)] > 0) table_->setColumnWidth(c, w[size_t(c)]);
+  }
+}
+
+void CompareView::resizeEvent(QResizeEvent* event) {
+  // The lists take a fifth of the width (200–330 px): at 1024 px the table keeps room for its
+  // intervals, at 1280 the lists show more of their labels.
+  // Never narrower than its own buttons need.
+  pick_->setFixedWidth(std::max(pick_->minimumSizeHint().width(), std::clamp(width() / 5, 200, 330)));
+  QWidget::resizeEvent(event);
+}
+
+bool CompareView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == table_->viewport() && event->type() == QEvent::Resize) fit_columns();
+  return QWidget::eventFilter(watched, event);
+}
+
+void CompareView::fill_charts(CompareModel& model) {
+  // The table's swatches and the gap chart's labels name the arms; a legend of many arms (or of
+  // "#id method" names elided to "#1 …") would only take the plot's height.
+  loss_->chart()->legend()->setVisible(model.curves.size() <= kMaxLegendCurves && model.gap_bars.empty());
+  loss_->set_curves(std::move(model.curves));
+  gap_chart_->set_bars(model.gap_bars);
+  gap_chart_->setVisible(!model.gap_bars.empty());
 }
 
 void CompareView::export_table_csv(const QString& path) const {
@@ -603,9 +601,13 @@ void CompareView::export_table_csv(const QString& path) const {
     return cell.toStdString();
   };
   std::string csv;
+  // An interval column exports its mean and, in the column after it, its 95% half-width.
   for (int c = 0; c < table_->columnCount(); ++c) {
     if (c) csv += ',';
-    csv += field(table_->horizontalHeaderItem(c)->text());
+    // Headers wrap onto two lines in the view; one line in the file.
+    const QString name = table_->horizontalHeaderItem(c)->text().replace('\n', ' ');
+    csv += field(name);
+    if (is_interval_column(c)) csv += ',' + field(name + QStringLiteral(" ±95%"));
   }
   csv += "\n";
   for (int r = 0; r < table_->rowCount(); ++r) {  // the visual order: sorting moves the rows
@@ -619,6 +621,10 @@ void CompareView::export_table_csv(const QString& path) const {
       }
       if (c) csv += ',';
       csv += field(cell);
+      if (is_interval_column(c)) {
+        const double hw = item ? item->data(kHalfWidthRole).toDouble() : NAN;
+        csv += ',' + (std::isfinite(hw) ? QString::number(hw, 'g', 9).toStdString() : std::string());
+      }
     }
     csv += "\n";
   }

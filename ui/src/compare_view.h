@@ -1,15 +1,19 @@
 // The Compare view: pick stored plans, runs and compare experiments; plan grids side by side
-// with the cells that differ from the first plan highlighted, the train-loss curves of the runs
-// and of the experiments' arms overlaid on one chart, and one sortable table (method, budget,
-// achieved FP4 fraction, train loss over the last 50 steps, validation loss, gaps to BF16,
-// whether an arm differs from SNIP beyond the noise floor) that exports as CSV. Compare
-// experiments (METHOD.md section 6: continue a run's checkpoint under every method's plan) are
-// launched from here through the library on a worker thread (CompareWorker: the recorder `snip
-// compare` uses, so each finished training is stored at once) with progress and Cancel; a
-// cancelled compare stays interrupted and Resume continues it.
+// with the layers that differ from the first plan highlighted, the train-loss curves of the runs
+// and of the experiments' arms overlaid on one chart (each arm's replicates as a band that can be
+// toggled), every arm's gap to BF16 with its 95% error bars, and one sortable table (method,
+// budget, achieved FP4 fraction, train loss over the stored window, validation loss, gaps to
+// BF16 as mean ± 95% half-width, the paired difference to SNIP and the verdict against it) that
+// exports as CSV, under plain-language notes (how many replicates, whether uniform FP4 can be
+// told from BF16 at all, SNIP's regret to the oracle). The statistics are the library's
+// (compare_report.h). Compare experiments (METHOD.md section 6: continue a run's checkpoint
+// under every method's plan) are launched from here through the library on a worker thread
+// (CompareWorker: the recorder `snip compare` uses, so each finished training is stored at once)
+// with progress and Cancel; a cancelled compare stays interrupted and Resume continues it.
 #pragma once
 #include <QWidget>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "compare_worker.h"
@@ -29,7 +33,9 @@ namespace snip::ui {
 
 class CompareWorker;
 class CurveChart;
+class GapChart;
 class PlanGrid;
+struct CompareModel;
 class Workbench;
 
 class CompareView : public QWidget {
@@ -46,6 +52,7 @@ class CompareView : public QWidget {
     col_gap_train,
     col_gap_val,
     col_vs_snip,
+    col_verdict,
     col_predicted,
     num_columns
   };
@@ -59,6 +66,9 @@ class CompareView : public QWidget {
   const std::vector<PlanGrid*>& grids() const { return grids_; }
   QTableWidget* table() const { return table_; }
   CurveChart* loss_chart() const { return loss_; }
+  GapChart* gap_chart() const { return gap_chart_; }
+  // The plain-language notes above the table (HTML).
+  QString notes_text() const;
   QListWidget* compare_list() const { return compare_list_; }
   QDoubleSpinBox* experiment_budget_spin() const { return experiment_budget_; }
   QSpinBox* experiment_steps_spin() const { return experiment_steps_; }
@@ -96,22 +106,39 @@ class CompareView : public QWidget {
 
  protected:
   void showEvent(QShowEvent* event) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
  private:
   void on_data_changed();
   void start_experiment(const QString& checkpoint, qint64 resume_id);
   void experiment_ended(qint64 compare_id, const QString& status, const QString& message);
   std::vector<int64_t> checked(QListWidget* list) const;
+  // What the table would be built from now: the checked ids and the checked runs' states.
+  QString selection_key() const;
+  // rebuild()'s stages after loading and computing the model (compare_report.h).
+  void fill_grids(const CompareModel& model);
+  void fill_table(const CompareModel& model);
+  void fill_charts(CompareModel& model);
+  // Column widths within the table's width: the contents' widths when they fit, else the wide
+  // text columns give way first (long cells elide; their tooltips hold the whole text).
+  void fit_columns();
 
   Workbench* workbench_;
   QListWidget* plan_list_ = nullptr;
   QListWidget* run_list_ = nullptr;
   QListWidget* compare_list_ = nullptr;
+  QWidget* pick_ = nullptr;  // the lists and the experiment box, left
   QWidget* grids_host_ = nullptr;
+  QWidget* grids_scroll_ = nullptr;
   QHBoxLayout* grids_layout_ = nullptr;
   std::vector<PlanGrid*> grids_;
   PlanGrid* hint_ = nullptr;  // "No plan" when nothing is checked
   CurveChart* loss_ = nullptr;
+  GapChart* gap_chart_ = nullptr;
+  // The table's columns at the width of their header and cells, and of their cells alone.
+  std::vector<int> header_widths_, content_widths_;
+  std::set<int> unused_columns_;  // empty, or one source for every row: hidden at any width
   QTableWidget* table_ = nullptr;
   QLabel* table_note_ = nullptr;
   QDoubleSpinBox* experiment_budget_ = nullptr;

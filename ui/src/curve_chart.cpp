@@ -11,6 +11,7 @@
 #include <QSvgGenerator>
 #include <QTextStream>
 #include <QVBoxLayout>
+#include <QtCharts/QAreaSeries>
 #include <QtCharts/QChart>
 #include <QtCharts/QChartView>
 #include <QtCharts/QLegend>
@@ -100,6 +101,27 @@ std::vector<QPointF> downsample_minmax(const std::vector<QPointF>& points, int m
   return out;
 }
 
+BandPoints replicate_band(const std::vector<std::vector<QPointF>>& replicates, double weight, int max_points) {
+  BandPoints band;
+  if (replicates.size() < 2) return band;
+  size_t n = replicates.front().size();
+  for (const auto& r : replicates) n = std::min(n, r.size());
+  std::vector<std::vector<QPointF>> smoothed;
+  for (const auto& r : replicates) smoothed.push_back(smooth_ema(r, weight));
+  const size_t width = std::max<size_t>(1, (n + size_t(std::max(2, max_points)) - 1) / size_t(std::max(2, max_points)));
+  for (size_t begin = 0; begin < n; begin += width) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (size_t i = begin; i < std::min(n, begin + width); ++i)
+      for (const auto& r : smoothed)
+        if (std::isfinite(r[i].y())) lo = std::min(lo, r[i].y()), hi = std::max(hi, r[i].y());
+    if (lo > hi) continue;  // every replicate non-finite here: a gap in the band
+    const double x = smoothed.front()[begin].x();
+    band.lo.emplace_back(x, lo);
+    band.hi.emplace_back(x, hi);
+  }
+  return band;
+}
+
 MinMaxDecimator::MinMaxDecimator(int max_points)
     : max_buckets_(std::max<size_t>(2, size_t(std::max(4, max_points)) / 2 / 2 * 2)) {}
 
@@ -185,10 +207,16 @@ CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* pa
       tr("EMA smoothing weight; the raw curve stays visible, faint, behind the smoothed one"));
   smoothing_slider_->setMaximumWidth(220);
   log_check_ = new QCheckBox(tr("Log scale"), controls_);
+  bands_check_ = new QCheckBox(tr("Replicate bands"), controls_);
+  bands_check_->setChecked(bands_visible_);
+  bands_check_->setToolTip(
+      tr("Shade each curve's range over its replicates (min–max per step of the smoothed replicate curves)"));
+  bands_check_->setVisible(false);
   controls_layout->addWidget(new QLabel(tr("Smoothing"), controls_));
   controls_layout->addWidget(smoothing_slider_);
   controls_layout->addWidget(smoothing_label_);
   controls_layout->addStretch();
+  controls_layout->addWidget(bands_check_);
   controls_layout->addWidget(log_check_);
   smoothing_label_->setText(QString::number(smoothing_, 'f', 2));
 
@@ -200,6 +228,7 @@ CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* pa
 
   connect(smoothing_slider_, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
   connect(log_check_, &QCheckBox::toggled, this, [this](bool on) { set_log_scale(on); });
+  connect(bands_check_, &QCheckBox::toggled, this, [this](bool on) { set_bands_visible(on); });
 
   redraw_timer_.setSingleShot(true);
   redraw_timer_.setInterval(kRedrawDelayMs);
@@ -209,6 +238,9 @@ CurveChart::CurveChart(const QString& title, const QString& y_label, QWidget* pa
 
 void CurveChart::set_curves(std::vector<Curve> curves) {
   curves_ = std::move(curves);
+  bool any_replicates = false;
+  for (const Curve& c : curves_) any_replicates |= c.replicates.size() >= 2;
+  bands_check_->setVisible(any_replicates);
   reset_tracks();
   schedule_redraw();
 }
@@ -249,6 +281,57 @@ void CurveChart::set_log_scale(bool on) {
 
 void CurveChart::set_smoothing_visible(bool visible) {
   controls_->setVisible(visible);
+}
+
+void CurveChart::set_bands_visible(bool visible) {
+  if (bands_check_->isChecked() != visible) bands_check_->setChecked(visible);
+  if (bands_visible_ == visible) return;
+  bands_visible_ = visible;
+  schedule_redraw();
+}
+
+std::vector<BandPoints> CurveChart::compute_bands() const {
+  std::vector<BandPoints> bands(curves_.size());
+  if (!bands_visible_) return bands;
+  for (size_t i = 0; i < curves_.size(); ++i) {
+    bands[i] = replicate_band(curves_[i].replicates, smoothing_, max_display_points_);
+    if (log_scale_ && !bands[i].lo.empty() &&
+        std::any_of(bands[i].lo.begin(), bands[i].lo.end(), [](const QPointF& p) { return !(p.y() > 0.0); }))
+      bands[i] = {};  // a log axis cannot draw down to a non-positive value
+  }
+  return bands;
+}
+
+// The bands are recreated on every redraw (they belong to finished compare arms, not to live
+// curves) and drawn translucent over the curves' series, in the curves' colours.
+void CurveChart::replace_band_series(const std::vector<BandPoints>& bands) {
+  for (QAbstractSeries* s : chart_->series())
+    if (s->type() == QAbstractSeries::SeriesTypeArea) {
+      chart_->removeSeries(s);
+      delete s;
+    }
+  bands_drawn_ = 0;
+  static const QColor kFallback(31, 119, 180);
+  const QList<QAbstractAxis*> axes = chart_->axes();
+  for (size_t i = 0; i < bands.size(); ++i) {
+    if (bands[i].lo.empty()) continue;
+    auto* area = new QAreaSeries();
+    auto* upper = new QLineSeries(area);
+    auto* lower = new QLineSeries(area);
+    upper->replace(QList<QPointF>(bands[i].hi.begin(), bands[i].hi.end()));
+    lower->replace(QList<QPointF>(bands[i].lo.begin(), bands[i].lo.end()));
+    area->setUpperSeries(upper);
+    area->setLowerSeries(lower);
+    QColor fill = curves_[i].colour.isValid() ? curves_[i].colour : kFallback;
+    fill.setAlphaF(0.18);
+    area->setBrush(fill);
+    area->setPen(Qt::NoPen);
+    area->setName(curves_[i].name + tr(" (replicates)"));
+    chart_->addSeries(area);
+    for (QAbstractAxis* a : axes) area->attachAxis(a);
+    chart_->legend()->markers(area).first()->setVisible(false);
+    ++bands_drawn_;
+  }
 }
 
 void CurveChart::set_x_label(const QString& label) {
@@ -307,6 +390,7 @@ void CurveChart::rebuild_axes() {
 void CurveChart::redraw_now() {
   redraw_timer_.stop();
   ++redraw_count_;
+  replace_band_series({});  // the curves' series below are indexed without the bands
   // One (raw, smoothed) series pair per curve, plus the marker: recreate only when the set changes.
   const bool smoothing_on = smoothing_ > 0.0;
   const size_t wanted = curves_.size() * 2 + 1;
@@ -375,6 +459,11 @@ void CurveChart::redraw_now() {
     raw_series->setVisible(smoothing_on);
     smooth_series->replace(smoothing_on ? smooth : raw);
   }
+  const std::vector<BandPoints> bands = compute_bands();
+  for (const BandPoints& b : bands) {
+    for (const QPointF& p : b.lo) yr.add(p.y());
+    for (const QPointF& p : b.hi) yr.add(p.y());
+  }
   if (!xr.valid()) xr = Range{0.0, 1.0};
   if (!yr.valid()) yr = log_scale_ ? Range{0.1, 1.0} : Range{0.0, 1.0};
   if (std::isfinite(marker_x_)) xr.add(marker_x_);
@@ -409,6 +498,7 @@ void CurveChart::redraw_now() {
     else
       y_axes.first()->setRange(y_lo, y_hi);
   }
+  replace_band_series(bands);
   bool any_points = false;
   for (const Curve& c : curves_) any_points |= !c.points.empty();
   chart_->setTitle(any_points ? title_ : title_ + tr(" — no data"));

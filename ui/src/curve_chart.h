@@ -27,7 +27,19 @@ struct Curve {
   QString name;
   std::vector<QPointF> points;
   QColor colour;  // invalid = next colour of the chart's palette
+  // Repeated measurements of the same curve (a compare arm's replicates, same x): drawn as a
+  // translucent min–max band around the curve when bands are shown.
+  std::vector<std::vector<QPointF>> replicates = {};
 };
+
+// The band of a curve's replicates: per x (the replicates share their x values, index by index)
+// the minimum and maximum over the replicates of their EMA-smoothed values (smooth_ema with
+// `weight`; the mean curve drawn over it is smoothed the same way), at most max_points points
+// (consecutive points merged, keeping the extremes). Empty with fewer than 2 replicates.
+struct BandPoints {
+  std::vector<QPointF> lo, hi;
+};
+BandPoints replicate_band(const std::vector<std::vector<QPointF>>& replicates, double weight, int max_points);
 
 // EMA smoothing with bias correction (TensorBoard's rule): s_i = w·s_{i-1} + (1−w)·y_i, divided
 // by 1 − w^i so the start is not pulled toward zero. weight in [0, 1).
@@ -82,6 +94,12 @@ class CurveChart : public QWidget {
   bool log_scale() const { return log_scale_; }
   void set_smoothing_visible(bool visible);
   void set_x_label(const QString& label);
+  // Replicate bands (Curve::replicates) on or off; the "Replicate bands" box shows while a curve
+  // has replicates.
+  void set_bands_visible(bool visible);
+  bool bands_visible() const { return bands_visible_; }
+  // Bands drawn at the last redraw (tests).
+  int bands_drawn() const { return bands_drawn_; }
 
   // Vertical marker (e.g. the current budget); NaN hides it.
   void set_marker_x(double x, const QString& label = {});
@@ -106,6 +124,9 @@ class CurveChart : public QWidget {
   void rebuild_axes();
   void reset_tracks();
   QAbstractAxis* make_y_axis();
+  // The band of every curve with replicates (empty entries for the others), and their series.
+  std::vector<BandPoints> compute_bands() const;
+  void replace_band_series(const std::vector<BandPoints>& bands);
 
   QString title_;
   QString y_label_;
@@ -113,6 +134,8 @@ class CurveChart : public QWidget {
   std::vector<Curve> curves_;
   double smoothing_ = 0.6;
   bool log_scale_ = false;
+  bool bands_visible_ = true;
+  int bands_drawn_ = 0;
   double marker_x_;
   QString marker_label_;
   int max_display_points_ = 2000;
@@ -132,6 +155,7 @@ class CurveChart : public QWidget {
   QSlider* smoothing_slider_ = nullptr;
   QLabel* smoothing_label_ = nullptr;
   QCheckBox* log_check_ = nullptr;
+  QCheckBox* bands_check_ = nullptr;
   QWidget* controls_ = nullptr;
 };
 

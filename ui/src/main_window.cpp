@@ -339,14 +339,15 @@ void MainWindow::select_defaults() {
   if (!store) return;
   try {
     workbench_->adopt_newest_round_if_none();
-    // Compare: the two newest plans, three newest runs and the newest compare experiment.
+    // Compare: the two newest plans and the newest compare experiment, else the three newest
+    // runs (a run's whole curve beside an experiment's arms would squeeze the arms into a sliver).
     std::vector<int64_t> plans, runs, compares;
     for (const auto& p : store->plans())
       if (plans.size() < 2) plans.push_back(p.id);
-    for (const auto& r : store->runs())
-      if (runs.size() < 3) runs.push_back(r.id);
     const auto stored_compares = store->list_compares();
     if (!stored_compares.empty()) compares.push_back(stored_compares.front().id);
+    for (const auto& r : store->runs())
+      if (runs.size() < 3 && compares.empty()) runs.push_back(r.id);
     compare_view_->refresh_lists();
     compare_view_->select(plans, runs, compares);
   } catch (const std::exception& e) {

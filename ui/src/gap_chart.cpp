@@ -1,0 +1,149 @@
+// GapChart: a forest plot of the compare arms' gaps to BF16 with 95% error bars.
+#include "gap_chart.h"
+
+#include <QPainter>
+#include <QPainterPath>
+#include <algorithm>
+#include <cmath>
+
+namespace snip::ui {
+
+namespace {
+// The interval's ends, or its mean twice without one (K = 1, or a run's single value).
+std::pair<double, double> ends(const snip::Interval& iv) {
+  if (iv.has_interval() && std::isfinite(iv.ci95)) return {iv.lo(), iv.hi()};
+  return {iv.mean, iv.mean};
+}
+// Ticks every 1/2/2.5/5·10^k giving 3–6 labels over [lo, hi].
+std::vector<double> nice_ticks(double lo, double hi) {
+  const double raw = (hi - lo) / 4.0;
+  if (!(raw > 0) || !std::isfinite(raw)) return {lo};
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> ticks;
+  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + 1e-12; t += step)
+    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  return ticks;
+}
+}  // namespace
+
+GapChart::GapChart(QWidget* parent) : QWidget(parent) {
+  setToolTip(
+      tr("Each arm's loss gap to uniform BF16: the point is the mean over the replicates, the bar its 95% "
+         "Student-t interval (filled: train, hollow: validation). Shaded: SNIP's train interval; the line: "
+         "0 (BF16)."));
+}
+
+void GapChart::set_bars(std::vector<GapBar> bars) {
+  bars_ = std::move(bars);
+  double lo = 0, hi = 0;  // 0 (BF16) is always in view
+  for (const GapBar& b : bars_)
+    for (const snip::Interval* iv : {&b.train, &b.val}) {
+      const auto [a, z] = ends(*iv);
+      if (std::isfinite(a)) lo = std::min(lo, a);
+      if (std::isfinite(z)) hi = std::max(hi, z);
+    }
+  if (!(hi > lo)) hi = lo + 1e-3;
+  const double pad = 0.06 * (hi - lo);
+  x_min_ = lo - pad;
+  x_max_ = hi + pad;
+  update();
+}
+
+void GapChart::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing);
+  const QPalette pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  const QFontMetrics fm(font());
+  const int line = fm.height();
+  p.setPen(pal.color(QPalette::Text));
+  QFont bold = font();
+  bold.setBold(true);
+  p.setFont(bold);
+  p.drawText(QRect(0, 2, width(), line), Qt::AlignHCenter, tr("Gap to BF16, mean ± 95% interval"));
+  p.setFont(font());
+  if (bars_.empty()) {
+    p.drawText(rect(), Qt::AlignCenter, tr("No compare experiment checked"));
+    return;
+  }
+  // Layout: title, legend, rows, axis labels.
+  const int legend_y = 4 + line;
+  int label_w = 0;
+  for (const GapBar& b : bars_) label_w = std::max(label_w, fm.horizontalAdvance(b.label) + 18);
+  label_w = std::min(label_w, width() * 2 / 5);
+  const QRect plot(label_w + 4, legend_y + line + 4, std::max(10, width() - label_w - 14),
+                   std::max(10, height() - (legend_y + line + 4) - line - 8));
+  auto x_of = [&](double v) { return plot.left() + (v - x_min_) / (x_max_ - x_min_) * plot.width(); };
+  const double row_h = double(plot.height()) / double(bars_.size());
+
+  // Legend.
+  const QColor ink = pal.color(QPalette::Text);
+  int lx = plot.left();
+  p.setBrush(ink);
+  p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
+  p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("train"));
+  lx += 16 + fm.horizontalAdvance(tr("train")) + 10;
+  p.setBrush(Qt::NoBrush);
+  p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
+  p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("val"));
+  lx += 16 + fm.horizontalAdvance(tr("val")) + 10;
+  QColor shade(31, 119, 180, 45);
+  p.fillRect(QRectF(lx, legend_y + 2, 14, line - 4), shade);
+  p.drawText(QPoint(lx + 18, legend_y + fm.ascent()), tr("SNIP (train)"));
+
+  // Grid, ticks, 0 and SNIP's interval.
+  p.setPen(QPen(pal.color(QPalette::Mid), 1));
+  p.drawRect(plot);
+  for (double t : nice_ticks(x_min_, x_max_)) {
+    const double x = x_of(t);
+    p.setPen(QPen(pal.color(QPalette::Midlight), 1, Qt::DotLine));
+    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+    p.setPen(ink);
+    const QString label = QString::number(t, 'g', 3);
+    p.drawText(QRectF(x - 40, plot.bottom() + 2, 80, line), Qt::AlignHCenter, label);
+  }
+  for (const GapBar& b : bars_)
+    if (b.reference) {
+      const auto [a, z] = ends(b.train);
+      if (std::isfinite(a) && std::isfinite(z))
+        p.fillRect(QRectF(x_of(a), plot.top(), std::max(1.0, x_of(z) - x_of(a)), plot.height()), shade);
+    }
+  p.setPen(QPen(ink, 1.2));
+  p.drawLine(QPointF(x_of(0), plot.top()), QPointF(x_of(0), plot.bottom()));
+
+  // One row per arm: label, train bar (filled point), val bar (hollow point) just below it.
+  for (size_t i = 0; i < bars_.size(); ++i) {
+    const GapBar& b = bars_[i];
+    const double y = plot.top() + (double(i) + 0.5) * row_h;
+    p.setPen(ink);
+    QFont f = font();
+    f.setBold(b.reference);
+    p.setFont(f);
+    p.drawText(QRectF(2, y - line / 2.0, label_w - 4, line), Qt::AlignRight | Qt::AlignVCenter,
+               fm.elidedText(b.label, Qt::ElideRight, label_w - 4));
+    const double off = std::min(3.0, row_h / 5.0);
+    for (int which = 0; which < 2; ++which) {
+      const snip::Interval& iv = which == 0 ? b.train : b.val;
+      if (!std::isfinite(iv.mean)) continue;
+      const double yy = y + (which == 0 ? -off : off);
+      const auto [a, z] = ends(iv);
+      p.setPen(QPen(b.colour, 1.5));
+      p.drawLine(QPointF(x_of(a), yy), QPointF(x_of(z), yy));
+      if (z > a) {
+        p.drawLine(QPointF(x_of(a), yy - 2.5), QPointF(x_of(a), yy + 2.5));
+        p.drawLine(QPointF(x_of(z), yy - 2.5), QPointF(x_of(z), yy + 2.5));
+      }
+      p.setBrush(which == 0 ? QBrush(b.colour) : QBrush(pal.color(QPalette::Base)));
+      p.drawEllipse(QPointF(x_of(iv.mean), yy), 3.2, 3.2);
+      p.setBrush(Qt::NoBrush);
+    }
+  }
+}
+
+}  // namespace snip::ui

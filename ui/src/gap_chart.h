@@ -1,0 +1,34 @@
+// The gap chart of the Compare view: every compare arm's loss gap to BF16 as a point with its
+// 95% error bar (a forest plot: one row per arm, train filled, validation hollow), a line at 0
+// (BF16) and the SNIP reference's train interval shaded across the rows, so an arm whose bar
+// clears the shading differs from SNIP at a glance. Painted with QPainter; the numbers come
+// from the report model (compare_report.h), which computes them with snip/paired_stats.h.
+#pragma once
+#include <QWidget>
+#include <vector>
+
+#include "compare_report.h"
+
+namespace snip::ui {
+
+class GapChart : public QWidget {
+  Q_OBJECT
+ public:
+  explicit GapChart(QWidget* parent = nullptr);
+  void set_bars(std::vector<GapBar> bars);
+  const std::vector<GapBar>& bars() const { return bars_; }
+  // The x range drawn (gap units), after set_bars: every bar's interval and 0 fit inside.
+  double x_min() const { return x_min_; }
+  double x_max() const { return x_max_; }
+  QSize minimumSizeHint() const override { return {220, 140}; }
+  QSize sizeHint() const override { return {380, 300}; }
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+
+ private:
+  std::vector<GapBar> bars_;
+  double x_min_ = -1, x_max_ = 1;
+};
+
+}  // namespace snip::ui
