@@ -324,6 +324,26 @@ TEST_F(WorkbenchTest, StopSavesAResumableCheckpoint) {
   EXPECT_EQ(cps[0].step, 3);
 }
 
+// The recipe box takes the granularity family as typed; a name the engine does not know is
+// refused before anything starts, with the accepted forms.
+TEST_F(WorkbenchTest, RecipeBoxTakesTheGranularityFamilyAndRefusesUnknownNames) {
+  auto w = open_window();
+  RunView* rv = w->run_view();
+  set_tiny_form(rv, 3);
+  QComboBox* box = nullptr;
+  for (QComboBox* c : rv->findChildren<QComboBox*>())
+    if (c->findText(QStringLiteral("block:row")) >= 0) box = c;
+  ASSERT_NE(box, nullptr) << "no recipe box offering block:row";
+  ASSERT_TRUE(box->isEditable());
+  box->setCurrentText(QStringLiteral("block:64:sr"));
+  EXPECT_EQ(rv->make_request().config.recipe, "block:64:sr");
+  box->setCurrentText(QStringLiteral("block:1"));
+  w->start_training();
+  EXPECT_FALSE(w->training());
+  EXPECT_TRUE(w->message_text().contains("Cannot start")) << w->message_text().toStdString();
+  EXPECT_TRUE(w->message_text().contains("block:")) << w->message_text().toStdString();
+}
+
 TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {
   auto w = open_window();
   RunView* rv = w->run_view();

@@ -26,6 +26,7 @@
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
+#include "snip/recipe_name.h"
 #include "snip/recorded_training.h"
 #include "workbench.h"
 
@@ -78,9 +79,14 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   data_edit_ = path_row(box, form, tr("Data:"), tr("bundled corpus (King James Bible)"),
                         tr("Text or token files (*.txt *.bin);;All files (*)"));
   recipe_combo_ = new QComboBox(box);
-  recipe_combo_->addItems(
-      {QStringLiteral("snip"), QStringLiteral("mx"), QStringLiteral("nvfp4"), QStringLiteral("tensor")});
-  recipe_combo_->setToolTip(tr("Scaling recipe of the quantized GEMMs (METHOD.md section 2)"));
+  // The named recipes and a few points of the granularity family between them; any other name
+  // the engine accepts can be typed (checked when the run starts).
+  recipe_combo_->addItems({QStringLiteral("snip"), QStringLiteral("mx"), QStringLiteral("nvfp4"),
+                           QStringLiteral("tensor"), QStringLiteral("block:32"), QStringLiteral("block:row"),
+                           QStringLiteral("channel"), QStringLiteral("tensor:sr")});
+  recipe_combo_->setEditable(true);
+  recipe_combo_->setToolTip(tr("Scaling recipe of the quantized GEMMs (docs/FORMATS.md): %1")
+                                .arg(QString::fromUtf8(snip::recipe_name_forms())));
   form->addRow(tr("Recipe:"), recipe_combo_);
   precision_combo_ = new QComboBox(box);
   precision_combo_->addItems({tr("BF16 everywhere"), tr("FP8 everywhere"), tr("FP4 everywhere"),
@@ -344,7 +350,7 @@ void RunView::restore_settings() {
   s.beginGroup(QStringLiteral("run_form"));
   auto combo = [&](QComboBox* c, const char* key) {
     const QString v = s.value(QLatin1String(key)).toString();
-    if (!v.isEmpty() && c->findText(v) >= 0) c->setCurrentText(v);
+    if (!v.isEmpty() && (c->isEditable() || c->findText(v) >= 0)) c->setCurrentText(v);
   };
   auto index = [&](QComboBox* c, const char* key) {
     bool ok = false;
@@ -423,7 +429,7 @@ TrainRequest RunView::make_request() const {
   else
     c.model = snip::preset_config(preset_combo_->currentText().toStdString());
   c.data_path = data_edit_->text().trimmed().toStdString();
-  c.recipe = recipe_combo_->currentText().toStdString();
+  c.recipe = snip::parse_recipe_name(recipe_combo_->currentText().trimmed().toStdString()).canonical;
   c.steps = steps_spin_->value();
   c.batch_size = batch_spin_->value();
   c.seq_len = seq_spin_->value();
