@@ -118,7 +118,8 @@ CompareRecorder::CompareRecorder(Store& store, int64_t id, std::string checkpoin
 
 CompareRecorder::CompareRecorder(Store& store, const std::string& checkpoint, const CompareOptions& o)
     : store_(store), checkpoint_(absolute_path(checkpoint)), options_(o) {
-  const nlohmann::json state = read_trainer_state(checkpoint);  // a bad checkpoint fails before anything is stored
+  check_compare_options(o);  // bad options and a bad checkpoint fail before anything is stored
+  const nlohmann::json state = read_trainer_state(checkpoint);
   CompareRecord c;
   c.status = RunStatus::running;
   c.run_id = find_run_of_checkpoint(store, checkpoint);

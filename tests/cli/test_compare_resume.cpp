@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "snip/compare_recorder.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
@@ -27,22 +28,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// `snip ARGS` as a user's terminal runs it: exit status and stdout+stderr (tests/util).
 struct Result {
   int code = -1;
-  std::string out;  // stdout and stderr
+  std::string out;
 };
 
 Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(SNIP_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const snip_test::CommandResult r = snip_test::run_shell(std::string(SNIP_BIN) + " " + args);
+  return {r.status, r.out};
 }
 
 class CompareResume : public ::testing::Test {
@@ -146,6 +140,18 @@ TEST_F(CompareResume, StoppedAfterOneTrainingThenResumedEqualsAnUninterruptedCom
   const Result again = run("compare --resume " + std::to_string(id) + " --db " + db());
   EXPECT_EQ(again.code, 1);
   EXPECT_NE(again.out.find("is finished"), std::string::npos) << again.out;
+}
+
+// Options no compare can run with are refused before anything is stored: no compare record,
+// no resume hint.
+TEST_F(CompareResume, BadOptionsAreRefusedBeforeACompareIsStored) {
+  for (const std::string& bad : {std::string("--recipe block:1"), std::string("--baselines foo")}) {
+    const Result r = run("compare --checkpoint " + ck() + " --db " + db() + " " + bad);
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_NE(r.out.find("error:"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("--resume"), std::string::npos) << "a refused compare offers no resume: " << r.out;
+  }
+  EXPECT_TRUE(snip::Store(db()).list_compares().empty());
 }
 
 TEST_F(CompareResume, AChangedCheckpointIsRefused) {

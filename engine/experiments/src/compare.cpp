@@ -330,8 +330,7 @@ void check_baselines(const CompareOptions& o) {
 
 }  // namespace
 
-CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
-  const CompareProgress& progress = hooks.progress;
+void check_compare_options(const CompareOptions& o) {
   check_baselines(o);
   if (o.steps < 1) throw Error("compare: --steps must be at least 1");
   if (o.replicates < 1)
@@ -339,6 +338,12 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   if (!(o.budget >= 0 && o.budget <= 1)) throw Error("compare: --budget must be in [0, 1]");
   if (o.oracle && o.oracle_batches < 1) throw Error("compare: --oracle-batches must be at least 1");
   if (o.jobs < 1) throw Error("compare: --jobs must be at least 1");
+  if (!o.recipe.empty()) parse_recipe_name(o.recipe);
+}
+
+CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
+  const CompareProgress& progress = hooks.progress;
+  check_compare_options(o);
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
   CompareReport rep;
   rep.start_step = t0->step_count();

@@ -56,6 +56,11 @@ struct CompareOptions {
 // least 1.
 int default_compare_jobs();
 
+// Throws snip::Error for options no compare can run with (an unknown baseline or recipe, steps,
+// replicates, jobs or oracle batches < 1, a budget outside [0, 1]): called by run_compare, and by
+// a front before it stores anything.
+void check_compare_options(const CompareOptions& options);
+
 // Every baseline family run_compare knows, in report order.
 const std::vector<std::string>& compare_baseline_names();
 
