@@ -20,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "float_bits.h"
 #include "parallel.h"
 #include "snip/error.h"
 #include "snip/qgemm.h"
@@ -35,16 +36,8 @@ constexpr int kRowsPerTask = 8 * kMR;
 
 thread_local Bf16Kernel g_last_kernel = Bf16Kernel::scalar;
 
-inline uint32_t fbits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float ffrom(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using numerics_detail::fbits;
+using numerics_detail::ffrom;
 inline float bf16_value(uint16_t h) {
   return ffrom(uint32_t(h) << 16);
 }

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "float_bits.h"
 #include "parallel.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
@@ -36,16 +37,8 @@ namespace {
 
 std::atomic<int> g_quant_threads{0};
 
-inline uint32_t fbits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float ffrom(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using numerics_detail::fbits;
+using numerics_detail::ffrom;
 
 constexpr uint32_t kAbsMask = 0x7FFFFFFFu;
 constexpr uint32_t kInfBits = 0x7F800000u;  // |x| bits >= this: Inf or NaN
