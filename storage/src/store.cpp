@@ -14,6 +14,7 @@
 
 #include "schema.h"
 #include "snip/error.h"
+#include "snip/files_in_use.h"
 #include "snip/store_export.h"
 #include "store_impl.h"
 
@@ -125,7 +126,9 @@ void check_location(const std::string& path, const StoreOptions& options) {
     const bool wal_pending = !wal_ec && wal_size > 0;
     const auto size = fs::file_size(p, size_ec);
     if (size_ec) throw Error(path + ": cannot be read (" + size_ec.message() + ")");
-    check_existing_file(path, size, /*check_size=*/!wal_pending);
+    // A database this process already has open was checked when it was opened, and opening it
+    // again raw would drop that connection's locks (files_in_use.h).
+    if (file_in_use(path).empty()) check_existing_file(path, size, /*check_size=*/!wal_pending);
     if (::access(path.c_str(), R_OK | W_OK) != 0)
       throw Error(path + ": the database file is read-only (" + std::strerror(errno) +
                   "); the store writes to it (runs, metrics, WAL): make it writable or copy it elsewhere");
@@ -145,11 +148,13 @@ void check_location(const std::string& path, const StoreOptions& options) {
 
 Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
-  check_location(path, options);
   Db& db = impl_->db;
-  // NOMUTEX: a Store is used from one thread at a time (store.h), so SQLite's per-call
-  // connection mutex is pure overhead (~5% of an insert).
-  db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0));
+  impl_->use = open_file_in_use(path, "the experiment database " + path, [&] {
+    check_location(path, options);
+    // NOMUTEX: a Store is used from one thread at a time (store.h), so SQLite's per-call
+    // connection mutex is pure overhead (~5% of an insert).
+    db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0));
+  });
   sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
   impl_->busy_timeout_ms = options.busy_timeout_ms;
   sqlite3_extended_result_codes(db.handle(), 1);

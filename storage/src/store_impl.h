@@ -4,12 +4,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "snip/files_in_use.h"
 #include "snip/store.h"
 #include "sqlite_db.h"
 
 namespace snip {
 
 struct Store::Impl {
+  FileInUse use;  // declared before db: released after the connection closes
   store_detail::Db db;
   std::string path;
   int version = 0;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "snip/error.h"
+#include "snip/files_in_use.h"
 
 namespace snip {
 
@@ -80,6 +81,10 @@ std::string follow_links(const std::string& path) {
 std::string checked_write_target(const std::string& path) {
   if (path.empty()) throw Error("cannot write a file with an empty name: give a file path");
   const std::string target = follow_links(path);
+  if (const std::string what = file_in_use(path); !what.empty())
+    throw Error("cannot write " + path + ": it is " + what +
+                ", which this program has open; writing there would replace it: give another file path (nothing "
+                "was written)");
   struct stat st {};
   // lstat of the resolved name; stat of the given one catches what readlink cannot name (the
   // kernel's links in /proc, e.g. /dev/stdout -> /proc/self/fd/1 -> "pipe:[…]").
@@ -105,6 +110,8 @@ void keep_mode(int fd, const std::string& target) {
 }  // namespace
 
 void write_file_atomic(const std::string& requested, const void* data, size_t size) {
+  // No thread may open `requested` as a database between the check and the rename.
+  const auto hold = hold_files_in_use();
   // Refused before anything is created: a directory, device, FIFO or socket is never replaced.
   const std::string path = checked_write_target(requested);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -153,6 +160,12 @@ void write_file_atomic(const std::string& requested, const void* data, size_t si
 }
 
 std::string read_file(const std::string& path) {
+  // Opening and closing a database this process has open would drop its SQLite locks
+  // (files_in_use.h), so such a file is refused unopened.
+  const auto hold = hold_files_in_use();
+  if (const std::string what = file_in_use(path); !what.empty())
+    throw Error("cannot read " + path + ": it is " + what +
+                ", which this program has open, not the file expected here; was it passed by mistake?");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw Error("cannot read " + path + ": it is a directory, not a file");
