@@ -177,10 +177,11 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
       rep = snip::run_compare(o.checkpoint, co, hooks);
     } catch (const snip::CompareStopped&) {
       end_progress();
-      throw snip::Error("compare stopped by " + signals.name() + " after " + std::to_string(done) + " of " +
-                        std::to_string(total) +
-                        " trainings; with --no-db nothing was kept (without it, an "
-                        "interrupted compare is stored and resumable)");
+      throw snip::cli::Interrupted{"compare stopped by " + signals.name() + " after " + std::to_string(done) + " of " +
+                                       std::to_string(total) +
+                                       " trainings; with --no-db nothing was kept (without it, an "
+                                       "interrupted compare is stored and resumable)",
+                                   signals.exit_status()};
     }
     end_progress();
     print_report(o.checkpoint, co, rep, std::nullopt, "", o.json);
@@ -213,8 +214,9 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
     const std::string kept =
         done == 0 ? " before its first training finished (nothing trained yet"
                   : " after " + std::to_string(done) + " of " + std::to_string(total) + " trainings (those are kept";
-    throw snip::Error("compare " + std::to_string(id) + " stopped by " + how + kept + " in " + store.path() +
-                      "); continue it with: " + resume_command(id, store.path()));
+    throw snip::cli::Interrupted{"compare " + std::to_string(id) + " stopped by " + how + kept + " in " + store.path() +
+                                     "); continue it with: " + resume_command(id, store.path()),
+                                 signals.exit_status()};
   } catch (const std::exception&) {
     end_progress();
     throw;  // marked failed; its finished trainings are kept (snip compare --resume continues it)

@@ -1,7 +1,8 @@
 // `snip train`: trains a Llama model on the CPU with every block linear layer's three GEMMs at
 // the precision a plan assigns (uniform --precision, or a snip-plan/1 file), with a progress bar
 // on a terminal or one JSON line per step, periodic checkpoints and evaluation. Ctrl-C, SIGTERM
-// and SIGHUP stop after the current step, save a checkpoint and exit cleanly (stop_signals.h).
+// and SIGHUP stop after the current step, save a checkpoint and exit with the shell's status for
+// that signal (130, 143, 129: stop_signals.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -368,14 +369,17 @@ snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, c
 }
 
 // Runs the steps with the progress display; Ctrl-C, SIGTERM and SIGHUP stop after the current step.
+// `stop_status` gets the exit status of the signal that stopped the run (StopSignals::exit_status).
 snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, const TrainOptions& o,
-                                          const std::optional<snip::AdaptiveOptions>& adaptive) {
+                                          const std::optional<snip::AdaptiveOptions>& adaptive, int& stop_status) {
   Progress progress(o.json);
   snip::cli::StopSignals stop_signals;
   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
-    if (stop_signals.requested()) training.set_stop_reason("stopped by " + stop_signals.name());
-    return !stop_signals.requested();
+    if (!stop_signals.requested()) return true;
+    training.set_stop_reason("stopped by " + stop_signals.name());
+    stop_status = stop_signals.exit_status();
+    return false;
   };
   training.on_plan = [&](const snip::PlanEvent& e, int64_t) {
     if (!o.json)
@@ -404,10 +408,12 @@ void run_train(const TrainOptions& o) {
   RunRecord record = open_run_record(o, *trainer, out, adaptive);
   snip::RecordedTraining training(*trainer, record.store.get(), record.run_id,
                                   recorded_training_options(o, *trainer, out, adaptive));
-  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive);
+  int stop_status = 0;
+  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_status);
   if (!outcome.finished) {
-    std::fprintf(stderr, "interrupted at step %lld; checkpoint saved to %s (continue with: %s)\n",
-                 (long long)outcome.step, out.c_str(), resume_command(o, out).c_str());
+    throw snip::cli::Interrupted{"interrupted at step " + std::to_string(outcome.step) + "; checkpoint saved to " +
+                                     out + " (continue with: " + resume_command(o, out) + ")",
+                                 stop_status};
   } else if (!o.json) {
     std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)outcome.step, out.c_str());
   }

@@ -8,6 +8,7 @@
 #include "option_rules.h"
 #include "snip/error.h"
 #include "snip/store.h"
+#include "stop_signals.h"
 
 namespace snip::cli {
 
@@ -52,6 +53,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const snip::cli::Interrupted& stop) {
+    std::fprintf(stderr, "%s\n", stop.message.c_str());
+    return stop.status;
   } catch (const snip::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

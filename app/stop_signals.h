@@ -38,6 +38,10 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
   bool requested() const { return received().load() != 0; }
+  // The shell's status for a process ended by that signal (128 + its number: 130 for Ctrl-C,
+  // 143 for SIGTERM, 129 for SIGHUP), which a command stopped by it exits with after saving
+  // (Interrupted), so `snip train ... && next` does not go on with an unfinished run.
+  int exit_status() const { return 128 + received().load(); }
   // How the stop was asked for, for the run's message: "Ctrl-C", "SIGTERM", "SIGHUP" ("" if not).
   std::string name() const {
     switch (received().load()) {
@@ -76,6 +80,14 @@ class StopSignals {
   }
 
   struct sigaction previous_[kCount] {};
+};
+
+// Thrown by a command that a signal stopped after it saved what it had (a checkpoint, the
+// finished trainings of a compare): main() prints the message as it is (not as an error) and
+// exits with `status` (StopSignals::exit_status).
+struct Interrupted {
+  std::string message;
+  int status;
 };
 
 }  // namespace snip::cli

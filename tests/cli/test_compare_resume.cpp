@@ -217,7 +217,7 @@ TEST_F(CompareResume, SigintLeavesAnInterruptedCompareAndPrintsTheResumeCommand)
   int st = 0;
   ::waitpid(pid, &st, 0);
   ASSERT_TRUE(WIFEXITED(st)) << out;
-  EXPECT_EQ(WEXITSTATUS(st), 1) << out;
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGINT) << "the shell's status for a process ended by Ctrl-C\n" << out;
   snip::Store store(db());
   const auto all = store.list_compares();
   ASSERT_EQ(all.size(), 1u);
