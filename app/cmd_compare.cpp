@@ -17,6 +17,7 @@
 
 #include "command.h"
 #include "compare_table.h"
+#include "given_settings.h"
 #include "option_rules.h"
 #include "snip/compare.h"
 #include "snip/compare_recorder.h"
@@ -46,21 +47,18 @@ struct CompareCliOptions {
 // given again must agree with it (CompareRecorder's settings keys are the option names).
 std::vector<snip::GivenSetting> given_compare_settings(const snip::cli::OptionRules& rules,
                                                        const CompareCliOptions& o) {
-  const std::vector<snip::GivenSetting> all = {{"--budget", "/budget", o.budget},
-                                               {"--steps", "/steps", o.steps},
-                                               {"--recipe", "/recipe", o.recipe},
-                                               {"--seeds", "/seeds", o.seeds},
-                                               {"--cooldown", "/cooldown", o.cooldown},
-                                               {"--eval-batches", "/eval-batches", o.eval_batches},
-                                               {"--replicates", "/replicates", o.replicates},
-                                               {"--oracle", "/oracle", o.oracle},
-                                               {"--oracle-batches", "/oracle-batches", o.oracle_batches},
-                                               {"--lambdas", "/lambdas", o.lambdas},
-                                               {"--baselines", "/baselines", o.baselines}};
-  std::vector<snip::GivenSetting> out;
-  for (const auto& g : all)
-    if (rules.given(g.option)) out.push_back(g);
-  return out;
+  return snip::cli::given_settings({{"--budget", "/budget", o.budget},
+                                    {"--steps", "/steps", o.steps},
+                                    {"--recipe", "/recipe", o.recipe},
+                                    {"--seeds", "/seeds", o.seeds},
+                                    {"--cooldown", "/cooldown", o.cooldown},
+                                    {"--eval-batches", "/eval-batches", o.eval_batches},
+                                    {"--replicates", "/replicates", o.replicates},
+                                    {"--oracle", "/oracle", o.oracle},
+                                    {"--oracle-batches", "/oracle-batches", o.oracle_batches},
+                                    {"--lambdas", "/lambdas", o.lambdas},
+                                    {"--baselines", "/baselines", o.baselines}},
+                                   [&rules](const std::string& name) { return rules.given(name); });
 }
 
 // A resumed compare is the same compare: every given setting must equal the stored one.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "command.h"
+#include "given_settings.h"
 #include "option_rules.h"
 #include "snip/adaptive.h"
 #include "snip/checkpoint.h"
@@ -99,45 +100,39 @@ bool given(const TrainOptions& o, const std::string& name) {
 // The run-defining settings given again on a resume, as pointers into the checkpoint's
 // training configuration (`stored`, train_config_to_json) and adaptive settings.
 std::vector<snip::GivenSetting> given_train_settings(const TrainOptions& o, const nlohmann::json& stored) {
-  const std::vector<snip::GivenSetting> all = {{"--tokenizer", "/tokenizer", o.tokenizer},
-                                               {"--batch-size", "/batch_size", o.batch_size},
-                                               {"--seq-len", "/seq_len", o.seq_len},
-                                               {"--grad-accum", "/grad_accum", o.grad_accum},
-                                               {"--lr", "/schedule/lr", o.lr},
-                                               {"--lr-min", "/schedule/lr_min", o.lr_min},
-                                               // a warmup longer than the run was stored as the run's length
-                                               {"--warmup", "/schedule/warmup",
-                                                stored.contains("steps") && stored["steps"].is_number_integer()
-                                                    ? std::min<int64_t>(o.warmup, stored["steps"].get<int64_t>())
-                                                    : o.warmup},
-                                               {"--schedule", "/schedule/kind", o.schedule},
-                                               {"--weight-decay", "/adamw/weight_decay", o.weight_decay},
-                                               {"--beta1", "/adamw/beta1", o.beta1},
-                                               {"--beta2", "/adamw/beta2", o.beta2},
-                                               {"--clip", "/grad_clip", o.clip},
-                                               {"--precision", "/precision", o.precision},
-                                               {"--recipe", "/recipe", o.recipe},
-                                               {"--seed", "/seed", o.seed},
-                                               {"--eval-every", "/eval_every", o.eval_every},
-                                               {"--eval-batches", "/eval_batches", o.eval_batches}};
-  std::vector<snip::GivenSetting> out;
-  for (const auto& g : all)
-    if (given(o, g.option)) out.push_back(g);
-  return out;
+  return snip::cli::given_settings({{"--tokenizer", "/tokenizer", o.tokenizer},
+                                    {"--batch-size", "/batch_size", o.batch_size},
+                                    {"--seq-len", "/seq_len", o.seq_len},
+                                    {"--grad-accum", "/grad_accum", o.grad_accum},
+                                    {"--lr", "/schedule/lr", o.lr},
+                                    {"--lr-min", "/schedule/lr_min", o.lr_min},
+                                    // a warmup longer than the run was stored as the run's length
+                                    {"--warmup", "/schedule/warmup",
+                                     stored.contains("steps") && stored["steps"].is_number_integer()
+                                         ? std::min<int64_t>(o.warmup, stored["steps"].get<int64_t>())
+                                         : o.warmup},
+                                    {"--schedule", "/schedule/kind", o.schedule},
+                                    {"--weight-decay", "/adamw/weight_decay", o.weight_decay},
+                                    {"--beta1", "/adamw/beta1", o.beta1},
+                                    {"--beta2", "/adamw/beta2", o.beta2},
+                                    {"--clip", "/grad_clip", o.clip},
+                                    {"--precision", "/precision", o.precision},
+                                    {"--recipe", "/recipe", o.recipe},
+                                    {"--seed", "/seed", o.seed},
+                                    {"--eval-every", "/eval_every", o.eval_every},
+                                    {"--eval-batches", "/eval_batches", o.eval_batches}},
+                                   [&o](const std::string& name) { return given(o, name); });
 }
 
 std::vector<snip::GivenSetting> given_adaptive_settings(const TrainOptions& o) {
-  const std::vector<snip::GivenSetting> all = {
-      {"--method", "/method", o.method.empty() ? "" : snip::method_name(snip::parse_method(o.method))},
-      {"--budget", "/budget", o.budget},
-      {"--replan-every", "/replan_every", o.replan_every},
-      {"--bf16-probe-every", "/bf16_probe_every", o.bf16_probe_every},
-      {"--lambda", "/lambda", o.lambda},
-      {"--ties", "/ties", o.ties}};
-  std::vector<snip::GivenSetting> out;
-  for (const auto& g : all)
-    if (given(o, g.option)) out.push_back(g);
-  return out;
+  return snip::cli::given_settings(
+      {{"--method", "/method", o.method.empty() ? "" : snip::method_name(snip::parse_method(o.method))},
+       {"--budget", "/budget", o.budget},
+       {"--replan-every", "/replan_every", o.replan_every},
+       {"--bf16-probe-every", "/bf16_probe_every", o.bf16_probe_every},
+       {"--lambda", "/lambda", o.lambda},
+       {"--ties", "/ties", o.ties}},
+      [&o](const std::string& name) { return given(o, name); });
 }
 
 // What `snip train --resume` needs besides the directory to reach the same database.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "snip/error.h"
 #include "snip/plan.h"
 #include "snip/stats.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -56,9 +58,7 @@ std::string token_file(int32_t count_in_header, const std::vector<uint16_t>& tok
 class BadInput : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("snip-badinput-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = tmp_.emplace("badinput").path;
     const Result t =
         run("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --eval-every 0 --out " + (dir_ / "ck").string());
     ASSERT_EQ(t.status, 0) << t.out;
@@ -67,7 +67,7 @@ class BadInput : public ::testing::Test {
             "--noise-passes 1 --out " + (dir_ / "stats.json").string() + " --db " + (dir_ / "good.db").string());
     ASSERT_EQ(c.status, 0) << c.out;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tmp_.reset(); }
 
   // A copy of the checkpoint that a test may damage.
   static std::string checkpoint_copy(const std::string& name) {
@@ -77,9 +77,9 @@ class BadInput : public ::testing::Test {
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
   static std::string stats() { return p("stats.json"); }
 
-  static fs::path dir_;
+  static inline std::optional<snip_test::TempDir> tmp_;  // owns dir_ for the suite
+  static inline fs::path dir_;
 };
-fs::path BadInput::dir_;
 
 // ---- checkpoints -------------------------------------------------------------------------
 
@@ -339,10 +339,10 @@ TEST(BadInputRegression, PlanNumberOverflowIsASnipErrorNamingTheFile) {
 // The same class of input the config reader already handles (read_config_file catches
 // json::exception): kept so the three JSON readers stay consistent.
 TEST(BadInputRegression, ConfigNumberOverflowIsASnipError) {
-  const fs::path f = fs::temp_directory_path() / ("snip-badinput-cfg-" + std::to_string(::getpid()) + ".json");
+  const snip_test::TempDir tmp("badinput-cfg");
+  const fs::path f = tmp.path / "cfg.json";
   write_bytes(f, R"({"hidden_size": 1e999})");
-  const Result r = run("train --config " + f.string() + " --steps 1 --out " + f.string() + ".out");
-  fs::remove(f);
+  const Result r = run("train --config " + f.string() + " --steps 1 --out " + tmp.file("out"));
   EXPECT_EQ(r.status, 1);
   EXPECT_CONTAINS(r.out, "not valid JSON ([json.exception.out_of_range.406] number overflow");
 }

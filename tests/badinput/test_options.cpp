@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "run_command.h"
 #include "snip/layers.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -58,9 +60,7 @@ void write_json(const fs::path& p, const json& j) {
 class Options : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("snip-options-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = tmp_.emplace("options").path;
     const Result t =
         run("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --eval-every 0 --no-db --out " + p("ck"));
     ASSERT_EQ(t.status, 0) << t.out;
@@ -70,7 +70,7 @@ class Options : public ::testing::Test {
     const Result s = run("solve --stats " + p("stats.json") + " --budget 0.5 --out " + p("plan.json"));
     ASSERT_EQ(s.status, 0) << s.out;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tmp_.reset(); }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
   // A copy of the checkpoint to damage.
   static std::string copy_ck(const std::string& name) {
@@ -82,6 +82,7 @@ class Options : public ::testing::Test {
   static Result train(const std::string& extra) {
     return run("train --preset tiny --batch-size 2 --seq-len 16 --eval-every 0 --no-db --out " + p("tr") + " " + extra);
   }
+  static inline std::optional<snip_test::TempDir> tmp_;  // owns dir_ for the suite
   static inline fs::path dir_;
 };
 

@@ -11,57 +11,47 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "run_command.h"
 #include "snip/store.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout only
-};
+using Result = snip_test::CommandResult;
 
+// `snip <args>`, stdout only (the --json output); `env` prefixes variable assignments.
 Result run_out(const std::string& args, const std::string& env = "") {
-  Result r;
-  const std::string cmd = env + std::string(SNIP_BIN) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return snip_test::run_stdout(env + std::string(SNIP_BIN) + " " + args);
 }
 
 class CompareRecords : public ::testing::Test {
  protected:
   // One tiny checkpoint, trained with --db so its run (and checkpoint path) is in the store.
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("snip_cli_compare_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = tmp_.emplace("cli-compare").path;
     const Result r = run_out("train --preset tiny --steps 6 --batch-size 4 --seq-len 32 --db " + db() + " --out " +
                              ck() + " --json");
-    ASSERT_EQ(r.code, 0);
+    ASSERT_EQ(r.status, 0);
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tmp_.reset(); }
   static std::string db() { return (dir_ / "w.db").string(); }
   static std::string ck() { return (dir_ / "ck").string(); }
   static std::string compare_args() {
     return "compare --checkpoint " + ck() +
            " --budget 0.5 --steps 3 --cooldown 1 --eval-batches 1 --seeds 1 --replicates 2";
   }
-  static fs::path dir_;
+  static inline std::optional<snip_test::TempDir> tmp_;
+  static inline fs::path dir_;
 };
-fs::path CompareRecords::dir_;
 
 TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
   const Result r = run_out(compare_args() + " --db " + db() + " --json");
-  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j["compare_id"].is_number_integer()) << j.dump();
   const int64_t id = j["compare_id"];
@@ -157,7 +147,7 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
 
   // snip show --compare prints the stored table; snip runs --compares lists it; snip show --run names it.
   const Result show = run_out("show --db " + db() + " --compare " + std::to_string(id) + " --json");
-  ASSERT_EQ(show.code, 0);
+  ASSERT_EQ(show.status, 0);
   const nlohmann::json js = nlohmann::json::parse(show.out);
   ASSERT_EQ(js["rows"].size(), 13u);
   EXPECT_EQ(js["rows"][3]["train_curve"].size(), 3u);
@@ -170,13 +160,13 @@ TEST_F(CompareRecords, StoresEveryRowCurvePlanAndTheRound) {
                             "diff_vs_snip_mean_val", "diff_vs_snip_ci95_val", "verdict_val"})
       EXPECT_EQ(js["rows"][i][key], j["rows"][i][key]) << i << " " << key;
   const Result list = run_out("runs --db " + db() + " --compares --json");
-  ASSERT_EQ(list.code, 0);
+  ASSERT_EQ(list.status, 0);
   const nlohmann::json jl = nlohmann::json::parse(list.out);
   ASSERT_GE(jl.size(), 1u);
   EXPECT_EQ(jl[0]["id"], id);
   EXPECT_EQ(jl[0]["rows"], 13);
   const Result run_view = run_out("show --db " + db() + " --run " + std::to_string(runs[0].id) + " --json");
-  ASSERT_EQ(run_view.code, 0);
+  ASSERT_EQ(run_view.status, 0);
   const nlohmann::json jr = nlohmann::json::parse(run_view.out);
   bool listed = false;
   for (const auto& x : jr["compares"]) listed = listed || x["id"] == id;
@@ -194,12 +184,12 @@ TEST_F(CompareRecords, OneReplicateSaysThereIsNoIntervalAndBadReplicatesAreRefus
                            " --budget 0.5 --steps 2 --cooldown 0 --eval-batches 1 "
                            "--seeds 0 --no-db --replicates ";
   const Result one = run_out(base + "1");
-  ASSERT_EQ(one.code, 0) << one.out;
+  ASSERT_EQ(one.status, 0) << one.out;
   EXPECT_NE(one.out.find("one replicate: no interval"), std::string::npos) << one.out;
   // with one replicate uniform FP4 cannot be told from BF16 either
   EXPECT_NE(one.out.find("precision does not matter in this regime"), std::string::npos) << one.out;
   const Result json = run_out(base + "1 --json");
-  ASSERT_EQ(json.code, 0);
+  ASSERT_EQ(json.status, 0);
   const nlohmann::json j = nlohmann::json::parse(json.out);
   for (const auto& r : j["rows"]) {
     EXPECT_TRUE(r["gap_train_ci95"].is_null()) << r.dump();
@@ -207,19 +197,19 @@ TEST_F(CompareRecords, OneReplicateSaysThereIsNoIntervalAndBadReplicatesAreRefus
       EXPECT_EQ(r["verdict"], "indistinguishable") << r.dump();
     }
   }
-  EXPECT_EQ(run_out(base + "0").code, 1);
-  EXPECT_EQ(run_out(base + "1 --oracle --oracle-batches 99999").code,
+  EXPECT_EQ(run_out(base + "0").status, 1);
+  EXPECT_EQ(run_out(base + "1 --oracle --oracle-batches 99999").status,
             1);  // more than the validation stream  // "error: compare: --replicates must be at least 1 ..."
 }
 
 TEST_F(CompareRecords, NoDbStoresNothingAndAMissingCompareIsAnError) {
   const std::string env = "XDG_DATA_HOME=" + (dir_ / "xdg").string() + " ";
   const Result r = run_out(compare_args() + " --no-db --json", env);
-  ASSERT_EQ(r.code, 0);
+  ASSERT_EQ(r.status, 0);
   EXPECT_TRUE(nlohmann::json::parse(r.out)["compare_id"].is_null());
   EXPECT_FALSE(fs::exists(dir_ / "xdg" / "snip-workbench" / "workbench.db"));
-  EXPECT_EQ(run_out("show --db " + db() + " --compare 999").code, 1);
-  EXPECT_NE(run_out("show --db " + db()).code, 0);  // neither --run nor --compare
+  EXPECT_EQ(run_out("show --db " + db() + " --compare 999").status, 1);
+  EXPECT_NE(run_out("show --db " + db()).status, 0);  // neither --run nor --compare
 }
 
 }  // namespace

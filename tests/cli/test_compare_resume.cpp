@@ -23,6 +23,7 @@
 #include "snip/model_config.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -42,10 +43,6 @@ Result run(const std::string& args) {
 class CompareResume : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("snip_compare_resume_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     snip::TrainConfig c;
     c.model = snip::preset_config("tiny");
     c.batch_size = 4;
@@ -59,7 +56,6 @@ class CompareResume : public ::testing::Test {
     t.run();
     t.save_checkpoint(ck());
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string db() const { return (dir_ / "w.db").string(); }
   std::string ck() const { return (dir_ / "ck").string(); }
   // The options the CLI arguments below ask for.
@@ -74,7 +70,8 @@ class CompareResume : public ::testing::Test {
     return o;
   }
   static std::string args() { return "--budget 0.5 --steps 3 --cooldown 1 --eval-batches 1 --seeds 1 --replicates 2"; }
-  fs::path dir_;
+  snip_test::TempDir tmp_{"compare-resume"};
+  const fs::path dir_ = tmp_.path;
 };
 
 TEST_F(CompareResume, StoppedAfterOneTrainingThenResumedEqualsAnUninterruptedCompareBitForBit) {

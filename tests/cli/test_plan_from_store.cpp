@@ -10,54 +10,42 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "run_command.h"
 #include "snip/stats.h"
 #include "snip/store.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
+using Result = snip_test::CommandResult;
 
 Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(SNIP_BIN) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int rc = ::pclose(p);
-  r.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return r;
+  return snip_test::run_shell(std::string(SNIP_BIN) + " " + args);
 }
 
 // One adaptive tiny run (3 statistics rounds) shared by the tests.
 class PlanFromStore : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("snip_cli_plan_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = tmp_.emplace("cli-plan").path;
     db_ = (dir_ / "w.db").string();
     const Result r = run("train --preset tiny --steps 7 --batch-size 4 --seq-len 32 --eval-every 0 --db " + db_ +
                          " --out " + (dir_ / "ck").string() + " --method snip --budget 0.6 --replan-every 3");
-    ASSERT_EQ(r.code, 0) << r.out;
+    ASSERT_EQ(r.status, 0) << r.out;
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static fs::path dir_;
-  static std::string db_;
+  static void TearDownTestSuite() { tmp_.reset(); }
+  static inline std::optional<snip_test::TempDir> tmp_;  // owns dir_ for the suite
+  static inline fs::path dir_;
+  static inline std::string db_;
 };
-fs::path PlanFromStore::dir_;
-std::string PlanFromStore::db_;
 
 nlohmann::json parse_json(const Result& r) {
-  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.status, 0) << r.out;
   // stderr is mixed in: skip the warning lines (e.g. a round with a negative measured curvature).
   std::string out = r.out;
   while (out.rfind("warning: ", 0) == 0)
@@ -117,7 +105,7 @@ TEST_F(PlanFromStore, StatsIdPicksThatRoundAndWritesAPlan) {
 
   // plain-text output names the stored source
   const Result text = run("solve --stats " + std::to_string(first) + " --db " + db_ + " --budget 0.5");
-  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_EQ(text.status, 0) << text.out;
   EXPECT_NE(text.out.find(db_ + " round " + std::to_string(first)), std::string::npos) << text.out;
 }
 
@@ -137,22 +125,22 @@ TEST_F(PlanFromStore, SweepFromTheLatestRoundOfARun) {
 
 TEST_F(PlanFromStore, MissingRoundRunOrDatabaseIsAnErrorThatSaysSo) {
   Result r = run("solve --stats 9999 --db " + db_ + " --budget 0.5");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("9999"), std::string::npos) << r.out;
 
   r = run("solve --run 4242 --db " + db_ + " --budget 0.5");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("run 4242"), std::string::npos) << r.out;
 
   r = run("sweep --run 1 --db " + (dir_ / "nope.db").string());
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("does not exist"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir_ / "nope.db"));  // a typo does not create an empty database
 
   r = run("solve --run 1 --stats 2 --db " + db_ + " --budget 0.5");
-  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.status, 0) << r.out;
 
   r = run("solve --budget 0.5");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("--run RUN_ID"), std::string::npos) << r.out;
 }

@@ -43,12 +43,12 @@ std::string file_bytes(const std::string& path) {
 
 // Runs `snip <args>` (in `cwd` when given); stderr goes to *err.
 int run_snip(const std::string& args, std::string* err = nullptr, const std::string& cwd = "") {
-  const std::string err_file = (fs::temp_directory_path() / ("snip_resume_err_" + std::to_string(::getpid()))).string();
+  const snip_test::TempDir tmp("resume-err");
+  const std::string err_file = tmp.file("stderr");
   std::string cmd = std::string(SNIP_BIN) + " " + args + " >/dev/null 2>" + err_file;
   if (!cwd.empty()) cmd = "cd '" + cwd + "' && " + cmd;
   const int rc = std::system(cmd.c_str());
   if (err) *err = file_bytes(err_file);
-  fs::remove(err_file);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 

@@ -7,13 +7,14 @@
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "temp_dir.h"
 
 using namespace snip;
 namespace fs = std::filesystem;
 
 TEST(AtomicFile, ReplacesContentAndFailsCleanlyInReadOnlyDir) {
-  fs::path dir = fs::temp_directory_path() / ("snip_atomic_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const snip_test::TempDir tmp("atomic");
+  const fs::path& dir = tmp.path;
   const std::string path = (dir / "a.txt").string();
   write_file_atomic(path, std::string_view("first"));
   write_file_atomic(path, std::string_view("second"));
@@ -27,20 +28,13 @@ TEST(AtomicFile, ReplacesContentAndFailsCleanlyInReadOnlyDir) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
   EXPECT_THROW(read_file((dir / "missing").string()), Error);
   EXPECT_THROW(read_file(dir.string()), Error);  // a directory is not a file (read used to return "")
-  fs::remove_all(dir);
 }
 
 namespace {
-// A fresh temporary directory per test, removed at the end.
-struct ScratchDir {
-  fs::path dir;
-  explicit ScratchDir(const std::string& name)
-      : dir(fs::temp_directory_path() / ("snip_atomic_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~ScratchDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& leaf) const { return (dir / leaf).string(); }
+// A fresh temporary directory per test (the shared TempDir) that also counts its entries.
+struct ScratchDir : snip_test::TempDir {
+  const fs::path& dir = path;
+  explicit ScratchDir(const std::string& name) : TempDir("atomic-" + name) {}
   size_t entries() const { return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator{})); }
 };
 

@@ -8,21 +8,15 @@
 #include <string>
 
 #include "snip/error.h"
+#include "temp_dir.h"
 
 namespace snip_test {
 
 class ScratchDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("snip_test_data_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::filesystem::path dir_;
+  std::string path(const std::string& name) const { return tmp_.file(name); }
+  TempDir tmp_{"data"};
+  const std::filesystem::path dir_ = tmp_.path;
 };
 
 // Runs `fn`, expects a snip::Error whose message contains every fragment.

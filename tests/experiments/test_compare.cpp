@@ -20,6 +20,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A small compare (3 steps, one λ, one random seed) with two replicates per arm.
+snip::CompareOptions two_replicate_options() {
+  snip::CompareOptions o;
+  o.budget = 0.5;
+  o.steps = 3;
+  o.cooldown_steps = 1;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.random_seeds = 1;
+  o.lambdas = {0.1};
+  o.replicates = 2;
+  return o;
+}
+
 std::string slurp(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream s;
@@ -28,13 +42,8 @@ std::string slurp(const std::string& p) {
 }
 
 TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
-  const std::string dir = (fs::temp_directory_path() / ("snip-exp-compare-" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
-  {
-    snip::Trainer t(exptest::tiny_config("bf16", 20));
-    t.run();
-    t.save_checkpoint(dir);
-  }
+  const exptest::TinyCheckpoint ck(20);
+  const std::string& dir = ck.dir;
   const std::string weights_before = slurp(dir + "/model.safetensors");
   snip::CompareOptions o;
   o.budget = 0.6;
@@ -50,7 +59,6 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
     EXPECT_LE(done, total);
   });
   EXPECT_EQ(weights_before, slurp(dir + "/model.safetensors"));
-  fs::remove_all(dir);
 
   EXPECT_EQ(rep.start_step, 20);
   // bf16 + 4 λ + 2 random + min-err, min-rel-err, hawq, e-layer-type, e-layer-id + fp8, fp4
@@ -117,13 +125,8 @@ TEST(Compare, TrainsEveryPlanFromOneCheckpoint) {
 // rounding) is the same whether it is run alone or in a full compare, and one replicate is a
 // valid (interval-free) compare.
 TEST(Compare, OneReplicateIsPairedAndRepeatable) {
-  const std::string dir = (fs::temp_directory_path() / ("snip-exp-compare1-" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
-  {
-    snip::Trainer t(exptest::tiny_config("bf16", 10));
-    t.run();
-    t.save_checkpoint(dir);
-  }
+  const exptest::TinyCheckpoint ck(10);
+  const std::string& dir = ck.dir;
   snip::CompareOptions o;
   o.budget = 0.5;
   o.steps = 2;
@@ -138,7 +141,6 @@ TEST(Compare, OneReplicateIsPairedAndRepeatable) {
   o.oracle = true;          // and an oracle arm after them
   o.oracle_batches = 2;
   const snip::CompareReport b = snip::run_compare(dir, o);
-  fs::remove_all(dir);
   for (const auto& r : a.rows) ASSERT_EQ(r.replicates.size(), 1u) << r.method;
   EXPECT_EQ(a.rows.front().method, "uniform-bf16");
   EXPECT_EQ(a.rows.front().replicates[0].train_curve, b.rows.front().replicates[0].train_curve);
@@ -159,13 +161,8 @@ TEST(Compare, OneReplicateIsPairedAndRepeatable) {
 // --baselines trains only the named baseline arms (plus BF16 and SNIP); an arm's replicate does
 // not depend on which other arms run, and a granularity-family recipe is kept canonically.
 TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
-  const std::string dir = (fs::temp_directory_path() / ("snip-exp-compare-b-" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
-  {
-    snip::Trainer t(exptest::tiny_config("bf16", 10));
-    t.run();
-    t.save_checkpoint(dir);
-  }
+  const exptest::TinyCheckpoint ck(10);
+  const std::string& dir = ck.dir;
   snip::CompareOptions o;
   o.budget = 0.5;
   o.steps = 2;
@@ -187,7 +184,6 @@ TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
   } catch (const snip::Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown baseline 'fp4-everywhere'"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
   EXPECT_EQ(a.recipe, "block:16:sr");
   std::vector<std::string> ma, mb;
   for (const auto& r : a.rows) ma.push_back(r.method);
@@ -266,23 +262,9 @@ namespace {
 // A compare stopped after some trainings reports each finished one; resumed with those as
 // stored results it trains only the rest and ends with the uninterrupted compare's numbers.
 TEST(Compare, StoppedAndResumedWithStoredResultsEqualsAnUninterruptedCompare) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("snip-exp-compare-stop-" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
-  {
-    snip::Trainer t(exptest::tiny_config("bf16", 10));
-    t.run();
-    t.save_checkpoint(dir);
-  }
-  snip::CompareOptions o;
-  o.budget = 0.5;
-  o.steps = 3;
-  o.cooldown_steps = 1;
-  o.eval_batches = 1;
-  o.last_window = 2;
-  o.random_seeds = 1;
-  o.lambdas = {0.1};
-  o.replicates = 2;
+  const exptest::TinyCheckpoint ck(10);
+  const std::string& dir = ck.dir;
+  snip::CompareOptions o = two_replicate_options();
   const snip::CompareReport straight = snip::run_compare(dir, o);
 
   std::map<std::pair<std::string, int>, snip::CompareReplicate> kept;
@@ -303,7 +285,6 @@ TEST(Compare, StoppedAndResumedWithStoredResultsEqualsAnUninterruptedCompare) {
   };
   resume.on_replicate = [&](const snip::CompareRow&, int, const snip::CompareReplicate&) { ++trained; };
   const snip::CompareReport resumed = snip::run_compare(dir, o, resume);
-  fs::remove_all(dir);
   int distinct = 0;
   for (const auto& r : straight.rows) distinct += r.same_plan_as.empty();
   EXPECT_EQ(trained, 2 * distinct - 3);
@@ -325,23 +306,9 @@ namespace {
 // --jobs: independent (arm, replicate) trainings at once give the bits of one job at a time,
 // and a stop in the middle of a parallel compare still reports every training that finished.
 TEST(Compare, ParallelJobsGiveTheBitsOfOneJob) {
-  const std::string dir =
-      (fs::temp_directory_path() / ("snip-exp-compare-jobs-" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
-  {
-    snip::Trainer t(exptest::tiny_config("bf16", 10));
-    t.run();
-    t.save_checkpoint(dir);
-  }
-  snip::CompareOptions o;
-  o.budget = 0.5;
-  o.steps = 3;
-  o.cooldown_steps = 1;
-  o.eval_batches = 1;
-  o.last_window = 2;
-  o.random_seeds = 1;
-  o.lambdas = {0.1};
-  o.replicates = 2;
+  const exptest::TinyCheckpoint ck(10);
+  const std::string& dir = ck.dir;
+  snip::CompareOptions o = two_replicate_options();
   o.jobs = 1;
   const snip::CompareReport serial = snip::run_compare(dir, o);
   o.jobs = 3;
@@ -381,7 +348,6 @@ TEST(Compare, ParallelJobsGiveTheBitsOfOneJob) {
   EXPECT_LT(seen.load(), 2 * distinct);
   o.jobs = 0;
   EXPECT_THROW(snip::run_compare(dir, o), snip::Error);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "exp_test_util.h"
 #include "snip/error.h"
@@ -28,18 +29,11 @@ TEST(Spearman, AverageRanksAndEdgeCases) {
 // A tiny run trained for 60 steps, saved as a checkpoint (shared by the tests of this file).
 class ValidateTiny : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = (fs::temp_directory_path() / ("snip-exp-validate-" + std::to_string(::getpid()))).string();
-    fs::remove_all(dir_);
-    auto cfg = exptest::tiny_config("bf16", 60);
-    snip::Trainer t(cfg);
-    t.run();
-    t.save_checkpoint(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static std::string dir_;
+  static void SetUpTestSuite() { dir_ = ck_.emplace(60).dir; }
+  static void TearDownTestSuite() { ck_.reset(); }
+  static inline std::optional<exptest::TinyCheckpoint> ck_;  // owns dir_ for the suite
+  static inline std::string dir_;
 };
-std::string ValidateTiny::dir_;
 
 TEST_F(ValidateTiny, SnipLossDivergenceRanksLayersLikeTheAblation) {
   snip::ExperimentSetup s = snip::load_experiment(dir_);

@@ -2,33 +2,22 @@
 // the layers like the RAW measured single-layer ablation ΔL_true (first-order term included),
 // per precision FP4 and for the FP4−FP8 difference (METHOD.md section 6).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 
 #include "exp_test_util.h"
 #include "snip/experiment_setup.h"
 #include "snip/validate.h"
 
-namespace fs = std::filesystem;
-
 TEST(ValidateSlow, SnipLossDivergenceRanksLayersLikeTheRawAblation) {
-  const std::string dir = (fs::temp_directory_path() / ("snip-exp-slow-" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
   auto cfg = exptest::tiny_config("bf16", 400);
   cfg.batch_size = 8, cfg.seq_len = 64;
-  {
-    snip::Trainer t(cfg);
-    t.run();
-    t.save_checkpoint(dir);
-  }
-  snip::ExperimentSetup s = snip::load_experiment(dir);
+  const exptest::TinyCheckpoint ck(400, cfg);
+  snip::ExperimentSetup s = snip::load_experiment(ck.dir);
   snip::ValidateOptions o;
   o.batches = 4;
   o.weight_truth = false;
   const snip::ValidationReport rep = snip::run_validation(s, o);
-  fs::remove_all(dir);
   const double r4 = rep.spearman("snip_dl", "dl_true", "fp4"), rd = rep.spearman("snip_dl", "dl_true", "fp4-fp8");
   std::printf("tiny 400 steps, 4 batches: Spearman snip_dl~dl_true fp4 %.3f, fp4-fp8 %.3f, ~dl_true2 fp4 %.3f\n", r4,
               rd, rep.spearman("snip_dl", "dl_true2", "fp4"));

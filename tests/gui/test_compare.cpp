@@ -29,6 +29,7 @@
 #include "qt_wait.h"
 #include "run_view.h"
 #include "snip/store.h"
+#include "test_window.h"
 
 using namespace snip::ui;
 
@@ -41,10 +42,7 @@ class CompareExperimentTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(dir_.isValid());
     db_ = dir_.filePath("workbench.db");
-    w_ = std::make_unique<MainWindow>(db_);
-    w_->set_close_confirmation([] { return true; });
-    w_->resize(1280, 800);
-    w_->show();
+    w_ = snip_test::open_test_window(db_);
   }
   void TearDown() override {
     if (w_) w_->close();

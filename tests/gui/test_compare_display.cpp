@@ -23,6 +23,7 @@
 #include "gap_chart.h"
 #include "main_window.h"
 #include "snip/store.h"
+#include "test_window.h"
 
 using namespace snip::ui;
 
@@ -126,10 +127,7 @@ class CompareDisplayTest : public ::testing::Test {
     db_ = dir_.filePath("w.db");
   }
   std::unique_ptr<MainWindow> open_window(QSize size = {1280, 800}) {
-    auto w = std::make_unique<MainWindow>(db_);
-    w->set_close_confirmation([] { return true; });
-    w->resize(size);
-    w->show();
+    auto w = snip_test::open_test_window(db_, size);
     w->show_view("compare");
     QCoreApplication::processEvents();
     return w;

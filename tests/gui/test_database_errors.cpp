@@ -22,6 +22,7 @@
 #include "run_view.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
+#include "test_window.h"
 
 using namespace snip::ui;
 
@@ -56,13 +57,7 @@ void make_store(const QString& path) {
 class DatabaseErrorTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(dir_.isValid()); }
-  std::unique_ptr<MainWindow> open_window(const QString& db) {
-    auto w = std::make_unique<MainWindow>(db);
-    w->set_close_confirmation([] { return true; });
-    w->resize(1280, 800);
-    w->show();
-    return w;
-  }
+  std::unique_ptr<MainWindow> open_window(const QString& db) { return snip_test::open_test_window(db); }
   QTemporaryDir dir_;
 };
 

@@ -26,6 +26,7 @@
 #include "qt_wait.h"
 #include "run_view.h"
 #include "snip/store.h"
+#include "test_window.h"
 
 using namespace snip::ui;
 
@@ -38,10 +39,7 @@ class ResumeTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(dir_.isValid());
     db_ = dir_.filePath("workbench.db");
-    window_ = std::make_unique<MainWindow>(db_);
-    window_->set_close_confirmation([] { return true; });
-    window_->resize(1280, 800);
-    window_->show();
+    window_ = snip_test::open_test_window(db_);
     ended_ = std::make_unique<QSignalSpy>(window_.get(), &MainWindow::run_ended);
   }
   void TearDown() override {

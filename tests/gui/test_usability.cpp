@@ -43,6 +43,7 @@
 #include "snip/model_config.h"
 #include "snip/store.h"
 #include "synthetic_stats.h"
+#include "test_window.h"
 
 using namespace snip::ui;
 
@@ -84,11 +85,7 @@ class UsabilityTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(dir_.isValid()); }
   std::unique_ptr<MainWindow> open_window(const QString& db, QSize size = {1280, 800}) {
-    auto w = std::make_unique<MainWindow>(db);
-    w->set_close_confirmation([] { return true; });
-    w->resize(size);
-    w->show();
-    return w;
+    return snip_test::open_test_window(db, size);
   }
   QTemporaryDir dir_;
 };

@@ -39,6 +39,7 @@
 #include "snip/store.h"
 #include "snip/trainer.h"
 #include "synthetic_stats.h"
+#include "test_window.h"
 
 using namespace snip::ui;
 
@@ -57,13 +58,7 @@ class WorkbenchTest : public ::testing::Test {
     snip::Store store(db_.toStdString());
     store.add_stats_round(snip::test::synthetic_stats_round(snip::preset_config(preset).dims(), 2048, step));
   }
-  std::unique_ptr<MainWindow> open_window() {
-    auto w = std::make_unique<MainWindow>(db_);
-    w->set_close_confirmation([] { return true; });
-    w->resize(1280, 800);
-    w->show();
-    return w;
-  }
+  std::unique_ptr<MainWindow> open_window() { return snip_test::open_test_window(db_); }
   // Waits until the plan view shows a plan for the current controls.
   static bool wait_plan(PlanView* view, QSignalSpy& shown, int count) {
     return wait_for([&] { return shown.count() >= count && !view->solving(); });
@@ -467,7 +462,7 @@ TEST_F(WorkbenchTest, ScreenshotsOfAPopulatedWorkbench) {
   ASSERT_TRUE(wait_plan(pv, shown, before + 2));
   pv->save_plan_to_store();
   ASSERT_TRUE(wait_for([&] { return swept.count() >= 1; }, 30000));
-  QTest::qWait(200);
+  ASSERT_TRUE(wait_for([&] { return !pv->solving() && !pv->sweeping(); }));  // the saves' re-solves have settled
   w->workbench()->poll_now();
   w->compare_view()->refresh_lists();
   {

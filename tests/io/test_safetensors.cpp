@@ -13,6 +13,7 @@
 #include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/safetensors.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -20,15 +21,9 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("snip_test_io_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return tmp_.file(name); }
+  snip_test::TempDir tmp_{"io"};
+  const fs::path dir_ = tmp_.path;
 };
 
 // A file as the spec defines it: u64 LE header length, the header, then the data bytes.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "snip/llama_ops.h"
@@ -88,12 +89,19 @@ TEST(OpsGrad, Rope) {
   }
 }
 
-TEST(OpsGrad, AttentionGqa) {
+// An attention forward/backward pair in double: the fast path or its reference twin.
+using AttentionForward = void (*)(double*, double*, const double*, const double*, const double*, int, int, int, int,
+                                  int);
+using AttentionBackward = void (*)(double*, double*, double*, const double*, const double*, const double*,
+                                   const double*, const double*, int, int, int, int, int);
+
+// Causal, normalised probabilities and gradients that match finite differences (GQA shape).
+void check_attention(const std::string& what, AttentionForward forward, AttentionBackward backward, uint64_t seed) {
   const int B = 2, T = 5, NH = 4, KVH = 2, HD = 4;
-  Vec q = randn(B * T * NH * HD, 6), k = randn(B * T * KVH * HD, 7), v = randn(B * T * KVH * HD, 8);
-  Vec dout = randn(q.size(), 9), out(q.size()), probs(size_t(B) * NH * T * T);
+  Vec q = randn(B * T * NH * HD, seed), k = randn(B * T * KVH * HD, seed + 1), v = randn(B * T * KVH * HD, seed + 2);
+  Vec dout = randn(q.size(), seed + 3), out(q.size()), probs(size_t(B) * NH * T * T);
   auto loss = [&] {
-    snip::ops::attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, NH, KVH, HD);
+    forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, NH, KVH, HD);
     return dot(out, dout);
   };
   loss();
@@ -104,22 +112,31 @@ TEST(OpsGrad, AttentionGqa) {
       for (int u = 0; u < T; ++u) {
         const double p = probs[(size_t(bh) * T + t) * T + u];
         if (u > t) {
-          EXPECT_EQ(p, 0.0);
+          EXPECT_EQ(p, 0.0) << what;
         }
         s += p;
       }
-      EXPECT_NEAR(s, 1.0, 1e-12);
+      EXPECT_NEAR(s, 1.0, 1e-12) << what;
     }
   Vec dq(q.size()), dk(k.size()), dv(v.size());
-  snip::ops::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), probs.data(), q.data(), k.data(),
-                                v.data(), B, T, NH, KVH, HD);
-  check_grad("attention dq", q, loss, dq);
-  check_grad("attention dk", k, loss, dk);
-  check_grad("attention dv", v, loss, dv);
+  backward(dq.data(), dk.data(), dv.data(), dout.data(), probs.data(), q.data(), k.data(), v.data(), B, T, NH, KVH, HD);
+  check_grad((what + " dq").c_str(), q, loss, dq);
+  check_grad((what + " dk").c_str(), k, loss, dk);
+  check_grad((what + " dv").c_str(), v, loss, dv);
+}
+
+TEST(OpsGrad, AttentionGqa) {
+  check_attention("attention", snip::ops::attention_forward<double>, snip::ops::attention_backward<double>, 6);
+}
+
+// The reference twins are the fast path's oracle, so they are checked against mathematics too.
+TEST(OpsGrad, AttentionReferenceGqa) {
+  check_attention("attention_ref", snip::ops::attention_forward_ref<double>, snip::ops::attention_backward_ref<double>,
+                  16);
 }
 
 TEST(OpsFast, AttentionMatchesScalarReference) {
-  constexpr double kTol = 2e-6;  // float: GEMM vs scalar summation order
+  constexpr double kTol = 2e-6;  // float: blocked cblas GEMMs vs Eigen's whole-matrix products
   const int B = 2, T = 19, NH = 6, KVH = 2, HD = 8;
   std::mt19937_64 rng(16);
   std::normal_distribution<float> nd(0.f, 1.f);

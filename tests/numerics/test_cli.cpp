@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "snip/qlinear.h"
 #include "snip/quant.h"
+#include "temp_dir.h"
 
 #ifndef SNIP_BINARY
 #error "SNIP_BINARY must be defined to the path of the built snip executable"
@@ -23,32 +25,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code = -1;
-  std::string output;  // stdout + stderr
-};
+using CliResult = snip_test::CommandResult;
 
 CliResult run_snip(const std::string& args) {
-  CliResult r;
-  const std::string cmd = std::string(SNIP_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return snip_test::run_shell(std::string(SNIP_BINARY) + " " + args);
 }
 
 class QuantizeCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("snip_quantize_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override {}
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write_f32(const std::string& name, const std::vector<float>& v) const {
     std::ofstream f(path(name), std::ios::binary);
@@ -62,7 +47,8 @@ class QuantizeCli : public ::testing::Test {
     std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
     return v;
   }
-  fs::path dir_;
+  snip_test::TempDir tmp_{"quantize-cli"};
+  const fs::path dir_ = tmp_.path;
 };
 
 std::vector<float> sample(int n) {
@@ -93,7 +79,7 @@ TEST_F(QuantizeCli, OutputAndCodesMatchTheLibraryBitForBit) {
     const CliResult r = run_snip(std::string("quantize --format ") + c.format + " --recipe " + c.recipe + " --role " +
                                  c.role + " --shape 40x70 --in " + path("x.f32") + " --out " + path("y.f32") +
                                  " --codes " + path("c.u8") + " --seed 5 --json");
-    ASSERT_EQ(r.code, 0) << r.output;
+    ASSERT_EQ(r.status, 0) << r.out;
     QuantSpec spec = Recipe::named(c.recipe).spec(c.p, c.g, c.op);
     spec.format = parse_elem_format(c.format);
     std::vector<float> want(x.size());
@@ -104,7 +90,7 @@ TEST_F(QuantizeCli, OutputAndCodesMatchTheLibraryBitForBit) {
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
     EXPECT_EQ(read<uint8_t>("c.u8"), want_codes);
-    const auto j = nlohmann::json::parse(r.output);
+    const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("elements").get<int64_t>(), rows * cols);
     EXPECT_NEAR(j.at("rel_frobenius_error").get<double>(), std::sqrt(st.err_sq / st.ref_sq), 1e-12);
     EXPECT_NEAR(j.at("zero_pct").get<double>(), 100.0 * double(st.zeros) / double(rows * cols), 1e-9);
@@ -115,9 +101,9 @@ TEST_F(QuantizeCli, OutputAndCodesMatchTheLibraryBitForBit) {
 TEST_F(QuantizeCli, WrongFileSizeFailsWithoutOutput) {
   write_f32("x.f32", sample(12));
   const CliResult r = run_snip("quantize --format e4m3 --shape 3x5 --in " + path("x.f32") + " --out " + path("y.f32"));
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("48 bytes"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--shape"), std::string::npos) << r.output;
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("48 bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--shape"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(path("y.f32")));
 }
 
@@ -128,8 +114,8 @@ TEST_F(QuantizeCli, UnknownFormatRecipeShapeFail) {
         "--format e4m3 --shape 0x12", "--format e4m3 --shape 3x4 --scale-mode up",
         "--format e4m3 --shape 3x4 --role bias"}) {
     const CliResult r = run_snip("quantize " + args + " --in " + path("x.f32") + " --out " + path("y.f32"));
-    EXPECT_NE(r.code, 0) << args;
-    EXPECT_NE(r.output.find("error"), std::string::npos) << args << ": " << r.output;
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.out.find("error"), std::string::npos) << args << ": " << r.out;
     EXPECT_FALSE(fs::exists(path("y.f32"))) << args;
   }
 }
@@ -140,8 +126,8 @@ TEST_F(QuantizeCli, NaNInputNamesTheElementAndLeavesNoOutput) {
   write_f32("x.f32", x);
   const CliResult r = run_snip("quantize --format e2m1 --shape 3x4 --in " + path("x.f32") + " --out " + path("y.f32") +
                                " --codes " + path("c.u8"));
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("(1, 3)"), std::string::npos) << r.output;
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("(1, 3)"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(path("y.f32")));
   EXPECT_FALSE(fs::exists(path("c.u8")));
   // No temp files of the atomic writer left in the directory either.
@@ -152,12 +138,12 @@ TEST_F(QuantizeCli, NaNInputNamesTheElementAndLeavesNoOutput) {
 
 TEST_F(QuantizeCli, MissingInputAndBf16CodesFail) {
   CliResult r = run_snip("quantize --format e4m3 --shape 3x4 --in " + path("missing.f32") + " --out " + path("y.f32"));
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.output.find("missing.f32"), std::string::npos) << r.output;
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("missing.f32"), std::string::npos) << r.out;
   write_f32("x.f32", sample(12));
   r = run_snip("quantize --format bf16 --shape 3x4 --in " + path("x.f32") + " --out " + path("y.f32") + " --codes " +
                path("c.u8"));
-  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.status, 0);
   EXPECT_FALSE(fs::exists(path("y.f32")));
 }
 

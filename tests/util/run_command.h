@@ -13,15 +13,27 @@ struct CommandResult {
   std::string out;  // stdout and stderr together, as on a terminal
 };
 
-inline CommandResult run_shell(const std::string& command) {
+namespace detail {
+inline CommandResult run_popen(const std::string& cmd) {
   CommandResult r;
-  const std::string cmd = command + " 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) r.out += buf;
+  size_t n;
+  while (f && (n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
   const int st = f ? pclose(f) : -1;
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+}  // namespace detail
+
+inline CommandResult run_shell(const std::string& command) {
+  return detail::run_popen(command + " 2>&1");
+}
+
+// The same with only stdout kept (stderr dropped): for commands whose stdout is parsed (--json)
+// while progress goes to stderr.
+inline CommandResult run_stdout(const std::string& command) {
+  return detail::run_popen(command + " 2>/dev/null");
 }
 
 }  // namespace snip_test

@@ -63,6 +63,8 @@ class PlanView : public QWidget {
   // Milliseconds from the control change to the redrawn grid of the last shown plan.
   double last_latency_ms() const { return last_latency_ms_; }
   bool solving() const { return solve_running_; }
+  // A trade-off sweep is running or queued (its curves are not drawn yet).
+  bool sweeping() const { return sweep_watcher_.isRunning() || sweep_dirty_; }
 
   snip::PlanRequest request() const;
   void export_plan_json(const QString& path);

@@ -1,6 +1,7 @@
 // Paired replicate statistics of a plan comparison (paired_stats.h).
 #include "snip/paired_stats.h"
 
+#include <Eigen/Core>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
@@ -28,20 +29,26 @@ double student_t_975(int dof) {
   return boost::math::quantile(dist, 0.975);
 }
 
+namespace {
+// The values as an Eigen vector (no copy).
+Eigen::Map<const Eigen::VectorXd> vector_view(const std::vector<double>& v) {
+  return Eigen::Map<const Eigen::VectorXd>(v.data(), Eigen::Index(v.size()));
+}
+}  // namespace
+
+// mean = Σx/n,  sd = ‖x − mean‖ / √(n − 1),  ci95 = t_{0.975, n−1} · sd / √n
 Interval mean_ci95(const std::vector<double>& values) {
   if (values.empty()) throw Error("mean_ci95: no values");
+  const auto x = vector_view(values);
   Interval iv;
   iv.n = int(values.size());
-  double sum = 0;
-  for (double v : values) sum += v;
-  iv.mean = sum / iv.n;
+  iv.mean = x.mean();
   if (iv.n < 2) {
     iv.sd = iv.ci95 = std::numeric_limits<double>::quiet_NaN();
     return iv;
   }
-  double ss = 0;  // two-pass: exact zero for identical values (ties)
-  for (double v : values) ss += (v - iv.mean) * (v - iv.mean);
-  iv.sd = std::sqrt(ss / (iv.n - 1));
+  // two-pass (centre first): exact zero for identical values (ties)
+  iv.sd = std::sqrt((x.array() - iv.mean).square().sum() / (iv.n - 1));
   iv.ci95 = student_t_975(iv.n - 1) * iv.sd / std::sqrt(double(iv.n));
   return iv;
 }
@@ -51,7 +58,7 @@ std::vector<double> paired_differences(const std::vector<double>& a, const std::
     throw Error("paired differences need the same number of replicates on both sides (" + std::to_string(a.size()) +
                 " vs " + std::to_string(b.size()) + ")");
   std::vector<double> d(a.size());
-  for (size_t r = 0; r < a.size(); ++r) d[r] = a[r] - b[r];
+  Eigen::Map<Eigen::VectorXd>(d.data(), Eigen::Index(d.size())) = vector_view(a) - vector_view(b);
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Ablation validation of SNIP's estimators (validate.h; METHOD.md section 6).
 #include "snip/validate.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,33 +11,33 @@
 
 namespace snip {
 
+namespace {
+// 1-based ranks of x, ties sharing the mean of their positions.
+Eigen::VectorXd average_ranks(const std::vector<double>& x) {
+  const size_t n = x.size();
+  std::vector<size_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](size_t i, size_t j) { return x[i] < x[j]; });
+  Eigen::VectorXd r(static_cast<Eigen::Index>(n));
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j + 1 < n && x[idx[j + 1]] == x[idx[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) r[Eigen::Index(idx[k])] = 0.5 * double(i + j) + 1;
+    i = j + 1;
+  }
+  return r;
+}
+}  // namespace
+
+// Pearson's correlation of the ranks: ρ = ⟨ra − r̄a, rb − r̄b⟩ / (‖ra − r̄a‖ · ‖rb − r̄b‖)
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   SNIP_ASSERT(a.size() == b.size());
-  const size_t n = a.size();
-  if (n < 3) return kNaN;
-  // average ranks (ties share the mean of their positions)
-  auto ranks = [n](const std::vector<double>& x) {
-    std::vector<size_t> idx(n);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::sort(idx.begin(), idx.end(), [&](size_t i, size_t j) { return x[i] < x[j]; });
-    std::vector<double> r(n);
-    for (size_t i = 0; i < n;) {
-      size_t j = i;
-      while (j + 1 < n && x[idx[j + 1]] == x[idx[i]]) ++j;
-      for (size_t k = i; k <= j; ++k) r[idx[k]] = 0.5 * double(i + j) + 1;
-      i = j + 1;
-    }
-    return r;
-  };
-  const std::vector<double> ra = ranks(a), rb = ranks(b);
-  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / double(n);
-  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / double(n);
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    sab += (ra[i] - ma) * (rb[i] - mb), saa += (ra[i] - ma) * (ra[i] - ma), sbb += (rb[i] - mb) * (rb[i] - mb);
-  }
+  if (a.size() < 3) return kNaN;
+  const Eigen::VectorXd ra = average_ranks(a), rb = average_ranks(b);
+  const Eigen::VectorXd ca = ra.array() - ra.mean(), cb = rb.array() - rb.mean();
+  const double saa = ca.squaredNorm(), sbb = cb.squaredNorm();
   if (saa == 0 || sbb == 0) return kNaN;
-  return sab / std::sqrt(saa * sbb);
+  return ca.dot(cb) / std::sqrt(saa * sbb);
 }
 
 double ValidationReport::spearman(const std::string& predictor, const std::string& truth,
@@ -97,12 +98,9 @@ double relative_update_change(const Updates& clean, const Updates& q) {
   double sum = 0;
   for (size_t l = 0; l < clean.offset.size(); ++l) {
     const int64_t b = clean.offset[l], e = l + 1 < clean.offset.size() ? clean.offset[l + 1] : int64_t(clean.u.size());
-    double d = 0;
-    for (int64_t i = b; i < e; ++i) {
-      const double x = double(q.u[size_t(i)]) - double(clean.u[size_t(i)]);
-      d += x * x;
-    }
-    if (clean.norm_sq[l] > 0) sum += d / clean.norm_sq[l];
+    const auto uq = Eigen::Map<const Eigen::VectorXf>(q.u.data() + b, e - b).cast<double>();
+    const auto uc = Eigen::Map<const Eigen::VectorXf>(clean.u.data() + b, e - b).cast<double>();
+    if (clean.norm_sq[l] > 0) sum += (uq - uc).squaredNorm() / clean.norm_sq[l];
   }
   return sum;
 }

@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -132,6 +133,32 @@ void rope_backward(R* dx, const R* dy, const R* cos_t, const R* sin_t, int B, in
   });
 }
 
+// ---- the attention reference: the math of llama_ops.h written out on whole (T, T) matrices ----
+//
+// Eigen::Map views over the (B, T, H, HD) buffers, one (T, HD) matrix per head (row stride H·HD),
+// no copies. The reference computes the full square and masks it, where the fast path below skips
+// the masked blocks; the two share no code, so each is the other's check.
+
+namespace {
+template <class R>
+using RowMatrix = Eigen::Matrix<R, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class R>
+using ConstView = Eigen::Map<const RowMatrix<R>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class R>
+using View = Eigen::Map<RowMatrix<R>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// The (rows, cols) matrix at p whose rows are `stride` elements apart.
+template <class R>
+ConstView<R> view(const R* p, int rows, int cols, int64_t stride) {
+  return ConstView<R>(p, rows, cols, Eigen::OuterStride<>(stride));
+}
+template <class R>
+View<R> view(R* p, int rows, int cols, int64_t stride) {
+  return View<R>(p, rows, cols, Eigen::OuterStride<>(stride));
+}
+}  // namespace
+
+// Per (b, h): P = causal_softmax(Q·Kᵀ/sqrt(HD)) row by row, O = P·V (P is zero above the diagonal).
 template <class R>
 void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH,
                            int HD) {
@@ -141,39 +168,25 @@ void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v,
   parallel_for(B * NH, int64_t(B) * NH * T * T * HD, [&](int64_t lo, int64_t hi) {
     for (int bh = int(lo); bh < int(hi); ++bh) {
       const int b = bh / NH, h = bh % NH, kh = h / rep;
-      R* P = probs + int64_t(bh) * T * T;  // (T, T) for this (b, h)
+      const auto Q = view(q + int64_t(b) * T * qs + int64_t(h) * HD, T, HD, qs);
+      const auto K = view(k + int64_t(b) * T * ks + int64_t(kh) * HD, T, HD, ks);
+      const auto V = view(v + int64_t(b) * T * ks + int64_t(kh) * HD, T, HD, ks);
+      auto P = view(probs + int64_t(bh) * T * T, T, T, T);
+      auto O = view(out + int64_t(b) * T * qs + int64_t(h) * HD, T, HD, qs);
+      P.noalias() = scale * Q * K.transpose();
       for (int t = 0; t < T; ++t) {
-        const R* qt = q + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-        R* pt = P + int64_t(t) * T;
-        R mx = -INFINITY;
-        for (int u = 0; u <= t; ++u) {
-          const R* ku = k + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-          R s = 0;
-          for (int d = 0; d < HD; ++d) s += qt[d] * ku[d];
-          s *= scale;
-          pt[u] = s;
-          mx = std::max(mx, s);
-        }
-        R sum = 0;
-        for (int u = 0; u <= t; ++u) {
-          pt[u] = std::exp(pt[u] - mx);
-          sum += pt[u];
-        }
-        const R inv = R(1) / sum;
-        for (int u = 0; u <= t; ++u) pt[u] *= inv;
-        for (int u = t + 1; u < T; ++u) pt[u] = 0;
-        R* ot = out + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-        for (int d = 0; d < HD; ++d) ot[d] = 0;
-        for (int u = 0; u <= t; ++u) {
-          const R* vu = v + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-          const R p = pt[u];
-          for (int d = 0; d < HD; ++d) ot[d] += p * vu[d];
-        }
+        auto s = P.row(t).head(t + 1).array();  // the scores query t may see
+        s = (s - s.maxCoeff()).exp();
+        s /= s.sum();
+        P.row(t).tail(T - t - 1).setZero();
       }
+      O.noalias() = P * V;
     }
   });
 }
 
+// Per kv head, over the query heads sharing it: dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP))/sqrt(HD),
+// dQ = dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO. The zeros of P above the diagonal keep dS causal.
 template <class R>
 void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v,
                             int B, int T, int NH, int KVH, int HD) {
@@ -184,42 +197,22 @@ void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, 
   parallel_for(B * KVH, int64_t(B) * NH * T * T * HD, [&](int64_t lo, int64_t hi) {
     for (int bk = int(lo); bk < int(hi); ++bk) {
       const int b = bk / KVH, kh = bk % KVH;
-      std::vector<R> dS(T);
-      for (int t = 0; t < T; ++t) {
-        R* dkt = dk + (int64_t(b) * T + t) * ks + int64_t(kh) * HD;
-        R* dvt = dv + (int64_t(b) * T + t) * ks + int64_t(kh) * HD;
-        for (int d = 0; d < HD; ++d) dkt[d] = dvt[d] = 0;
-      }
+      const int64_t ko = int64_t(b) * T * ks + int64_t(kh) * HD;
+      const auto K = view(k + ko, T, HD, ks), V = view(v + ko, T, HD, ks);
+      auto dK = view(dk + ko, T, HD, ks), dV = view(dv + ko, T, HD, ks);
+      dK.setZero();
+      dV.setZero();
       for (int h = kh * rep; h < (kh + 1) * rep; ++h) {
-        const R* P = probs + (int64_t(b) * NH + h) * T * T;
-        for (int t = 0; t < T; ++t) {
-          const R* pt = P + int64_t(t) * T;
-          const R* dot = dout + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-          const R* qt = q + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-          R* dqt = dq + (int64_t(b) * T + t) * qs + int64_t(h) * HD;
-          // dP[u] = dout_t·v_u ; dv_u += P[t,u]·dout_t
-          R rowsum = 0;
-          for (int u = 0; u <= t; ++u) {
-            const R* vu = v + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-            R* dvu = dv + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-            R dp = 0;
-            for (int d = 0; d < HD; ++d) dp += dot[d] * vu[d];
-            const R p = pt[u];
-            for (int d = 0; d < HD; ++d) dvu[d] += p * dot[d];
-            dS[u] = dp;
-            rowsum += p * dp;
-          }
-          for (int d = 0; d < HD; ++d) dqt[d] = 0;
-          for (int u = 0; u <= t; ++u) {
-            const R ds = pt[u] * (dS[u] - rowsum) * scale;
-            const R* ku = k + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-            R* dku = dk + (int64_t(b) * T + u) * ks + int64_t(kh) * HD;
-            for (int d = 0; d < HD; ++d) {
-              dqt[d] += ds * ku[d];
-              dku[d] += ds * qt[d];
-            }
-          }
-        }
+        const int64_t qo = int64_t(b) * T * qs + int64_t(h) * HD;
+        const auto Q = view(q + qo, T, HD, qs), dO = view(dout + qo, T, HD, qs);
+        const auto P = view(probs + (int64_t(b) * NH + h) * T * T, T, T, T);
+        auto dQ = view(dq + qo, T, HD, qs);
+        const RowMatrix<R> dP = dO * V.transpose();
+        const Eigen::Array<R, Eigen::Dynamic, 1> rowsum = (P.array() * dP.array()).rowwise().sum();
+        const RowMatrix<R> dS = scale * (P.array() * (dP.array().colwise() - rowsum)).matrix();
+        dV.noalias() += P.transpose() * dO;
+        dQ.noalias() = dS * K;
+        dK.noalias() += dS.transpose() * Q;
       }
     }
   });

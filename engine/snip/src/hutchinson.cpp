@@ -1,6 +1,7 @@
 // Hutchinson Frobenius-norm and antithetic curvature estimators (METHOD.md section 4), in FP64.
 #include "snip/hutchinson.h"
 
+#include <Eigen/Core>
 #include <cmath>
 #include <random>
 
@@ -46,9 +47,7 @@ double hutchinson_frobenius(const ApplyJt& apply_Jt, int64_t dim, int n, uint64_
     for (auto& e : eps) e = sigma * gauss.next();
     out.clear();
     apply_Jt(eps, out);
-    double sq = 0;
-    for (double o : out) sq += o * o;
-    sum += sq;
+    sum += Eigen::Map<const Eigen::VectorXd>(out.data(), Eigen::Index(out.size())).squaredNorm();
   }
   // E‖Jᵀε‖² = σ²·tr(J Jᵀ) = σ²·‖J‖_F²
   return hutchinson_from_raw(sum / n, sigma);
@@ -79,9 +78,12 @@ std::vector<double> hessian_block_traces(const GradAt& grad_at, int64_t dim, con
     for (size_t k = 0; k < blocks.size(); ++k) {
       const HessianBlock& b = blocks[k];
       const double step = double(float(b.eps));
-      double acc = 0;
-      for (int64_t i = b.begin; i < b.end; ++i)
-        acc += sign[size_t(i)] * (double(g_plus[size_t(i)]) - double(g_minus[size_t(i)]));
+      // vᵀ(g₊ − g₋) over the block: the directional difference of the gradient along the probe v
+      const Eigen::Index len = b.end - b.begin;
+      const auto v = Eigen::Map<const Eigen::Array<int8_t, Eigen::Dynamic, 1>>(sign.data() + b.begin, len);
+      const auto gp = Eigen::Map<const Eigen::ArrayXf>(g_plus.data() + b.begin, len);
+      const auto gm = Eigen::Map<const Eigen::ArrayXf>(g_minus.data() + b.begin, len);
+      const double acc = (v.cast<double>() * (gp.cast<double>() - gm.cast<double>())).sum();
       trace[k] += acc / (2.0 * step) / n;
     }
   }
@@ -94,13 +96,13 @@ CurvatureEstimate curvature_from_pairs(const std::vector<double>& loss_plus, con
     throw Error("curvature: needs the same positive number of L(z+η), L(z−η) and ‖η‖² values (got " +
                 std::to_string(loss_plus.size()) + ", " + std::to_string(loss_minus.size()) + ", " +
                 std::to_string(eta_sq.size()) + ")");
+  const Eigen::Index n = Eigen::Index(loss_plus.size());
+  const auto Lp = Eigen::Map<const Eigen::ArrayXd>(loss_plus.data(), n);
+  const auto Lm = Eigen::Map<const Eigen::ArrayXd>(loss_minus.data(), n);
   CurvatureEstimate est;
-  const double n = double(loss_plus.size());
-  for (size_t j = 0; j < loss_plus.size(); ++j) {
-    // (L₊ − L₀) + (L₋ − L₀): differences first, so large L₀ does not swamp them.
-    est.second_diff += ((loss_plus[j] - loss0) + (loss_minus[j] - loss0)) / n;
-    est.eta_sq += eta_sq[j] / n;
-  }
+  // mean of (L₊ − L₀) + (L₋ − L₀): differences first, so large L₀ does not swamp them.
+  est.second_diff = ((Lp - loss0) + (Lm - loss0)).mean();
+  est.eta_sq = Eigen::Map<const Eigen::ArrayXd>(eta_sq.data(), n).mean();
   if (!(est.eta_sq > 0)) throw Error("curvature: the noise norms ‖η‖² are zero; σ_η must be positive");
   est.c = est.second_diff / (2.0 * est.eta_sq);
   return est;

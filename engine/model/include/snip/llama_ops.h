@@ -48,7 +48,8 @@ void attention_forward(R* out, R* probs, const R* q, const R* k, const R* v, int
 template <class R>
 void attention_backward(R* dq, R* dk, R* dv, const R* dout, const R* probs, const R* q, const R* k, const R* v, int B,
                         int T, int NH, int KVH, int HD);
-// Scalar loop twins of the two above (the GEMM-based fast path's test oracle).
+// Reference twins of the two above (the blocked GEMM fast path's test oracle): the same math on
+// whole masked (T, T) matrices with Eigen, sharing no code with the fast path.
 template <class R>
 void attention_forward_ref(R* out, R* probs, const R* q, const R* k, const R* v, int B, int T, int NH, int KVH, int HD);
 template <class R>
