@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "code_sink.h"
 #include "parallel.h"
 #include "snip/error.h"
 #include "snip/thread_pool.h"
@@ -52,11 +53,6 @@ struct Packed {
   std::vector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
   std::vector<float> sb;      // [npanel][nch][64]: scale·0.25 (0 for padding columns)
 };
-
-Packed& packed_workspace() {
-  thread_local Packed p;
-  return p;
-}
 
 template <class T>
 void grow(std::vector<T>& v, int64_t n) {
@@ -163,6 +159,184 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
       }
     }
   });
+}
+
+// ---- Quantizing straight into the packed layout ---------------------------------------------
+// The quantizer hands over batches of at most 64 finished source rows (code_sink.h); these
+// place them where pack_a / pack_b would put them. Padding (A: the offset 12, B: zeros) and the
+// per-row/column scales are written outside the sinks, B's column sums after all codes are in.
+
+// A's codes. Source rows are A's rows (reduction along the source's columns) or A's k (down
+// its rows: wgrad's dY), then 64 × 64 tiles are transposed through a local buffer.
+class ASink final : public numerics_detail::RowCodeSink {
+ public:
+  ASink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const int8_t* src = static_cast<const int8_t*>(codes);
+    const int64_t lda = P_.nch * P_.kcp;
+    if (rows_are_i_) {
+      for (int64_t m = r0; m < r1; ++m)
+        for (int64_t c = 0; c < P_.nch; ++c) {
+          const int64_t len = chunk_len(P_, c);
+          uint8_t* d = P_.a.data() + m * lda + c * P_.kcp;
+          const int8_t* s = src + (m - r0) * ld + c * P_.kc;
+          for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(s[t] + kOffset);
+        }
+      return;
+    }
+    const int64_t kn = r1 - r0;
+    SNIP_ASSERT(kn <= 64);
+    int64_t at[64];  // where k = r0 + kk goes in a row of P.a
+    bool contiguous = true;
+    for (int64_t kk = 0; kk < kn; ++kk) {
+      const int64_t k = r0 + kk;
+      at[kk] = (k / P_.kc) * P_.kcp + k % P_.kc;
+      contiguous = contiguous && at[kk] == at[0] + kk;
+    }
+    uint8_t tile[64][64];
+    for (int64_t m0 = 0; m0 < P_.M; m0 += 64) {
+      const int64_t mn = std::min<int64_t>(64, P_.M - m0);
+      for (int64_t kk = 0; kk < kn; ++kk) {
+        const int8_t* s = src + kk * ld + m0;
+        for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = uint8_t(s[mm] + kOffset);
+      }
+      for (int64_t mm = 0; mm < mn; ++mm) {
+        uint8_t* row = P_.a.data() + (m0 + mm) * lda;
+        if (contiguous) {
+          std::memcpy(row + at[0], tile[mm], size_t(kn));
+        } else {
+          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
+        }
+      }
+    }
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+};
+
+// Four source rows of 16 codes each (k = 4q … 4q+3 of 16 columns) as the 64 bytes of the
+// panel layout: column j's four k adjacent.
+inline void interleave4x16(int8_t* d, const int8_t* s0, const int8_t* s1, const int8_t* s2, const int8_t* s3) {
+#if defined(__SSE2__)
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1));
+  const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s2));
+  const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s3));
+  const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+  const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(lo01, lo23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+#else
+  for (int j = 0; j < 16; ++j) {
+    d[4 * j] = s0[j], d[4 * j + 1] = s1[j], d[4 * j + 2] = s2[j], d[4 * j + 3] = s3[j];
+  }
+#endif
+}
+
+// B's codes into the 64-column panels. Source rows are B's columns n (reduction along the
+// source's columns: fprop's W) or B's k (down its rows: dgrad's W, wgrad's X); in the latter
+// case four k of one quad are interleaved at once where the batch holds all four.
+class BSink final : public numerics_detail::RowCodeSink {
+ public:
+  BSink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const int8_t* src = static_cast<const int8_t*>(codes);
+    const int64_t kq = P_.kcp / 4;
+    if (rows_are_i_) {
+      for (int64_t n = r0; n < r1; ++n) {
+        const int64_t p = n / kNR, j = n % kNR;
+        const int8_t* s = src + (n - r0) * ld;
+        for (int64_t c = 0; c < P_.nch; ++c) {
+          const int64_t len = chunk_len(P_, c);
+          int8_t* d = P_.b.data() + (p * P_.nch + c) * kq * kNR * 4 + j * 4;
+          const int8_t* sc = s + c * P_.kc;
+          int64_t q = 0;
+          for (; 4 * q + 4 <= len; ++q) std::memcpy(d + q * kNR * 4, sc + 4 * q, 4);
+          for (int64_t u = 4 * q; u < len; ++u) d[q * kNR * 4 + (u - 4 * q)] = sc[u];
+        }
+      }
+      return;
+    }
+    for (int64_t k = r0; k < r1;) {
+      const int64_t c = k / P_.kc, t = k % P_.kc, q = t / 4, u = t % 4;
+      const int8_t* s = src + (k - r0) * ld;
+      int8_t* dq = P_.b.data() + c * kq * kNR * 4 + q * kNR * 4;  // panel 0; panels are nch·kq quads apart
+      const int64_t panel_stride = P_.nch * kq * kNR * 4;
+      if (u == 0 && k + 4 <= r1 && t + 4 <= chunk_len(P_, c)) {
+        for (int64_t p = 0; p < P_.npanel; ++p) {
+          const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
+          int8_t* d = dq + p * panel_stride;
+          int64_t j = 0;
+          for (; j + 16 <= ncols; j += 16)
+            interleave4x16(d + 4 * j, s + n0 + j, s + ld + n0 + j, s + 2 * ld + n0 + j, s + 3 * ld + n0 + j);
+          for (; j < ncols; ++j)
+            for (int v = 0; v < 4; ++v) d[4 * j + v] = s[v * ld + n0 + j];
+        }
+        k += 4;
+        continue;
+      }
+      for (int64_t p = 0; p < P_.npanel; ++p) {
+        const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
+        int8_t* d = dq + p * panel_stride + u;
+        for (int64_t j = 0; j < ncols; ++j) d[4 * j] = s[n0 + j];
+      }
+      ++k;
+    }
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+};
+
+// Before B's codes are placed: zeros where no code goes (columns past N in the last panel,
+// k past a chunk's end up to its padded length).
+void zero_b_padding(Packed& P) {
+  const int64_t kq = P.kcp / 4, block = kq * kNR * 4;
+  if (P.N % kNR != 0) std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block));
+  for (int64_t c = 0; c < P.nch; ++c) {
+    const int64_t len = chunk_len(P, c);
+    if (len == P.kcp) continue;
+    for (int64_t p = 0; p < P.npanel; ++p)
+      std::memset(P.b.data() + (p * P.nch + c) * block + (len / 4) * kNR * 4, 0, size_t(block - (len / 4) * kNR * 4));
+  }
+}
+
+// After B's codes are placed: −12·Σb per column and chunk, and the column scales.
+void finish_b(Packed& P, const E2M1Operand& B, int nchunks) {
+  const int64_t kq = P.kcp / 4;
+  detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+      for (int64_t c = 0; c < P.nch; ++c) {
+        const int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
+        int32_t sum[kNR] = {};
+        for (int64_t q = 0; q < kq; ++q, d += kNR * 4)
+          for (int j = 0; j < kNR; ++j) sum[j] += d[4 * j] + d[4 * j + 1] + d[4 * j + 2] + d[4 * j + 3];
+        int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
+        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+        for (int j = 0; j < kNR; ++j) {
+          corr[j] = -kOffset * sum[j];
+          sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) * 0.25f : 0.0f;
+        }
+      }
+    }
+  });
+}
+
+// After A's codes are placed: the offset in each chunk's padding, and the row scales.
+void finish_a(Packed& P, const E2M1Operand& A) {
+  const int64_t lda = P.nch * P.kcp;
+  for (int64_t m = 0; m < P.M; ++m)
+    for (int64_t c = 0; c < P.nch; ++c) {
+      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      uint8_t* d = P.a.data() + m * lda + c * P.kcp;
+      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+    }
 }
 
 // The arguments of one 64-column panel × mr-row tile.
@@ -365,16 +539,26 @@ int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K) 
   return kc;
 }
 
-void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
-  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
-    return;
-  }
+struct E2M1Gemm::Impl {
+  Packed P;
+  std::vector<float> scales_a, scales_b;  // quantize_a / quantize_b's block scales
+};
+
+E2M1Gemm::E2M1Gemm() : impl_(new Impl) {}
+E2M1Gemm::~E2M1Gemm() {
+  delete impl_;
+}
+
+E2M1Gemm& e2m1_gemm_workspace() {
+  thread_local E2M1Gemm g;
+  return g;
+}
+
+void E2M1Gemm::prepare(int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
+  SNIP_ASSERT(M > 0 && N > 0 && K > 0);
   const int64_t kc = qgemm_e2m1_chunk(A, B, K);
   SNIP_ASSERT_MSG(kc > 0, "qgemm_e2m1: the operands' scale blocks along K do not nest");
-  Packed& P = packed_workspace();
+  Packed& P = impl_->P;
   P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 3) / 4 * 4;
   P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
   grow(P.a, M * P.nch * P.kcp);
@@ -382,10 +566,57 @@ void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2
   grow(P.b, P.npanel * P.nch * P.kcp * kNR);
   grow(P.corr, P.npanel * P.nch * kNR);
   grow(P.sb, P.npanel * P.nch * kNR);
-  const int nchunks = detail::chunks_for_threads(quant_threads());
-  pack_a(P, A, nchunks);
-  pack_b(P, B, nchunks);
+}
 
+void E2M1Gemm::pack_a(const E2M1Operand& A) {
+  ::snip::pack_a(impl_->P, A, detail::chunks_for_threads(quant_threads()));
+}
+
+void E2M1Gemm::pack_b(const E2M1Operand& B) {
+  ::snip::pack_b(impl_->P, B, detail::chunks_for_threads(quant_threads()));
+}
+
+void E2M1Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  grow(impl_->scales_a, e2m1_scale_count(rows, cols, spec));
+  ASink sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, false, impl_->scales_a.data(), x, rows, cols, spec, key, tensor_name);
+  finish_a(P, e2m1_operand(nullptr, impl_->scales_a.data(), rows, cols, spec, reduce_along_cols));
+}
+
+void E2M1Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  grow(impl_->scales_b, e2m1_scale_count(rows, cols, spec));
+  zero_b_padding(P);
+  BSink sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, false, impl_->scales_b.data(), x, rows, cols, spec, key, tensor_name);
+  finish_b(P, e2m1_operand(nullptr, impl_->scales_b.data(), rows, cols, spec, reduce_along_cols),
+           detail::chunks_for_threads(quant_threads()));
+}
+
+std::string E2M1Gemm::packing_difference(const E2M1Gemm& other) const {
+  const Packed &P = impl_->P, &Q = other.impl_->P;
+  if (P.M != Q.M || P.N != Q.N || P.K != Q.K || P.kc != Q.kc) return "different geometry (M, N, K or chunk length)";
+  auto diff = [](const auto& x, const auto& y, int64_t n, const char* what) -> std::string {
+    for (int64_t i = 0; i < n; ++i)
+      if (std::memcmp(&x[size_t(i)], &y[size_t(i)], sizeof(x[0])) != 0)
+        return std::string(what) + " differs at " + std::to_string(i);
+    return {};
+  };
+  std::string d = diff(P.a, Q.a, P.M * P.nch * P.kcp, "packed A");
+  if (d.empty()) d = diff(P.sa, Q.sa, P.M * P.nch, "A scales");
+  if (d.empty()) d = diff(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  if (d.empty()) d = diff(P.corr, Q.corr, P.npanel * P.nch * kNR, "B column sums");
+  if (d.empty()) d = diff(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
+  return d;
+}
+
+void E2M1Gemm::run(float* C, int64_t ldc) {
+  const Packed& P = impl_->P;
+  const int64_t M = P.M, N = P.N;
+  SNIP_ASSERT(ldc >= N);
   const bool vnni = qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni();
   const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
   const int64_t ntasks = P.npanel * groups;
@@ -419,6 +650,20 @@ void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2
   } else {
     pool_run(int(ntasks), task);
   }
+}
+
+void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
+  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
+    return;
+  }
+  E2M1Gemm& g = e2m1_gemm_workspace();
+  g.prepare(M, N, K, A, B);
+  g.pack_a(A);
+  g.pack_b(B);
+  g.run(C, ldc);
 }
 
 }  // namespace snip

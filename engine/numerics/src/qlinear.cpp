@@ -201,6 +201,38 @@ E2M1Operand code2_operand(std::vector<int8_t>& codes, std::vector<float>& scales
   return e2m1_operand(codes.data(), scales.data(), rows, cols, spec, reduce_along_cols);
 }
 
+// C(M,N) = A·Bᵀ on the integer E2M1 GEMM for GEMM g: both operands quantized straight into
+// the packed layout its kernels read (E2M1Gemm). Empty shapes take the codes-then-pack path,
+// which handles them (and still checks a non-empty operand for non-finite values).
+struct Fp4Side {
+  const float* src;
+  int64_t rows, cols;
+  Operand op;
+  const char* symbol;
+  bool reduce_along_cols;
+};
+void fp4_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Fp4Side& a, const Fp4Side& b, Gemm g,
+              const QLinearContext& ctx) {
+  if (M == 0 || N == 0 || K == 0) {
+    Code2Buffers& cb = code2_buffers();
+    const E2M1Operand A =
+        code2_operand(cb.a, cb.sa, a.src, a.rows, a.cols, g, a.op, a.symbol, a.reduce_along_cols, ctx);
+    const E2M1Operand B =
+        code2_operand(cb.b, cb.sb, b.src, b.rows, b.cols, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+    qgemm_e2m1(C, ldc, M, N, K, A, B);
+    return;
+  }
+  const QuantSpec sa = ctx.recipe->spec(Precision::fp4, g, a.op), sb = ctx.recipe->spec(Precision::fp4, g, b.op);
+  E2M1Gemm& gemm = e2m1_gemm_workspace();
+  gemm.prepare(M, N, K, e2m1_operand(nullptr, nullptr, a.rows, a.cols, sa, a.reduce_along_cols),
+               e2m1_operand(nullptr, nullptr, b.rows, b.cols, sb, b.reduce_along_cols));
+  gemm.quantize_a(a.src, a.rows, a.cols, sa, qlinear_rng_key(ctx, g, a.op),
+                  operand_label(ctx, g, a.symbol, a.op).c_str(), a.reduce_along_cols);
+  gemm.quantize_b(b.src, b.rows, b.cols, sb, qlinear_rng_key(ctx, g, b.op),
+                  operand_label(ctx, g, b.symbol, b.op).c_str(), b.reduce_along_cols);
+  gemm.run(C, ldc);
+}
+
 // Whether a GEMM at precision p runs on the integer E2M1 path: FP4, unless SNIP_QGEMM=sgemm
 // (or set_qgemm_mode) asks for the dequantize-then-sgemm path, or the operands' blocks along
 // the reduction dimension do not nest (no recipe has that today).
@@ -282,10 +314,8 @@ void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t 
   check_context(ctx, T, K, N);
   if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::fprop, Operand::activation), T, K, true,
                                  ctx.recipe->spec(p, Gemm::fprop, Operand::weight), N, K, true, K)) {
-    Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A = code2_operand(cb.a, cb.sa, X, T, K, Gemm::fprop, Operand::activation, "X", true, ctx);
-    const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::fprop, Operand::weight, "W", true, ctx);
-    qgemm_e2m1(Y, N, T, N, K, A, B);
+    fp4_gemm(Y, N, T, N, K, {X, T, K, Operand::activation, "X", true}, {W, N, K, Operand::weight, "W", true},
+             Gemm::fprop, ctx);
     if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
     return;
   }
@@ -309,10 +339,8 @@ void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_
   if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::dgrad, Operand::gradient), T, N, true,
                                  ctx.recipe->spec(p, Gemm::dgrad, Operand::weight), N, K, false, N)) {
     // dX[t,k] = Σ_n dY[t,n]·W[n,k]: A = dY reduced along its columns, B(k,n) = W[n,k] down its rows.
-    Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A = code2_operand(cb.a, cb.sa, dY, T, N, Gemm::dgrad, Operand::gradient, "dY", true, ctx);
-    const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::dgrad, Operand::weight, "W", false, ctx);
-    qgemm_e2m1(dX, K, T, K, N, A, B);
+    fp4_gemm(dX, K, T, K, N, {dY, T, N, Operand::gradient, "dY", true}, {W, N, K, Operand::weight, "W", false},
+             Gemm::dgrad, ctx);
     if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
     return;
   }
@@ -350,18 +378,17 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
   if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::wgrad, Operand::gradient), T, N, false,
                                  ctx.recipe->spec(p, Gemm::wgrad, Operand::activation), T, K, false, T)) {
     // dW[n,k] = Σ_t dY[t,n]·X[t,k]: both operands reduced down their rows (along T).
-    Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A = code2_operand(cb.a, cb.sa, dYsrc, T, N, Gemm::wgrad, Operand::gradient, "dY", false, ctx);
-    const E2M1Operand B = code2_operand(cb.b, cb.sb, Xsrc, T, K, Gemm::wgrad, Operand::activation, "X", false, ctx);
+    const Fp4Side a{dYsrc, T, N, Operand::gradient, "dY", false}, b{Xsrc, T, K, Operand::activation, "X", false};
     if (!accumulate) {
-      qgemm_e2m1(dW, K, N, K, T, A, B);
+      fp4_gemm(dW, K, N, K, T, a, b, Gemm::wgrad, ctx);
       if (round) round_output_bf16(dW, N, K, Gemm::wgrad, ctx);
       return;
     }
     // Accumulating: the GEMM's own output is rounded (when the recipe says so), the sum stays FP32.
+    Code2Buffers& cb = code2_buffers();
     if (int64_t(cb.out.size()) < N * K) cb.out.resize(size_t(N * K));
     float* tmp = cb.out.data();
-    qgemm_e2m1(tmp, K, N, K, T, A, B);
+    fp4_gemm(tmp, K, N, K, T, a, b, Gemm::wgrad, ctx);
     if (round) round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
     for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
     return;
