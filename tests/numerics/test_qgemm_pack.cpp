@@ -2,7 +2,8 @@
 // codes, scales and column sums are byte for byte what quantize_e2m1_code2 followed by packing
 // produces, for every recipe's FP4 specs, each GEMM's operand orientation, stochastic rounding
 // on and off, odd shapes and 1 or 2 threads; and qlinear's FP4 GEMMs (which use it), with the
-// Hadamard option on and off, give the bits of the codes-then-pack GEMM.
+// Hadamard option on and off, give the bits of the codes-then-pack GEMM. The same for the
+// BF16-element GEMM (Bf16Gemm): FP8 with FP32 block scales and BF16 operands.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
 #include "snip/qgemm.h"
@@ -187,6 +189,145 @@ TEST(QGemmPack, QlinearFp4GemmsGiveTheBitsOfTheCodesThenPackPath) {
                  view(wx, T, K, Gemm::wgrad, Operand::activation, false));
       EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(N * K) * 4), 0) << what << " wgrad";
     }
+}
+
+// ---- BF16-element GEMM ----------------------------------------------------------------------
+
+// The operand as qgemm_bf16 read it before: FP8 codes and scales from quantize_bf16_codes, BF16
+// as fake_quantize's values.
+struct Bf16Codes {
+  std::vector<uint16_t> bits;
+  std::vector<float> values, scales;
+  Bf16Operand view(const Side& s) const {
+    if (s.spec.format == ElemFormat::bf16)
+      return bf16_operand(nullptr, values.data(), nullptr, s.rows, s.cols, s.spec, s.reduce_along_cols);
+    return bf16_operand(bits.data(), nullptr, scales.data(), s.rows, s.cols, s.spec, s.reduce_along_cols);
+  }
+};
+Bf16Codes bf16_codes_of(const Side& s) {
+  Bf16Codes c;
+  if (s.spec.format == ElemFormat::bf16) {
+    c.values.resize(size_t(s.rows * s.cols));
+    fake_quantize(c.values.data(), s.x->data(), s.rows, s.cols, s.spec, s.key, "test");
+    return c;
+  }
+  c.bits.assign(size_t(s.rows * s.cols), 0xFFFF);
+  c.scales.assign(size_t(e2m1_scale_count(s.rows, s.cols, s.spec)), -1.0f);
+  quantize_bf16_codes(c.bits.data(), c.scales.data(), s.x->data(), s.rows, s.cols, s.spec, s.key, "test");
+  return c;
+}
+
+void expect_same_bf16_packing(int64_t M, int64_t N, int64_t K, const Side& a, const Side& b, const std::string& what) {
+  const Bf16Codes ca = bf16_codes_of(a), cb = bf16_codes_of(b);
+  const Bf16Operand A = ca.view(a), B = cb.view(b);
+  ASSERT_GT(qgemm_bf16_chunk(A, B, K), 0) << what;
+  Bf16Gemm old_path, fused;
+  old_path.prepare(M, N, K, A, B);
+  old_path.pack_a(A);
+  old_path.pack_b(B);
+  fused.prepare(M, N, K, A, B);
+  fused.quantize_a(a.x->data(), a.rows, a.cols, a.spec, a.key, "A", a.reduce_along_cols);
+  fused.quantize_b(b.x->data(), b.rows, b.cols, b.spec, b.key, "B", b.reduce_along_cols);
+  EXPECT_EQ(fused.packing_difference(old_path), "") << what;
+  std::vector<float> c0(size_t(M * N)), c1(size_t(M * N), -1.0f);
+  ASSERT_TRUE(old_path.run(c0.data(), N)) << what;
+  ASSERT_TRUE(fused.run(c1.data(), N)) << what;
+  EXPECT_EQ(std::memcmp(c0.data(), c1.data(), c0.size() * 4), 0) << what;
+}
+
+TEST(QGemmPack, Bf16GemmQuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
+  ThreadsGuard guard;
+  const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}};
+  struct Case {
+    const char* recipe;
+    Precision p;
+    bool e5m2, sr;
+  };
+  // FP8 with FP32 scales (snip: 1×128 and 128×128 blocks; tensor), E5M2 gradients, a
+  // stochastic-rounding FP8 spec (no recipe has one, the sink must not care), and BF16.
+  const Case cases[] = {{"snip", Precision::fp8, false, false},
+                        {"tensor", Precision::fp8, false, false},
+                        {"snip", Precision::fp8, true, false},
+                        {"snip", Precision::fp8, false, true},
+                        {"snip", Precision::bf16, false, false}};
+  for (const Case& cs : cases)
+    for (const auto& sh : shapes)
+      for (int threads : {1, 2}) {
+        set_quant_threads(threads);
+        RecipeOptions o;
+        o.name = cs.recipe;
+        o.fp8_gradients_e5m2 = cs.e5m2;
+        const Recipe recipe(o);
+        const int64_t T = sh[0], K = sh[1], N = sh[2];
+        const auto X = randn(size_t(T * K), 1), W = randn(size_t(N * K), 2), dY = randn(size_t(T * N), 3);
+        auto side = [&](const std::vector<float>& x, int64_t rows, int64_t cols, Gemm g, Operand op, bool along) {
+          Side s{&x, rows, cols, recipe.spec(cs.p, g, op), RngKey{5, 6, 7, uint32_t(int(g) * 4 + int(op))}, along};
+          if (cs.sr) s.spec.rounding = Rounding::stochastic;
+          return s;
+        };
+        const std::string what = std::string(cs.recipe) + " " + precision_name(cs.p) + (cs.e5m2 ? " e5m2" : "") +
+                                 (cs.sr ? " sr" : "") + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                                 " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
+        expect_same_bf16_packing(T, N, K, side(X, T, K, Gemm::fprop, Operand::activation, true),
+                                 side(W, N, K, Gemm::fprop, Operand::weight, true), what + " fprop");
+        expect_same_bf16_packing(T, K, N, side(dY, T, N, Gemm::dgrad, Operand::gradient, true),
+                                 side(W, N, K, Gemm::dgrad, Operand::weight, false), what + " dgrad");
+        expect_same_bf16_packing(N, K, T, side(dY, T, N, Gemm::wgrad, Operand::gradient, false),
+                                 side(X, T, K, Gemm::wgrad, Operand::activation, false), what + " wgrad");
+      }
+}
+
+// qlinear's FP8 and BF16 GEMMs against qgemm_bf16 on the codes / values of the same operands.
+TEST(QGemmPack, QlinearFp8AndBf16GemmsGiveTheBitsOfTheCodesThenPackPath) {
+  ThreadsGuard guard;
+  const int64_t T = 48, K = 160, N = 80;
+  const auto X = randn(size_t(T * K), 21), W = randn(size_t(N * K), 22), dY = randn(size_t(T * N), 23);
+  for (const char* name : {"snip", "mx"})
+    for (Precision p : {Precision::fp8, Precision::bf16})
+      for (int threads : {1, 2}) {
+        set_quant_threads(threads);
+        RecipeOptions o;
+        o.name = name;
+        o.bf16_output = false;
+        const Recipe recipe(o);
+        QLinearContext ctx;
+        ctx.recipe = &recipe;
+        ctx.seed = 3, ctx.step = 4, ctx.layer = 5;
+        auto side = [&](const std::vector<float>& x, int64_t rows, int64_t cols, Gemm g, Operand op, bool along) {
+          return Side{&x, rows, cols, recipe.spec(p, g, op), qlinear_rng_key(ctx, g, op), along};
+        };
+        // E8M0-scaled FP8 (mx) is packed from its folded values, as before.
+        auto operand = [&](const Side& s, Bf16Codes& c) {
+          if (s.spec.scale == ScaleKind::e8m0) {
+            c.values.resize(size_t(s.rows * s.cols));
+            fake_quantize(c.values.data(), s.x->data(), s.rows, s.cols, s.spec, s.key, "test");
+            return bf16_operand(nullptr, c.values.data(), nullptr, s.rows, s.cols, s.spec, s.reduce_along_cols);
+          }
+          c = bf16_codes_of(s);
+          return c.view(s);
+        };
+        const std::string what = std::string(name) + " " + precision_name(p) + " threads=" + std::to_string(threads);
+        std::vector<float> got(size_t(std::max({T * N, T * K, N * K}))), want(got.size());
+        Bf16Codes c1, c2;
+
+        qlinear_fprop(got.data(), X.data(), W.data(), T, K, N, p, ctx);
+        ASSERT_TRUE(qgemm_bf16(want.data(), N, T, N, K,
+                               operand(side(X, T, K, Gemm::fprop, Operand::activation, true), c1),
+                               operand(side(W, N, K, Gemm::fprop, Operand::weight, true), c2)));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(T * N) * 4), 0) << what << " fprop";
+
+        qlinear_dgrad(got.data(), dY.data(), W.data(), T, K, N, p, ctx);
+        ASSERT_TRUE(qgemm_bf16(want.data(), K, T, K, N,
+                               operand(side(dY, T, N, Gemm::dgrad, Operand::gradient, true), c1),
+                               operand(side(W, N, K, Gemm::dgrad, Operand::weight, false), c2)));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(T * K) * 4), 0) << what << " dgrad";
+
+        qlinear_wgrad(got.data(), dY.data(), X.data(), T, K, N, p, ctx);
+        ASSERT_TRUE(qgemm_bf16(want.data(), K, N, K, T,
+                               operand(side(dY, T, N, Gemm::wgrad, Operand::gradient, false), c1),
+                               operand(side(X, T, K, Gemm::wgrad, Operand::activation, false), c2)));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(N * K) * 4), 0) << what << " wgrad";
+      }
 }
 
 }  // namespace

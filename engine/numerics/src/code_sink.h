@@ -22,7 +22,9 @@ class RowCodeSink {
 };
 
 // quantize_e2m1_code2 (bf16 false) or quantize_bf16_codes (bf16 true) with the codes handed to
-// `sink` instead of written row-major; the block scales go to `scales` as there.
+// `sink` instead of written row-major; the block scales go to `scales` as there. With bf16 true
+// the spec may also be the unscaled bf16 format: the codes are then the BF16 bits of
+// fake_quantize's output (round to nearest even), and `scales` is not written.
 void quantize_codes_into(RowCodeSink& sink, bool bf16, float* scales, const float* x, int64_t rows, int64_t cols,
                          const QuantSpec& spec, const RngKey& key, const char* tensor_name);
 

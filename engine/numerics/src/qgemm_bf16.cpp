@@ -16,14 +16,19 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "code_sink.h"
 #include "float_bits.h"
 #include "parallel.h"
 #include "snip/error.h"
 #include "snip/qgemm.h"
+#include "snip/target_clones.h"
 #include "snip/thread_pool.h"
 
 namespace snip {
@@ -118,12 +123,8 @@ struct Packed {
   std::vector<float> sa;    // [M][nch]
   std::vector<uint16_t> b;  // [npanel][nch][kcp/2][64][2]
   std::vector<float> sb;    // [npanel][nch][64] (0 for padding columns)
+  ElemRange ra, rb;         // what packing learned about A's and B's elements
 };
-
-Packed& packed_workspace() {
-  thread_local Packed p;
-  return p;
-}
 
 template <class T>
 void grow(std::vector<T>& v, int64_t n) {
@@ -241,6 +242,184 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
   ElemRange all;
   for (const ElemRange& r : ranges) all.add(r);
   return all;
+}
+
+// ---- Quantizing straight into the packed layout (as qgemm.cpp's E2M1 sinks) ----------------
+
+}  // namespace
+
+namespace detail {
+// The smallest non-zero normal magnitude's bits (0x7FFF: none) and whether a subnormal is among
+// the n BF16 values: a min and an or over 16-bit lanes, so every clone vectorizes it (and an
+// order-free reduction gives the same answer in every clone).
+SNIP_TARGET_CLONES uint32_t bf16_range_bits(const uint16_t* __restrict h, int64_t n) {
+  uint16_t mn = 0x7FFF, sub = 0;
+  for (int64_t u = 0; u < n; ++u) {
+    const uint16_t a = uint16_t(h[u] & 0x7FFFu);
+    const uint16_t normal = a >= 0x80u ? a : uint16_t(0x7FFF);
+    mn = normal < mn ? normal : mn;
+    sub |= uint16_t(uint16_t(a - 1u) < 0x7Fu ? 1u : 0u);
+  }
+  return uint32_t(mn) | (uint32_t(sub) << 16);
+}
+}  // namespace detail
+
+namespace {
+
+// The range of a batch of codes (as read_run records it), merged into `into` under a lock
+// (once per batch of rows).
+void note_batch(const uint16_t* codes, int64_t n, ElemRange& into, std::mutex& mu) {
+  const uint32_t bits = detail::bf16_range_bits(codes, n);
+  ElemRange r;
+  r.emin = int((bits & 0x7FFFu) >> 7);  // 0x7FFF >> 7 = 255: no non-zero normal element
+  r.subnormal = (bits >> 16) != 0;
+  const std::lock_guard<std::mutex> lock(mu);
+  into.add(r);
+}
+
+class ASink16 final : public numerics_detail::RowCodeSink {
+ public:
+  ASink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const uint16_t* src = static_cast<const uint16_t*>(codes);
+    note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
+    const int64_t lda = P_.nch * P_.kcp;
+    if (rows_are_i_) {
+      for (int64_t m = r0; m < r1; ++m)
+        for (int64_t c = 0; c < P_.nch; ++c)
+          std::memcpy(P_.a.data() + m * lda + c * P_.kcp, src + (m - r0) * ld + c * P_.kc,
+                      size_t(chunk_len(P_, c)) * sizeof(uint16_t));
+      return;
+    }
+    const int64_t kn = r1 - r0;
+    SNIP_ASSERT(kn <= 64);
+    int64_t at[64];
+    bool contiguous = true;
+    for (int64_t kk = 0; kk < kn; ++kk) {
+      const int64_t k = r0 + kk;
+      at[kk] = (k / P_.kc) * P_.kcp + k % P_.kc;
+      contiguous = contiguous && at[kk] == at[0] + kk;
+    }
+    uint16_t tile[64][64];
+    for (int64_t m0 = 0; m0 < P_.M; m0 += 64) {
+      const int64_t mn = std::min<int64_t>(64, P_.M - m0);
+      for (int64_t kk = 0; kk < kn; ++kk) {
+        const uint16_t* s = src + kk * ld + m0;
+        for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = s[mm];
+      }
+      for (int64_t mm = 0; mm < mn; ++mm) {
+        uint16_t* row = P_.a.data() + (m0 + mm) * lda;
+        if (contiguous) {
+          std::memcpy(row + at[0], tile[mm], size_t(kn) * sizeof(uint16_t));
+        } else {
+          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
+        }
+      }
+    }
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+  std::mutex mu_;
+};
+
+// Two source rows of 8 codes (k = 2q, 2q+1 of 8 columns) as 16 elements of the panel layout.
+inline void interleave2x8(uint16_t* d, const uint16_t* s0, const uint16_t* s1) {
+#if defined(__SSE2__)
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(r0, r1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 8), _mm_unpackhi_epi16(r0, r1));
+#else
+  for (int j = 0; j < 8; ++j) d[2 * j] = s0[j], d[2 * j + 1] = s1[j];
+#endif
+}
+
+class BSink16 final : public numerics_detail::RowCodeSink {
+ public:
+  BSink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const uint16_t* src = static_cast<const uint16_t*>(codes);
+    note_batch(src, (r1 - r0) * ld, P_.rb, mu_);
+    const int64_t kq = P_.kcp / 2, quad = kNR * 2;  // elements per k pair of a panel
+    if (rows_are_i_) {
+      for (int64_t n = r0; n < r1; ++n) {
+        const int64_t p = n / kNR, j = n % kNR;
+        const uint16_t* s = src + (n - r0) * ld;
+        for (int64_t c = 0; c < P_.nch; ++c) {
+          const int64_t len = chunk_len(P_, c);
+          uint16_t* d = P_.b.data() + (p * P_.nch + c) * kq * quad + j * 2;
+          const uint16_t* sc = s + c * P_.kc;
+          int64_t q = 0;
+          for (; 2 * q + 2 <= len; ++q) std::memcpy(d + q * quad, sc + 2 * q, 4);
+          if (2 * q < len) d[q * quad] = sc[2 * q];
+        }
+      }
+      return;
+    }
+    const int64_t panel_stride = P_.nch * kq * quad;
+    for (int64_t k = r0; k < r1;) {
+      const int64_t c = k / P_.kc, t = k % P_.kc, q = t / 2, u = t % 2;
+      const uint16_t* s = src + (k - r0) * ld;
+      uint16_t* dq = P_.b.data() + c * kq * quad + q * quad;
+      if (u == 0 && k + 2 <= r1 && t + 2 <= chunk_len(P_, c)) {
+        for (int64_t p = 0; p < P_.npanel; ++p) {
+          const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
+          uint16_t* d = dq + p * panel_stride;
+          int64_t j = 0;
+          for (; j + 8 <= ncols; j += 8) interleave2x8(d + 2 * j, s + n0 + j, s + ld + n0 + j);
+          for (; j < ncols; ++j) d[2 * j] = s[n0 + j], d[2 * j + 1] = s[ld + n0 + j];
+        }
+        k += 2;
+        continue;
+      }
+      for (int64_t p = 0; p < P_.npanel; ++p) {
+        const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
+        uint16_t* d = dq + p * panel_stride + u;
+        for (int64_t j = 0; j < ncols; ++j) d[2 * j] = s[n0 + j];
+      }
+      ++k;
+    }
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+  std::mutex mu_;
+};
+
+void zero_b_padding(Packed& P) {
+  const int64_t kq = P.kcp / 2, block = kq * kNR * 2;
+  if (P.N % kNR != 0)
+    std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block) * sizeof(uint16_t));
+  for (int64_t c = 0; c < P.nch; ++c) {
+    const int64_t len = chunk_len(P, c);
+    if (len == P.kcp) continue;
+    for (int64_t p = 0; p < P.npanel; ++p)
+      std::memset(P.b.data() + (p * P.nch + c) * block + (len / 2) * kNR * 2, 0,
+                  size_t(block - (len / 2) * kNR * 2) * sizeof(uint16_t));
+  }
+}
+
+void finish_b(Packed& P, const Bf16Operand& B) {
+  for (int64_t p = 0; p < P.npanel; ++p) {
+    const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+    for (int64_t c = 0; c < P.nch; ++c) {
+      float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+      for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) : 0.0f;
+    }
+  }
+}
+
+void finish_a(Packed& P, const Bf16Operand& A) {
+  const int64_t lda = P.nch * P.kcp;
+  for (int64_t m = 0; m < P.M; ++m)
+    for (int64_t c = 0; c < P.nch; ++c) {
+      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      uint16_t* d = P.a.data() + m * lda + c * P.kcp;
+      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = 0;
+    }
 }
 
 struct TileArgs {
@@ -509,28 +688,99 @@ int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K) 
   return kc;
 }
 
-bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
-  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
-  if (M == 0 || N == 0) return true;
-  if (K == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
-    return true;
-  }
+struct Bf16Gemm::Impl {
+  Packed P;
+  std::vector<float> scales_a, scales_b;
+};
+
+Bf16Gemm::Bf16Gemm() : impl_(new Impl) {}
+Bf16Gemm::~Bf16Gemm() {
+  delete impl_;
+}
+
+Bf16Gemm& bf16_gemm_workspace() {
+  thread_local Bf16Gemm g;
+  return g;
+}
+
+void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
+  SNIP_ASSERT(M > 0 && N > 0 && K > 0);
   const int64_t kc = qgemm_bf16_chunk(A, B, K);
   SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
-  Packed& P = packed_workspace();
+  Packed& P = impl_->P;
   P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 1) / 2 * 2;
   P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
+  P.ra = P.rb = ElemRange{};
   grow(P.a, M * P.nch * P.kcp);
   grow(P.sa, M * P.nch);
   grow(P.b, P.npanel * P.nch * P.kcp * kNR);
   grow(P.sb, P.npanel * P.nch * kNR);
-  const int nchunks = detail::chunks_for_threads(quant_threads());
-  const ElemRange ra = pack_a(P, A, nchunks);
-  const ElemRange rb = pack_b(P, B, nchunks);
-  if (ra.inexact || rb.inexact) return false;
+}
 
-  const Bf16Kernel kernel = choose_kernel(ra, rb);
+void Bf16Gemm::pack_a(const Bf16Operand& A) {
+  impl_->P.ra = ::snip::pack_a(impl_->P, A, detail::chunks_for_threads(quant_threads()));
+}
+
+void Bf16Gemm::pack_b(const Bf16Operand& B) {
+  impl_->P.rb = ::snip::pack_b(impl_->P, B, detail::chunks_for_threads(quant_threads()));
+}
+
+namespace {
+// The operand's block scales as quantize_codes_into writes them (none for BF16).
+float* scales_for(std::vector<float>& v, int64_t rows, int64_t cols, const QuantSpec& spec) {
+  if (spec.format == ElemFormat::bf16) return nullptr;
+  grow(v, e2m1_scale_count(rows, cols, spec));
+  return v.data();
+}
+}  // namespace
+
+void Bf16Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  float* scales = scales_for(impl_->scales_a, rows, cols, spec);
+  P.ra = ElemRange{};
+  ASink16 sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
+  finish_a(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols));
+}
+
+void Bf16Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  float* scales = scales_for(impl_->scales_b, rows, cols, spec);
+  P.rb = ElemRange{};
+  zero_b_padding(P);
+  BSink16 sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
+  finish_b(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols));
+}
+
+std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
+  const Packed &P = impl_->P, &Q = other.impl_->P;
+  if (P.M != Q.M || P.N != Q.N || P.K != Q.K || P.kc != Q.kc) return "different geometry (M, N, K or chunk length)";
+  if (P.ra.emin != Q.ra.emin || P.ra.subnormal != Q.ra.subnormal || P.ra.inexact != Q.ra.inexact)
+    return "A's element range differs";
+  if (P.rb.emin != Q.rb.emin || P.rb.subnormal != Q.rb.subnormal || P.rb.inexact != Q.rb.inexact)
+    return "B's element range differs";
+  auto diff = [](const auto& x, const auto& y, int64_t n, const char* what) -> std::string {
+    for (int64_t i = 0; i < n; ++i)
+      if (std::memcmp(&x[size_t(i)], &y[size_t(i)], sizeof(x[0])) != 0)
+        return std::string(what) + " differs at " + std::to_string(i);
+    return {};
+  };
+  std::string d = diff(P.a, Q.a, P.M * P.nch * P.kcp, "packed A");
+  if (d.empty()) d = diff(P.sa, Q.sa, P.M * P.nch, "A scales");
+  if (d.empty()) d = diff(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  if (d.empty()) d = diff(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
+  return d;
+}
+
+bool Bf16Gemm::run(float* C, int64_t ldc) {
+  const Packed& P = impl_->P;
+  const int64_t M = P.M, N = P.N;
+  SNIP_ASSERT(ldc >= N);
+  if (P.ra.inexact || P.rb.inexact) return false;
+  const Bf16Kernel kernel = choose_kernel(P.ra, P.rb);
   g_last_kernel = kernel;
   const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
   const int64_t ntasks = P.npanel * groups;
@@ -571,6 +821,20 @@ bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf
     pool_run(int(ntasks), task);
   }
   return true;
+}
+
+bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
+  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
+  if (M == 0 || N == 0) return true;
+  if (K == 0) {
+    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
+    return true;
+  }
+  Bf16Gemm& g = bf16_gemm_workspace();
+  g.prepare(M, N, K, A, B);
+  g.pack_a(A);
+  g.pack_b(B);
+  return g.run(C, ldc);
 }
 
 }  // namespace snip

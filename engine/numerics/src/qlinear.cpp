@@ -296,14 +296,58 @@ struct Bf16GemmSide {
   const char* symbol;
   bool reduce_along_cols;
 };
+// Whether an operand quantizes straight into the packed layout: BF16, and FP8 with FP32 block
+// scales (codes and scales); E8M0-scaled FP8 goes through its folded FP32 values.
+bool packs_directly(const QuantSpec& spec) {
+  return spec.format == ElemFormat::bf16 || spec.scale == ScaleKind::fp32;
+}
+
+// One side of the BF16-element GEMM into `gemm`: quantized straight into the packed layout, or
+// (E8M0-scaled FP8) fake-quantized to values and packed.
+void bf16_pack_side(Bf16Gemm& gemm, bool as_a, Bf16Side& buf, const Bf16GemmSide& s, Precision p, Gemm g,
+                    const QLinearContext& ctx) {
+  const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
+  if (packs_directly(spec)) {
+    const std::string label = operand_label(ctx, g, s.symbol, s.op);
+    const RngKey key = qlinear_rng_key(ctx, g, s.op);
+    if (as_a)
+      gemm.quantize_a(s.src, s.rows, s.cols, spec, key, label.c_str(), s.reduce_along_cols);
+    else
+      gemm.quantize_b(s.src, s.rows, s.cols, spec, key, label.c_str(), s.reduce_along_cols);
+    return;
+  }
+  const Bf16Operand o = bf16_side(buf, s.src, s.rows, s.cols, p, g, s.op, s.symbol, s.reduce_along_cols, ctx);
+  if (as_a)
+    gemm.pack_a(o);
+  else
+    gemm.pack_b(o);
+}
+
+// The operand's view for the GEMM's layout (pointers unused; a non-null scales marks it scaled).
+Bf16Operand bf16_view(const Bf16GemmSide& s, Precision p, Gemm g, const QLinearContext& ctx) {
+  static const float kMarker = 1.0f;
+  const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
+  const bool scaled = spec.format != ElemFormat::bf16 && spec.scale == ScaleKind::fp32;
+  return bf16_operand(nullptr, nullptr, scaled ? &kMarker : nullptr, s.rows, s.cols, spec, s.reduce_along_cols);
+}
+
 bool try_bf16_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16GemmSide& a, const Bf16GemmSide& b,
                    Precision p, Gemm g, const QLinearContext& ctx) {
   if (!bf16_path(p)) return false;
   Bf16Buffers& bb = bf16_buffers();
-  const Bf16Operand A = bf16_side(bb.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, a.reduce_along_cols, ctx);
-  const Bf16Operand B = bf16_side(bb.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, b.reduce_along_cols, ctx);
-  if (qgemm_bf16_chunk(A, B, K) <= 0) return false;
-  return qgemm_bf16(C, ldc, M, N, K, A, B);
+  if (M == 0 || N == 0 || K == 0) {
+    const Bf16Operand A = bf16_side(bb.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, a.reduce_along_cols, ctx);
+    const Bf16Operand B = bf16_side(bb.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+    if (qgemm_bf16_chunk(A, B, K) <= 0) return false;
+    return qgemm_bf16(C, ldc, M, N, K, A, B);
+  }
+  const Bf16Operand va = bf16_view(a, p, g, ctx), vb = bf16_view(b, p, g, ctx);
+  if (qgemm_bf16_chunk(va, vb, K) <= 0) return false;
+  Bf16Gemm& gemm = bf16_gemm_workspace();
+  gemm.prepare(M, N, K, va, vb);
+  bf16_pack_side(gemm, true, bb.a, a, p, g, ctx);
+  bf16_pack_side(gemm, false, bb.b, b, p, g, ctx);
+  return gemm.run(C, ldc);
 }
 
 }  // namespace

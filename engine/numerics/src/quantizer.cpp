@@ -262,6 +262,20 @@ SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restric
   return mx;
 }
 
+// The same rounding as bf16_row, writing the BF16 bits (the BF16 GEMM's element codes).
+SNIP_TARGET_CLONES uint32_t bf16_bits_row(uint16_t* __restrict y, const float* __restrict x, int64_t n) {
+  uint32_t mx = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const uint32_t u = fbits(x[c]);
+    const uint32_t a = u & kAbsMask;
+    mx = a > mx ? a : mx;
+    uint32_t r = (a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u;
+    r = r < 0x7F7F0000u ? r : 0x7F7F0000u;
+    y[c] = uint16_t((r | (u & ~kAbsMask)) >> 16);
+  }
+  return mx;
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
@@ -552,9 +566,10 @@ void quantize_bf16_codes(uint16_t* bits, float* scales, const float* x, int64_t 
 void numerics_detail::quantize_codes_into(RowCodeSink& sink, bool bf16, float* scales, const float* x, int64_t rows,
                                           int64_t cols, const QuantSpec& spec, const RngKey& key,
                                           const char* tensor_name) {
-  SNIP_ASSERT_MSG(spec.format != ElemFormat::fp32 && spec.format != ElemFormat::bf16 && spec.scale != ScaleKind::none &&
-                      (bf16 || spec.format == ElemFormat::e2m1),
-                  "quantize_codes_into: the spec must be a scaled spec (e2m1 for E2M1 codes)");
+  const bool scaled =
+      spec.format != ElemFormat::fp32 && spec.format != ElemFormat::bf16 && spec.scale != ScaleKind::none;
+  SNIP_ASSERT_MSG(bf16 ? scaled || spec.format == ElemFormat::bf16 : scaled && spec.format == ElemFormat::e2m1,
+                  "quantize_codes_into: the spec must be a scaled spec (e2m1 for E2M1 codes) or bf16 for BF16 codes");
   // Non-null markers only: with a row sink the codes go to the sink's batches.
   static int8_t code_marker;
   static uint16_t bf16_marker;
@@ -626,6 +641,10 @@ class QuantizeCall {
 
   // BF16: round to nearest even, unscaled.
   void round_bf16() {
+    if (sink_ && sink_->rows) {
+      round_bf16_into_sink();
+      return;
+    }
     const int64_t n = rows_ * cols_;
     const ElemInfo& info = elem_info(spec_.format);
     if (!slow_) {
@@ -644,6 +663,23 @@ class QuantizeCall {
                        nullptr);
       });
     }
+    throw_if_bad();
+  }
+
+  // BF16 bits of whole rows into the row sink's batches.
+  void round_bf16_into_sink() {
+    detail::parallel_chunks(nchunks_, rows_, std::max<int64_t>(1, kGrainElems / cols_),
+                            [&](int, int64_t rb, int64_t re) {
+                              Scratch scr;
+                              for (int64_t r = rb; r < re; ++r) {
+                                uint16_t* to = static_cast<uint16_t*>(batch_at(scr, r, 0));
+                                if (detail::bf16_bits_row(to, x_ + r * cols_, cols_) >= kInfBits) {
+                                  bad_ = true;
+                                  return;
+                                }
+                              }
+                              flush(scr);
+                            });
     throw_if_bad();
   }
 

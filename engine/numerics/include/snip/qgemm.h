@@ -143,6 +143,41 @@ int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K);
 // 2^-126): the caller multiplies those in FP32 instead. Requires qgemm_bf16_chunk > 0.
 bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B);
 
+// qgemm_bf16 in stages, as E2M1Gemm: operands quantized straight into the packed layout (FP8
+// with FP32 block scales as BF16 codes and scales, BF16 as its bits) or packed from codes or
+// values.
+class Bf16Gemm {
+ public:
+  Bf16Gemm();
+  ~Bf16Gemm();
+  Bf16Gemm(const Bf16Gemm&) = delete;
+  Bf16Gemm& operator=(const Bf16Gemm&) = delete;
+
+  // Fixes the layout from the operands' views (pointers not read; scales non-null marks a
+  // scaled operand). Requires M, N, K > 0 and qgemm_bf16_chunk(A, B, K) > 0.
+  void prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B);
+  void pack_a(const Bf16Operand& A);
+  void pack_b(const Bf16Operand& B);
+  // Quantizes x (rows, cols, as stored) with `spec` straight into the packed layout: the bytes
+  // pack_a / pack_b produce from quantize_bf16_codes's output (spec scaled with FP32 scales
+  // and at most 7 mantissa bits) or from fake_quantize's BF16 values (spec.format bf16).
+  void quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                  const char* tensor_name, bool reduce_along_cols);
+  void quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                  const char* tensor_name, bool reduce_along_cols);
+  // As qgemm_bf16: false (C unspecified) when a packed FP32 value was not a BF16 value.
+  bool run(float* C, int64_t ldc);
+  std::string packing_difference(const Bf16Gemm& other) const;
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+};
+
+// The calling thread's Bf16Gemm.
+Bf16Gemm& bf16_gemm_workspace();
+
 // Which kernel the last qgemm_bf16 call on this thread ran (for tests).
 enum class Bf16Kernel : uint8_t { dpbf16, fma, scalar };
 Bf16Kernel qgemm_bf16_last_kernel();
