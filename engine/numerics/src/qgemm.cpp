@@ -24,6 +24,7 @@
 
 #include "code_sink.h"
 #include "parallel.h"
+#include "qgemm_common.h"
 #include "snip/error.h"
 #include "snip/thread_pool.h"
 
@@ -31,9 +32,7 @@ namespace snip {
 
 namespace {
 
-constexpr int kNR = 64;  // panel width: 4 vectors of 16 int32
-constexpr int kMR = 6;   // rows per register tile
-constexpr int kRowsPerTask = 8 * kMR;
+constexpr int kNR = numerics_detail::kPanel;
 constexpr int kOffset = 12;          // A's unsigned offset: 2q + 12 ∈ [0, 24]
 constexpr int64_t kMaxChunk = 4096;  // 4096 · 144 < 2^24: a chunk sum converts to FP32 exactly
 
@@ -44,9 +43,7 @@ QGemmMode mode_from_env() {
 std::atomic<int> g_mode{-1};
 
 // Everything the kernels read, packed once per GEMM.
-struct Packed {
-  int64_t M = 0, N = 0, K = 0;
-  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+struct Packed : numerics_detail::PackGeometry {
   std::vector<uint8_t> a;     // [M][nch·kcp]
   std::vector<float> sa;      // [M][nch]
   std::vector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
@@ -63,10 +60,6 @@ inline float scale_of(const E2M1Operand& o, int64_t i, int64_t k) {
   return o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs];
 }
 
-inline int64_t chunk_len(const Packed& P, int64_t c) {
-  return std::min(P.kc, P.K - c * P.kc);
-}
-
 // A (M, K) as unsigned bytes a + 12. When the reduction runs down the source's rows (code_cs !=
 // 1: wgrad's dY), 64 rows of A are 64 adjacent bytes of each source row, so those are read
 // row by row (a strided byte gather per element re-read each cache line 64 times).
@@ -76,14 +69,14 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
       uint8_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
     }
   };
   if (A.code_cs == 1) {
     detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         for (int64_t c = 0; c < P.nch; ++c) {
-          const int64_t len = chunk_len(P, c);
+          const int64_t len = P.chunk_len(c);
           uint8_t* d = P.a.data() + m * lda + c * P.kcp;
           const int8_t* src = A.code2 + m * A.code_rs + c * P.kc;
           for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t] + kOffset);
@@ -128,7 +121,7 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
       for (int64_t c = 0; c < P.nch; ++c) {
-        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        const int64_t k0 = c * P.kc, len = P.chunk_len(c);
         int8_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
@@ -177,38 +170,14 @@ class ASink final : public numerics_detail::RowCodeSink {
     if (rows_are_i_) {
       for (int64_t m = r0; m < r1; ++m)
         for (int64_t c = 0; c < P_.nch; ++c) {
-          const int64_t len = chunk_len(P_, c);
+          const int64_t len = P_.chunk_len(c);
           uint8_t* d = P_.a.data() + m * lda + c * P_.kcp;
           const int8_t* s = src + (m - r0) * ld + c * P_.kc;
           for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(s[t] + kOffset);
         }
       return;
     }
-    const int64_t kn = r1 - r0;
-    SNIP_ASSERT(kn <= 64);
-    int64_t at[64];  // where k = r0 + kk goes in a row of P.a
-    bool contiguous = true;
-    for (int64_t kk = 0; kk < kn; ++kk) {
-      const int64_t k = r0 + kk;
-      at[kk] = (k / P_.kc) * P_.kcp + k % P_.kc;
-      contiguous = contiguous && at[kk] == at[0] + kk;
-    }
-    uint8_t tile[64][64];
-    for (int64_t m0 = 0; m0 < P_.M; m0 += 64) {
-      const int64_t mn = std::min<int64_t>(64, P_.M - m0);
-      for (int64_t kk = 0; kk < kn; ++kk) {
-        const int8_t* s = src + kk * ld + m0;
-        for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = uint8_t(s[mm] + kOffset);
-      }
-      for (int64_t mm = 0; mm < mn; ++mm) {
-        uint8_t* row = P_.a.data() + (m0 + mm) * lda;
-        if (contiguous) {
-          std::memcpy(row + at[0], tile[mm], size_t(kn));
-        } else {
-          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
-        }
-      }
-    }
+    numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, kOffset);
   }
 
  private:
@@ -244,48 +213,11 @@ class BSink final : public numerics_detail::RowCodeSink {
  public:
   BSink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
-    const int8_t* src = static_cast<const int8_t*>(codes);
-    const int64_t kq = P_.kcp / 4;
-    if (rows_are_i_) {
-      for (int64_t n = r0; n < r1; ++n) {
-        const int64_t p = n / kNR, j = n % kNR;
-        const int8_t* s = src + (n - r0) * ld;
-        for (int64_t c = 0; c < P_.nch; ++c) {
-          const int64_t len = chunk_len(P_, c);
-          int8_t* d = P_.b.data() + (p * P_.nch + c) * kq * kNR * 4 + j * 4;
-          const int8_t* sc = s + c * P_.kc;
-          int64_t q = 0;
-          for (; 4 * q + 4 <= len; ++q) std::memcpy(d + q * kNR * 4, sc + 4 * q, 4);
-          for (int64_t u = 4 * q; u < len; ++u) d[q * kNR * 4 + (u - 4 * q)] = sc[u];
-        }
-      }
-      return;
-    }
-    for (int64_t k = r0; k < r1;) {
-      const int64_t c = k / P_.kc, t = k % P_.kc, q = t / 4, u = t % 4;
-      const int8_t* s = src + (k - r0) * ld;
-      int8_t* dq = P_.b.data() + c * kq * kNR * 4 + q * kNR * 4;  // panel 0; panels are nch·kq quads apart
-      const int64_t panel_stride = P_.nch * kq * kNR * 4;
-      if (u == 0 && k + 4 <= r1 && t + 4 <= chunk_len(P_, c)) {
-        for (int64_t p = 0; p < P_.npanel; ++p) {
-          const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
-          int8_t* d = dq + p * panel_stride;
-          int64_t j = 0;
-          for (; j + 16 <= ncols; j += 16)
-            interleave4x16(d + 4 * j, s + n0 + j, s + ld + n0 + j, s + 2 * ld + n0 + j, s + 3 * ld + n0 + j);
-          for (; j < ncols; ++j)
-            for (int v = 0; v < 4; ++v) d[4 * j + v] = s[v * ld + n0 + j];
-        }
-        k += 4;
-        continue;
-      }
-      for (int64_t p = 0; p < P_.npanel; ++p) {
-        const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
-        int8_t* d = dq + p * panel_stride + u;
-        for (int64_t j = 0; j < ncols; ++j) d[4 * j] = s[n0 + j];
-      }
-      ++k;
-    }
+    numerics_detail::place_b<4, 16>(P_.b.data(), P_, r0, r1, static_cast<const int8_t*>(codes), ld, rows_are_i_,
+                                    [](int8_t* d, const int8_t* s, int64_t ld4, int64_t w) {
+                                      for (int64_t j = 0; j < w; j += 16)
+                                        interleave4x16(d + 4 * j, s + j, s + ld4 + j, s + 2 * ld4 + j, s + 3 * ld4 + j);
+                                    });
   }
 
  private:
@@ -299,7 +231,7 @@ void zero_b_padding(Packed& P) {
   const int64_t kq = P.kcp / 4, block = kq * kNR * 4;
   if (P.N % kNR != 0) std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block));
   for (int64_t c = 0; c < P.nch; ++c) {
-    const int64_t len = chunk_len(P, c);
+    const int64_t len = P.chunk_len(c);
     if (len == P.kcp) continue;
     for (int64_t p = 0; p < P.npanel; ++p)
       std::memset(P.b.data() + (p * P.nch + c) * block + (len / 4) * kNR * 4, 0, size_t(block - (len / 4) * kNR * 4));
@@ -335,7 +267,7 @@ void finish_a(Packed& P, const E2M1Operand& A) {
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
       uint8_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
     }
 }
 
@@ -510,33 +442,17 @@ QGemmMode qgemm_mode() {
 
 E2M1Operand e2m1_operand(const int8_t* code2, const float* scales, int64_t rows, int64_t cols, const QuantSpec& spec,
                          bool reduce_along_cols) {
-  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
-  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
-  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  const numerics_detail::ViewGeometry v = numerics_detail::view_geometry(rows, cols, spec, reduce_along_cols);
   E2M1Operand o;
-  o.code2 = code2;
-  o.scales = scales;
-  if (reduce_along_cols) {  // (i, k) = (row, col)
-    o.code_rs = cols, o.code_cs = 1;
-    o.block_i = std::max<int64_t>(br, 1), o.block_k = std::max<int64_t>(bc, 1);
-    o.scale_rs = nbc, o.scale_cs = 1;
-  } else {  // (i, k) = (col, row)
-    o.code_rs = 1, o.code_cs = cols;
-    o.block_i = std::max<int64_t>(bc, 1), o.block_k = std::max<int64_t>(br, 1);
-    o.scale_rs = 1, o.scale_cs = nbc;
-  }
+  o.code2 = code2, o.scales = scales;
+  o.code_rs = v.rs, o.code_cs = v.cs;
+  o.scale_rs = v.scale_rs, o.scale_cs = v.scale_cs;
+  o.block_i = v.block_i, o.block_k = v.block_k;
   return o;
 }
 
 int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K) {
-  if (K <= 0) return 1;
-  const bool a_whole = A.block_k >= K, b_whole = B.block_k >= K;
-  int64_t kc = std::min(K, kMaxChunk);
-  if (!a_whole) kc = std::min(kc, A.block_k);
-  if (!b_whole) kc = std::min(kc, B.block_k);
-  if (!a_whole && A.block_k % kc != 0) return 0;
-  if (!b_whole && B.block_k % kc != 0) return 0;
-  return kc;
+  return numerics_detail::nested_chunk(K, kMaxChunk, A.block_k, B.block_k);
 }
 
 struct E2M1Gemm::Impl {
@@ -559,8 +475,7 @@ void E2M1Gemm::prepare(int64_t M, int64_t N, int64_t K, const E2M1Operand& A, co
   const int64_t kc = qgemm_e2m1_chunk(A, B, K);
   SNIP_ASSERT_MSG(kc > 0, "qgemm_e2m1: the operands' scale blocks along K do not nest");
   Packed& P = impl_->P;
-  P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 3) / 4 * 4;
-  P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
+  P.set(M, N, K, kc, 4);
   grow(P.a, M * P.nch * P.kcp);
   grow(P.sa, M * P.nch);
   grow(P.b, P.npanel * P.nch * P.kcp * kNR);
@@ -597,59 +512,37 @@ void E2M1Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const Quan
 }
 
 std::string E2M1Gemm::packing_difference(const E2M1Gemm& other) const {
+  using numerics_detail::first_difference;
   const Packed &P = impl_->P, &Q = other.impl_->P;
-  if (P.M != Q.M || P.N != Q.N || P.K != Q.K || P.kc != Q.kc) return "different geometry (M, N, K or chunk length)";
-  auto diff = [](const auto& x, const auto& y, int64_t n, const char* what) -> std::string {
-    for (int64_t i = 0; i < n; ++i)
-      if (std::memcmp(&x[size_t(i)], &y[size_t(i)], sizeof(x[0])) != 0)
-        return std::string(what) + " differs at " + std::to_string(i);
-    return {};
-  };
-  std::string d = diff(P.a, Q.a, P.M * P.nch * P.kcp, "packed A");
-  if (d.empty()) d = diff(P.sa, Q.sa, P.M * P.nch, "A scales");
-  if (d.empty()) d = diff(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
-  if (d.empty()) d = diff(P.corr, Q.corr, P.npanel * P.nch * kNR, "B column sums");
-  if (d.empty()) d = diff(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
+  if (!P.same_shape(Q)) return "different geometry (M, N, K or chunk length)";
+  std::string d = first_difference(P.a, Q.a, P.M * P.lda(), "packed A");
+  if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
+  if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  if (d.empty()) d = first_difference(P.corr, Q.corr, P.npanel * P.nch * kNR, "B column sums");
+  if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
   return d;
 }
 
 void E2M1Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
-  const int64_t M = P.M, N = P.N;
-  SNIP_ASSERT(ldc >= N);
   const bool vnni = qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni();
-  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
-  const int64_t ntasks = P.npanel * groups;
-  SNIP_ASSERT(ntasks <= INT32_MAX);
-  const int64_t lda = P.nch * P.kcp;
-  auto task = [&](int id) {
-    const int64_t p = id / groups, g = id % groups;
-    const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, N - n0);
-    alignas(64) float ct[kMR * kNR];
-    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kMR) {
-      const int mr = int(std::min<int64_t>(kMR, M - m0));
-      const TileArgs t{P.a.data() + m0 * lda,
-                       lda,
-                       P.sa.data() + m0 * P.nch,
-                       P.b.data() + p * P.nch * P.kcp * kNR,
-                       P.corr.data() + p * P.nch * kNR,
-                       P.sb.data() + p * P.nch * kNR,
-                       P.nch,
-                       P.kcp,
-                       P.kc,
-                       P.K};
-      if (vnni)
-        tile_vnni_any(ct, t, mr);
-      else
-        tile_scalar(ct, t, mr);
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kNR, size_t(ncols) * sizeof(float));
-    }
-  };
-  if (quant_threads() <= 1) {
-    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
-  } else {
-    pool_run(int(ntasks), task);
-  }
+  const int64_t lda = P.lda();
+  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
+    const TileArgs t{P.a.data() + m0 * lda,
+                     lda,
+                     P.sa.data() + m0 * P.nch,
+                     P.b.data() + p * P.nch * P.kcp * kNR,
+                     P.corr.data() + p * P.nch * kNR,
+                     P.sb.data() + p * P.nch * kNR,
+                     P.nch,
+                     P.kcp,
+                     P.kc,
+                     P.K};
+    if (vnni)
+      tile_vnni_any(ct, t, mr);
+    else
+      tile_scalar(ct, t, mr);
+  });
 }
 
 void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {

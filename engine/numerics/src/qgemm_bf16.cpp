@@ -26,6 +26,7 @@
 #include "code_sink.h"
 #include "float_bits.h"
 #include "parallel.h"
+#include "qgemm_common.h"
 #include "snip/error.h"
 #include "snip/qgemm.h"
 #include "snip/target_clones.h"
@@ -35,9 +36,7 @@ namespace snip {
 
 namespace {
 
-constexpr int kNR = 64;  // panel width: 4 vectors of 16 FP32
-constexpr int kMR = 6;   // rows per register tile
-constexpr int kRowsPerTask = 8 * kMR;
+constexpr int kNR = numerics_detail::kPanel;
 
 thread_local Bf16Kernel g_last_kernel = Bf16Kernel::scalar;
 
@@ -116,9 +115,7 @@ void read_run(uint16_t* __restrict d, const Bf16Operand& o, int64_t at, int64_t 
   r.emin = std::min(r.emin, int(emin));
 }
 
-struct Packed {
-  int64_t M = 0, N = 0, K = 0;
-  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+struct Packed : numerics_detail::PackGeometry {
   std::vector<uint16_t> a;  // [M][nch·kcp]
   std::vector<float> sa;    // [M][nch]
   std::vector<uint16_t> b;  // [npanel][nch][kcp/2][64][2]
@@ -135,10 +132,6 @@ inline float scale_of(const Bf16Operand& o, int64_t i, int64_t k) {
   return o.scales ? o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs] : 1.0f;
 }
 
-inline int64_t chunk_len(const Packed& P, int64_t c) {
-  return std::min(P.kc, P.K - c * P.kc);
-}
-
 // A (M, K) row-major by chunks. When the reduction runs down the source's rows (cs != 1), the
 // source is read in 64 × 64 tiles so each cache line of it is read once.
 ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
@@ -148,7 +141,7 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
       uint16_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = 0;
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
     }
   };
   const int64_t groups = (P.M + 63) / 64;
@@ -160,7 +153,7 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
       if (A.cs == 1) {
         for (int64_t m = m0; m < m0 + mn; ++m)
           for (int64_t c = 0; c < P.nch; ++c)
-            read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, chunk_len(P, c), rd.r);
+            read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, P.chunk_len(c), rd.r);
       } else if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
         for (int64_t kb = 0; kb < P.K; kb += 64) {
           const int64_t kn = std::min<int64_t>(64, P.K - kb);
@@ -210,7 +203,7 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
       for (int64_t c = 0; c < P.nch; ++c) {
-        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        const int64_t k0 = c * P.kc, len = P.chunk_len(c);
         uint16_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 2;
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
         std::memset(dst, 0, size_t(kq * kNR * 2) * sizeof(uint16_t));
@@ -288,34 +281,10 @@ class ASink16 final : public numerics_detail::RowCodeSink {
       for (int64_t m = r0; m < r1; ++m)
         for (int64_t c = 0; c < P_.nch; ++c)
           std::memcpy(P_.a.data() + m * lda + c * P_.kcp, src + (m - r0) * ld + c * P_.kc,
-                      size_t(chunk_len(P_, c)) * sizeof(uint16_t));
+                      size_t(P_.chunk_len(c)) * sizeof(uint16_t));
       return;
     }
-    const int64_t kn = r1 - r0;
-    SNIP_ASSERT(kn <= 64);
-    int64_t at[64];
-    bool contiguous = true;
-    for (int64_t kk = 0; kk < kn; ++kk) {
-      const int64_t k = r0 + kk;
-      at[kk] = (k / P_.kc) * P_.kcp + k % P_.kc;
-      contiguous = contiguous && at[kk] == at[0] + kk;
-    }
-    uint16_t tile[64][64];
-    for (int64_t m0 = 0; m0 < P_.M; m0 += 64) {
-      const int64_t mn = std::min<int64_t>(64, P_.M - m0);
-      for (int64_t kk = 0; kk < kn; ++kk) {
-        const uint16_t* s = src + kk * ld + m0;
-        for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = s[mm];
-      }
-      for (int64_t mm = 0; mm < mn; ++mm) {
-        uint16_t* row = P_.a.data() + (m0 + mm) * lda;
-        if (contiguous) {
-          std::memcpy(row + at[0], tile[mm], size_t(kn) * sizeof(uint16_t));
-        } else {
-          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
-        }
-      }
-    }
+    numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, 0);
   }
 
  private:
@@ -342,45 +311,10 @@ class BSink16 final : public numerics_detail::RowCodeSink {
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
     const uint16_t* src = static_cast<const uint16_t*>(codes);
     note_batch(src, (r1 - r0) * ld, P_.rb, mu_);
-    const int64_t kq = P_.kcp / 2, quad = kNR * 2;  // elements per k pair of a panel
-    if (rows_are_i_) {
-      for (int64_t n = r0; n < r1; ++n) {
-        const int64_t p = n / kNR, j = n % kNR;
-        const uint16_t* s = src + (n - r0) * ld;
-        for (int64_t c = 0; c < P_.nch; ++c) {
-          const int64_t len = chunk_len(P_, c);
-          uint16_t* d = P_.b.data() + (p * P_.nch + c) * kq * quad + j * 2;
-          const uint16_t* sc = s + c * P_.kc;
-          int64_t q = 0;
-          for (; 2 * q + 2 <= len; ++q) std::memcpy(d + q * quad, sc + 2 * q, 4);
-          if (2 * q < len) d[q * quad] = sc[2 * q];
-        }
-      }
-      return;
-    }
-    const int64_t panel_stride = P_.nch * kq * quad;
-    for (int64_t k = r0; k < r1;) {
-      const int64_t c = k / P_.kc, t = k % P_.kc, q = t / 2, u = t % 2;
-      const uint16_t* s = src + (k - r0) * ld;
-      uint16_t* dq = P_.b.data() + c * kq * quad + q * quad;
-      if (u == 0 && k + 2 <= r1 && t + 2 <= chunk_len(P_, c)) {
-        for (int64_t p = 0; p < P_.npanel; ++p) {
-          const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
-          uint16_t* d = dq + p * panel_stride;
-          int64_t j = 0;
-          for (; j + 8 <= ncols; j += 8) interleave2x8(d + 2 * j, s + n0 + j, s + ld + n0 + j);
-          for (; j < ncols; ++j) d[2 * j] = s[n0 + j], d[2 * j + 1] = s[ld + n0 + j];
-        }
-        k += 2;
-        continue;
-      }
-      for (int64_t p = 0; p < P_.npanel; ++p) {
-        const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, P_.N - n0);
-        uint16_t* d = dq + p * panel_stride + u;
-        for (int64_t j = 0; j < ncols; ++j) d[2 * j] = s[n0 + j];
-      }
-      ++k;
-    }
+    numerics_detail::place_b<2, 8>(P_.b.data(), P_, r0, r1, src, ld, rows_are_i_,
+                                   [](uint16_t* d, const uint16_t* s, int64_t ld2, int64_t w) {
+                                     for (int64_t j = 0; j < w; j += 8) interleave2x8(d + 2 * j, s + j, s + ld2 + j);
+                                   });
   }
 
  private:
@@ -394,7 +328,7 @@ void zero_b_padding(Packed& P) {
   if (P.N % kNR != 0)
     std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block) * sizeof(uint16_t));
   for (int64_t c = 0; c < P.nch; ++c) {
-    const int64_t len = chunk_len(P, c);
+    const int64_t len = P.chunk_len(c);
     if (len == P.kcp) continue;
     for (int64_t p = 0; p < P.npanel; ++p)
       std::memset(P.b.data() + (p * P.nch + c) * block + (len / 2) * kNR * 2, 0,
@@ -418,7 +352,7 @@ void finish_a(Packed& P, const Bf16Operand& A) {
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
       uint16_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = 0;
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
     }
 }
 
@@ -658,34 +592,18 @@ Bf16Kernel qgemm_bf16_last_kernel() {
 
 Bf16Operand bf16_operand(const uint16_t* bits, const float* values, const float* scales, int64_t rows, int64_t cols,
                          const QuantSpec& spec, bool reduce_along_cols) {
-  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
-  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
-  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  const numerics_detail::ViewGeometry v = numerics_detail::view_geometry(rows, cols, spec, reduce_along_cols);
   Bf16Operand o;
-  o.bits = bits;
-  o.values = values;
-  o.scales = scales;
-  if (reduce_along_cols) {  // (i, k) = (row, col)
-    o.rs = cols, o.cs = 1;
-    o.block_i = std::max<int64_t>(br, 1), o.block_k = std::max<int64_t>(bc, 1);
-    o.scale_rs = nbc, o.scale_cs = 1;
-  } else {  // (i, k) = (col, row)
-    o.rs = 1, o.cs = cols;
-    o.block_i = std::max<int64_t>(bc, 1), o.block_k = std::max<int64_t>(br, 1);
-    o.scale_rs = 1, o.scale_cs = nbc;
-  }
+  o.bits = bits, o.values = values, o.scales = scales;
+  o.rs = v.rs, o.cs = v.cs;
+  o.scale_rs = v.scale_rs, o.scale_cs = v.scale_cs;
+  o.block_i = v.block_i, o.block_k = v.block_k;
   return o;
 }
 
 int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K) {
-  if (K <= 0) return 1;
-  const bool a_whole = !A.scales || A.block_k >= K, b_whole = !B.scales || B.block_k >= K;
-  int64_t kc = K;
-  if (!a_whole) kc = std::min(kc, A.block_k);
-  if (!b_whole) kc = std::min(kc, B.block_k);
-  if (!a_whole && A.block_k % kc != 0) return 0;
-  if (!b_whole && B.block_k % kc != 0) return 0;
-  return kc;
+  // Unscaled operands have no blocks along K; the whole of K is one chunk for them.
+  return numerics_detail::nested_chunk(K, K, A.scales ? A.block_k : 0, B.scales ? B.block_k : 0);
 }
 
 struct Bf16Gemm::Impl {
@@ -708,8 +626,7 @@ void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, co
   const int64_t kc = qgemm_bf16_chunk(A, B, K);
   SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
   Packed& P = impl_->P;
-  P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 1) / 2 * 2;
-  P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
+  P.set(M, N, K, kc, 2);
   P.ra = P.rb = ElemRange{};
   grow(P.a, M * P.nch * P.kcp);
   grow(P.sa, M * P.nch);
@@ -756,70 +673,48 @@ void Bf16Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const Quan
 }
 
 std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
+  using numerics_detail::first_difference;
   const Packed &P = impl_->P, &Q = other.impl_->P;
-  if (P.M != Q.M || P.N != Q.N || P.K != Q.K || P.kc != Q.kc) return "different geometry (M, N, K or chunk length)";
+  if (!P.same_shape(Q)) return "different geometry (M, N, K or chunk length)";
   if (P.ra.emin != Q.ra.emin || P.ra.subnormal != Q.ra.subnormal || P.ra.inexact != Q.ra.inexact)
     return "A's element range differs";
   if (P.rb.emin != Q.rb.emin || P.rb.subnormal != Q.rb.subnormal || P.rb.inexact != Q.rb.inexact)
     return "B's element range differs";
-  auto diff = [](const auto& x, const auto& y, int64_t n, const char* what) -> std::string {
-    for (int64_t i = 0; i < n; ++i)
-      if (std::memcmp(&x[size_t(i)], &y[size_t(i)], sizeof(x[0])) != 0)
-        return std::string(what) + " differs at " + std::to_string(i);
-    return {};
-  };
-  std::string d = diff(P.a, Q.a, P.M * P.nch * P.kcp, "packed A");
-  if (d.empty()) d = diff(P.sa, Q.sa, P.M * P.nch, "A scales");
-  if (d.empty()) d = diff(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
-  if (d.empty()) d = diff(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
+  std::string d = first_difference(P.a, Q.a, P.M * P.lda(), "packed A");
+  if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
+  if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
   return d;
 }
 
 bool Bf16Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
-  const int64_t M = P.M, N = P.N;
-  SNIP_ASSERT(ldc >= N);
   if (P.ra.inexact || P.rb.inexact) return false;
   const Bf16Kernel kernel = choose_kernel(P.ra, P.rb);
   g_last_kernel = kernel;
-  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
-  const int64_t ntasks = P.npanel * groups;
-  SNIP_ASSERT(ntasks <= INT32_MAX);
-  const int64_t lda = P.nch * P.kcp;
-  auto task = [&](int id) {
-    const int64_t p = id / groups, g = id % groups;
-    const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, N - n0);
-    alignas(64) float ct[kMR * kNR];
-    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kMR) {
-      const int mr = int(std::min<int64_t>(kMR, M - m0));
-      const TileArgs t{P.a.data() + m0 * lda,
-                       lda,
-                       P.sa.data() + m0 * P.nch,
-                       P.b.data() + p * P.nch * P.kcp * kNR,
-                       P.sb.data() + p * P.nch * kNR,
-                       P.nch,
-                       P.kcp,
-                       P.kc,
-                       P.K};
-      switch (kernel) {
-        case Bf16Kernel::dpbf16:
-          tile_dpbf16_any(ct, t, mr);
-          break;
-        case Bf16Kernel::fma:
-          tile_fma_any(ct, t, mr);
-          break;
-        case Bf16Kernel::scalar:
-          tile_scalar(ct, t, mr);
-          break;
-      }
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kNR, size_t(ncols) * sizeof(float));
+  const int64_t lda = P.lda();
+  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
+    const TileArgs t{P.a.data() + m0 * lda,
+                     lda,
+                     P.sa.data() + m0 * P.nch,
+                     P.b.data() + p * P.nch * P.kcp * kNR,
+                     P.sb.data() + p * P.nch * kNR,
+                     P.nch,
+                     P.kcp,
+                     P.kc,
+                     P.K};
+    switch (kernel) {
+      case Bf16Kernel::dpbf16:
+        tile_dpbf16_any(ct, t, mr);
+        break;
+      case Bf16Kernel::fma:
+        tile_fma_any(ct, t, mr);
+        break;
+      case Bf16Kernel::scalar:
+        tile_scalar(ct, t, mr);
+        break;
     }
-  };
-  if (quant_threads() <= 1) {
-    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
-  } else {
-    pool_run(int(ntasks), task);
-  }
+  });
   return true;
 }
 

@@ -249,7 +249,9 @@ SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax, const float* 
 }
 
 // BF16 RNE on the 16 dropped bits, saturating to ±0x7F7F0000; returns |x| bits max (finiteness).
-SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restrict x, int64_t n) {
+// OutT float: y[c] is the rounded value; OutT uint16_t: its BF16 bits (the BF16 GEMM's codes).
+template <class OutT>
+inline __attribute__((always_inline)) uint32_t bf16_body(OutT* __restrict y, const float* __restrict x, int64_t n) {
   uint32_t mx = 0;
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t u = fbits(x[c]);
@@ -257,23 +259,20 @@ SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restric
     mx = a > mx ? a : mx;
     uint32_t r = (a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u;
     r = r < 0x7F7F0000u ? r : 0x7F7F0000u;
-    y[c] = ffrom(r | (u & ~kAbsMask));
+    if constexpr (std::is_same_v<OutT, uint16_t>)
+      y[c] = uint16_t((r | (u & ~kAbsMask)) >> 16);
+    else
+      y[c] = ffrom(r | (u & ~kAbsMask));
   }
   return mx;
 }
 
-// The same rounding as bf16_row, writing the BF16 bits (the BF16 GEMM's element codes).
+SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restrict x, int64_t n) {
+  return bf16_body(y, x, n);
+}
+
 SNIP_TARGET_CLONES uint32_t bf16_bits_row(uint16_t* __restrict y, const float* __restrict x, int64_t n) {
-  uint32_t mx = 0;
-  for (int64_t c = 0; c < n; ++c) {
-    const uint32_t u = fbits(x[c]);
-    const uint32_t a = u & kAbsMask;
-    mx = a > mx ? a : mx;
-    uint32_t r = (a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u;
-    r = r < 0x7F7F0000u ? r : 0x7F7F0000u;
-    y[c] = uint16_t((r | (u & ~kAbsMask)) >> 16);
-  }
-  return mx;
+  return bf16_body(y, x, n);
 }
 
 }  // namespace detail
