@@ -3,6 +3,8 @@
 // geometry, the transposed placement of A's codes, and the task loop over 64-column panels ×
 // 48-row groups that runs a register-tile kernel and copies each tile out.
 #pragma once
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -76,6 +78,28 @@ std::string first_difference(const V& x, const V& y, int64_t n, const char* what
   return {};
 }
 
+// d[r·ldd + c] = s[c·lds + r] + offset (mod 256) for a 16 × 16 block of bytes: four rounds
+// of interleaving rows i and i + 8 transpose it (a perfect-shuffle network).
+template <class Dst>
+inline void transpose16x16_bytes(Dst* d, int64_t ldd, const uint8_t* s, int64_t lds, uint8_t offset) {
+#if defined(__SSE2__)
+  __m128i x[16], y[16];
+  const __m128i off = _mm_set1_epi8(char(offset));
+  for (int i = 0; i < 16; ++i) x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * lds));
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+  for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i * ldd), _mm_add_epi8(x[i], off));
+#else
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) d[r * ldd + c] = Dst(uint8_t(s[c * lds + r] + offset));
+#endif
+}
+
 // Codes of source rows k = r0 … r1−1 (at most 64; row stride ld, A's i along the row) into
 // A's rows (stride G.lda()) as code + offset, through 64 × 64 tiles so each row of A is
 // written in runs rather than a byte or element per cache line.
@@ -93,7 +117,15 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, c
   Dst tile[64][64];
   for (int64_t m0 = 0; m0 < G.M; m0 += 64) {
     const int64_t mn = std::min<int64_t>(64, G.M - m0);
-    for (int64_t kk = 0; kk < kn; ++kk) {
+    int64_t kk0 = 0;
+    if constexpr (sizeof(Dst) == 1 && sizeof(Src) == 1) {
+      if (mn == 64)
+        for (; kk0 + 16 <= kn; kk0 += 16)
+          for (int64_t mm = 0; mm < 64; mm += 16)
+            transpose16x16_bytes(&tile[mm][kk0], 64, reinterpret_cast<const uint8_t*>(src + kk0 * ld + m0 + mm), ld,
+                                 uint8_t(offset));
+    }
+    for (int64_t kk = kk0; kk < kn; ++kk) {
       const Src* s = src + kk * ld + m0;
       for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = Dst(s[mm] + offset);
     }
