@@ -249,6 +249,62 @@ void BM_quantize_code2(benchmark::State& st, QuantCase c, int threads) {
   set_quant_threads(g_default_threads);
 }
 
+// An FP4 operand (kRows × kCols) quantized into the integer GEMM's packed layout, as the GEMM
+// reads it: straight into the layout (E2M1Gemm::quantize_a/_b, what qlinear does) or, the
+// previous way, to row-major codes that are then packed. As A or B, reduced along its columns
+// (fprop) or down its rows (wgrad). The fused bytes are checked against the two-pass ones first.
+void BM_quantize_pack(benchmark::State& st, QuantCase c, bool as_a, bool along_cols, bool fused, int threads) {
+  set_quant_threads(threads);
+  const std::vector<float> x = randn(size_t(kRows * kCols), 3);
+  const QuantSpec spec = Recipe::named(c.recipe).spec(c.p, c.g, c.op);
+  std::vector<int8_t> codes(x.size());
+  std::vector<float> scales(size_t(e2m1_scale_count(kRows, kCols, spec)));
+  const E2M1Operand view = e2m1_operand(codes.data(), scales.data(), kRows, kCols, spec, along_cols);
+  const int64_t n = along_cols ? kRows : kCols, k = along_cols ? kCols : kRows;
+  E2M1Gemm g;
+  g.prepare(n, n, k, view, view);
+  auto two_pass = [&](E2M1Gemm& to) {
+    quantize_e2m1_code2(codes.data(), scales.data(), x.data(), kRows, kCols, spec, {1, 2, 3, 4}, "bench");
+    if (as_a)
+      to.pack_a(view);
+    else
+      to.pack_b(view);
+  };
+  auto one_pass = [&](E2M1Gemm& to) {
+    if (as_a)
+      to.quantize_a(x.data(), kRows, kCols, spec, {1, 2, 3, 4}, "bench", along_cols);
+    else
+      to.quantize_b(x.data(), kRows, kCols, spec, {1, 2, 3, 4}, "bench", along_cols);
+  };
+  {
+    E2M1Gemm check;
+    check.prepare(n, n, k, view, view);
+    two_pass(check);
+    // The other side packed the same way in both, so only this side can differ.
+    if (as_a) {
+      check.pack_b(view);
+      g.pack_b(view);
+    } else {
+      check.pack_a(view);
+      g.pack_a(view);
+    }
+    one_pass(g);
+    if (!g.packing_difference(check).empty()) {
+      st.SkipWithError("quantizing into the packed layout differs from quantize-then-pack");
+      return;
+    }
+  }
+  for (auto _ : st) {
+    if (fused)
+      one_pass(g);
+    else
+      two_pass(g);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * kRows * kCols * 4);
+  set_quant_threads(g_default_threads);
+}
+
 // ---- one transformer block's linear layers, as a training step runs them ------------------
 // The 7 linear layers of a `small` block (C=256, 4 kv heads of 32, F=688) at B·T = 2048 tokens
 // (the bench_train step), each through fprop, dgrad and wgrad (accumulating, as the model
@@ -380,6 +436,26 @@ void register_all() {
         ->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
   }
+  struct PackCase {
+    const char* name;
+    QuantCase c;
+    bool as_a, along_cols;
+  };
+  const PackCase pack_cases[] = {
+      {"fprop_x_1x128_as_A", {"snip", Precision::fp4, Gemm::fprop, Operand::activation}, true, true},
+      {"fprop_w_128x128_as_B", {"snip", Precision::fp4, Gemm::fprop, Operand::weight}, false, true},
+      {"wgrad_dy_128x1_sr_as_A", {"snip", Precision::fp4, Gemm::wgrad, Operand::gradient}, true, false},
+      {"wgrad_x_128x1_as_B", {"snip", Precision::fp4, Gemm::wgrad, Operand::activation}, false, false}};
+  for (const PackCase& pc : pack_cases)
+    for (int threads : {1, 2})
+      for (bool fused : {true, false}) {
+        const std::string n = std::string("quant/pack_") + pc.name + (fused ? "" : "_quantize_then_pack") +
+                              "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(n.c_str(), BM_quantize_pack, pc.c, pc.as_a, pc.along_cols, fused, threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        g_ratios.push_back({n, "quant/memcpy", true});
+      }
   {
     const std::string n = "gemm/1024^3/fprop/e2m1_kernel_only";
     benchmark::RegisterBenchmark(n.c_str(), BM_e2m1_kernel, 1024, 1024, 1024, QGemmMode::automatic)

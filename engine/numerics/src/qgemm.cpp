@@ -22,7 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "code_sink.h"
 #include "parallel.h"
+#include "qgemm_common.h"
 #include "snip/error.h"
 #include "snip/thread_pool.h"
 
@@ -30,9 +32,7 @@ namespace snip {
 
 namespace {
 
-constexpr int kNR = 64;  // panel width: 4 vectors of 16 int32
-constexpr int kMR = 6;   // rows per register tile
-constexpr int kRowsPerTask = 8 * kMR;
+constexpr int kNR = numerics_detail::kPanel;
 constexpr int kOffset = 12;          // A's unsigned offset: 2q + 12 ∈ [0, 24]
 constexpr int64_t kMaxChunk = 4096;  // 4096 · 144 < 2^24: a chunk sum converts to FP32 exactly
 
@@ -43,20 +43,13 @@ QGemmMode mode_from_env() {
 std::atomic<int> g_mode{-1};
 
 // Everything the kernels read, packed once per GEMM.
-struct Packed {
-  int64_t M = 0, N = 0, K = 0;
-  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+struct Packed : numerics_detail::PackGeometry {
   std::vector<uint8_t> a;     // [M][nch·kcp]
   std::vector<float> sa;      // [M][nch]
   std::vector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
   std::vector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
   std::vector<float> sb;      // [npanel][nch][64]: scale·0.25 (0 for padding columns)
 };
-
-Packed& packed_workspace() {
-  thread_local Packed p;
-  return p;
-}
 
 template <class T>
 void grow(std::vector<T>& v, int64_t n) {
@@ -65,10 +58,6 @@ void grow(std::vector<T>& v, int64_t n) {
 
 inline float scale_of(const E2M1Operand& o, int64_t i, int64_t k) {
   return o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs];
-}
-
-inline int64_t chunk_len(const Packed& P, int64_t c) {
-  return std::min(P.kc, P.K - c * P.kc);
 }
 
 // A (M, K) as unsigned bytes a + 12. When the reduction runs down the source's rows (code_cs !=
@@ -80,14 +69,14 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
       uint8_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
     }
   };
   if (A.code_cs == 1) {
     detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         for (int64_t c = 0; c < P.nch; ++c) {
-          const int64_t len = chunk_len(P, c);
+          const int64_t len = P.chunk_len(c);
           uint8_t* d = P.a.data() + m * lda + c * P.kcp;
           const int8_t* src = A.code2 + m * A.code_rs + c * P.kc;
           for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t] + kOffset);
@@ -132,7 +121,7 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
       for (int64_t c = 0; c < P.nch; ++c) {
-        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        const int64_t k0 = c * P.kc, len = P.chunk_len(c);
         int8_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
@@ -163,6 +152,123 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
       }
     }
   });
+}
+
+// ---- Quantizing straight into the packed layout ---------------------------------------------
+// The quantizer hands over batches of at most 64 finished source rows (code_sink.h); these
+// place them where pack_a / pack_b would put them. Padding (A: the offset 12, B: zeros) and the
+// per-row/column scales are written outside the sinks, B's column sums after all codes are in.
+
+// A's codes. Source rows are A's rows (reduction along the source's columns) or A's k (down
+// its rows: wgrad's dY), then 64 × 64 tiles are transposed through a local buffer.
+class ASink final : public numerics_detail::RowCodeSink {
+ public:
+  ASink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const int8_t* src = static_cast<const int8_t*>(codes);
+    const int64_t lda = P_.nch * P_.kcp;
+    if (rows_are_i_) {
+      for (int64_t m = r0; m < r1; ++m)
+        for (int64_t c = 0; c < P_.nch; ++c) {
+          const int64_t len = P_.chunk_len(c);
+          uint8_t* d = P_.a.data() + m * lda + c * P_.kcp;
+          const int8_t* s = src + (m - r0) * ld + c * P_.kc;
+          for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(s[t] + kOffset);
+        }
+      return;
+    }
+    numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, kOffset);
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+};
+
+// Four source rows of 16 codes each (k = 4q … 4q+3 of 16 columns) as the 64 bytes of the
+// panel layout: column j's four k adjacent.
+inline void interleave4x16(int8_t* d, const int8_t* s0, const int8_t* s1, const int8_t* s2, const int8_t* s3) {
+#if defined(__SSE2__)
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1));
+  const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s2));
+  const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s3));
+  const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+  const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(lo01, lo23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi16(lo01, lo23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpacklo_epi16(hi01, hi23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), _mm_unpackhi_epi16(hi01, hi23));
+#else
+  for (int j = 0; j < 16; ++j) {
+    d[4 * j] = s0[j], d[4 * j + 1] = s1[j], d[4 * j + 2] = s2[j], d[4 * j + 3] = s3[j];
+  }
+#endif
+}
+
+// B's codes into the 64-column panels. Source rows are B's columns n (reduction along the
+// source's columns: fprop's W) or B's k (down its rows: dgrad's W, wgrad's X); in the latter
+// case four k of one quad are interleaved at once where the batch holds all four.
+class BSink final : public numerics_detail::RowCodeSink {
+ public:
+  BSink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    numerics_detail::place_b<4, 16>(P_.b.data(), P_, r0, r1, static_cast<const int8_t*>(codes), ld, rows_are_i_,
+                                    [](int8_t* d, const int8_t* s, int64_t ld4, int64_t w) {
+                                      for (int64_t j = 0; j < w; j += 16)
+                                        interleave4x16(d + 4 * j, s + j, s + ld4 + j, s + 2 * ld4 + j, s + 3 * ld4 + j);
+                                    });
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+};
+
+// Before B's codes are placed: zeros where no code goes (columns past N in the last panel,
+// k past a chunk's end up to its padded length).
+void zero_b_padding(Packed& P) {
+  const int64_t kq = P.kcp / 4, block = kq * kNR * 4;
+  if (P.N % kNR != 0) std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block));
+  for (int64_t c = 0; c < P.nch; ++c) {
+    const int64_t len = P.chunk_len(c);
+    if (len == P.kcp) continue;
+    for (int64_t p = 0; p < P.npanel; ++p)
+      std::memset(P.b.data() + (p * P.nch + c) * block + (len / 4) * kNR * 4, 0, size_t(block - (len / 4) * kNR * 4));
+  }
+}
+
+// After B's codes are placed: −12·Σb per column and chunk, and the column scales.
+void finish_b(Packed& P, const E2M1Operand& B, int nchunks) {
+  const int64_t kq = P.kcp / 4;
+  detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+      for (int64_t c = 0; c < P.nch; ++c) {
+        const int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
+        int32_t sum[kNR] = {};
+        for (int64_t q = 0; q < kq; ++q, d += kNR * 4)
+          for (int j = 0; j < kNR; ++j) sum[j] += d[4 * j] + d[4 * j + 1] + d[4 * j + 2] + d[4 * j + 3];
+        int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
+        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+        for (int j = 0; j < kNR; ++j) {
+          corr[j] = -kOffset * sum[j];
+          sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) * 0.25f : 0.0f;
+        }
+      }
+    }
+  });
+}
+
+// After A's codes are placed: the offset in each chunk's padding, and the row scales.
+void finish_a(Packed& P, const E2M1Operand& A) {
+  const int64_t lda = P.nch * P.kcp;
+  for (int64_t m = 0; m < P.M; ++m)
+    for (int64_t c = 0; c < P.nch; ++c) {
+      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      uint8_t* d = P.a.data() + m * lda + c * P.kcp;
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
+    }
 }
 
 // The arguments of one 64-column panel × mr-row tile.
@@ -336,33 +442,107 @@ QGemmMode qgemm_mode() {
 
 E2M1Operand e2m1_operand(const int8_t* code2, const float* scales, int64_t rows, int64_t cols, const QuantSpec& spec,
                          bool reduce_along_cols) {
-  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
-  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
-  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  const numerics_detail::ViewGeometry v = numerics_detail::view_geometry(rows, cols, spec, reduce_along_cols);
   E2M1Operand o;
-  o.code2 = code2;
-  o.scales = scales;
-  if (reduce_along_cols) {  // (i, k) = (row, col)
-    o.code_rs = cols, o.code_cs = 1;
-    o.block_i = std::max<int64_t>(br, 1), o.block_k = std::max<int64_t>(bc, 1);
-    o.scale_rs = nbc, o.scale_cs = 1;
-  } else {  // (i, k) = (col, row)
-    o.code_rs = 1, o.code_cs = cols;
-    o.block_i = std::max<int64_t>(bc, 1), o.block_k = std::max<int64_t>(br, 1);
-    o.scale_rs = 1, o.scale_cs = nbc;
-  }
+  o.code2 = code2, o.scales = scales;
+  o.code_rs = v.rs, o.code_cs = v.cs;
+  o.scale_rs = v.scale_rs, o.scale_cs = v.scale_cs;
+  o.block_i = v.block_i, o.block_k = v.block_k;
   return o;
 }
 
 int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K) {
-  if (K <= 0) return 1;
-  const bool a_whole = A.block_k >= K, b_whole = B.block_k >= K;
-  int64_t kc = std::min(K, kMaxChunk);
-  if (!a_whole) kc = std::min(kc, A.block_k);
-  if (!b_whole) kc = std::min(kc, B.block_k);
-  if (!a_whole && A.block_k % kc != 0) return 0;
-  if (!b_whole && B.block_k % kc != 0) return 0;
-  return kc;
+  return numerics_detail::nested_chunk(K, kMaxChunk, A.block_k, B.block_k);
+}
+
+struct E2M1Gemm::Impl {
+  Packed P;
+  std::vector<float> scales_a, scales_b;  // quantize_a / quantize_b's block scales
+};
+
+E2M1Gemm::E2M1Gemm() : impl_(new Impl) {}
+E2M1Gemm::~E2M1Gemm() {
+  delete impl_;
+}
+
+E2M1Gemm& e2m1_gemm_workspace() {
+  thread_local E2M1Gemm g;
+  return g;
+}
+
+void E2M1Gemm::prepare(int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
+  SNIP_ASSERT(M > 0 && N > 0 && K > 0);
+  const int64_t kc = qgemm_e2m1_chunk(A, B, K);
+  SNIP_ASSERT_MSG(kc > 0, "qgemm_e2m1: the operands' scale blocks along K do not nest");
+  Packed& P = impl_->P;
+  P.set(M, N, K, kc, 4);
+  grow(P.a, M * P.nch * P.kcp);
+  grow(P.sa, M * P.nch);
+  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
+  grow(P.corr, P.npanel * P.nch * kNR);
+  grow(P.sb, P.npanel * P.nch * kNR);
+}
+
+void E2M1Gemm::pack_a(const E2M1Operand& A) {
+  ::snip::pack_a(impl_->P, A, detail::chunks_for_threads(quant_threads()));
+}
+
+void E2M1Gemm::pack_b(const E2M1Operand& B) {
+  ::snip::pack_b(impl_->P, B, detail::chunks_for_threads(quant_threads()));
+}
+
+void E2M1Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  grow(impl_->scales_a, e2m1_scale_count(rows, cols, spec));
+  ASink sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, false, impl_->scales_a.data(), x, rows, cols, spec, key, tensor_name);
+  finish_a(P, e2m1_operand(nullptr, impl_->scales_a.data(), rows, cols, spec, reduce_along_cols));
+}
+
+void E2M1Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  grow(impl_->scales_b, e2m1_scale_count(rows, cols, spec));
+  zero_b_padding(P);
+  BSink sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, false, impl_->scales_b.data(), x, rows, cols, spec, key, tensor_name);
+  finish_b(P, e2m1_operand(nullptr, impl_->scales_b.data(), rows, cols, spec, reduce_along_cols),
+           detail::chunks_for_threads(quant_threads()));
+}
+
+std::string E2M1Gemm::packing_difference(const E2M1Gemm& other) const {
+  using numerics_detail::first_difference;
+  const Packed &P = impl_->P, &Q = other.impl_->P;
+  if (!P.same_shape(Q)) return "different geometry (M, N, K or chunk length)";
+  std::string d = first_difference(P.a, Q.a, P.M * P.lda(), "packed A");
+  if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
+  if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  if (d.empty()) d = first_difference(P.corr, Q.corr, P.npanel * P.nch * kNR, "B column sums");
+  if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
+  return d;
+}
+
+void E2M1Gemm::run(float* C, int64_t ldc) {
+  const Packed& P = impl_->P;
+  const bool vnni = qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni();
+  const int64_t lda = P.lda();
+  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
+    const TileArgs t{P.a.data() + m0 * lda,
+                     lda,
+                     P.sa.data() + m0 * P.nch,
+                     P.b.data() + p * P.nch * P.kcp * kNR,
+                     P.corr.data() + p * P.nch * kNR,
+                     P.sb.data() + p * P.nch * kNR,
+                     P.nch,
+                     P.kcp,
+                     P.kc,
+                     P.K};
+    if (vnni)
+      tile_vnni_any(ct, t, mr);
+    else
+      tile_scalar(ct, t, mr);
+  });
 }
 
 void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
@@ -372,53 +552,11 @@ void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2
     for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
     return;
   }
-  const int64_t kc = qgemm_e2m1_chunk(A, B, K);
-  SNIP_ASSERT_MSG(kc > 0, "qgemm_e2m1: the operands' scale blocks along K do not nest");
-  Packed& P = packed_workspace();
-  P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 3) / 4 * 4;
-  P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
-  grow(P.a, M * P.nch * P.kcp);
-  grow(P.sa, M * P.nch);
-  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
-  grow(P.corr, P.npanel * P.nch * kNR);
-  grow(P.sb, P.npanel * P.nch * kNR);
-  const int nchunks = detail::chunks_for_threads(quant_threads());
-  pack_a(P, A, nchunks);
-  pack_b(P, B, nchunks);
-
-  const bool vnni = qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni();
-  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
-  const int64_t ntasks = P.npanel * groups;
-  SNIP_ASSERT(ntasks <= INT32_MAX);
-  const int64_t lda = P.nch * P.kcp;
-  auto task = [&](int id) {
-    const int64_t p = id / groups, g = id % groups;
-    const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, N - n0);
-    alignas(64) float ct[kMR * kNR];
-    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kMR) {
-      const int mr = int(std::min<int64_t>(kMR, M - m0));
-      const TileArgs t{P.a.data() + m0 * lda,
-                       lda,
-                       P.sa.data() + m0 * P.nch,
-                       P.b.data() + p * P.nch * P.kcp * kNR,
-                       P.corr.data() + p * P.nch * kNR,
-                       P.sb.data() + p * P.nch * kNR,
-                       P.nch,
-                       P.kcp,
-                       P.kc,
-                       P.K};
-      if (vnni)
-        tile_vnni_any(ct, t, mr);
-      else
-        tile_scalar(ct, t, mr);
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kNR, size_t(ncols) * sizeof(float));
-    }
-  };
-  if (quant_threads() <= 1) {
-    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
-  } else {
-    pool_run(int(ntasks), task);
-  }
+  E2M1Gemm& g = e2m1_gemm_workspace();
+  g.prepare(M, N, K, A, B);
+  g.pack_a(A);
+  g.pack_b(B);
+  g.run(C, ldc);
 }
 
 }  // namespace snip

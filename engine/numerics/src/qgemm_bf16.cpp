@@ -16,23 +16,27 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "code_sink.h"
 #include "float_bits.h"
 #include "parallel.h"
+#include "qgemm_common.h"
 #include "snip/error.h"
 #include "snip/qgemm.h"
+#include "snip/target_clones.h"
 #include "snip/thread_pool.h"
 
 namespace snip {
 
 namespace {
 
-constexpr int kNR = 64;  // panel width: 4 vectors of 16 FP32
-constexpr int kMR = 6;   // rows per register tile
-constexpr int kRowsPerTask = 8 * kMR;
+constexpr int kNR = numerics_detail::kPanel;
 
 thread_local Bf16Kernel g_last_kernel = Bf16Kernel::scalar;
 
@@ -111,19 +115,13 @@ void read_run(uint16_t* __restrict d, const Bf16Operand& o, int64_t at, int64_t 
   r.emin = std::min(r.emin, int(emin));
 }
 
-struct Packed {
-  int64_t M = 0, N = 0, K = 0;
-  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+struct Packed : numerics_detail::PackGeometry {
   std::vector<uint16_t> a;  // [M][nch·kcp]
   std::vector<float> sa;    // [M][nch]
   std::vector<uint16_t> b;  // [npanel][nch][kcp/2][64][2]
   std::vector<float> sb;    // [npanel][nch][64] (0 for padding columns)
+  ElemRange ra, rb;         // what packing learned about A's and B's elements
 };
-
-Packed& packed_workspace() {
-  thread_local Packed p;
-  return p;
-}
 
 template <class T>
 void grow(std::vector<T>& v, int64_t n) {
@@ -132,10 +130,6 @@ void grow(std::vector<T>& v, int64_t n) {
 
 inline float scale_of(const Bf16Operand& o, int64_t i, int64_t k) {
   return o.scales ? o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs] : 1.0f;
-}
-
-inline int64_t chunk_len(const Packed& P, int64_t c) {
-  return std::min(P.kc, P.K - c * P.kc);
 }
 
 // A (M, K) row-major by chunks. When the reduction runs down the source's rows (cs != 1), the
@@ -147,7 +141,7 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
       uint16_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = chunk_len(P, c); t < P.kcp; ++t) d[t] = 0;
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
     }
   };
   const int64_t groups = (P.M + 63) / 64;
@@ -159,7 +153,7 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
       if (A.cs == 1) {
         for (int64_t m = m0; m < m0 + mn; ++m)
           for (int64_t c = 0; c < P.nch; ++c)
-            read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, chunk_len(P, c), rd.r);
+            read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, P.chunk_len(c), rd.r);
       } else if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
         for (int64_t kb = 0; kb < P.K; kb += 64) {
           const int64_t kn = std::min<int64_t>(64, P.K - kb);
@@ -209,7 +203,7 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
       for (int64_t c = 0; c < P.nch; ++c) {
-        const int64_t k0 = c * P.kc, len = chunk_len(P, c);
+        const int64_t k0 = c * P.kc, len = P.chunk_len(c);
         uint16_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 2;
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
         std::memset(dst, 0, size_t(kq * kNR * 2) * sizeof(uint16_t));
@@ -241,6 +235,125 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
   ElemRange all;
   for (const ElemRange& r : ranges) all.add(r);
   return all;
+}
+
+// ---- Quantizing straight into the packed layout (as qgemm.cpp's E2M1 sinks) ----------------
+
+}  // namespace
+
+namespace detail {
+// The smallest non-zero normal magnitude's bits (0x7FFF: none) and whether a subnormal is among
+// the n BF16 values: a min and an or over 16-bit lanes, so every clone vectorizes it (and an
+// order-free reduction gives the same answer in every clone).
+SNIP_TARGET_CLONES uint32_t bf16_range_bits(const uint16_t* __restrict h, int64_t n) {
+  uint16_t mn = 0x7FFF, sub = 0;
+  for (int64_t u = 0; u < n; ++u) {
+    const uint16_t a = uint16_t(h[u] & 0x7FFFu);
+    const uint16_t normal = a >= 0x80u ? a : uint16_t(0x7FFF);
+    mn = normal < mn ? normal : mn;
+    sub |= uint16_t(uint16_t(a - 1u) < 0x7Fu ? 1u : 0u);
+  }
+  return uint32_t(mn) | (uint32_t(sub) << 16);
+}
+}  // namespace detail
+
+namespace {
+
+// The range of a batch of codes (as read_run records it), merged into `into` under a lock
+// (once per batch of rows).
+void note_batch(const uint16_t* codes, int64_t n, ElemRange& into, std::mutex& mu) {
+  const uint32_t bits = detail::bf16_range_bits(codes, n);
+  ElemRange r;
+  r.emin = int((bits & 0x7FFFu) >> 7);  // 0x7FFF >> 7 = 255: no non-zero normal element
+  r.subnormal = (bits >> 16) != 0;
+  const std::lock_guard<std::mutex> lock(mu);
+  into.add(r);
+}
+
+class ASink16 final : public numerics_detail::RowCodeSink {
+ public:
+  ASink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const uint16_t* src = static_cast<const uint16_t*>(codes);
+    note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
+    const int64_t lda = P_.nch * P_.kcp;
+    if (rows_are_i_) {
+      for (int64_t m = r0; m < r1; ++m)
+        for (int64_t c = 0; c < P_.nch; ++c)
+          std::memcpy(P_.a.data() + m * lda + c * P_.kcp, src + (m - r0) * ld + c * P_.kc,
+                      size_t(P_.chunk_len(c)) * sizeof(uint16_t));
+      return;
+    }
+    numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, 0);
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+  std::mutex mu_;
+};
+
+// Two source rows of 8 codes (k = 2q, 2q+1 of 8 columns) as 16 elements of the panel layout.
+inline void interleave2x8(uint16_t* d, const uint16_t* s0, const uint16_t* s1) {
+#if defined(__SSE2__)
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(r0, r1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 8), _mm_unpackhi_epi16(r0, r1));
+#else
+  for (int j = 0; j < 8; ++j) d[2 * j] = s0[j], d[2 * j + 1] = s1[j];
+#endif
+}
+
+class BSink16 final : public numerics_detail::RowCodeSink {
+ public:
+  BSink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const uint16_t* src = static_cast<const uint16_t*>(codes);
+    note_batch(src, (r1 - r0) * ld, P_.rb, mu_);
+    numerics_detail::place_b<2, 8>(P_.b.data(), P_, r0, r1, src, ld, rows_are_i_,
+                                   [](uint16_t* d, const uint16_t* s, int64_t ld2, int64_t w) {
+                                     for (int64_t j = 0; j < w; j += 8) interleave2x8(d + 2 * j, s + j, s + ld2 + j);
+                                   });
+  }
+
+ private:
+  Packed& P_;
+  const bool rows_are_i_;
+  std::mutex mu_;
+};
+
+void zero_b_padding(Packed& P) {
+  const int64_t kq = P.kcp / 2, block = kq * kNR * 2;
+  if (P.N % kNR != 0)
+    std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block) * sizeof(uint16_t));
+  for (int64_t c = 0; c < P.nch; ++c) {
+    const int64_t len = P.chunk_len(c);
+    if (len == P.kcp) continue;
+    for (int64_t p = 0; p < P.npanel; ++p)
+      std::memset(P.b.data() + (p * P.nch + c) * block + (len / 2) * kNR * 2, 0,
+                  size_t(block - (len / 2) * kNR * 2) * sizeof(uint16_t));
+  }
+}
+
+void finish_b(Packed& P, const Bf16Operand& B) {
+  for (int64_t p = 0; p < P.npanel; ++p) {
+    const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+    for (int64_t c = 0; c < P.nch; ++c) {
+      float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+      for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) : 0.0f;
+    }
+  }
+}
+
+void finish_a(Packed& P, const Bf16Operand& A) {
+  const int64_t lda = P.nch * P.kcp;
+  for (int64_t m = 0; m < P.M; ++m)
+    for (int64_t c = 0; c < P.nch; ++c) {
+      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      uint16_t* d = P.a.data() + m * lda + c * P.kcp;
+      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
+    }
 }
 
 struct TileArgs {
@@ -479,34 +592,130 @@ Bf16Kernel qgemm_bf16_last_kernel() {
 
 Bf16Operand bf16_operand(const uint16_t* bits, const float* values, const float* scales, int64_t rows, int64_t cols,
                          const QuantSpec& spec, bool reduce_along_cols) {
-  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
-  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
-  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  const numerics_detail::ViewGeometry v = numerics_detail::view_geometry(rows, cols, spec, reduce_along_cols);
   Bf16Operand o;
-  o.bits = bits;
-  o.values = values;
-  o.scales = scales;
-  if (reduce_along_cols) {  // (i, k) = (row, col)
-    o.rs = cols, o.cs = 1;
-    o.block_i = std::max<int64_t>(br, 1), o.block_k = std::max<int64_t>(bc, 1);
-    o.scale_rs = nbc, o.scale_cs = 1;
-  } else {  // (i, k) = (col, row)
-    o.rs = 1, o.cs = cols;
-    o.block_i = std::max<int64_t>(bc, 1), o.block_k = std::max<int64_t>(br, 1);
-    o.scale_rs = 1, o.scale_cs = nbc;
-  }
+  o.bits = bits, o.values = values, o.scales = scales;
+  o.rs = v.rs, o.cs = v.cs;
+  o.scale_rs = v.scale_rs, o.scale_cs = v.scale_cs;
+  o.block_i = v.block_i, o.block_k = v.block_k;
   return o;
 }
 
 int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K) {
-  if (K <= 0) return 1;
-  const bool a_whole = !A.scales || A.block_k >= K, b_whole = !B.scales || B.block_k >= K;
-  int64_t kc = K;
-  if (!a_whole) kc = std::min(kc, A.block_k);
-  if (!b_whole) kc = std::min(kc, B.block_k);
-  if (!a_whole && A.block_k % kc != 0) return 0;
-  if (!b_whole && B.block_k % kc != 0) return 0;
-  return kc;
+  // Unscaled operands have no blocks along K; the whole of K is one chunk for them.
+  return numerics_detail::nested_chunk(K, K, A.scales ? A.block_k : 0, B.scales ? B.block_k : 0);
+}
+
+struct Bf16Gemm::Impl {
+  Packed P;
+  std::vector<float> scales_a, scales_b;
+};
+
+Bf16Gemm::Bf16Gemm() : impl_(new Impl) {}
+Bf16Gemm::~Bf16Gemm() {
+  delete impl_;
+}
+
+Bf16Gemm& bf16_gemm_workspace() {
+  thread_local Bf16Gemm g;
+  return g;
+}
+
+void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
+  SNIP_ASSERT(M > 0 && N > 0 && K > 0);
+  const int64_t kc = qgemm_bf16_chunk(A, B, K);
+  SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
+  Packed& P = impl_->P;
+  P.set(M, N, K, kc, 2);
+  P.ra = P.rb = ElemRange{};
+  grow(P.a, M * P.nch * P.kcp);
+  grow(P.sa, M * P.nch);
+  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
+  grow(P.sb, P.npanel * P.nch * kNR);
+}
+
+void Bf16Gemm::pack_a(const Bf16Operand& A) {
+  impl_->P.ra = ::snip::pack_a(impl_->P, A, detail::chunks_for_threads(quant_threads()));
+}
+
+void Bf16Gemm::pack_b(const Bf16Operand& B) {
+  impl_->P.rb = ::snip::pack_b(impl_->P, B, detail::chunks_for_threads(quant_threads()));
+}
+
+namespace {
+// The operand's block scales as quantize_codes_into writes them (none for BF16).
+float* scales_for(std::vector<float>& v, int64_t rows, int64_t cols, const QuantSpec& spec) {
+  if (spec.format == ElemFormat::bf16) return nullptr;
+  grow(v, e2m1_scale_count(rows, cols, spec));
+  return v.data();
+}
+}  // namespace
+
+void Bf16Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  float* scales = scales_for(impl_->scales_a, rows, cols, spec);
+  P.ra = ElemRange{};
+  ASink16 sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
+  finish_a(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols));
+}
+
+void Bf16Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                          const char* tensor_name, bool reduce_along_cols) {
+  Packed& P = impl_->P;
+  float* scales = scales_for(impl_->scales_b, rows, cols, spec);
+  P.rb = ElemRange{};
+  zero_b_padding(P);
+  BSink16 sink(P, reduce_along_cols);
+  numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
+  finish_b(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols));
+}
+
+std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
+  using numerics_detail::first_difference;
+  const Packed &P = impl_->P, &Q = other.impl_->P;
+  if (!P.same_shape(Q)) return "different geometry (M, N, K or chunk length)";
+  if (P.ra.emin != Q.ra.emin || P.ra.subnormal != Q.ra.subnormal || P.ra.inexact != Q.ra.inexact)
+    return "A's element range differs";
+  if (P.rb.emin != Q.rb.emin || P.rb.subnormal != Q.rb.subnormal || P.rb.inexact != Q.rb.inexact)
+    return "B's element range differs";
+  std::string d = first_difference(P.a, Q.a, P.M * P.lda(), "packed A");
+  if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
+  if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
+  return d;
+}
+
+bool Bf16Gemm::run(float* C, int64_t ldc) {
+  const Packed& P = impl_->P;
+  if (P.ra.inexact || P.rb.inexact) return false;
+  const Bf16Kernel kernel = choose_kernel(P.ra, P.rb);
+  g_last_kernel = kernel;
+  const int64_t lda = P.lda();
+  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
+    const TileArgs t{P.a.data() + m0 * lda,
+                     lda,
+                     P.sa.data() + m0 * P.nch,
+                     P.b.data() + p * P.nch * P.kcp * kNR,
+                     P.sb.data() + p * P.nch * kNR,
+                     P.nch,
+                     P.kcp,
+                     P.kc,
+                     P.K};
+    switch (kernel) {
+      case Bf16Kernel::dpbf16:
+        tile_dpbf16_any(ct, t, mr);
+        break;
+      case Bf16Kernel::fma:
+        tile_fma_any(ct, t, mr);
+        break;
+      case Bf16Kernel::scalar:
+        tile_scalar(ct, t, mr);
+        break;
+    }
+  });
+  return true;
 }
 
 bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
@@ -516,61 +725,11 @@ bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf
     for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
     return true;
   }
-  const int64_t kc = qgemm_bf16_chunk(A, B, K);
-  SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
-  Packed& P = packed_workspace();
-  P.M = M, P.N = N, P.K = K, P.kc = kc, P.kcp = (kc + 1) / 2 * 2;
-  P.nch = (K + kc - 1) / kc, P.npanel = (N + kNR - 1) / kNR;
-  grow(P.a, M * P.nch * P.kcp);
-  grow(P.sa, M * P.nch);
-  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
-  grow(P.sb, P.npanel * P.nch * kNR);
-  const int nchunks = detail::chunks_for_threads(quant_threads());
-  const ElemRange ra = pack_a(P, A, nchunks);
-  const ElemRange rb = pack_b(P, B, nchunks);
-  if (ra.inexact || rb.inexact) return false;
-
-  const Bf16Kernel kernel = choose_kernel(ra, rb);
-  g_last_kernel = kernel;
-  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
-  const int64_t ntasks = P.npanel * groups;
-  SNIP_ASSERT(ntasks <= INT32_MAX);
-  const int64_t lda = P.nch * P.kcp;
-  auto task = [&](int id) {
-    const int64_t p = id / groups, g = id % groups;
-    const int64_t n0 = p * kNR, ncols = std::min<int64_t>(kNR, N - n0);
-    alignas(64) float ct[kMR * kNR];
-    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kMR) {
-      const int mr = int(std::min<int64_t>(kMR, M - m0));
-      const TileArgs t{P.a.data() + m0 * lda,
-                       lda,
-                       P.sa.data() + m0 * P.nch,
-                       P.b.data() + p * P.nch * P.kcp * kNR,
-                       P.sb.data() + p * P.nch * kNR,
-                       P.nch,
-                       P.kcp,
-                       P.kc,
-                       P.K};
-      switch (kernel) {
-        case Bf16Kernel::dpbf16:
-          tile_dpbf16_any(ct, t, mr);
-          break;
-        case Bf16Kernel::fma:
-          tile_fma_any(ct, t, mr);
-          break;
-        case Bf16Kernel::scalar:
-          tile_scalar(ct, t, mr);
-          break;
-      }
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kNR, size_t(ncols) * sizeof(float));
-    }
-  };
-  if (quant_threads() <= 1) {
-    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
-  } else {
-    pool_run(int(ntasks), task);
-  }
-  return true;
+  Bf16Gemm& g = bf16_gemm_workspace();
+  g.prepare(M, N, K, A, B);
+  g.pack_a(A);
+  g.pack_b(B);
+  return g.run(C, ldc);
 }
 
 }  // namespace snip

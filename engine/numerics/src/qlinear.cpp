@@ -201,6 +201,38 @@ E2M1Operand code2_operand(std::vector<int8_t>& codes, std::vector<float>& scales
   return e2m1_operand(codes.data(), scales.data(), rows, cols, spec, reduce_along_cols);
 }
 
+// C(M,N) = A·Bᵀ on the integer E2M1 GEMM for GEMM g: both operands quantized straight into
+// the packed layout its kernels read (E2M1Gemm). Empty shapes take the codes-then-pack path,
+// which handles them (and still checks a non-empty operand for non-finite values).
+struct Fp4Side {
+  const float* src;
+  int64_t rows, cols;
+  Operand op;
+  const char* symbol;
+  bool reduce_along_cols;
+};
+void fp4_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Fp4Side& a, const Fp4Side& b, Gemm g,
+              const QLinearContext& ctx) {
+  if (M == 0 || N == 0 || K == 0) {
+    Code2Buffers& cb = code2_buffers();
+    const E2M1Operand A =
+        code2_operand(cb.a, cb.sa, a.src, a.rows, a.cols, g, a.op, a.symbol, a.reduce_along_cols, ctx);
+    const E2M1Operand B =
+        code2_operand(cb.b, cb.sb, b.src, b.rows, b.cols, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+    qgemm_e2m1(C, ldc, M, N, K, A, B);
+    return;
+  }
+  const QuantSpec sa = ctx.recipe->spec(Precision::fp4, g, a.op), sb = ctx.recipe->spec(Precision::fp4, g, b.op);
+  E2M1Gemm& gemm = e2m1_gemm_workspace();
+  gemm.prepare(M, N, K, e2m1_operand(nullptr, nullptr, a.rows, a.cols, sa, a.reduce_along_cols),
+               e2m1_operand(nullptr, nullptr, b.rows, b.cols, sb, b.reduce_along_cols));
+  gemm.quantize_a(a.src, a.rows, a.cols, sa, qlinear_rng_key(ctx, g, a.op),
+                  operand_label(ctx, g, a.symbol, a.op).c_str(), a.reduce_along_cols);
+  gemm.quantize_b(b.src, b.rows, b.cols, sb, qlinear_rng_key(ctx, g, b.op),
+                  operand_label(ctx, g, b.symbol, b.op).c_str(), b.reduce_along_cols);
+  gemm.run(C, ldc);
+}
+
 // Whether a GEMM at precision p runs on the integer E2M1 path: FP4, unless SNIP_QGEMM=sgemm
 // (or set_qgemm_mode) asks for the dequantize-then-sgemm path, or the operands' blocks along
 // the reduction dimension do not nest (no recipe has that today).
@@ -264,14 +296,58 @@ struct Bf16GemmSide {
   const char* symbol;
   bool reduce_along_cols;
 };
+// Whether an operand quantizes straight into the packed layout: BF16, and FP8 with FP32 block
+// scales (codes and scales); E8M0-scaled FP8 goes through its folded FP32 values.
+bool packs_directly(const QuantSpec& spec) {
+  return spec.format == ElemFormat::bf16 || spec.scale == ScaleKind::fp32;
+}
+
+// One side of the BF16-element GEMM into `gemm`: quantized straight into the packed layout, or
+// (E8M0-scaled FP8) fake-quantized to values and packed.
+void bf16_pack_side(Bf16Gemm& gemm, bool as_a, Bf16Side& buf, const Bf16GemmSide& s, Precision p, Gemm g,
+                    const QLinearContext& ctx) {
+  const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
+  if (packs_directly(spec)) {
+    const std::string label = operand_label(ctx, g, s.symbol, s.op);
+    const RngKey key = qlinear_rng_key(ctx, g, s.op);
+    if (as_a)
+      gemm.quantize_a(s.src, s.rows, s.cols, spec, key, label.c_str(), s.reduce_along_cols);
+    else
+      gemm.quantize_b(s.src, s.rows, s.cols, spec, key, label.c_str(), s.reduce_along_cols);
+    return;
+  }
+  const Bf16Operand o = bf16_side(buf, s.src, s.rows, s.cols, p, g, s.op, s.symbol, s.reduce_along_cols, ctx);
+  if (as_a)
+    gemm.pack_a(o);
+  else
+    gemm.pack_b(o);
+}
+
+// The operand's view for the GEMM's layout (pointers unused; a non-null scales marks it scaled).
+Bf16Operand bf16_view(const Bf16GemmSide& s, Precision p, Gemm g, const QLinearContext& ctx) {
+  static const float kMarker = 1.0f;
+  const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
+  const bool scaled = spec.format != ElemFormat::bf16 && spec.scale == ScaleKind::fp32;
+  return bf16_operand(nullptr, nullptr, scaled ? &kMarker : nullptr, s.rows, s.cols, spec, s.reduce_along_cols);
+}
+
 bool try_bf16_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16GemmSide& a, const Bf16GemmSide& b,
                    Precision p, Gemm g, const QLinearContext& ctx) {
   if (!bf16_path(p)) return false;
   Bf16Buffers& bb = bf16_buffers();
-  const Bf16Operand A = bf16_side(bb.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, a.reduce_along_cols, ctx);
-  const Bf16Operand B = bf16_side(bb.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, b.reduce_along_cols, ctx);
-  if (qgemm_bf16_chunk(A, B, K) <= 0) return false;
-  return qgemm_bf16(C, ldc, M, N, K, A, B);
+  if (M == 0 || N == 0 || K == 0) {
+    const Bf16Operand A = bf16_side(bb.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, a.reduce_along_cols, ctx);
+    const Bf16Operand B = bf16_side(bb.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+    if (qgemm_bf16_chunk(A, B, K) <= 0) return false;
+    return qgemm_bf16(C, ldc, M, N, K, A, B);
+  }
+  const Bf16Operand va = bf16_view(a, p, g, ctx), vb = bf16_view(b, p, g, ctx);
+  if (qgemm_bf16_chunk(va, vb, K) <= 0) return false;
+  Bf16Gemm& gemm = bf16_gemm_workspace();
+  gemm.prepare(M, N, K, va, vb);
+  bf16_pack_side(gemm, true, bb.a, a, p, g, ctx);
+  bf16_pack_side(gemm, false, bb.b, b, p, g, ctx);
+  return gemm.run(C, ldc);
 }
 
 }  // namespace
@@ -282,10 +358,8 @@ void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t 
   check_context(ctx, T, K, N);
   if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::fprop, Operand::activation), T, K, true,
                                  ctx.recipe->spec(p, Gemm::fprop, Operand::weight), N, K, true, K)) {
-    Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A = code2_operand(cb.a, cb.sa, X, T, K, Gemm::fprop, Operand::activation, "X", true, ctx);
-    const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::fprop, Operand::weight, "W", true, ctx);
-    qgemm_e2m1(Y, N, T, N, K, A, B);
+    fp4_gemm(Y, N, T, N, K, {X, T, K, Operand::activation, "X", true}, {W, N, K, Operand::weight, "W", true},
+             Gemm::fprop, ctx);
     if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
     return;
   }
@@ -309,10 +383,8 @@ void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_
   if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::dgrad, Operand::gradient), T, N, true,
                                  ctx.recipe->spec(p, Gemm::dgrad, Operand::weight), N, K, false, N)) {
     // dX[t,k] = Σ_n dY[t,n]·W[n,k]: A = dY reduced along its columns, B(k,n) = W[n,k] down its rows.
-    Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A = code2_operand(cb.a, cb.sa, dY, T, N, Gemm::dgrad, Operand::gradient, "dY", true, ctx);
-    const E2M1Operand B = code2_operand(cb.b, cb.sb, W, N, K, Gemm::dgrad, Operand::weight, "W", false, ctx);
-    qgemm_e2m1(dX, K, T, K, N, A, B);
+    fp4_gemm(dX, K, T, K, N, {dY, T, N, Operand::gradient, "dY", true}, {W, N, K, Operand::weight, "W", false},
+             Gemm::dgrad, ctx);
     if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
     return;
   }
@@ -350,18 +422,17 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
   if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::wgrad, Operand::gradient), T, N, false,
                                  ctx.recipe->spec(p, Gemm::wgrad, Operand::activation), T, K, false, T)) {
     // dW[n,k] = Σ_t dY[t,n]·X[t,k]: both operands reduced down their rows (along T).
-    Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A = code2_operand(cb.a, cb.sa, dYsrc, T, N, Gemm::wgrad, Operand::gradient, "dY", false, ctx);
-    const E2M1Operand B = code2_operand(cb.b, cb.sb, Xsrc, T, K, Gemm::wgrad, Operand::activation, "X", false, ctx);
+    const Fp4Side a{dYsrc, T, N, Operand::gradient, "dY", false}, b{Xsrc, T, K, Operand::activation, "X", false};
     if (!accumulate) {
-      qgemm_e2m1(dW, K, N, K, T, A, B);
+      fp4_gemm(dW, K, N, K, T, a, b, Gemm::wgrad, ctx);
       if (round) round_output_bf16(dW, N, K, Gemm::wgrad, ctx);
       return;
     }
     // Accumulating: the GEMM's own output is rounded (when the recipe says so), the sum stays FP32.
+    Code2Buffers& cb = code2_buffers();
     if (int64_t(cb.out.size()) < N * K) cb.out.resize(size_t(N * K));
     float* tmp = cb.out.data();
-    qgemm_e2m1(tmp, K, N, K, T, A, B);
+    fp4_gemm(tmp, K, N, K, T, a, b, Gemm::wgrad, ctx);
     if (round) round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
     for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
     return;

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "code_sink.h"
 #include "float_bits.h"
 #include "parallel.h"
 #include "snip/elem_format.h"
@@ -248,7 +249,9 @@ SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax, const float* 
 }
 
 // BF16 RNE on the 16 dropped bits, saturating to ±0x7F7F0000; returns |x| bits max (finiteness).
-SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restrict x, int64_t n) {
+// OutT float: y[c] is the rounded value; OutT uint16_t: its BF16 bits (the BF16 GEMM's codes).
+template <class OutT>
+inline __attribute__((always_inline)) uint32_t bf16_body(OutT* __restrict y, const float* __restrict x, int64_t n) {
   uint32_t mx = 0;
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t u = fbits(x[c]);
@@ -256,9 +259,20 @@ SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restric
     mx = a > mx ? a : mx;
     uint32_t r = (a + 0x7FFFu + ((a >> 16) & 1u)) & 0xFFFF0000u;
     r = r < 0x7F7F0000u ? r : 0x7F7F0000u;
-    y[c] = ffrom(r | (u & ~kAbsMask));
+    if constexpr (std::is_same_v<OutT, uint16_t>)
+      y[c] = uint16_t((r | (u & ~kAbsMask)) >> 16);
+    else
+      y[c] = ffrom(r | (u & ~kAbsMask));
   }
   return mx;
+}
+
+SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restrict x, int64_t n) {
+  return bf16_body(y, x, n);
+}
+
+SNIP_TARGET_CLONES uint32_t bf16_bits_row(uint16_t* __restrict y, const float* __restrict x, int64_t n) {
+  return bf16_body(y, x, n);
 }
 
 }  // namespace detail
@@ -506,10 +520,13 @@ namespace {
 // Where the code sink of fake_quantize_impl writes: per element (row-major like x) either the
 // E2M1 code 2q (int8, code2) or the BF16 bits of q (bf16), and each block's decode scale `out`
 // at [block_row · nbc + block_col].
+// With `rows` set, the codes go to that sink in batches of finished rows instead (code2 and
+// bf16 then only say which codes: non-null for E2M1 or BF16).
 struct Code2Sink {
   int8_t* code2 = nullptr;
   uint16_t* bf16 = nullptr;
   float* scales = nullptr;
+  numerics_detail::RowCodeSink* rows = nullptr;
 };
 
 void fake_quantize_impl(float* y, const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
@@ -543,6 +560,20 @@ void quantize_bf16_codes(uint16_t* bits, float* scales, const float* x, int64_t 
                   "quantize_bf16_codes: the spec must be a scaled FP8/FP6/FP4 spec");
   const Code2Sink sink{nullptr, bits, scales};
   fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &sink);
+}
+
+void numerics_detail::quantize_codes_into(RowCodeSink& sink, bool bf16, float* scales, const float* x, int64_t rows,
+                                          int64_t cols, const QuantSpec& spec, const RngKey& key,
+                                          const char* tensor_name) {
+  const bool scaled =
+      spec.format != ElemFormat::fp32 && spec.format != ElemFormat::bf16 && spec.scale != ScaleKind::none;
+  SNIP_ASSERT_MSG(bf16 ? scaled || spec.format == ElemFormat::bf16 : scaled && spec.format == ElemFormat::e2m1,
+                  "quantize_codes_into: the spec must be a scaled spec (e2m1 for E2M1 codes) or bf16 for BF16 codes");
+  // Non-null markers only: with a row sink the codes go to the sink's batches.
+  static int8_t code_marker;
+  static uint16_t bf16_marker;
+  const Code2Sink s{bf16 ? nullptr : &code_marker, bf16 ? &bf16_marker : nullptr, scales, &sink};
+  fake_quantize_impl(const_cast<float*>(x), x, rows, cols, spec, key, tensor_name, nullptr, nullptr, &s);
 }
 
 namespace {
@@ -609,6 +640,10 @@ class QuantizeCall {
 
   // BF16: round to nearest even, unscaled.
   void round_bf16() {
+    if (sink_ && sink_->rows) {
+      round_bf16_into_sink();
+      return;
+    }
     const int64_t n = rows_ * cols_;
     const ElemInfo& info = elem_info(spec_.format);
     if (!slow_) {
@@ -627,6 +662,23 @@ class QuantizeCall {
                        nullptr);
       });
     }
+    throw_if_bad();
+  }
+
+  // BF16 bits of whole rows into the row sink's batches.
+  void round_bf16_into_sink() {
+    detail::parallel_chunks(nchunks_, rows_, std::max<int64_t>(1, kGrainElems / cols_),
+                            [&](int, int64_t rb, int64_t re) {
+                              Scratch scr;
+                              for (int64_t r = rb; r < re; ++r) {
+                                uint16_t* to = static_cast<uint16_t*>(batch_at(scr, r, 0));
+                                if (detail::bf16_bits_row(to, x_ + r * cols_, cols_) >= kInfBits) {
+                                  bad_ = true;
+                                  return;
+                                }
+                              }
+                              flush(scr);
+                            });
     throw_if_bad();
   }
 
@@ -657,19 +709,55 @@ class QuantizeCall {
     return m;
   }
 
+  // One worker's scratch: the slow path's buffers and, with a row sink, the batch of finished
+  // rows [b_r0, b_r0 + b_n) not yet handed over (each worker's rows come in increasing order).
+  // The batch lives in a thread-local buffer (a worker flushes before its thread runs another).
+  struct Scratch {
+    std::vector<float> rbuf, ones;
+    uint8_t* batch = nullptr;
+    int64_t b_r0 = 0, b_n = 0, b_cap = 0;
+  };
+
+  // Where the codes of (r, c0) go in the worker's batch; a new row past a full batch flushes it.
+  // At most 64 rows (the packers' transposes work on 64 × 64 tiles) and about 128 KiB.
+  void* batch_at(Scratch& sc, int64_t r, int64_t c0) {
+    const int64_t esz = sink_->code2 ? 1 : 2;
+    if (sc.b_cap == 0) {
+      thread_local std::vector<uint8_t> buf;
+      sc.b_cap = std::clamp<int64_t>((int64_t(1) << 17) / (cols_ * esz), 4, 64);
+      if (int64_t(buf.size()) < sc.b_cap * cols_ * esz) buf.resize(size_t(sc.b_cap * cols_ * esz));
+      sc.batch = buf.data();
+    }
+    if (sc.b_n == 0 || r >= sc.b_r0 + sc.b_n) {
+      if (sc.b_n == sc.b_cap) flush(sc);
+      if (sc.b_n == 0) sc.b_r0 = r;
+      SNIP_ASSERT(r == sc.b_r0 + sc.b_n);
+      ++sc.b_n;
+    }
+    return sc.batch + ((r - sc.b_r0) * cols_ + c0) * esz;
+  }
+
+  void flush(Scratch& sc) {
+    if (!sink_ || !sink_->rows || sc.b_n == 0) return;
+    sink_->rows->place(sc.b_r0, sc.b_r0 + sc.b_n, sc.batch, cols_);
+    sc.b_n = 0;
+  }
+
   // One segment of one row with its scales (in_s/out_s: one per column when vseg, else one):
   // into the code sink, through the fast kernel, or through the slow finish (stats, codes).
-  void segment(int t, int64_t i0, const float* in_s, const float* out_s, bool vseg, int64_t len,
-               std::vector<float>& rbuf, std::vector<float>& ones) {
+  void segment(int t, int64_t i0, const float* in_s, const float* out_s, bool vseg, int64_t len, Scratch& sc) {
     const float* xseg = x_ + i0;
     float* yseg = y_ + i0;
     if (sink_) {  // codes of the same signed rounded values r the dequantizing paths scale
+      void* to = sink_->rows ? batch_at(sc, i0 / cols_, i0 % cols_) : nullptr;
       if (sink_->code2)
-        code_kernel_(sink_->code2 + i0, xseg, in_s, len, params_, uint64_t(i0));
+        code_kernel_(to ? static_cast<int8_t*>(to) : sink_->code2 + i0, xseg, in_s, len, params_, uint64_t(i0));
       else
-        bf16_code_kernel_(sink_->bf16 + i0, xseg, in_s, len, params_, uint64_t(i0));
+        bf16_code_kernel_(to ? static_cast<uint16_t*>(to) : sink_->bf16 + i0, xseg, in_s, len, params_, uint64_t(i0));
       return;
     }
+    std::vector<float>& rbuf = sc.rbuf;
+    std::vector<float>& ones = sc.ones;
     if (!slow_) {
       kernel_(yseg, xseg, in_s, out_s, len, params_, uint64_t(i0));
       return;
@@ -682,22 +770,21 @@ class QuantizeCall {
   }
 
   // Row r of a band whose block scales (one per block column) are in_b/out_b.
-  void band_row(int t, int64_t r, const float* in_b, const float* out_b, std::vector<float>& rbuf,
-                std::vector<float>& ones) {
+  void band_row(int t, int64_t r, const float* in_b, const float* out_b, Scratch& sc) {
     if (vec_) {
-      segment(t, r * cols_, in_b, out_b, true, cols_, rbuf, ones);
+      segment(t, r * cols_, in_b, out_b, true, cols_, sc);
       return;
     }
     for (int64_t g = 0; g < geo_.nbc; ++g) {
       const int64_t c0 = g * geo_.bc, len = std::min(geo_.bc, cols_ - c0);
-      segment(t, r * cols_ + c0, in_b + g, out_b + g, false, len, rbuf, ones);
+      segment(t, r * cols_ + c0, in_b + g, out_b + g, false, len, sc);
     }
   }
 
   // 1×bc tiles along rows: amax, scale and rounding fused per tile while it is in L1.
   void quantize_row_tiles() {
     detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int t, int64_t rb, int64_t re) {
-      std::vector<float> rbuf, ones;
+      Scratch scr;
       for (int64_t r = rb; r < re; ++r) {
         for (int64_t g = 0; g < geo_.nbc; ++g) {
           const int64_t c0 = g * geo_.bc, len = std::min(geo_.bc, cols_ - c0);
@@ -708,9 +795,10 @@ class QuantizeCall {
           }
           const Scale s = block_scale_fast(spec_, *info_, ffrom(am), nv_);
           if (sink_) sink_->scales[r * geo_.nbc + g] = s.out;
-          segment(t, r * cols_ + c0, &s.in, &s.out, false, len, rbuf, ones);
+          segment(t, r * cols_ + c0, &s.in, &s.out, false, len, scr);
         }
       }
+      flush(scr);
     });
     throw_if_bad();
   }
@@ -720,7 +808,7 @@ class QuantizeCall {
   void quantize_bands() {
     const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
     detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
-      std::vector<float> rbuf, ones;
+      Scratch scr;
       std::vector<uint32_t> colmax(static_cast<size_t>(cols_));
       std::vector<float> s_in(static_cast<size_t>(geo_.nbc)), s_out(static_cast<size_t>(geo_.nbc));
       for (int64_t band = bb; band < be; ++band) {
@@ -740,8 +828,9 @@ class QuantizeCall {
           s_out[size_t(g)] = sc.out;
           if (sink_) sink_->scales[band * geo_.nbc + g] = sc.out;
         }
-        for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), rbuf, ones);
+        for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), scr);
       }
+      flush(scr);
     });
     throw_if_bad();
   }
@@ -794,11 +883,12 @@ class QuantizeCall {
       if (sink_) sink_->scales[i] = s.out;
     }
     detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int t, int64_t rb, int64_t re) {
-      std::vector<float> rbuf, ones;
+      Scratch scr;
       for (int64_t r = rb; r < re; ++r) {
         const int64_t band = r / geo_.br;
-        band_row(t, r, s_in.data() + band * geo_.nbc, s_out.data() + band * geo_.nbc, rbuf, ones);
+        band_row(t, r, s_in.data() + band * geo_.nbc, s_out.data() + band * geo_.nbc, scr);
       }
+      flush(scr);
     });
   }
 

@@ -10,6 +10,7 @@
 // CPU and for every thread count, so the result is bit-identical everywhere.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "snip/quant.h"
 
@@ -51,6 +52,44 @@ int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K);
 // C(M,N) (row stride ldc) = Σ_k A(m,k)·B(n,k) as described above; C is overwritten.
 // Requires qgemm_e2m1_chunk(A, B, K) > 0. Runs on the shared thread pool (quant_threads()).
 void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B);
+
+// qgemm_e2m1 in stages, for callers that quantize straight into the layout its kernels read
+// (packed codes, block scales and column sums) instead of into row-major codes that are then
+// packed: one pass over the FP32 operand instead of three over its codes.
+class E2M1Gemm {
+ public:
+  E2M1Gemm();
+  ~E2M1Gemm();
+  E2M1Gemm(const E2M1Gemm&) = delete;
+  E2M1Gemm& operator=(const E2M1Gemm&) = delete;
+
+  // Fixes the layout for C(M,N) = A·Bᵀ over K from the operands' views (their code and scale
+  // pointers are not read). Requires M, N, K > 0 and qgemm_e2m1_chunk(A, B, K) > 0.
+  void prepare(int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B);
+  // Packs an operand from quantize_e2m1_code2's codes and scales (what qgemm_e2m1 does).
+  void pack_a(const E2M1Operand& A);
+  void pack_b(const E2M1Operand& B);
+  // Quantizes x (rows, cols, as stored) with `spec` straight into the packed layout: the same
+  // bytes and scales pack_a / pack_b produce from quantize_e2m1_code2's output for x, whose
+  // view (e2m1_operand with reduce_along_cols) must be the one given to prepare. Throws
+  // snip::Error naming `tensor_name` for non-finite input.
+  void quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                  const char* tensor_name, bool reduce_along_cols);
+  void quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                  const char* tensor_name, bool reduce_along_cols);
+  // C (row stride ldc) = the product of the packed operands.
+  void run(float* C, int64_t ldc);
+  // Empty when this and `other` hold the same layout and bytes, else the first difference (tests).
+  std::string packing_difference(const E2M1Gemm& other) const;
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+};
+
+// The calling thread's E2M1Gemm (its buffers grow to the largest GEMM and are reused).
+E2M1Gemm& e2m1_gemm_workspace();
 
 // ---------------------------------------------------------------------------------------------
 // BF16-element GEMM for FP8 and BF16 operands (docs/FORMATS.md section 6.5).
@@ -103,6 +142,41 @@ int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K);
 // value (only FP32 subnormals that BF16 cannot hold, e.g. an E8M0-scaled FP8 value below
 // 2^-126): the caller multiplies those in FP32 instead. Requires qgemm_bf16_chunk > 0.
 bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B);
+
+// qgemm_bf16 in stages, as E2M1Gemm: operands quantized straight into the packed layout (FP8
+// with FP32 block scales as BF16 codes and scales, BF16 as its bits) or packed from codes or
+// values.
+class Bf16Gemm {
+ public:
+  Bf16Gemm();
+  ~Bf16Gemm();
+  Bf16Gemm(const Bf16Gemm&) = delete;
+  Bf16Gemm& operator=(const Bf16Gemm&) = delete;
+
+  // Fixes the layout from the operands' views (pointers not read; scales non-null marks a
+  // scaled operand). Requires M, N, K > 0 and qgemm_bf16_chunk(A, B, K) > 0.
+  void prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B);
+  void pack_a(const Bf16Operand& A);
+  void pack_b(const Bf16Operand& B);
+  // Quantizes x (rows, cols, as stored) with `spec` straight into the packed layout: the bytes
+  // pack_a / pack_b produce from quantize_bf16_codes's output (spec scaled with FP32 scales
+  // and at most 7 mantissa bits) or from fake_quantize's BF16 values (spec.format bf16).
+  void quantize_a(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                  const char* tensor_name, bool reduce_along_cols);
+  void quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
+                  const char* tensor_name, bool reduce_along_cols);
+  // As qgemm_bf16: false (C unspecified) when a packed FP32 value was not a BF16 value.
+  bool run(float* C, int64_t ldc);
+  std::string packing_difference(const Bf16Gemm& other) const;
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+};
+
+// The calling thread's Bf16Gemm.
+Bf16Gemm& bf16_gemm_workspace();
 
 // Which kernel the last qgemm_bf16 call on this thread ran (for tests).
 enum class Bf16Kernel : uint8_t { dpbf16, fma, scalar };

@@ -1,0 +1,31 @@
+// The quantizer's hand-over to a GEMM's packing: instead of a row-major code array, the
+// quantizer's workers give each batch of finished rows (still in cache) to a sink, which places
+// the codes in the layout the GEMM's kernel reads. The codes are the same ones
+// quantize_e2m1_code2 / quantize_bf16_codes write (same rounding, same stochastic-rounding
+// bits: the kernels and their element indices are unchanged), only their destination differs.
+#pragma once
+#include <cstdint>
+
+#include "snip/quant.h"
+
+namespace snip::numerics_detail {
+
+class RowCodeSink {
+ public:
+  // Rows [r0, r1) of the source are done: their codes, row-major with row stride `ld`
+  // elements, are at `codes` (int8 E2M1 codes 2q, or uint16 BF16 bits). Called from the
+  // quantizer's workers, concurrently for disjoint row ranges.
+  virtual void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) = 0;
+
+ protected:
+  ~RowCodeSink() = default;
+};
+
+// quantize_e2m1_code2 (bf16 false) or quantize_bf16_codes (bf16 true) with the codes handed to
+// `sink` instead of written row-major; the block scales go to `scales` as there. With bf16 true
+// the spec may also be the unscaled bf16 format: the codes are then the BF16 bits of
+// fake_quantize's output (round to nearest even), and `scales` is not written.
+void quantize_codes_into(RowCodeSink& sink, bool bf16, float* scales, const float* x, int64_t rows, int64_t cols,
+                         const QuantSpec& spec, const RngKey& key, const char* tensor_name);
+
+}  // namespace snip::numerics_detail

@@ -1,0 +1,216 @@
+// What the E2M1 GEMM (qgemm.cpp) and the BF16-element GEMM (qgemm_bf16.cpp) share: the operand
+// view of a stored matrix, the K chunk both operands' blocks allow, the packed layout's
+// geometry, the transposed placement of A's codes, and the task loop over 64-column panels ×
+// 48-row groups that runs a register-tile kernel and copies each tile out.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "snip/error.h"
+#include "snip/quant.h"
+#include "snip/thread_pool.h"
+
+namespace snip::numerics_detail {
+
+inline constexpr int kPanel = 64;    // columns of B per panel
+inline constexpr int kTileRows = 6;  // rows per register tile
+inline constexpr int kRowsPerTask = 8 * kTileRows;
+
+// Strides of a stored (rows, cols) matrix quantized with `spec` as a logical (i, k) operand:
+// element (i, k) at i·rs + k·cs, its block's scale at (i / block_i)·scale_rs + (k / block_k)·scale_cs.
+struct ViewGeometry {
+  int64_t rs = 0, cs = 1, scale_rs = 0, scale_cs = 0, block_i = 1, block_k = 1;
+};
+inline ViewGeometry view_geometry(int64_t rows, int64_t cols, const QuantSpec& spec, bool reduce_along_cols) {
+  const int64_t br = spec.block_rows <= 0 ? rows : std::min<int64_t>(spec.block_rows, rows);
+  const int64_t bc = spec.block_cols <= 0 ? cols : std::min<int64_t>(spec.block_cols, cols);
+  const int64_t nbc = bc > 0 ? (cols + bc - 1) / bc : 0;
+  ViewGeometry v;
+  if (reduce_along_cols) {  // (i, k) = (row, col)
+    v.rs = cols, v.cs = 1;
+    v.block_i = std::max<int64_t>(br, 1), v.block_k = std::max<int64_t>(bc, 1);
+    v.scale_rs = nbc, v.scale_cs = 1;
+  } else {  // (i, k) = (col, row)
+    v.rs = 1, v.cs = cols;
+    v.block_i = std::max<int64_t>(bc, 1), v.block_k = std::max<int64_t>(br, 1);
+    v.scale_rs = 1, v.scale_cs = nbc;
+  }
+  return v;
+}
+
+// The K chunk: at most max_chunk, inside one block of each operand that is blocked along K
+// (a_block_k / b_block_k; 0 or >= K: one block), or 0 when the blocks do not nest.
+inline int64_t nested_chunk(int64_t K, int64_t max_chunk, int64_t a_block_k, int64_t b_block_k) {
+  if (K <= 0) return 1;
+  const bool a_whole = a_block_k <= 0 || a_block_k >= K, b_whole = b_block_k <= 0 || b_block_k >= K;
+  int64_t kc = std::min(K, max_chunk);
+  if (!a_whole) kc = std::min(kc, a_block_k);
+  if (!b_whole) kc = std::min(kc, b_block_k);
+  if (!a_whole && a_block_k % kc != 0) return 0;
+  if (!b_whole && b_block_k % kc != 0) return 0;
+  return kc;
+}
+
+// The packed layout's geometry: K in nch chunks of kc, each padded to kcp (a multiple of the
+// kernel's k group), N in npanel panels of 64 columns.
+struct PackGeometry {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t kc = 0, kcp = 0, nch = 0, npanel = 0;
+  void set(int64_t m, int64_t n, int64_t k, int64_t chunk, int64_t kgroup) {
+    M = m, N = n, K = k, kc = chunk, kcp = (chunk + kgroup - 1) / kgroup * kgroup;
+    nch = (K + kc - 1) / kc, npanel = (N + kPanel - 1) / kPanel;
+  }
+  int64_t chunk_len(int64_t c) const { return std::min(kc, K - c * kc); }
+  int64_t lda() const { return nch * kcp; }
+  bool same_shape(const PackGeometry& o) const { return M == o.M && N == o.N && K == o.K && kc == o.kc; }
+};
+
+// "" when the first n elements of x and y have the same bytes, else where they first differ.
+template <class V>
+std::string first_difference(const V& x, const V& y, int64_t n, const char* what) {
+  for (int64_t i = 0; i < n; ++i)
+    if (std::memcmp(&x[size_t(i)], &y[size_t(i)], sizeof(x[0])) != 0)
+      return std::string(what) + " differs at " + std::to_string(i);
+  return {};
+}
+
+// d[r·ldd + c] = s[c·lds + r] + offset (mod 256) for a 16 × 16 block of bytes: four rounds
+// of interleaving rows i and i + 8 transpose it (a perfect-shuffle network).
+template <class Dst>
+inline void transpose16x16_bytes(Dst* d, int64_t ldd, const uint8_t* s, int64_t lds, uint8_t offset) {
+#if defined(__SSE2__)
+  __m128i x[16], y[16];
+  const __m128i off = _mm_set1_epi8(char(offset));
+  for (int i = 0; i < 16; ++i) x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * lds));
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+  for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i * ldd), _mm_add_epi8(x[i], off));
+#else
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) d[r * ldd + c] = Dst(uint8_t(s[c * lds + r] + offset));
+#endif
+}
+
+// Codes of source rows k = r0 … r1−1 (at most 64; row stride ld, A's i along the row) into
+// A's rows (stride G.lda()) as code + offset, through 64 × 64 tiles so each row of A is
+// written in runs rather than a byte or element per cache line.
+template <class Dst, class Src>
+void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
+  const int64_t kn = r1 - r0, lda = G.lda();
+  SNIP_ASSERT(kn <= 64);
+  int64_t at[64];  // where k = r0 + kk goes in a row of A
+  bool contiguous = true;
+  for (int64_t kk = 0; kk < kn; ++kk) {
+    const int64_t k = r0 + kk;
+    at[kk] = (k / G.kc) * G.kcp + k % G.kc;
+    contiguous = contiguous && at[kk] == at[0] + kk;
+  }
+  Dst tile[64][64];
+  for (int64_t m0 = 0; m0 < G.M; m0 += 64) {
+    const int64_t mn = std::min<int64_t>(64, G.M - m0);
+    int64_t kk0 = 0;
+    if constexpr (sizeof(Dst) == 1 && sizeof(Src) == 1) {
+      if (mn == 64)
+        for (; kk0 + 16 <= kn; kk0 += 16)
+          for (int64_t mm = 0; mm < 64; mm += 16)
+            transpose16x16_bytes(&tile[mm][kk0], 64, reinterpret_cast<const uint8_t*>(src + kk0 * ld + m0 + mm), ld,
+                                 uint8_t(offset));
+    }
+    for (int64_t kk = kk0; kk < kn; ++kk) {
+      const Src* s = src + kk * ld + m0;
+      for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = Dst(s[mm] + offset);
+    }
+    for (int64_t mm = 0; mm < mn; ++mm) {
+      Dst* row = a + (m0 + mm) * lda;
+      if (contiguous) {
+        std::memcpy(row + at[0], tile[mm], size_t(kn) * sizeof(Dst));
+      } else {
+        for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
+      }
+    }
+  }
+}
+
+// Codes of source rows r0 … r1−1 (row stride ld) into B's panels [panel][chunk][kcp/G][64][G]
+// (G = the kernel's k group: 4 int8 codes or 2 BF16 elements). Source rows are B's columns
+// (rows_are_i: G consecutive k of a row are one G-element store) or B's k; then where the
+// batch holds all G rows of a k group, interleave(d, rows, w) writes w columns (a multiple of
+// its width W) of the G rows at once, else one k at a time. Padding stays as it was.
+template <int G, int W, class T, class Interleave>
+void place_b(T* b, const PackGeometry& P, int64_t r0, int64_t r1, const T* src, int64_t ld, bool rows_are_i,
+             Interleave&& interleave) {
+  const int64_t kq = P.kcp / G, group = kPanel * G;  // elements per k group of a panel
+  if (rows_are_i) {
+    for (int64_t n = r0; n < r1; ++n) {
+      const int64_t p = n / kPanel, j = n % kPanel;
+      const T* s = src + (n - r0) * ld;
+      for (int64_t c = 0; c < P.nch; ++c) {
+        const int64_t len = P.chunk_len(c);
+        T* d = b + (p * P.nch + c) * kq * group + j * G;
+        const T* sc = s + c * P.kc;
+        int64_t q = 0;
+        for (; G * q + G <= len; ++q) std::memcpy(d + q * group, sc + G * q, G * sizeof(T));
+        for (int64_t u = G * q; u < len; ++u) d[q * group + (u - G * q)] = sc[u];
+      }
+    }
+    return;
+  }
+  const int64_t panel_stride = P.nch * kq * group;
+  for (int64_t k = r0; k < r1;) {
+    const int64_t c = k / P.kc, t = k % P.kc, q = t / G, u = t % G;
+    const T* s = src + (k - r0) * ld;
+    T* dq = b + c * kq * group + q * group;  // panel 0
+    const bool whole_group = u == 0 && k + G <= r1 && t + G <= P.chunk_len(c);
+    for (int64_t p = 0; p < P.npanel; ++p) {
+      const int64_t n0 = p * kPanel, ncols = std::min<int64_t>(kPanel, P.N - n0);
+      T* d = dq + p * panel_stride;
+      if (!whole_group) {
+        for (int64_t j = 0; j < ncols; ++j) d[G * j + u] = s[n0 + j];
+        continue;
+      }
+      const int64_t wide = ncols / W * W;
+      interleave(d, s + n0, ld, wide);
+      for (int64_t j = wide; j < ncols; ++j)
+        for (int v = 0; v < G; ++v) d[G * j + v] = s[v * ld + n0 + j];
+    }
+    k += whole_group ? G : 1;
+  }
+}
+
+// C (row stride ldc) from register tiles: tile(ct, m0, panel, mr) fills ct (mr rows × 64) for
+// rows m0 … m0+mr−1 and the panel's columns. One task per (panel, 48-row group) on the shared
+// pool; each output is computed by exactly one task, so the result does not depend on threads.
+template <class Tile>
+void run_tiles(const PackGeometry& G, float* C, int64_t ldc, int threads, Tile&& tile) {
+  const int64_t M = G.M, N = G.N;
+  SNIP_ASSERT(ldc >= N);
+  const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t ntasks = G.npanel * groups;
+  SNIP_ASSERT(ntasks <= INT32_MAX);
+  auto task = [&](int id) {
+    const int64_t p = id / groups, g = id % groups;
+    const int64_t n0 = p * kPanel, ncols = std::min<int64_t>(kPanel, N - n0);
+    alignas(64) float ct[kTileRows * kPanel];
+    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kTileRows) {
+      const int mr = int(std::min<int64_t>(kTileRows, M - m0));
+      tile(ct, m0, p, mr);
+      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kPanel, size_t(ncols) * sizeof(float));
+    }
+  };
+  if (threads <= 1) {
+    for (int64_t i = 0; i < ntasks; ++i) task(int(i));
+  } else {
+    pool_run(int(ntasks), task);
+  }
+}
+
+}  // namespace snip::numerics_detail
