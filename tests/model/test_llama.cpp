@@ -211,6 +211,36 @@ TEST(Hooks, RetainingIntermediatesDoesNotChangeTheStep) {
   EXPECT_GT(double(b.memory_use().backward), 1.5 * double(a.memory_use().backward));
 }
 
+// Turning retention off again keeps the larger arenas (a statistics round every N steps does not
+// re-allocate and page-fault them each time), and the re-used memory's stale contents do not
+// reach the results: a model toggled on, off, on and off computes the same bits as one that
+// never retained.
+TEST(Hooks, RetentionToggledKeepsTheArenasAndTheBits) {
+  const auto cfg = snip::preset_config("tiny");
+  snip::Llama a(cfg, 2, 16), c(cfg, 2, 16);
+  a.init_weights(23), c.init_weights(23);
+  std::vector<int32_t> in, tgt;
+  random_tokens(in, tgt, 32, cfg.vocab_size, 24);
+  const auto small = c.memory_use();
+  c.set_retain_intermediates(true);
+  c.zero_grads();
+  c.forward(in.data(), tgt.data());
+  c.backward();
+  const auto large = c.memory_use();
+  ASSERT_GT(large.activations, small.activations);
+  ASSERT_GT(large.backward, small.backward);
+  c.set_retain_intermediates(false);
+  EXPECT_EQ(c.memory_use().activations, large.activations);
+  EXPECT_EQ(c.memory_use().backward, large.backward);
+  c.set_retain_intermediates(true);
+  c.set_retain_intermediates(false);
+  a.zero_grads(), c.zero_grads();
+  EXPECT_EQ(a.forward(in.data(), tgt.data()), c.forward(in.data(), tgt.data()));
+  a.backward(), c.backward();
+  for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.grad_data()[i], c.grad_data()[i]);
+  EXPECT_EQ(c.linear(0).dY, nullptr);  // the hooks follow the layout, not the memory held
+}
+
 // The per-block backward is the model's backward: from ∂L/∂R_{b+1} it reproduces every dY, dX,
 // ∂L/∂M_b and ∂L/∂R_b of backward() bit for bit (the same code on the same cached activations),
 // and entered inside a half (o's / down's input, a norm's output) it gives the branch's share of

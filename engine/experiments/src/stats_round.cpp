@@ -437,13 +437,20 @@ struct LayerWorkspace {
 
 void record_tensor_norms(LayerStats& ls, const LinearView<float>& v) {
   namespace k = keys;
-  const int64_t T = v.rows, K = v.K, N = v.N;
-  ls.scalars[k::kLayerXNorm] = std::sqrt(sum_sq(v.X, T * K));
-  ls.scalars[k::kLayerWNorm] = std::sqrt(sum_sq(v.W, N * K));
-  ls.scalars[k::kLayerYNorm] = std::sqrt(sum_sq(v.Y, T * N));
-  ls.scalars[k::kLayerGNorm] = std::sqrt(sum_sq(v.dY, T * N));
-  ls.scalars[k::kLayerDxNorm] = std::sqrt(sum_sq(v.dX, T * K));
-  ls.scalars[k::kLayerDwNorm] = std::sqrt(sum_sq(v.dW, N * K));
+  const int64_t TK = v.rows * v.K, NK = v.N * v.K, TN = v.rows * v.N;
+  // six sums in one loop (each in element order, as sum_sq would): independent chains overlap
+  double x = 0, w = 0, y = 0, g = 0, dx = 0, dw = 0;
+  for (int64_t e = 0, n = std::max({TK, NK, TN}); e < n; ++e) {
+    if (e < TK) x += double(v.X[e]) * double(v.X[e]), dx += double(v.dX[e]) * double(v.dX[e]);
+    if (e < NK) w += double(v.W[e]) * double(v.W[e]), dw += double(v.dW[e]) * double(v.dW[e]);
+    if (e < TN) y += double(v.Y[e]) * double(v.Y[e]), g += double(v.dY[e]) * double(v.dY[e]);
+  }
+  ls.scalars[k::kLayerXNorm] = std::sqrt(x);
+  ls.scalars[k::kLayerWNorm] = std::sqrt(w);
+  ls.scalars[k::kLayerYNorm] = std::sqrt(y);
+  ls.scalars[k::kLayerGNorm] = std::sqrt(g);
+  ls.scalars[k::kLayerDxNorm] = std::sqrt(dx);
+  ls.scalars[k::kLayerDwNorm] = std::sqrt(dw);
 }
 
 // x_j = ‖X[:, j]‖², kept while the next layer reads the same X
@@ -523,29 +530,33 @@ const float* quantize_operands(std::map<std::string, double>& pp, XQuant& xq, Qu
 // δdX in ws.ddx.
 void record_output_errors(std::map<std::string, double>& pp, const LinearView<float>& v, LayerWorkspace& ws) {
   namespace k = keys;
-  const int64_t T = v.rows, K = v.K, N = v.N;
-  double dy_sq = 0, g_dot = 0;
-  for (int64_t e = 0; e < T * N; ++e) {
-    const double d = double(ws.yq[size_t(e)]) - double(v.Y[e]);
-    dy_sq += d * d;
-    g_dot += double(v.dY[e]) * d;
+  const int64_t TN = v.rows * v.N, TK = v.rows * v.K, NK = v.N * v.K;
+  const float *yq = ws.yq.data(), *dxq = ws.dxq.data(), *dwq = ws.dwq.data();
+  const double* w = ws.w.data();
+  float* ddx = ws.ddx.data();
+  // The three tensors' sums run in one loop: five independent double chains, each still summed
+  // in element order (the same bits as three loops), overlap instead of waiting on each other.
+  double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0, own = 0;
+  for (int64_t e = 0, n = std::max({TN, TK, NK}); e < n; ++e) {
+    if (e < TN) {
+      const double d = double(yq[e]) - double(v.Y[e]);
+      dy_sq += d * d;
+      g_dot += double(v.dY[e]) * d;
+    }
+    if (e < TK) {
+      const double d = double(dxq[e]) - double(v.dX[e]);
+      ddx_sq += d * d;
+      ddx[e] = dxq[e] - v.dX[e];
+    }
+    if (e < NK) {  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+      const double d = double(dwq[e]) - double(v.dW[e]);
+      ddw_sq += d * d;
+      own += d * d * w[e];
+    }
   }
   pp[k::kPrecDyErr] = std::sqrt(dy_sq);
   pp[k::kPrecGDotDy] = g_dot;
-  double ddx_sq = 0;
-  for (int64_t e = 0; e < T * K; ++e) {
-    const double d = double(ws.dxq[size_t(e)]) - double(v.dX[e]);
-    ddx_sq += d * d;
-    ws.ddx[size_t(e)] = ws.dxq[size_t(e)] - v.dX[e];
-  }
   pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
-  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-  double ddw_sq = 0, own = 0;
-  for (int64_t e = 0; e < N * K; ++e) {
-    const double d = double(ws.dwq[size_t(e)]) - double(v.dW[e]);
-    ddw_sq += d * d;
-    own += d * d * ws.w[size_t(e)];
-  }
   pp[k::kPrecDdwErr] = std::sqrt(ddw_sq);
   pp[k::kPrecOwnUpdateSq] = own;
 }

@@ -36,6 +36,20 @@ struct ArenaLayout {
     for (auto& v : views) *v.first = p, p += v.second;
     return mem;
   }
+  // Points the views into `mem`, which is reallocated (zeroed) only when it holds fewer than
+  // total() elements: switching between two layouts (set_retain_intermediates on and off, as
+  // every statistics round does) then re-uses the larger arena instead of allocating and
+  // page-faulting it again. Every view is written before it is read (forward/backward), so the
+  // previous layout's contents do not matter.
+  void place(std::unique_ptr<R[]>& mem, int64_t* capacity) {
+    if (!mem || total() > *capacity) {
+      mem.reset();
+      mem = allocate(capacity);
+      return;
+    }
+    R* p = mem.get();
+    for (auto& v : views) *v.first = p, p += v.second;
+  }
 };
 
 template <class R>
@@ -155,7 +169,6 @@ void LlamaModel<R>::alloc_activations() {
   const int64_t HD = config_.head_dim(), NH = config_.num_attention_heads, KVH = config_.num_key_value_heads;
   const int B = B_, T = T_;
   const int64_t BT = int64_t(B) * T;
-  act_mem_.reset();
   acts_ = Acts{};
   ArenaLayout<R> a;
   Acts& x = acts_;
@@ -190,7 +203,7 @@ void LlamaModel<R>::alloc_activations() {
   a.add(x.s_losses, BT);
   a.add(x.rope_cos, int64_t(T) * HD / 2);
   a.add(x.rope_sin, int64_t(T) * HD / 2);
-  act_mem_ = a.allocate(&act_count_);
+  a.place(act_mem_, &act_count_);
   ops::rope_table(x.rope_cos, x.rope_sin, T, int(HD), config_.rope_theta);
 }
 
@@ -209,7 +222,6 @@ void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
   // worth of buffers is reused (dres alternates between two slots: ∂/∂R_{l+1} is read while ∂/∂R_l is written).
   const int L = full ? config_.num_hidden_layers : 1;
   const int64_t C = config_.hidden_size, BT = int64_t(B_) * T_;
-  bb.mem.reset();
   bb.full = full;
   ArenaLayout<R> a;
   for (int t = 0; t < 7; ++t) {
@@ -222,7 +234,7 @@ void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
   a.add(bb.dq_rot, BT * linear_shape(config_, 0).N);
   a.add(bb.dk_rot, BT * linear_shape(config_, 1).N);
   a.add(bb.dln, BT * C);
-  bb.mem = a.allocate(&bb.count);
+  a.place(bb.mem, &bb.count);
 }
 
 template <class R>

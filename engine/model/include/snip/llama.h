@@ -159,7 +159,10 @@ class LlamaModel {
   void set_quant_key(uint64_t seed, uint64_t step) { quant_seed_ = seed, quant_step_ = step; }
 
   // Keep every layer's hook tensors (see the file comment). Re-lays out the activation arena:
-  // call before forward(). Off by default (training needs ~1/3 less memory).
+  // call before forward(). Off by default (training needs ~1/3 less memory). The arenas grow to
+  // the larger layout once and keep it when retention is turned off again, so periodic
+  // statistics rounds do not allocate and page-fault them anew each time; a model that never
+  // retains never holds the larger layout.
   void set_retain_intermediates(bool retain);
   bool retains_intermediates() const { return retain_; }
 
@@ -266,7 +269,7 @@ class LlamaModel {
     R* rope_sin = nullptr;  // (T, HD/2)
   } acts_;
   std::unique_ptr<R[]> act_mem_;
-  int64_t act_count_ = 0;
+  int64_t act_count_ = 0;  // elements held by act_mem_ (the largest layout so far)
 
   // Backward buffers: per layer and linear type, the output gradient dY and input gradient dX,
   // plus the residual-stream gradients. Two sets: `main` (backward) and `probe` (backward_from_residual).
@@ -279,8 +282,8 @@ class LlamaModel {
     R* dk_rot = nullptr;  // (BT, KVH*HD) scratch
     R* dln = nullptr;     // (BT, C) scratch
     std::unique_ptr<R[]> mem;
-    int64_t count = 0;
-    bool full = true;  // per-layer buffers for every layer (else one reused slot)
+    int64_t count = 0;  // elements held by mem (the largest layout so far)
+    bool full = true;   // per-layer buffers for every layer (else one reused slot)
   };
   BackBufs main_, probe_;
   void alloc_backbufs(BackBufs& bb, bool full);
