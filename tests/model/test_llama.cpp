@@ -211,6 +211,88 @@ TEST(Hooks, RetainingIntermediatesDoesNotChangeTheStep) {
   EXPECT_GT(double(b.memory_use().backward), 1.5 * double(a.memory_use().backward));
 }
 
+// Turning retention off again keeps the larger arenas (a statistics round every N steps does not
+// re-allocate and page-fault them each time), and the re-used memory's stale contents do not
+// reach the results: a model toggled on, off, on and off computes the same bits as one that
+// never retained.
+TEST(Hooks, RetentionToggledKeepsTheArenasAndTheBits) {
+  const auto cfg = snip::preset_config("tiny");
+  snip::Llama a(cfg, 2, 16), c(cfg, 2, 16);
+  a.init_weights(23), c.init_weights(23);
+  std::vector<int32_t> in, tgt;
+  random_tokens(in, tgt, 32, cfg.vocab_size, 24);
+  const auto small = c.memory_use();
+  c.set_retain_intermediates(true);
+  c.zero_grads();
+  c.forward(in.data(), tgt.data());
+  c.backward();
+  const auto large = c.memory_use();
+  ASSERT_GT(large.activations, small.activations);
+  ASSERT_GT(large.backward, small.backward);
+  c.set_retain_intermediates(false);
+  EXPECT_EQ(c.memory_use().activations, large.activations);
+  EXPECT_EQ(c.memory_use().backward, large.backward);
+  c.set_retain_intermediates(true);
+  c.set_retain_intermediates(false);
+  a.zero_grads(), c.zero_grads();
+  EXPECT_EQ(a.forward(in.data(), tgt.data()), c.forward(in.data(), tgt.data()));
+  a.backward(), c.backward();
+  for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.grad_data()[i], c.grad_data()[i]);
+  EXPECT_EQ(c.linear(0).dY, nullptr);  // the hooks follow the layout, not the memory held
+}
+
+// The per-block backward is the model's backward: from ∂L/∂R_{b+1} it reproduces every dY, dX,
+// ∂L/∂M_b and ∂L/∂R_b of backward() bit for bit (the same code on the same cached activations),
+// and entered inside a half (o's / down's input, a norm's output) it gives the branch's share of
+// the residual gradient: ∂L/∂M_b − ∂L/∂R_{b+1} and ∂L/∂R_b − ∂L/∂M_b.
+TEST(Hooks, BlockBackwardIsTheModelsBackwardFromAnyEntryPoint) {
+  const auto cfg = micro_config(false);
+  const int B = 2, T = 5, L = cfg.num_hidden_layers;
+  const int64_t n = int64_t(B) * T * cfg.hidden_size;
+  snip::LlamaRef m(cfg, B, T);
+  m.set_retain_intermediates(true);
+  m.init_weights(31);
+  for (int64_t i = 0; i < m.num_params(); ++i) m.param_data()[i] *= 10;
+  std::vector<int32_t> in, tgt;
+  random_tokens(in, tgt, B * T, cfg.vocab_size, 32);
+  m.zero_grads();
+  m.forward(in.data(), tgt.data());
+  m.backward();
+  const std::vector<double> grads(m.grad_data(), m.grad_data() + m.num_params());
+  snip::BlockGradStorage<double> store(m);
+  snip::BlockGrads<double>& g = store.grads();
+  const snip::BlockBackwardMode<double> frozen;
+  auto expect_diff = [n](const double* got, const double* hi, const double* lo, const char* what, int b) {
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], hi[i] - lo[i], 1e-12 * (1 + std::fabs(hi[i]))) << what << b;
+  };
+  for (int b = 0; b < L; ++b) {
+    m.block_backward(b, m.residual_grad(b + 1), g, frozen);
+    for (int t = 0; t < 7; ++t) {
+      const auto v = m.linear(b * 7 + t);
+      for (int64_t i = 0; i < v.rows * v.N; ++i) ASSERT_EQ(g.dy[t][i], v.dY[i]) << v.name;
+      for (int64_t i = 0; i < v.rows * v.K; ++i) ASSERT_EQ(g.dx[t][i], v.dX[i]) << v.name;
+    }
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g.dmid[i], m.residual_mid_grad(b)[i]) << "block " << b;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g.dres[i], m.residual_grad(b)[i]) << "block " << b;
+
+    const int li = b * 7;
+    std::vector<double> d(static_cast<size_t>(n));
+    m.mlp_half_backward(b, snip::HalfEntry::branch_input, m.linear(li + 6).dX, g, frozen);
+    expect_diff(g.dmid, m.residual_mid_grad(b), m.residual_grad(b + 1), "down input, block ", b);
+    for (int64_t i = 0; i < n; ++i) d[size_t(i)] = m.linear(li + 4).dX[i] + m.linear(li + 5).dX[i];
+    m.mlp_half_backward(b, snip::HalfEntry::norm_output, d.data(), g, frozen);
+    expect_diff(g.dmid, m.residual_mid_grad(b), m.residual_grad(b + 1), "ln2 output, block ", b);
+    m.attention_half_backward(b, snip::HalfEntry::branch_input, m.linear(li + 3).dX, g, frozen);
+    expect_diff(g.dres, m.residual_grad(b), m.residual_mid_grad(b), "o input, block ", b);
+    for (int64_t i = 0; i < n; ++i)
+      d[size_t(i)] = m.linear(li + 0).dX[i] + m.linear(li + 1).dX[i] + m.linear(li + 2).dX[i];
+    m.attention_half_backward(b, snip::HalfEntry::norm_output, d.data(), g, frozen);
+    expect_diff(g.dres, m.residual_grad(b), m.residual_mid_grad(b), "ln1 output, block ", b);
+  }
+  for (int64_t i = 0; i < m.num_params(); ++i)
+    ASSERT_EQ(m.grad_data()[i], grads[size_t(i)]) << "frozen block backward changed a gradient";
+}
+
 TEST(Config, ValidationErrorsNameTheField) {
   auto expect_error = [](nlohmann::json j, const std::string& needle) {
     try {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -81,6 +82,38 @@ TEST(Clip, ScalesToMaxNormAndReportsTheNormBefore) {
   std::vector<float> h = {0.3f, 0.4f};
   snip::clip_grad_global_norm(h.data(), 2, 1.0);
   EXPECT_EQ(h[0], 0.3f);  // below the threshold: untouched
+}
+
+// AdamW::preview is the next step(): with the clip factor of next_step() it predicts, per element,
+// what clip_grad_global_norm + step() subtract from the weight (matrices decayed, vectors not).
+TEST(AdamW, PreviewPredictsTheClippedNextStep) {
+  const std::vector<snip::ParamTensor> tensors = {{"w", {3, 4}, 0, 12}, {"norm", {4}, 12, 4}};
+  const int64_t n = 16;
+  snip::AdamW<double> opt(n, {});
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd(0, 1);
+  std::vector<double> p(n), g(n);
+  for (auto& x : p) x = nd(rng);
+  for (int s = 0; s < 3; ++s) {  // some history in m, v and t
+    for (auto& x : g) x = nd(rng);
+    opt.step(p.data(), g.data(), tensors, 1e-2);
+  }
+  for (auto& x : g) x = 5 * nd(rng);
+  const double lr = 3e-3, max_norm = 1.0;
+  const snip::AdamWNextStep next = opt.next_step(g.data(), lr, max_norm);
+  EXPECT_LT(next.clip_scale, 0.5);  // this gradient is clipped
+  EXPECT_NEAR(next.grad_norm, std::sqrt(std::inner_product(g.begin(), g.end(), g.begin(), 0.0)), 1e-12);
+  std::vector<double> update(n);
+  for (const auto& t : tensors)
+    for (int64_t i = t.offset; i < t.offset + t.numel; ++i)
+      update[size_t(i)] = opt.preview(next, i, p[size_t(i)], g[size_t(i)], t.shape.size() >= 2).update;
+  const std::vector<double> p0 = p;
+  EXPECT_EQ(snip::clip_grad_global_norm(g.data(), n, max_norm), next.grad_norm);
+  opt.step(p.data(), g.data(), tensors, lr);
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_NEAR(p0[size_t(i)] - p[size_t(i)], update[size_t(i)], 1e-12 * (std::fabs(p0[size_t(i)]) + 1e-3)) << i;
+  EXPECT_EQ(snip::clip_coefficient(0.5, 1.0), 1.0);  // below the threshold, or clipping off
+  EXPECT_EQ(snip::clip_coefficient(5.0, 0.0), 1.0);
 }
 
 TEST(Trainer, LossGoesDownOnTinyModel) {

@@ -111,232 +111,101 @@ void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const floa
   }
 }
 
-// Recomputed per-block forward quantities the local backward maps need (the model caches them
-// privately): RMSNorm rstd of both norms, q/k after RoPE and the attention probabilities.
-struct BlockLocal {
-  Buf rstd1, rstd2, scratch_ln;  // (BT), (BT), (BT,C)
-  Buf q_rot, k_rot, att, probs;  // (BT,QD), (BT,KD), (BT,QD), (B,NH,T,T)
-};
-
-// Scratch buffers of the exact-mode backward (LocalBackward's exact methods), sized for one block.
-struct ExactScratch {
-  Buf dq_rot, dk_rot, dq, dk, dv, dg, du, dln, d_att, d_h, res_a, res_b;
-  explicit ExactScratch(const ModelConfig& c, int64_t BT) {
-    const int64_t C = c.hidden_size, F = c.intermediate_size, QD = int64_t(c.num_attention_heads) * c.head_dim(),
-                  KD = int64_t(c.num_key_value_heads) * c.head_dim();
-    dq_rot.resize(size_t(BT * QD)), dq.resize(size_t(BT * QD)), d_att.resize(size_t(BT * QD));
-    dk_rot.resize(size_t(BT * KD)), dk.resize(size_t(BT * KD)), dv.resize(size_t(BT * KD));
-    dg.resize(size_t(BT * F)), du.resize(size_t(BT * F)), d_h.resize(size_t(BT * F));
-    dln.resize(size_t(BT * C)), res_a.resize(size_t(BT * C)), res_b.resize(size_t(BT * C));
-  }
-};
-
-// Maps gradient errors of one block to its residual-stream points exactly (METHOD.md 5.2 step 1).
-// Every map is the model's own backward, which is linear in the incoming gradient.
+// The exact local maps of METHOD.md 5.2 on the model's own block backward (Llama::
+// mlp_half_backward / attention_half_backward): FP32 dgrads, frozen weights, the clean pass's
+// cached activations. Every map is linear in the incoming gradient error.
 class LocalBackward {
  public:
-  LocalBackward(const Llama& m, int block) : m_(m), b_(block) {
+  explicit LocalBackward(const Llama& m) : m_(m), store_(m) {
+    mode_.fp32 = true;
     const ModelConfig& c = m.config();
-    B_ = m.batch_size(), T_ = m.seq_len();
-    BT_ = int64_t(B_) * T_, C_ = c.hidden_size, F_ = c.intermediate_size;
-    NH_ = c.num_attention_heads, KVH_ = c.num_key_value_heads, HD_ = c.head_dim();
-    QD_ = int64_t(NH_) * HD_, KD_ = int64_t(KVH_) * HD_;
-    const LlamaParams<float>& p = m.params();
-    // rstd of input_layernorm (on R_b) and post_attention_layernorm (on M_b)
-    loc_.rstd1.resize(size_t(BT_)), loc_.rstd2.resize(size_t(BT_)), loc_.scratch_ln.resize(size_t(BT_ * C_));
-    ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd1.data(), m.residual(b_), p.attn_norm + b_ * C_, BT_, int(C_),
-                         c.rms_norm_eps);
-    ops::rmsnorm_forward(loc_.scratch_ln.data(), loc_.rstd2.data(), m.residual_mid(b_), p.mlp_norm + b_ * C_, BT_,
-                         int(C_), c.rms_norm_eps);
-    // RoPE'd q, k and softmax probabilities P (B,NH,T,T)
-    cos_.resize(size_t(T_) * HD_ / 2), sin_.resize(size_t(T_) * HD_ / 2);
-    ops::rope_table(cos_.data(), sin_.data(), T_, HD_, c.rope_theta);
-    loc_.q_rot.resize(size_t(BT_ * QD_)), loc_.k_rot.resize(size_t(BT_ * KD_));
-    ops::rope_forward(loc_.q_rot.data(), m.linear(idx(LayerType::q)).Y, cos_.data(), sin_.data(), B_, T_, NH_, HD_);
-    ops::rope_forward(loc_.k_rot.data(), m.linear(idx(LayerType::k)).Y, cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
-    loc_.att.resize(size_t(BT_ * QD_)), loc_.probs.resize(size_t(B_) * NH_ * T_ * T_);
-    ops::attention_forward(loc_.att.data(), loc_.probs.data(), loc_.q_rot.data(), loc_.k_rot.data(),
-                           m.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_, HD_);
-    dr_.resize(size_t(BT_ * C_)), dln_.resize(size_t(BT_ * C_)), tmp_.resize(size_t(BT_ * C_));
+    BT_ = int64_t(m.batch_size()) * m.seq_len();
+    QD_ = int64_t(c.num_attention_heads) * c.head_dim(), KD_ = int64_t(c.num_key_value_heads) * c.head_dim();
+    F_ = c.intermediate_size, C_ = c.hidden_size;
   }
 
-  int idx(LayerType t) const { return b_ * kLayersPerBlock + int(t); }
-  const Buf& last_residual_err() const { return dr_; }
-
-  // Layer t's dgrad error δdX (BT, K_t) -> ‖δr‖² at R_b (q,k,v,o) or M_b (gate,up,down); the
+  // Layer li's dgrad error δdX (BT, K) -> ‖δr‖² at R_b (q,k,v,o) or M_b (gate,up,down); the
   // sibling output-gradient errors ‖δG‖² for o (at q,k,v) and down (at gate,up) go to *sib.
-  double resid_err_sq(LayerType t, const float* ddx, std::vector<std::pair<LayerType, double>>* sib) {
+  double resid_err_sq(int li, const float* ddx, std::vector<std::pair<LayerType, double>>* sib) {
     sib->clear();
-    const LlamaParams<float>& p = m_.params();
-    switch (t) {
-      case LayerType::q:
-      case LayerType::k:
-      case LayerType::v:  // input_layernorm backward -> R_b
-        return norm_back(ddx, /*mid=*/false);
-      case LayerType::gate:
-      case LayerType::up:  // post_attention_layernorm backward -> M_b
-        return norm_back(ddx, /*mid=*/true);
-      case LayerType::o: {
-        // attention backward: δdX_o is ∂/∂(attention output); gives δG at q (after RoPE⁻ᵀ), k, v
-        Buf dq_rot(size_t(BT_ * QD_)), dk_rot(size_t(BT_ * KD_)), dq(size_t(BT_ * QD_)), dk(size_t(BT_ * KD_)),
-            dv(size_t(BT_ * KD_));
-        ops::attention_backward(dq_rot.data(), dk_rot.data(), dv.data(), ddx, loc_.probs.data(), loc_.q_rot.data(),
-                                loc_.k_rot.data(), m_.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_, HD_);
-        ops::rope_backward(dq.data(), dq_rot.data(), cos_.data(), sin_.data(), B_, T_, NH_, HD_);
-        ops::rope_backward(dk.data(), dk_rot.data(), cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
-        sib->push_back({LayerType::q, sum_sq(dq.data(), BT_ * QD_)});
-        sib->push_back({LayerType::k, sum_sq(dk.data(), BT_ * KD_)});
-        sib->push_back({LayerType::v, sum_sq(dv.data(), BT_ * KD_)});
-        // their dgrads (exact FP32 maps), summed into ∂/∂ln1, then input_layernorm backward
-        dgrad_sum({{dq.data(), p.wq + b_ * QD_ * C_, QD_},
-                   {dk.data(), p.wk + b_ * KD_ * C_, KD_},
-                   {dv.data(), p.wv + b_ * KD_ * C_, KD_}});
-        return norm_back(dln_.data(), false);
-      }
-      case LayerType::down: {
-        // SwiGLU backward: δdX_down is ∂/∂h, h = silu(gate)·up; gives δG at gate and up
-        Buf dg(size_t(BT_ * F_)), du(size_t(BT_ * F_));
-        ops::swiglu_backward(dg.data(), du.data(), ddx, m_.linear(idx(LayerType::gate)).Y,
-                             m_.linear(idx(LayerType::up)).Y, BT_ * F_);
-        sib->push_back({LayerType::gate, sum_sq(dg.data(), BT_ * F_)});
-        sib->push_back({LayerType::up, sum_sq(du.data(), BT_ * F_)});
-        dgrad_sum({{dg.data(), p.wgate + b_ * F_ * C_, F_}, {du.data(), p.wup + b_ * F_ * C_, F_}});
-        return norm_back(dln_.data(), true);
-      }
+    const int b = li / kLayersPerBlock;
+    const LayerType t = LayerType(li % kLayersPerBlock);
+    BlockGrads<float>& g = store_.grads();
+    if (int(t) <= int(LayerType::o)) {
+      m_.attention_half_backward(b, entry(t), ddx, g, mode_);
+      if (t == LayerType::o)
+        for (LayerType s : {LayerType::q, LayerType::k, LayerType::v}) sib->push_back({s, dy_sq(s)});
+      last_ = g.dres;
+    } else {
+      m_.mlp_half_backward(b, entry(t), ddx, g, mode_);
+      if (t == LayerType::down)
+        for (LayerType s : {LayerType::gate, LayerType::up}) sib->push_back({s, dy_sq(s)});
+      last_ = g.dmid;
     }
-    return 0;
+    return sum_sq(last_, BT_ * C_);
   }
+  // δr of the last resid_err_sq (BT, C)
+  const float* last_residual_err() const { return last_; }
 
-  // ---- exact ΔW mode (METHOD.md 5.2 `exact`): the FP32 backward of a gradient error through
-  // this block, linear in the error. visit(layer index, δG (BT, N)) is called for every linear
-  // layer whose output gradient the error reaches. `addend` (may be null) is the residual
-  // gradient that bypasses the branch (added to the norm backward's result).
+  // Exact ΔW mode: back-propagates δdX at the input of linear layer li through the frozen graph,
+  // its own block from li's input down to R_b, then every earlier block. visit(layer index,
+  // δG (BT, N)) is called for every linear layer whose output gradient the error reaches.
   using Visit = std::function<void(int, const float*)>;
-
-  // δ at the input of the block's first (mid = false) or second norm -> δR_b or δM_b (+ addend).
-  void norm_input_back(const float* d_ln, bool mid, const float* addend, float* out) const {
-    const LlamaParams<float>& p = m_.params();
-    const float* x = mid ? m_.residual_mid(b_) : m_.residual(b_);
-    const float* w = (mid ? p.mlp_norm : p.attn_norm) + b_ * C_;
-    const float* rstd = mid ? loc_.rstd2.data() : loc_.rstd1.data();
-    if (addend) std::memcpy(out, addend, sizeof(float) * size_t(BT_ * C_));
-    ops::rmsnorm_backward(out, static_cast<float*>(nullptr), d_ln, x, w, rstd, BT_, int(C_), addend != nullptr);
-  }
-  // δ(attention output) (BT, QD): attention backward (q, k, v visited), their dgrads,
-  // input_layernorm backward -> δR_b (+ addend).
-  void attention_input_back(const float* d_att, const float* addend, float* out, ExactScratch& s,
-                            const Visit& visit) const {
-    const LlamaParams<float>& p = m_.params();
-    ops::attention_backward(s.dq_rot.data(), s.dk_rot.data(), s.dv.data(), d_att, loc_.probs.data(), loc_.q_rot.data(),
-                            loc_.k_rot.data(), m_.linear(idx(LayerType::v)).Y, B_, T_, NH_, KVH_, HD_);
-    ops::rope_backward(s.dq.data(), s.dq_rot.data(), cos_.data(), sin_.data(), B_, T_, NH_, HD_);
-    ops::rope_backward(s.dk.data(), s.dk_rot.data(), cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
-    visit(idx(LayerType::q), s.dq.data());
-    visit(idx(LayerType::k), s.dk.data());
-    visit(idx(LayerType::v), s.dv.data());
-    dgrad32(s.dln.data(), s.dq.data(), p.wq + b_ * QD_ * C_, C_, QD_, false);
-    dgrad32(s.dln.data(), s.dk.data(), p.wk + b_ * KD_ * C_, C_, KD_, true);
-    dgrad32(s.dln.data(), s.dv.data(), p.wv + b_ * KD_ * C_, C_, KD_, true);
-    norm_input_back(s.dln.data(), false, addend, out);
-  }
-  // δh (BT, F), the input of down_proj: SwiGLU backward (gate, up visited), their dgrads,
-  // post_attention_layernorm backward -> δM_b (+ addend).
-  void mlp_input_back(const float* d_h, const float* addend, float* out, ExactScratch& s, const Visit& visit) const {
-    const LlamaParams<float>& p = m_.params();
-    ops::swiglu_backward(s.dg.data(), s.du.data(), d_h, m_.linear(idx(LayerType::gate)).Y,
-                         m_.linear(idx(LayerType::up)).Y, BT_ * F_);
-    visit(idx(LayerType::gate), s.dg.data());
-    visit(idx(LayerType::up), s.du.data());
-    dgrad32(s.dln.data(), s.dg.data(), p.wgate + b_ * F_ * C_, C_, F_, false);
-    dgrad32(s.dln.data(), s.du.data(), p.wup + b_ * F_ * C_, C_, F_, true);
-    norm_input_back(s.dln.data(), true, addend, out);
-  }
-  // δM_b -> δR_b through the attention half (o visited; the residual carries δM_b past it).
-  void attention_half_back(const float* d_mid, float* out, ExactScratch& s, const Visit& visit) const {
-    visit(idx(LayerType::o), d_mid);
-    dgrad32(s.d_att.data(), d_mid, m_.params().wo + b_ * C_ * QD_, QD_, C_, false);
-    attention_input_back(s.d_att.data(), d_mid, out, s, visit);
-  }
-  // δR_{b+1} -> δM_b through the MLP half (down visited; the residual carries δR_{b+1} past it).
-  void mlp_half_back(const float* d_next, float* out, ExactScratch& s, const Visit& visit) const {
-    visit(idx(LayerType::down), d_next);
-    dgrad32(s.d_h.data(), d_next, m_.params().wdown + b_ * C_ * F_, F_, C_, false);
-    mlp_input_back(s.d_h.data(), d_next, out, s, visit);
+  void exact_backward(int li, const float* ddx, const Visit& visit) {
+    const int bm = li / kLayersPerBlock;
+    const LayerType t = LayerType(li % kLayersPerBlock);
+    BlockGrads<float>& g = store_.grads();
+    if (int(t) <= int(LayerType::o)) {
+      m_.attention_half_backward(bm, entry(t), ddx, g, mode_);
+      if (t == LayerType::o) visit_types(bm, {LayerType::q, LayerType::k, LayerType::v}, visit);
+    } else {
+      m_.mlp_half_backward(bm, entry(t), ddx, g, mode_);
+      if (t == LayerType::down) visit_types(bm, {LayerType::gate, LayerType::up}, visit);
+      attention_half(bm, visit);
+    }
+    for (int b = bm - 1; b >= 0; --b) {
+      m_.mlp_half_backward(b, HalfEntry::output, g.dres, g, mode_);
+      visit_types(b, {LayerType::down, LayerType::gate, LayerType::up}, visit);
+      attention_half(b, visit);
+    }
   }
 
  private:
-  // dX (BT, K) (+)= dY (BT, N) · W (N, K), FP32
-  void dgrad32(float* dx, const float* dy, const float* W, int64_t K, int64_t N, bool accumulate) const {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(BT_), int(K), int(N), 1.0f, dy, int(N), W, int(K),
-                accumulate ? 1.0f : 0.0f, dx, int(K));
+  // o and down take δdX at their half's branch input; q/k/v and gate/up at the norm's output
+  static HalfEntry entry(LayerType t) {
+    return t == LayerType::o || t == LayerType::down ? HalfEntry::branch_input : HalfEntry::norm_output;
   }
-  struct DgradTerm {
-    const float* dy;  // (BT, N)
-    const float* W;   // (N, C)
-    int64_t N;
-  };
-  // dln = Σ dy·W  (BT, C), exact FP32 GEMMs
-  void dgrad_sum(std::initializer_list<DgradTerm> terms) {
-    Recipe recipe;
-    QLinearContext ctx;
-    ctx.recipe = &recipe;
-    std::fill(dln_.begin(), dln_.end(), 0.0f);
-    for (const DgradTerm& t : terms) {
-      qlinear_dgrad(tmp_.data(), t.dy, t.W, BT_, C_, t.N, Precision::fp32, ctx);
-      for (int64_t i = 0; i < BT_ * C_; ++i) dln_[size_t(i)] += tmp_[size_t(i)];
+  int64_t out_features(LayerType t) const {
+    switch (t) {
+      case LayerType::q:
+        return QD_;
+      case LayerType::k:
+      case LayerType::v:
+        return KD_;
+      case LayerType::gate:
+      case LayerType::up:
+        return F_;
+      default:
+        return C_;
     }
   }
-  // RMSNorm backward of the block's first (mid = false) or second norm; returns ‖δr‖².
-  double norm_back(const float* dy, bool mid) {
-    const LlamaParams<float>& p = m_.params();
-    const float* x = mid ? m_.residual_mid(b_) : m_.residual(b_);
-    const float* w = (mid ? p.mlp_norm : p.attn_norm) + b_ * C_;
-    const float* rstd = mid ? loc_.rstd2.data() : loc_.rstd1.data();
-    ops::rmsnorm_backward(dr_.data(), static_cast<float*>(nullptr), dy, x, w, rstd, BT_, int(C_), false);
-    return sum_sq(dr_.data(), BT_ * C_);
+  double dy_sq(LayerType t) { return sum_sq(store_.grads().dy[int(t)], BT_ * out_features(t)); }
+  void visit_types(int b, std::initializer_list<LayerType> types, const Visit& visit) {
+    for (LayerType t : types) visit(b * kLayersPerBlock + int(t), store_.grads().dy[int(t)]);
+  }
+  // δM_b (in dmid) -> δR_b through the whole attention half; o, q, k, v visited
+  void attention_half(int b, const Visit& visit) {
+    BlockGrads<float>& g = store_.grads();
+    m_.attention_half_backward(b, HalfEntry::output, g.dmid, g, mode_);
+    visit_types(b, {LayerType::o, LayerType::q, LayerType::k, LayerType::v}, visit);
   }
 
   const Llama& m_;
-  int b_;
-  int B_, T_, NH_, KVH_, HD_;
-  int64_t BT_, C_, F_, QD_, KD_;
-  BlockLocal loc_;
-  Buf cos_, sin_, dr_, dln_, tmp_;
+  BlockGradStorage<float> store_;
+  BlockBackwardMode<float> mode_;
+  int64_t BT_ = 0, QD_ = 0, KD_ = 0, F_ = 0, C_ = 0;
+  const float* last_ = nullptr;
 };
-
-// Exact ΔW mode: back-propagates δdX at the input of linear layer m through the frozen graph
-// (FP32, linear in δdX): its own block from m's input down to R_b, then every earlier block.
-// blocks[b] must exist for every b ≤ m's block.
-void exact_backward(const std::vector<std::unique_ptr<LocalBackward>>& blocks, int m, const float* ddx, ExactScratch& s,
-                    const LocalBackward::Visit& visit) {
-  const int bm = m / kLayersPerBlock;
-  float* cur = s.res_a.data();  // δR
-  float* mid = s.res_b.data();  // δM
-  const LocalBackward& lb = *blocks[size_t(bm)];
-  switch (LayerType(m % kLayersPerBlock)) {
-    case LayerType::q:
-    case LayerType::k:
-    case LayerType::v:
-      lb.norm_input_back(ddx, false, nullptr, cur);
-      break;
-    case LayerType::o:
-      lb.attention_input_back(ddx, nullptr, cur, s, visit);
-      break;
-    case LayerType::gate:
-    case LayerType::up:
-      lb.norm_input_back(ddx, true, nullptr, mid);
-      lb.attention_half_back(mid, cur, s, visit);
-      break;
-    case LayerType::down:
-      lb.mlp_input_back(ddx, nullptr, mid, s, visit);
-      lb.attention_half_back(mid, cur, s, visit);
-      break;
-  }
-  for (int b = bm - 1; b >= 0; --b) {
-    blocks[size_t(b)]->mlp_half_back(cur, mid, s, visit);
-    blocks[size_t(b)]->attention_half_back(mid, cur, s, visit);
-  }
-}
 
 // The model keeps every layer's hook tensors only when asked (set_retain_intermediates, newer
 // model versions); these helpers compile against either version.
@@ -419,27 +288,17 @@ double clean_bf16_pass(Llama& model, const int32_t* inputs, const int32_t* targe
   return loss0;
 }
 
-// AdamW of the next step t+1 (optimizer.h): g' = s·g, m' = β1 m + (1−β1) g', v' = β2 v + (1−β2) g'²,
-// u = lr·wd·p + lr/(1−β1^{t+1}) · m'/(√v'/√(1−β2^{t+1}) + ε).
+// The next AdamW step t+1 (AdamW::next_step, with the trainer's clipping) and k_t, a gradient
+// error's weight in the update: s·lr·(1−β1)/(1−β1^{t+1}).
 struct NextAdamStep {
-  AdamWConfig ac;
-  double lr = 0;
-  double bc1 = 0, bc2 = 0;  // bias corrections 1−β1^{t+1}, 1−β2^{t+1}
-  double grad_norm = 0;     // global norm of the clean gradient
-  double clip_scale = 1;    // s: the clip factor of this batch's gradient
-  double k_t = 0;           // s·lr·(1−β1)/(1−β1^{t+1}): a gradient error's weight in the update
+  AdamWNextStep step;
+  double k_t = 0;
 };
 
 NextAdamStep next_adam_step(const Llama& model, const AdamW<float>& opt, const StatsRoundOptions& o) {
   NextAdamStep n;
-  n.ac = opt.config();
-  n.lr = o.lr;
-  const double t1 = double(opt.t() + 1);
-  n.bc1 = 1 - std::pow(n.ac.beta1, t1), n.bc2 = 1 - std::pow(n.ac.beta2, t1);
-  n.grad_norm = grad_global_norm(model.grad_data(), model.num_params());
-  const double g = n.grad_norm;
-  n.clip_scale = (o.grad_clip > 0 && o.grad_clip / (g + 1e-6) < 1) ? o.grad_clip / (g + 1e-6) : 1.0;
-  n.k_t = n.clip_scale * o.lr * (1 - n.ac.beta1) / n.bc1;
+  n.step = opt.next_step(model.grad_data(), o.lr, o.grad_clip);
+  n.k_t = n.step.clip_scale * o.lr * (1 - opt.config().beta1) / n.step.bc1;
   return n;
 }
 
@@ -520,8 +379,8 @@ ForwardNoise forward_noise_passes(Llama& model, const StatsRoundOptions& o, std:
   return fn;
 }
 
-void record_globals(StatsRound& round, double loss0, const NextAdamStep& ns, const BackwardNoise& bn,
-                    const ForwardNoise& fn, const StatsRoundOptions& o, int64_t adam_t) {
+void record_globals(StatsRound& round, double loss0, const NextAdamStep& ns, const AdamWConfig& ac,
+                    const BackwardNoise& bn, const ForwardNoise& fn, const StatsRoundOptions& o, int64_t adam_t) {
   namespace k = keys;
   round.globals[k::kGlobalLoss0] = loss0;
   round.globals["loss0_resid"] = fn.loss0_resid;
@@ -533,11 +392,11 @@ void record_globals(StatsRound& round, double loss0, const NextAdamStep& ns, con
   round.globals[k::kGlobalNoisePasses] = o.noise_passes;
   round.globals[k::kGlobalKt] = ns.k_t;
   round.globals[k::kGlobalLearningRate] = o.lr;
-  round.globals[k::kGlobalAdamBeta1] = ns.ac.beta1;
-  round.globals[k::kGlobalAdamBeta2] = ns.ac.beta2;
-  round.globals[k::kGlobalAdamEps] = ns.ac.eps;
-  round.globals["grad_clip_scale"] = ns.clip_scale;
-  round.globals["grad_norm"] = ns.grad_norm;
+  round.globals[k::kGlobalAdamBeta1] = ac.beta1;
+  round.globals[k::kGlobalAdamBeta2] = ac.beta2;
+  round.globals[k::kGlobalAdamEps] = ac.eps;
+  round.globals["grad_clip_scale"] = ns.step.clip_scale;
+  round.globals["grad_norm"] = ns.step.grad_norm;
   round.globals["adam_t"] = double(adam_t);
 }
 
@@ -554,9 +413,8 @@ struct LayerWorkspace {
   const float* xcol_src = nullptr;  // q/k/v and gate/up share X: computed once for them
   int64_t xcol_k = 0;
   std::vector<std::pair<LayerType, double>> sib;  // sibling ‖δG‖² of the current layer
-  // exact ΔW mode: every layer's w, the backward's scratch and one layer's δdW
+  // exact ΔW mode: every layer's w and one layer's δdW
   std::vector<std::vector<double>> w_keep;
-  std::unique_ptr<ExactScratch> scratch;
   Buf dw_err;
 
   LayerWorkspace(const Llama& model, size_t n_precisions, bool exact) {
@@ -573,20 +431,26 @@ struct LayerWorkspace {
     w.resize(size_t(max_nk)), xcol.resize(size_t(max_k));
     if (!exact) return;
     w_keep.resize(size_t(model.num_linear_layers()));
-    scratch = std::make_unique<ExactScratch>(model.config(), int64_t(model.batch_size()) * model.seq_len());
     dw_err.resize(size_t(max_nk));
   }
 };
 
 void record_tensor_norms(LayerStats& ls, const LinearView<float>& v) {
   namespace k = keys;
-  const int64_t T = v.rows, K = v.K, N = v.N;
-  ls.scalars[k::kLayerXNorm] = std::sqrt(sum_sq(v.X, T * K));
-  ls.scalars[k::kLayerWNorm] = std::sqrt(sum_sq(v.W, N * K));
-  ls.scalars[k::kLayerYNorm] = std::sqrt(sum_sq(v.Y, T * N));
-  ls.scalars[k::kLayerGNorm] = std::sqrt(sum_sq(v.dY, T * N));
-  ls.scalars[k::kLayerDxNorm] = std::sqrt(sum_sq(v.dX, T * K));
-  ls.scalars[k::kLayerDwNorm] = std::sqrt(sum_sq(v.dW, N * K));
+  const int64_t TK = v.rows * v.K, NK = v.N * v.K, TN = v.rows * v.N;
+  // six sums in one loop (each in element order, as sum_sq would): independent chains overlap
+  double x = 0, w = 0, y = 0, g = 0, dx = 0, dw = 0;
+  for (int64_t e = 0, n = std::max({TK, NK, TN}); e < n; ++e) {
+    if (e < TK) x += double(v.X[e]) * double(v.X[e]), dx += double(v.dX[e]) * double(v.dX[e]);
+    if (e < NK) w += double(v.W[e]) * double(v.W[e]), dw += double(v.dW[e]) * double(v.dW[e]);
+    if (e < TN) y += double(v.Y[e]) * double(v.Y[e]), g += double(v.dY[e]) * double(v.dY[e]);
+  }
+  ls.scalars[k::kLayerXNorm] = std::sqrt(x);
+  ls.scalars[k::kLayerWNorm] = std::sqrt(w);
+  ls.scalars[k::kLayerYNorm] = std::sqrt(y);
+  ls.scalars[k::kLayerGNorm] = std::sqrt(g);
+  ls.scalars[k::kLayerDxNorm] = std::sqrt(dx);
+  ls.scalars[k::kLayerDwNorm] = std::sqrt(dw);
 }
 
 // x_j = ‖X[:, j]‖², kept while the next layer reads the same X
@@ -599,12 +463,15 @@ void update_column_norms(LayerWorkspace& ws, const LinearView<float>& v) {
   ws.xcol_src = v.X, ws.xcol_k = K;
 }
 
-// AdamW factors per element w_ij = 1/(√v̂_ij + ε)² into ws.w, and the clean update u's norm
-void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const float* m0, const float* v0,
+// AdamW factors per element w_ij = 1/(√v̂_ij + ε)² into ws.w, and the clean update u's norm, from
+// the optimizer's preview of the next step (nothing of its state changes).
+void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW<float>& opt, const ParamTensor& pt,
                          const std::vector<double>& gam, const NextAdamStep& ns, LayerWorkspace& ws) {
   namespace k = keys;
   const int64_t K = v.K, N = v.N;
-  const AdamWConfig& ac = ns.ac;
+  const float* m0 = opt.m() + pt.offset;
+  const float* v0 = opt.v() + pt.offset;
+  const bool decay = pt.shape.size() >= 2;
   double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
   double gam_sum = 0, x_sum = 0;
   for (int64_t j = 0; j < K; ++j) x_sum += ws.xcol[size_t(j)];
@@ -612,17 +479,13 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const float
   for (int64_t i = 0; i < N; ++i)
     for (int64_t j = 0; j < K; ++j) {
       const int64_t e = i * K + j;
-      const double g = ns.clip_scale * double(v.dW[e]);
-      const double m1 = ac.beta1 * m0[e] + (1 - ac.beta1) * g;
-      const double v1 = ac.beta2 * v0[e] + (1 - ac.beta2) * g * g;
-      const double denom = std::sqrt(v1 / ns.bc2) + ac.eps;
-      const double we = 1.0 / (denom * denom);
+      const AdamWElementUpdate u = opt.preview(ns.step, pt.offset + e, double(v.W[e]), double(v.dW[e]), decay);
+      const double we = 1.0 / (u.denom * u.denom);
       ws.w[size_t(e)] = we;
       m_sq += double(m0[e]) * m0[e], v_sq += double(v0[e]) * v0[e];
       a_sum += we;
       a_gain_num += gam[size_t(i)] * ws.xcol[size_t(j)] * we;
-      const double u = ns.lr * ac.weight_decay * double(v.W[e]) + ns.lr / ns.bc1 * m1 / denom;
-      u_sq += u * u;
+      u_sq += u.update * u.update;
     }
   ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
   ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
@@ -667,38 +530,42 @@ const float* quantize_operands(std::map<std::string, double>& pp, XQuant& xq, Qu
 // δdX in ws.ddx.
 void record_output_errors(std::map<std::string, double>& pp, const LinearView<float>& v, LayerWorkspace& ws) {
   namespace k = keys;
-  const int64_t T = v.rows, K = v.K, N = v.N;
-  double dy_sq = 0, g_dot = 0;
-  for (int64_t e = 0; e < T * N; ++e) {
-    const double d = double(ws.yq[size_t(e)]) - double(v.Y[e]);
-    dy_sq += d * d;
-    g_dot += double(v.dY[e]) * d;
+  const int64_t TN = v.rows * v.N, TK = v.rows * v.K, NK = v.N * v.K;
+  const float *yq = ws.yq.data(), *dxq = ws.dxq.data(), *dwq = ws.dwq.data();
+  const double* w = ws.w.data();
+  float* ddx = ws.ddx.data();
+  // The three tensors' sums run in one loop: five independent double chains, each still summed
+  // in element order (the same bits as three loops), overlap instead of waiting on each other.
+  double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0, own = 0;
+  for (int64_t e = 0, n = std::max({TN, TK, NK}); e < n; ++e) {
+    if (e < TN) {
+      const double d = double(yq[e]) - double(v.Y[e]);
+      dy_sq += d * d;
+      g_dot += double(v.dY[e]) * d;
+    }
+    if (e < TK) {
+      const double d = double(dxq[e]) - double(v.dX[e]);
+      ddx_sq += d * d;
+      ddx[e] = dxq[e] - v.dX[e];
+    }
+    if (e < NK) {  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+      const double d = double(dwq[e]) - double(v.dW[e]);
+      ddw_sq += d * d;
+      own += d * d * w[e];
+    }
   }
   pp[k::kPrecDyErr] = std::sqrt(dy_sq);
   pp[k::kPrecGDotDy] = g_dot;
-  double ddx_sq = 0;
-  for (int64_t e = 0; e < T * K; ++e) {
-    const double d = double(ws.dxq[size_t(e)]) - double(v.dX[e]);
-    ddx_sq += d * d;
-    ws.ddx[size_t(e)] = ws.dxq[size_t(e)] - v.dX[e];
-  }
   pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
-  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-  double ddw_sq = 0, own = 0;
-  for (int64_t e = 0; e < N * K; ++e) {
-    const double d = double(ws.dwq[size_t(e)]) - double(v.dW[e]);
-    ddw_sq += d * d;
-    own += d * d * ws.w[size_t(e)];
-  }
   pp[k::kPrecDdwErr] = std::sqrt(ddw_sq);
   pp[k::kPrecOwnUpdateSq] = own;
 }
 
 // Exact mode: δdX back-propagated through the frozen graph; every upstream layer's
 // weight-gradient error δdW_l = δG_lᵀ·X_l, weighted elementwise by its AdamW factors.
-void record_exact_upstream(std::map<std::string, double>& pp, const Llama& model,
-                           const std::vector<std::unique_ptr<LocalBackward>>& blocks, int li, LayerWorkspace& ws) {
-  exact_backward(blocks, li, ws.ddx.data(), *ws.scratch, [&](int l, const float* dy) {
+void record_exact_upstream(std::map<std::string, double>& pp, const Llama& model, LocalBackward& local, int li,
+                           LayerWorkspace& ws) {
+  local.exact_backward(li, ws.ddx.data(), [&](int l, const float* dy) {
     const LinearView<float> vl = model.linear(l);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy, int(vl.N), vl.X,
                 int(vl.K), 0.0f, ws.dw_err.data(), int(vl.K));
@@ -724,19 +591,15 @@ class LayerStatsPass {
         recipe_(model.recipe()),
         exact_(o.exact_weight_divergence),
         ws_(model, o.precisions.size(), exact_),
-        blocks_(size_t(model.config().num_hidden_layers)) {
+        local_(model) {
     ctx_.recipe = &recipe_;
     ctx_.seed = o.seed;
     ctx_.step = uint64_t(o.step);
   }
 
   void run(StatsRound& round) {
-    for (int b = 0; b < int(blocks_.size()); ++b) {
-      // exact ΔW mode back-propagates through every earlier block: keep them all
-      blocks_[size_t(b)] = std::make_unique<LocalBackward>(model_, b);
-      if (!exact_ && b > 0) blocks_[size_t(b - 1)].reset();
+    for (int b = 0; b < model_.config().num_hidden_layers; ++b)
       for (LayerType type : kAllLayerTypes) round.layers.push_back(layer(b, type));
-    }
   }
 
  private:
@@ -755,7 +618,7 @@ class LayerStatsPass {
     const std::vector<double>& gam = bn_.gain[size_t(li)];
     const ParamTensor* pt = model_.find_param(v.name + ".weight");
     SNIP_ASSERT(pt != nullptr && pt->numel == v.N * v.K);
-    record_adam_factors(ls, v, opt_.m() + pt->offset, opt_.v() + pt->offset, gam, ns_, ws_);
+    record_adam_factors(ls, v, opt_, *pt, gam, ns_, ws_);
     if (exact_) ws_.w_keep[size_t(li)].assign(ws_.w.begin(), ws_.w.begin() + v.N * v.K);
     if (o_.record_vectors) {
       ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
@@ -777,9 +640,9 @@ class LayerStatsPass {
     quantized_gemms(ws_.yq.data(), ws_.dxq.data(), ws_.dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
                     qo.gw.data(), xq.xw.data(), v.rows, v.K, v.N, p, ctx_, v.X, v.W, v.dY);
     record_output_errors(pp, v, ws_);
-    pp[keys::kPrecResidErrSq] = blocks_[size_t(b)]->resid_err_sq(type, ws_.ddx.data(), &ws_.sib);
+    pp[keys::kPrecResidErrSq] = local_.resid_err_sq(li, ws_.ddx.data(), &ws_.sib);
     for (const auto& [st, val] : ws_.sib) pp[keys::sibling_dg_sq_key(layer_type_short_name(st))] = val;
-    if (exact_) record_exact_upstream(pp, model_, blocks_, li, ws_);
+    if (exact_) record_exact_upstream(pp, model_, local_, li, ws_);
   }
 
   Llama& model_;
@@ -791,7 +654,7 @@ class LayerStatsPass {
   QLinearContext ctx_;
   bool exact_;
   LayerWorkspace ws_;
-  std::vector<std::unique_ptr<LocalBackward>> blocks_;
+  LocalBackward local_;
 };
 
 nlohmann::json round_options_json(const StatsRoundOptions& o) {
@@ -837,7 +700,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.step));  // stages 2 and 3 draw from it in turn
   const BackwardNoise backward_noise = backward_noise_passes(model, o, rng);
   const ForwardNoise forward_noise = forward_noise_passes(model, o, rng);
-  record_globals(round, loss0, next_step, backward_noise, forward_noise, o, opt.t());
+  record_globals(round, loss0, next_step, opt.config(), backward_noise, forward_noise, o, opt.t());
   LayerStatsPass(model, opt, o, next_step, backward_noise).run(round);
   if (o.hessian_probes > 0) record_hessian_traces(model, inputs, targets, o, round);
   round.options = round_options_json(o);
@@ -847,10 +710,13 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
 double map_dgrad_to_residual(const Llama& model, int index, const float* ddx, std::vector<float>* residual_err,
                              std::map<std::string, double>* sibling_sq) {
   SNIP_ASSERT(index >= 0 && index < model.num_linear_layers());
-  LocalBackward local(model, index / kLayersPerBlock);
+  LocalBackward local(model);
   std::vector<std::pair<LayerType, double>> sib;
-  const double r = local.resid_err_sq(LayerType(index % kLayersPerBlock), ddx, &sib);
-  if (residual_err) *residual_err = local.last_residual_err();
+  const double r = local.resid_err_sq(index, ddx, &sib);
+  if (residual_err) {
+    const int64_t n = int64_t(model.batch_size()) * model.seq_len() * model.config().hidden_size;
+    residual_err->assign(local.last_residual_err(), local.last_residual_err() + n);
+  }
   if (sibling_sq)
     for (const auto& [t, v] : sib) (*sibling_sq)[layer_type_short_name(t)] = v;
   return r;
@@ -858,12 +724,9 @@ double map_dgrad_to_residual(const Llama& model, int index, const float* ddx, st
 
 std::vector<std::vector<float>> propagate_dgrad_error(const Llama& model, int index, const float* ddx) {
   SNIP_ASSERT(index >= 0 && index < model.num_linear_layers());
-  const int bm = index / kLayersPerBlock;
-  std::vector<std::unique_ptr<LocalBackward>> blocks(static_cast<size_t>(bm + 1));
-  for (int b = 0; b <= bm; ++b) blocks[size_t(b)] = std::make_unique<LocalBackward>(model, b);
-  ExactScratch s(model.config(), int64_t(model.batch_size()) * model.seq_len());
+  LocalBackward local(model);
   std::vector<std::vector<float>> out(static_cast<size_t>(model.num_linear_layers()));
-  exact_backward(blocks, index, ddx, s, [&](int l, const float* dy) {
+  local.exact_backward(index, ddx, [&](int l, const float* dy) {
     const LinearView<float> vl = model.linear(l);
     std::vector<float>& d = out[size_t(l)];
     d.resize(size_t(vl.N * vl.K));

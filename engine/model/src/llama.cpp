@@ -36,6 +36,20 @@ struct ArenaLayout {
     for (auto& v : views) *v.first = p, p += v.second;
     return mem;
   }
+  // Points the views into `mem`, which is reallocated (zeroed) only when it holds fewer than
+  // total() elements: switching between two layouts (set_retain_intermediates on and off, as
+  // every statistics round does) then re-uses the larger arena instead of allocating and
+  // page-faulting it again. Every view is written before it is read (forward/backward), so the
+  // previous layout's contents do not matter.
+  void place(std::unique_ptr<R[]>& mem, int64_t* capacity) {
+    if (!mem || total() > *capacity) {
+      mem.reset();
+      mem = allocate(capacity);
+      return;
+    }
+    R* p = mem.get();
+    for (auto& v : views) *v.first = p, p += v.second;
+  }
 };
 
 template <class R>
@@ -155,7 +169,6 @@ void LlamaModel<R>::alloc_activations() {
   const int64_t HD = config_.head_dim(), NH = config_.num_attention_heads, KVH = config_.num_key_value_heads;
   const int B = B_, T = T_;
   const int64_t BT = int64_t(B) * T;
-  act_mem_.reset();
   acts_ = Acts{};
   ArenaLayout<R> a;
   Acts& x = acts_;
@@ -190,7 +203,7 @@ void LlamaModel<R>::alloc_activations() {
   a.add(x.s_losses, BT);
   a.add(x.rope_cos, int64_t(T) * HD / 2);
   a.add(x.rope_sin, int64_t(T) * HD / 2);
-  act_mem_ = a.allocate(&act_count_);
+  a.place(act_mem_, &act_count_);
   ops::rope_table(x.rope_cos, x.rope_sin, T, int(HD), config_.rope_theta);
 }
 
@@ -209,7 +222,6 @@ void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
   // worth of buffers is reused (dres alternates between two slots: ∂/∂R_{l+1} is read while ∂/∂R_l is written).
   const int L = full ? config_.num_hidden_layers : 1;
   const int64_t C = config_.hidden_size, BT = int64_t(B_) * T_;
-  bb.mem.reset();
   bb.full = full;
   ArenaLayout<R> a;
   for (int t = 0; t < 7; ++t) {
@@ -222,7 +234,7 @@ void LlamaModel<R>::alloc_backbufs(BackBufs& bb, bool full) {
   a.add(bb.dq_rot, BT * linear_shape(config_, 0).N);
   a.add(bb.dk_rot, BT * linear_shape(config_, 1).N);
   a.add(bb.dln, BT * C);
-  bb.mem = a.allocate(&bb.count);
+  a.place(bb.mem, &bb.count);
 }
 
 template <class R>
@@ -285,9 +297,9 @@ void LlamaModel<R>::linear_fprop(R* Y, const R* X, const R* W, int64_t K, int64_
 }
 
 template <class R>
-void LlamaModel<R>::linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int64_t N, int layer) {
+void LlamaModel<R>::linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int64_t N, int layer, bool fp32) const {
   const int64_t BT = int64_t(B_) * T_;
-  const Precision p = precisions_[size_t(layer)].dgrad;
+  const Precision p = fp32 ? Precision::fp32 : precisions_[size_t(layer)].dgrad;
   if (p == Precision::fp32) {  // dX(BT,K) = dY(BT,N)·W(N,K)
     gemm(false, false, BT, K, N, R(1), dY, N, W, K, R(0), dX, K);
     return;
@@ -301,7 +313,7 @@ void LlamaModel<R>::linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int6
 }
 
 template <class R>
-void LlamaModel<R>::linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int64_t N, int layer) {
+void LlamaModel<R>::linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int64_t N, int layer) const {
   const int64_t BT = int64_t(B_) * T_;
   const Precision p = precisions_[size_t(layer)].wgrad;
   if (p == Precision::fp32) {  // dW(N,K) += dY(BT,N)ᵀ·X(BT,K)
@@ -411,73 +423,134 @@ void LlamaModel<R>::backward(double dloss) {
 
 template <class R>
 void LlamaModel<R>::backward_blocks(BackBufs& bb, bool weight_grads) {
-  const int L = config_.num_hidden_layers;
-  const int64_t C = config_.hidden_size, F = config_.intermediate_size;
+  BlockBackwardMode<R> mode;
+  mode.weight_grads = weight_grads ? &grads_ : nullptr;
+  for (int l = config_.num_hidden_layers - 1; l >= 0; --l) {
+    BlockGrads<R> g = block_grads(bb, l);
+    block_backward(l, dres_slot(bb, l + 1), g, mode);
+  }
+}
+
+// Block l's slots of a backward buffer set (one reused slot unless bb.full).
+template <class R>
+BlockGrads<R> LlamaModel<R>::block_grads(BackBufs& bb, int l) const {
+  const int64_t BT = int64_t(B_) * T_, C = config_.hidden_size;
+  const int64_t lb = bb.full ? l : 0;
+  BlockGrads<R> g;
+  for (int t = 0; t < 7; ++t) {
+    const LinearShape s = linear_shape(config_, t);
+    g.dy[t] = bb.dy[t] + lb * BT * s.N;
+    g.dx[t] = bb.dx[t] + lb * BT * s.K;
+  }
+  g.dmid = bb.dmid + lb * BT * C;
+  g.dres = dres_slot(bb, l);
+  g.dq_rot = bb.dq_rot, g.dk_rot = bb.dk_rot, g.dln = bb.dln;
+  return g;
+}
+
+template <class R>
+void LlamaModel<R>::block_backward(int l, const R* dres_next, BlockGrads<R>& g,
+                                   const BlockBackwardMode<R>& mode) const {
+  mlp_half_backward(l, HalfEntry::output, dres_next, g, mode);
+  attention_half_backward(l, HalfEntry::output, g.dmid, g, mode);
+}
+
+// R_{l+1} = M_l + down(swiglu(gate(ln2), up(ln2))), ln2 = rmsnorm(M_l): the forward's second
+// half in reverse. Entering at `output`, both the branch and M_l get ∂/∂R_{l+1}.
+template <class R>
+void LlamaModel<R>::mlp_half_backward(int l, HalfEntry from, const R* d, BlockGrads<R>& g,
+                                      const BlockBackwardMode<R>& mode) const {
+  const int li = l * 7;
+  const int64_t C = config_.hidden_size, F = config_.intermediate_size, BT = int64_t(B_) * T_;
+  const Acts& a = acts_;
+  const LlamaParams<R>& p = params_;
+  LlamaParams<R>* wg = mode.weight_grads;
+  const R* dln = d;  // ∂/∂ln2
+  if (from != HalfEntry::norm_output) {
+    const R* dh = d;  // ∂/∂h, h = silu(gate)·up
+    if (from == HalfEntry::output) {
+      std::memcpy(g.dy[6], d, sizeof(R) * BT * C);
+      linear_dgrad(g.dx[6], g.dy[6], p.wdown + l * C * F, F, C, li + 6, mode.fp32);
+      if (wg) linear_wgrad(wg->wdown + l * C * F, g.dy[6], a.hmlp + l * BT * F, F, C, li + 6);
+      dh = g.dx[6];
+    }
+    ops::swiglu_backward(g.dy[4], g.dy[5], dh, a.gate + l * BT * F, a.up + l * BT * F, BT * F);
+    linear_dgrad(g.dx[4], g.dy[4], p.wgate + l * F * C, C, F, li + 4, mode.fp32);
+    linear_dgrad(g.dx[5], g.dy[5], p.wup + l * F * C, C, F, li + 5, mode.fp32);
+    if (wg) {
+      linear_wgrad(wg->wgate + l * F * C, g.dy[4], a.ln2 + l * BT * C, C, F, li + 4);
+      linear_wgrad(wg->wup + l * F * C, g.dy[5], a.ln2 + l * BT * C, C, F, li + 5);
+    }
+    ops::residual_forward(g.dln, g.dx[4], g.dx[5], BT * C);
+    dln = g.dln;
+  }
+  const bool pass_through = from == HalfEntry::output;
+  if (pass_through) std::memcpy(g.dmid, d, sizeof(R) * BT * C);
+  ops::rmsnorm_backward(g.dmid, wg ? wg->mlp_norm + l * C : nullptr, dln, a.mid + l * BT * C, p.mlp_norm + l * C,
+                        a.ln2_rstd + l * BT, BT, int(C), /*accumulate=*/pass_through);
+}
+
+// M_l = R_l + o(attention(rope(q(ln1)), rope(k(ln1)), v(ln1))), ln1 = rmsnorm(R_l): the
+// forward's first half in reverse. Entering at `output`, both the branch and R_l get ∂/∂M_l.
+template <class R>
+void LlamaModel<R>::attention_half_backward(int l, HalfEntry from, const R* d, BlockGrads<R>& g,
+                                            const BlockBackwardMode<R>& mode) const {
+  const int li = l * 7;
+  const int64_t C = config_.hidden_size;
   const int NH = config_.num_attention_heads, KVH = config_.num_key_value_heads, HD = config_.head_dim();
   const int64_t BT = int64_t(B_) * T_, QD = int64_t(NH) * HD, KD = int64_t(KVH) * HD;
   const Acts& a = acts_;
   const LlamaParams<R>& p = params_;
-  LlamaParams<R>& g = grads_;
-  for (int l = L - 1; l >= 0; --l) {
-    const int li = l * 7;
-    const R* dres_next = dres_slot(bb, l + 1);  // ∂/∂R_{l+1}
-    R* dres = dres_slot(bb, l);
-    const int64_t lb = bb.full ? l : 0;  // layer slot of the per-layer gradient buffers
-    R* dmid = bb.dmid + lb * BT * C;
-    R* dy_q = bb.dy[0] + lb * BT * QD;
-    R* dy_k = bb.dy[1] + lb * BT * KD;
-    R* dy_v = bb.dy[2] + lb * BT * KD;
-    R* dy_o = bb.dy[3] + lb * BT * C;
-    R* dy_gate = bb.dy[4] + lb * BT * F;
-    R* dy_up = bb.dy[5] + lb * BT * F;
-    R* dy_down = bb.dy[6] + lb * BT * C;
-    R* dx_q = bb.dx[0] + lb * BT * C;
-    R* dx_k = bb.dx[1] + lb * BT * C;
-    R* dx_v = bb.dx[2] + lb * BT * C;
-    R* dx_o = bb.dx[3] + lb * BT * QD;
-    R* dx_gate = bb.dx[4] + lb * BT * C;
-    R* dx_up = bb.dx[5] + lb * BT * C;
-    R* dx_down = bb.dx[6] + lb * BT * F;
-
-    // R_{l+1} = M_l + down(h): both get ∂/∂R_{l+1}
-    std::memcpy(dy_down, dres_next, sizeof(R) * BT * C);
-    linear_dgrad(dx_down, dy_down, p.wdown + l * C * F, F, C, li + 6);
-    if (weight_grads) linear_wgrad(g.wdown + l * C * F, dy_down, a.hmlp + l * BT * F, F, C, li + 6);
-    ops::swiglu_backward(dy_gate, dy_up, dx_down, a.gate + l * BT * F, a.up + l * BT * F, BT * F);
-    linear_dgrad(dx_gate, dy_gate, p.wgate + l * F * C, C, F, li + 4);
-    linear_dgrad(dx_up, dy_up, p.wup + l * F * C, C, F, li + 5);
-    if (weight_grads) {
-      linear_wgrad(g.wgate + l * F * C, dy_gate, a.ln2 + l * BT * C, C, F, li + 4);
-      linear_wgrad(g.wup + l * F * C, dy_up, a.ln2 + l * BT * C, C, F, li + 5);
+  LlamaParams<R>* wg = mode.weight_grads;
+  const R* dln = d;  // ∂/∂ln1
+  if (from != HalfEntry::norm_output) {
+    const R* datt = d;  // ∂/∂(attention output)
+    if (from == HalfEntry::output) {
+      std::memcpy(g.dy[3], d, sizeof(R) * BT * C);
+      linear_dgrad(g.dx[3], g.dy[3], p.wo + l * C * QD, QD, C, li + 3, mode.fp32);
+      if (wg) linear_wgrad(wg->wo + l * C * QD, g.dy[3], a.att + l * BT * QD, QD, C, li + 3);
+      datt = g.dx[3];
     }
-    ops::residual_forward(bb.dln, dx_gate, dx_up, BT * C);
-    std::memcpy(dmid, dres_next, sizeof(R) * BT * C);
-    ops::rmsnorm_backward(dmid, weight_grads ? g.mlp_norm + l * C : nullptr, bb.dln, a.mid + l * BT * C,
-                          p.mlp_norm + l * C, a.ln2_rstd + l * BT, BT, int(C), /*accumulate=*/true);
-
-    // M_l = R_l + o(att): both get ∂/∂M_l
-    std::memcpy(dy_o, dmid, sizeof(R) * BT * C);
-    linear_dgrad(dx_o, dy_o, p.wo + l * C * QD, QD, C, li + 3);
-    if (weight_grads) linear_wgrad(g.wo + l * C * QD, dy_o, a.att + l * BT * QD, QD, C, li + 3);
-    ops::attention_backward(bb.dq_rot, bb.dk_rot, dy_v, dx_o, a.probs + l * int64_t(B_) * NH * T_ * T_,
+    ops::attention_backward(g.dq_rot, g.dk_rot, g.dy[2], datt, a.probs + l * int64_t(B_) * NH * T_ * T_,
                             a.q_rot + l * BT * QD, a.k_rot + l * BT * KD, a.v + l * BT * KD, B_, T_, NH, KVH, HD);
-    ops::rope_backward(dy_q, bb.dq_rot, a.rope_cos, a.rope_sin, B_, T_, NH, HD);
-    ops::rope_backward(dy_k, bb.dk_rot, a.rope_cos, a.rope_sin, B_, T_, KVH, HD);
-    linear_dgrad(dx_q, dy_q, p.wq + l * QD * C, C, QD, li + 0);
-    linear_dgrad(dx_k, dy_k, p.wk + l * KD * C, C, KD, li + 1);
-    linear_dgrad(dx_v, dy_v, p.wv + l * KD * C, C, KD, li + 2);
-    if (weight_grads) {
+    ops::rope_backward(g.dy[0], g.dq_rot, a.rope_cos, a.rope_sin, B_, T_, NH, HD);
+    ops::rope_backward(g.dy[1], g.dk_rot, a.rope_cos, a.rope_sin, B_, T_, KVH, HD);
+    linear_dgrad(g.dx[0], g.dy[0], p.wq + l * QD * C, C, QD, li + 0, mode.fp32);
+    linear_dgrad(g.dx[1], g.dy[1], p.wk + l * KD * C, C, KD, li + 1, mode.fp32);
+    linear_dgrad(g.dx[2], g.dy[2], p.wv + l * KD * C, C, KD, li + 2, mode.fp32);
+    if (wg) {
       const R* ln1 = a.ln1 + l * BT * C;
-      linear_wgrad(g.wq + l * QD * C, dy_q, ln1, C, QD, li + 0);
-      linear_wgrad(g.wk + l * KD * C, dy_k, ln1, C, KD, li + 1);
-      linear_wgrad(g.wv + l * KD * C, dy_v, ln1, C, KD, li + 2);
+      linear_wgrad(wg->wq + l * QD * C, g.dy[0], ln1, C, QD, li + 0);
+      linear_wgrad(wg->wk + l * KD * C, g.dy[1], ln1, C, KD, li + 1);
+      linear_wgrad(wg->wv + l * KD * C, g.dy[2], ln1, C, KD, li + 2);
     }
-    ops::residual_forward(bb.dln, dx_q, dx_k, BT * C);
-    ops::residual_forward(bb.dln, bb.dln, dx_v, BT * C);
-    std::memcpy(dres, dmid, sizeof(R) * BT * C);
-    ops::rmsnorm_backward(dres, weight_grads ? g.attn_norm + l * C : nullptr, bb.dln, a.res + l * BT * C,
-                          p.attn_norm + l * C, a.ln1_rstd + l * BT, BT, int(C), /*accumulate=*/true);
+    ops::residual_forward(g.dln, g.dx[0], g.dx[1], BT * C);
+    ops::residual_forward(g.dln, g.dln, g.dx[2], BT * C);
+    dln = g.dln;
   }
+  const bool pass_through = from == HalfEntry::output;
+  if (pass_through) std::memcpy(g.dres, d, sizeof(R) * BT * C);
+  ops::rmsnorm_backward(g.dres, wg ? wg->attn_norm + l * C : nullptr, dln, a.res + l * BT * C, p.attn_norm + l * C,
+                        a.ln1_rstd + l * BT, BT, int(C), /*accumulate=*/pass_through);
+}
+
+template <class R>
+BlockGradStorage<R>::BlockGradStorage(const LlamaModel<R>& model) {
+  const ModelConfig& c = model.config();
+  const int64_t BT = int64_t(model.batch_size()) * model.seq_len(), C = c.hidden_size;
+  ArenaLayout<R> a;
+  for (int t = 0; t < 7; ++t) {
+    const LinearShape s = linear_shape(c, t);
+    a.add(g_.dy[t], BT * s.N);
+    a.add(g_.dx[t], BT * s.K);
+  }
+  a.add(g_.dmid, BT * C), a.add(g_.dres, BT * C), a.add(g_.dln, BT * C);
+  a.add(g_.dq_rot, BT * linear_shape(c, 0).N), a.add(g_.dk_rot, BT * linear_shape(c, 1).N);
+  int64_t count = 0;
+  for (auto& v : a.views) count += v.second;
+  mem_.assign(size_t(count), R(0));
+  R* q = mem_.data();
+  for (auto& v : a.views) *v.first = q, q += v.second;
 }
 
 // ---- hooks ----
@@ -626,5 +699,7 @@ typename LlamaModel<R>::MemoryUse LlamaModel<R>::memory_use() const {
 
 template class LlamaModel<float>;
 template class LlamaModel<double>;
+template class BlockGradStorage<float>;
+template class BlockGradStorage<double>;
 
 }  // namespace snip

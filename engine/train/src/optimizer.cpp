@@ -38,6 +38,23 @@ void AdamW<R>::step(R* params, const R* grads, const std::vector<ParamTensor>& t
 }
 
 template <class R>
+AdamWNextStep AdamW<R>::next_step(const R* grads, double lr, double max_norm) const {
+  AdamWNextStep s;
+  s.lr = lr;
+  s.grad_norm = grad_global_norm(grads, n_);
+  s.clip_scale = clip_coefficient(s.grad_norm, max_norm);
+  const double t1 = double(t_ + 1);
+  s.bc1 = 1 - std::pow(config_.beta1, t1), s.bc2 = 1 - std::pow(config_.beta2, t1);
+  return s;
+}
+
+double clip_coefficient(double norm, double max_norm) {
+  if (!(max_norm > 0) || !std::isfinite(norm)) return 1.0;
+  const double coef = max_norm / (norm + 1e-6);
+  return coef < 1 ? coef : 1.0;
+}
+
+template <class R>
 double grad_global_norm(const R* grads, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += double(grads[i]) * double(grads[i]);
@@ -47,12 +64,10 @@ double grad_global_norm(const R* grads, int64_t n) {
 template <class R>
 double clip_grad_global_norm(R* grads, int64_t n, double max_norm) {
   const double norm = grad_global_norm(grads, n);
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1) {
-      const R c = R(coef);
-      for (int64_t i = 0; i < n; ++i) grads[i] *= c;
-    }
+  const double coef = clip_coefficient(norm, max_norm);
+  if (coef < 1) {
+    const R c = R(coef);
+    for (int64_t i = 0; i < n; ++i) grads[i] *= c;
   }
   return norm;
 }

@@ -84,6 +84,40 @@ struct LinearView {
   const R* dW = nullptr;  // (N, K)   null for probe views
 };
 
+// The gradient buffers one block's backward writes (views, BT rows each): per linear type t
+// (q, k, v, o, gate, up, down) its output gradient dY (BT, N_t) and input gradient dX (BT, K_t),
+// ∂/∂M_b, ∂/∂R_b, and scratch. The model's backward points them into its arenas; other callers
+// (the statistics round) own them in a BlockGradStorage.
+template <class R>
+struct BlockGrads {
+  R* dy[7] = {};
+  R* dx[7] = {};
+  R* dmid = nullptr;    // (BT, C) ∂/∂M_b
+  R* dres = nullptr;    // (BT, C) ∂/∂R_b
+  R* dq_rot = nullptr;  // (BT, NH*HD) scratch
+  R* dk_rot = nullptr;  // (BT, KVH*HD) scratch
+  R* dln = nullptr;     // (BT, C) scratch
+};
+
+// Where a half-block backward starts. A block is two halves, attention (R_b -> M_b) and MLP
+// (M_b -> R_{b+1}); each is norm -> linears -> mixing (attention / SwiGLU) -> linear (o / down)
+// plus the residual connection around it.
+enum class HalfEntry {
+  output,        // the gradient at the half's output (M_b / R_{b+1}): branch plus residual pass-through
+  branch_input,  // at the input of o (attention output) / down (SwiGLU output h); no pass-through
+  norm_output,   // at the norm's output (the X of q, k, v / gate, up); no pass-through
+};
+
+// How a block backward runs its linear layers.
+template <class R>
+struct BlockBackwardMode {
+  // Weight gradients accumulated here (the model's grads()); null: the weights are frozen.
+  LlamaParams<R>* weight_grads = nullptr;
+  // Every dgrad in FP32 (the exact linear map of the block, METHOD.md 5.2) instead of each
+  // layer's planned precision.
+  bool fp32 = false;
+};
+
 template <class R>
 class LlamaModel {
  public:
@@ -125,7 +159,10 @@ class LlamaModel {
   void set_quant_key(uint64_t seed, uint64_t step) { quant_seed_ = seed, quant_step_ = step; }
 
   // Keep every layer's hook tensors (see the file comment). Re-lays out the activation arena:
-  // call before forward(). Off by default (training needs ~1/3 less memory).
+  // call before forward(). Off by default (training needs ~1/3 less memory). The arenas grow to
+  // the larger layout once and keep it when retention is turned off again, so periodic
+  // statistics rounds do not allocate and page-fault them anew each time; a model that never
+  // retains never holds the larger layout.
   void set_retain_intermediates(bool retain);
   bool retains_intermediates() const { return retain_; }
 
@@ -152,6 +189,19 @@ class LlamaModel {
   const R* probe_residual_grad(int b) const;
   const R* probe_residual_mid_grad(int b) const;
 
+  // ---- per-block backward (what backward() and backward_from_residual() run, block by block) ----
+  // Backward of one half of block b from the gradient d at `from` (HalfEntry), on the cached
+  // activations of the last forward (nothing is recomputed). The MLP half writes g.dy/g.dx of
+  // the layers it reaches (down, gate, up) and ∂/∂M_b into g.dmid; the attention half those of
+  // o, q, k, v and ∂/∂R_b into g.dres. Linear in d when the weights are frozen and the dgrads
+  // deterministic (mode.fp32, or a plan without stochastic rounding). d may be g.dres for the
+  // MLP half and g.dmid for the attention half (so one BlockGrads carries a chain of blocks).
+  void mlp_half_backward(int b, HalfEntry from, const R* d, BlockGrads<R>& g, const BlockBackwardMode<R>& mode) const;
+  void attention_half_backward(int b, HalfEntry from, const R* d, BlockGrads<R>& g,
+                               const BlockBackwardMode<R>& mode) const;
+  // The whole block from ∂/∂R_{b+1}: the MLP half, then the attention half from g.dmid.
+  void block_backward(int b, const R* dres_next, BlockGrads<R>& g, const BlockBackwardMode<R>& mode) const;
+
   // ---- non-finite detection ----
   // Name of the first non-finite activation of the last forward ("model.layers.3.mlp.up_proj
   // output", ...), or "" when all are finite.
@@ -169,9 +219,10 @@ class LlamaModel {
   struct Acts;
   struct BackBufs;
   void linear_fprop(R* Y, const R* X, const R* W, int64_t K, int64_t N, int layer);
-  void linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int64_t N, int layer);
-  void linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int64_t N, int layer);
+  void linear_dgrad(R* dX, const R* dY, const R* W, int64_t K, int64_t N, int layer, bool fp32 = false) const;
+  void linear_wgrad(R* dW, const R* dY, const R* X, int64_t K, int64_t N, int layer) const;
   void backward_blocks(BackBufs& bb, bool weight_grads);
+  BlockGrads<R> block_grads(BackBufs& bb, int b) const;
   void alloc_activations();
   R* dres_slot(BackBufs& bb, int b) const;
   void final_head_forward(R* lnf, R* rstd, R* logits, R* probs, R* losses, const R* Z, double* loss);
@@ -218,7 +269,7 @@ class LlamaModel {
     R* rope_sin = nullptr;  // (T, HD/2)
   } acts_;
   std::unique_ptr<R[]> act_mem_;
-  int64_t act_count_ = 0;
+  int64_t act_count_ = 0;  // elements held by act_mem_ (the largest layout so far)
 
   // Backward buffers: per layer and linear type, the output gradient dY and input gradient dX,
   // plus the residual-stream gradients. Two sets: `main` (backward) and `probe` (backward_from_residual).
@@ -231,8 +282,8 @@ class LlamaModel {
     R* dk_rot = nullptr;  // (BT, KVH*HD) scratch
     R* dln = nullptr;     // (BT, C) scratch
     std::unique_ptr<R[]> mem;
-    int64_t count = 0;
-    bool full = true;  // per-layer buffers for every layer (else one reused slot)
+    int64_t count = 0;  // elements held by mem (the largest layout so far)
+    bool full = true;   // per-layer buffers for every layer (else one reused slot)
   };
   BackBufs main_, probe_;
   void alloc_backbufs(BackBufs& bb, bool full);
@@ -245,6 +296,18 @@ class LlamaModel {
   std::unique_ptr<Recipe> recipe_;
   uint64_t quant_seed_ = 0, quant_step_ = 0;
   std::vector<std::string> layer_names_;
+};
+
+// Owns one block's backward buffers (BlockGrads) for a model's shape.
+template <class R>
+class BlockGradStorage {
+ public:
+  explicit BlockGradStorage(const LlamaModel<R>& model);
+  BlockGrads<R>& grads() { return g_; }
+
+ private:
+  std::vector<R> mem_;
+  BlockGrads<R> g_;
 };
 
 using Llama = LlamaModel<float>;
