@@ -152,7 +152,13 @@ def plot_gap_vs_budget(cs, path):
                     methods.append(r["method"])
         for k, m in enumerate(methods):
             # uniform FP4 is the ρ = 1 end whatever the compare's budget: drawn there, once
-            pts = sorted({(1.0 if m == "uniform-fp4" else c["budget"]): row(c, m) for c in group if row(c, m)}.items())
+            # one point per budget: the earliest compare that has the arm (a later compare at the same
+            # budget, e.g. one re-run with an oracle arm, adds only the arms the earlier one lacks)
+            by_budget = {}
+            for c in sorted(group, key=lambda c: c["id"]):
+                if row(c, m):
+                    by_budget.setdefault(1.0 if m == "uniform-fp4" else c["budget"], row(c, m))
+            pts = sorted(by_budget.items())
             xs = [b + (k - len(methods) / 2) * 0.004 for b, _ in pts]  # dodge the error bars
             ys = [r["gap_train_mean"] for _, r in pts]
             es = [r["gap_train_ci95"] or 0 for _, r in pts]
@@ -233,6 +239,9 @@ def granularity(recipe):
 
 def plot_gap_vs_granularity(cs, path):
     pts = [c for c in cs if row(c, "uniform-fp4")]
+    if len({c["checkpoint"] for c in pts}) > 1:  # one model and corpus: the most common checkpoint
+        ck = max({c["checkpoint"] for c in pts}, key=lambda x: sum(c["checkpoint"] == x for c in pts))
+        pts = [c for c in pts if c["checkpoint"] == ck]
     if len({c["budget"] for c in pts}) > 1:  # one budget: the most common one
         b = max({c["budget"] for c in pts}, key=lambda x: sum(c["budget"] == x for c in pts))
         pts = [c for c in pts if c["budget"] == b]
