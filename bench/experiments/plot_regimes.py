@@ -136,10 +136,15 @@ COLORS = {
 }
 
 
+def checkpoint_name(c):
+    """The compare's checkpoint folder name: stored paths may be relative or absolute."""
+    return os.path.basename(os.path.normpath(c["checkpoint"]))
+
+
 def plot_gap_vs_budget(cs, path):
     groups = {}
     for c in cs:
-        groups.setdefault((c["recipe"], c["steps"], c["start_step"], c["checkpoint"]), []).append(c)
+        groups.setdefault((c["recipe"], c["steps"], c["start_step"], checkpoint_name(c)), []).append(c)
     groups = {k: v for k, v in groups.items() if len({c["budget"] for c in v}) >= 2}
     if not groups:
         return False
@@ -239,9 +244,9 @@ def granularity(recipe):
 
 def plot_gap_vs_granularity(cs, path):
     pts = [c for c in cs if row(c, "uniform-fp4")]
-    if len({c["checkpoint"] for c in pts}) > 1:  # one model and corpus: the most common checkpoint
-        ck = max({c["checkpoint"] for c in pts}, key=lambda x: sum(c["checkpoint"] == x for c in pts))
-        pts = [c for c in pts if c["checkpoint"] == ck]
+    if len({checkpoint_name(c) for c in pts}) > 1:  # one model and corpus: the most common checkpoint
+        ck = max({checkpoint_name(c) for c in pts}, key=lambda x: sum(checkpoint_name(c) == x for c in pts))
+        pts = [c for c in pts if checkpoint_name(c) == ck]
     if len({c["budget"] for c in pts}) > 1:  # one budget: the most common one
         b = max({c["budget"] for c in pts}, key=lambda x: sum(c["budget"] == x for c in pts))
         pts = [c for c in pts if c["budget"] == b]
