@@ -221,6 +221,10 @@ TEST_F(CompareDisplayTest, ReplicatedCompareShowsIntervalsVerdictsAndNotes) {
   QCoreApplication::processEvents();
   ASSERT_TRUE(w->grab().save(shot_path("replicated-1024x700")));
   EXPECT_EQ(w->width(), 1024);
+  // The gap chart's legend stays inside the chart (it used to cut "SNIP (train)" at this width).
+  const GapChart::Legend legend = cv->gap_chart()->legend();
+  EXPECT_GE(legend.left, 0);
+  EXPECT_LE(legend.right, cv->gap_chart()->width()) << "legend ends at " << legend.right;
   for (int c = 0; c < CompareView::num_columns; ++c)
     EXPECT_LE(t->horizontalHeader()->sectionViewportPosition(c) + t->horizontalHeader()->sectionSize(c),
               t->viewport()->width())

@@ -55,6 +55,24 @@ void GapChart::set_bars(std::vector<GapBar> bars) {
   update();
 }
 
+int GapChart::label_width() const {
+  const QFontMetrics fm(font());
+  int w = 0;
+  for (const GapBar& b : bars_) w = std::max(w, fm.horizontalAdvance(b.label) + 18);
+  return std::min(w, width() * 2 / 5);
+}
+
+GapChart::Legend GapChart::legend() const {
+  const QFontMetrics fm(font());
+  const int fixed = 16 + fm.horizontalAdvance(tr("train")) + 10 + 16 + fm.horizontalAdvance(tr("val")) + 10 + 18;
+  Legend l{0, 0, tr("SNIP (train)")};
+  if (fixed + fm.horizontalAdvance(l.snip_label) > width() - 8) l.snip_label = tr("SNIP");
+  const int total = fixed + fm.horizontalAdvance(l.snip_label);
+  l.left = std::max(4, std::min(label_width() + 4, width() - total - 4));
+  l.right = l.left + total;
+  return l;
+}
+
 void GapChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing);
@@ -74,9 +92,7 @@ void GapChart::paintEvent(QPaintEvent*) {
   }
   // Layout: title, legend, rows, axis labels.
   const int legend_y = 4 + line;
-  int label_w = 0;
-  for (const GapBar& b : bars_) label_w = std::max(label_w, fm.horizontalAdvance(b.label) + 18);
-  label_w = std::min(label_w, width() * 2 / 5);
+  const int label_w = label_width();
   const QRect plot(label_w + 4, legend_y + line + 4, std::max(10, width() - label_w - 14),
                    std::max(10, height() - (legend_y + line + 4) - line - 8));
   auto x_of = [&](double v) { return plot.left() + (v - x_min_) / (x_max_ - x_min_) * plot.width(); };
@@ -84,7 +100,8 @@ void GapChart::paintEvent(QPaintEvent*) {
 
   // Legend.
   const QColor ink = pal.color(QPalette::Text);
-  int lx = plot.left();
+  const Legend legend_box = legend();
+  int lx = legend_box.left;
   p.setBrush(ink);
   p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
   p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("train"));
@@ -95,7 +112,7 @@ void GapChart::paintEvent(QPaintEvent*) {
   lx += 16 + fm.horizontalAdvance(tr("val")) + 10;
   QColor shade(31, 119, 180, 45);
   p.fillRect(QRectF(lx, legend_y + 2, 14, line - 4), shade);
-  p.drawText(QPoint(lx + 18, legend_y + fm.ascent()), tr("SNIP (train)"));
+  p.drawText(QPoint(lx + 18, legend_y + fm.ascent()), legend_box.snip_label);
 
   // Grid, ticks, 0 and SNIP's interval.
   p.setPen(QPen(pal.color(QPalette::Mid), 1));

@@ -4,6 +4,7 @@
 // clears the shading differs from SNIP at a glance. Painted with QPainter; the numbers come
 // from the report model (compare_report.h), which computes them with snip/paired_stats.h.
 #pragma once
+#include <QString>
 #include <QWidget>
 #include <vector>
 
@@ -20,6 +21,13 @@ class GapChart : public QWidget {
   // The x range drawn (gap units), after set_bars: every bar's interval and 0 fit inside.
   double x_min() const { return x_min_; }
   double x_max() const { return x_max_; }
+  // The legend's extent at the current size: it starts above the plot when it fits there and
+  // moves left (then shortens "SNIP (train)" to "SNIP") so it never runs past the right edge.
+  struct Legend {
+    int left, right;
+    QString snip_label;
+  };
+  Legend legend() const;
   QSize minimumSizeHint() const override { return {220, 140}; }
   QSize sizeHint() const override { return {380, 300}; }
 
@@ -27,6 +35,7 @@ class GapChart : public QWidget {
   void paintEvent(QPaintEvent* event) override;
 
  private:
+  int label_width() const;
   std::vector<GapBar> bars_;
   double x_min_ = -1, x_max_ = 1;
 };
