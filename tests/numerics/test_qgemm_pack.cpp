@@ -76,6 +76,19 @@ void expect_same_packing(int64_t M, int64_t N, int64_t K, const Side& a, const S
   EXPECT_EQ(std::memcmp(c0.data(), c1.data(), c0.size() * 4), 0) << what;
 }
 
+// The three GEMMs of a linear layer, C(M,N) = A·Bᵀ: fprop X·Wᵀ, dgrad dY·W, wgrad dYᵀ·X, each
+// checked by `check` on the operands `side` quantizes (along K or across it).
+template <class Check, class MakeSide>
+void for_each_gemm(const Check& check, const MakeSide& side, const std::vector<float>& X, const std::vector<float>& W,
+                   const std::vector<float>& dY, int64_t T, int64_t K, int64_t N, const std::string& what) {
+  check(T, N, K, side(X, T, K, Gemm::fprop, Operand::activation, true),
+        side(W, N, K, Gemm::fprop, Operand::weight, true), what + " fprop");
+  check(T, K, N, side(dY, T, N, Gemm::dgrad, Operand::gradient, true),
+        side(W, N, K, Gemm::dgrad, Operand::weight, false), what + " dgrad");
+  check(N, K, T, side(dY, T, N, Gemm::wgrad, Operand::gradient, false),
+        side(X, T, K, Gemm::wgrad, Operand::activation, false), what + " wgrad");
+}
+
 const char* const kRecipes[] = {"snip",     "mx",          "nvfp4",     "tensor",  "tensor:sr",
                                 "block:32", "block:32:sr", "block:row", "channel", "channel:sr"};
 
@@ -98,12 +111,7 @@ TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
         };
         const std::string what = std::string(name) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
                                  " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
-        expect_same_packing(T, N, K, side(X, T, K, Gemm::fprop, Operand::activation, true),
-                            side(W, N, K, Gemm::fprop, Operand::weight, true), what + " fprop");
-        expect_same_packing(T, K, N, side(dY, T, N, Gemm::dgrad, Operand::gradient, true),
-                            side(W, N, K, Gemm::dgrad, Operand::weight, false), what + " dgrad");
-        expect_same_packing(N, K, T, side(dY, T, N, Gemm::wgrad, Operand::gradient, false),
-                            side(X, T, K, Gemm::wgrad, Operand::activation, false), what + " wgrad");
+        for_each_gemm(expect_same_packing, side, X, W, dY, T, K, N, what);
       }
 }
 
@@ -268,12 +276,7 @@ TEST(QGemmPack, Bf16GemmQuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThen
         const std::string what = std::string(cs.recipe) + " " + precision_name(cs.p) + (cs.e5m2 ? " e5m2" : "") +
                                  (cs.sr ? " sr" : "") + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
                                  " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
-        expect_same_bf16_packing(T, N, K, side(X, T, K, Gemm::fprop, Operand::activation, true),
-                                 side(W, N, K, Gemm::fprop, Operand::weight, true), what + " fprop");
-        expect_same_bf16_packing(T, K, N, side(dY, T, N, Gemm::dgrad, Operand::gradient, true),
-                                 side(W, N, K, Gemm::dgrad, Operand::weight, false), what + " dgrad");
-        expect_same_bf16_packing(N, K, T, side(dY, T, N, Gemm::wgrad, Operand::gradient, false),
-                                 side(X, T, K, Gemm::wgrad, Operand::activation, false), what + " wgrad");
+        for_each_gemm(expect_same_bf16_packing, side, X, W, dY, T, K, N, what);
       }
 }
 
