@@ -253,7 +253,8 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--oracle-batches", opts->oracle_batches,
                   "Validation batches the oracle's measured damage is averaged over (default 32: one batch's "
                   "damage is dominated by a first-order term whose sign varies by batch; n batches shrink it "
-                  "by sqrt(n))");
+                  "by sqrt(n)); they are the batches after the --eval-batches ones, so no arm is judged on the "
+                  "batches the oracle's plan was chosen on");
   cmd->add_option("--lambdas", opts->lambdas,
                   "SNIP's quality weights lambda, one arm each, comma-separated (default 0,0.1,0.3,1); the "
                   "reference every verdict is against is lambda 0.1 when listed, else the first")

@@ -82,7 +82,8 @@ nlohmann::json compare_settings_to_json(const CompareOptions& o) {
           {"replicates", o.replicates},
           {"replicate-rel", o.replicate_rel},
           {"oracle", o.oracle},
-          {"oracle-batches", o.oracle_batches}};
+          {"oracle-batches", o.oracle_batches},
+          {"oracle-disjoint", o.oracle_disjoint}};
 }
 
 CompareOptions compare_options_from_record(const CompareRecord& c) {
@@ -107,6 +108,8 @@ CompareOptions compare_options_from_record(const CompareRecord& c) {
     o.replicate_rel = j.at("replicate-rel").get<double>();
     o.oracle = j.at("oracle").get<bool>();
     o.oracle_batches = j.at("oracle-batches").get<int>();
+    // stored before the oracle moved off the evaluation's batches: keep the old rule
+    o.oracle_disjoint = j.contains("oracle-disjoint") && j.at("oracle-disjoint").get<bool>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(name + ": its stored settings are damaged (" + std::string(e.what()) + "); start a new compare");
   }
@@ -139,7 +142,10 @@ CompareRecorder::CompareRecorder(Store& store, const std::string& checkpoint, co
                {"lambdas", o.lambdas},
                {"baselines", o.baselines},
                {"replicate_rel", o.replicate_rel}};
-  if (o.oracle) c.options["oracle_batches"] = o.oracle_batches;
+  if (o.oracle) {
+    c.options["oracle_batches"] = o.oracle_batches;
+    c.options["oracle_first_batch"] = oracle_first_batch(o);
+  }
   c.options["resume"] = compare_settings_to_json(o);
   id_ = store.insert_compare(c);
 }

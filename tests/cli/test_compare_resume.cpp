@@ -151,6 +151,28 @@ TEST_F(CompareResume, BadOptionsAreRefusedBeforeACompareIsStored) {
   EXPECT_TRUE(snip::Store(db()).list_compares().empty());
 }
 
+// The oracle's batches are part of a compare's stored settings: a new compare measures them after
+// the evaluation's batches, and a compare stored before that rule (no "oracle-disjoint") resumes
+// with its old rule, so the plans it makes again are the stored ones.
+TEST(CompareSettings, TheOraclesBatchesSurviveTheRecordAndOldRecordsKeepTheirRule) {
+  snip::CompareOptions o;
+  o.oracle = true;
+  o.eval_batches = 4;
+  o.oracle_batches = 16;
+  snip::CompareRecord c;
+  c.options["resume"] = snip::compare_settings_to_json(o);
+  EXPECT_TRUE(snip::compare_options_from_record(c).oracle_disjoint);
+  EXPECT_EQ(snip::oracle_first_batch(snip::compare_options_from_record(c)), 4);
+  o.oracle_disjoint = false;
+  c.options["resume"] = snip::compare_settings_to_json(o);
+  EXPECT_FALSE(snip::compare_options_from_record(c).oracle_disjoint);
+  c.options["resume"].erase("oracle-disjoint");
+  const snip::CompareOptions old = snip::compare_options_from_record(c);
+  EXPECT_FALSE(old.oracle_disjoint);
+  EXPECT_EQ(snip::oracle_first_batch(old), 0);
+  EXPECT_EQ(old.oracle_batches, 16);
+}
+
 TEST_F(CompareResume, AChangedCheckpointIsRefused) {
   int64_t id = 0;
   {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,11 @@ TEST(Compare, OneReplicateIsPairedAndRepeatable) {
   ASSERT_TRUE(b.oracle_row.has_value());
   EXPECT_EQ(b.rows[*b.oracle_row].method, "oracle");
   EXPECT_GE(b.rows[*b.oracle_row].achieved_fraction, 0.5);
+  // the oracle measured on the batches after the one the arms are evaluated on
+  const std::vector<std::string>& notes = b.rows[*b.oracle_row].notes;
+  EXPECT_NE(std::find(notes.begin(), notes.end(),
+                      "oracle: ILP on the measured ΔL of validation batches 1–2 (after the evaluation's)"),
+            notes.end());
   EXPECT_EQ(b.rows[*b.oracle_row].replicates.size(), 1u);
   EXPECT_FALSE(a.oracle_row.has_value());
   const auto& fp4_b = b.rows[*b.oracle_row - 1];

@@ -99,6 +99,43 @@ TEST_F(ValidateTiny, TooManyBatchesIsAnError) {
   EXPECT_THROW(snip::run_validation(s, o), snip::Error);
 }
 
+// first_batch moves the measurement onto later validation batches (the oracle of a compare uses
+// it to stay off the batches the arms are evaluated on): batch b's truth is the same whether it is
+// measured alone from first_batch = b or as the second batch of a run from 0; the last batch must exist.
+TEST_F(ValidateTiny, FirstBatchMeasuresTheLaterBatches) {
+  snip::ValidateOptions o;
+  o.batches = 1;
+  o.weight_truth = false;
+  o.precisions = {snip::Precision::fp4};
+  snip::ExperimentSetup s0 = snip::load_experiment(dir_);
+  const snip::ValidationReport b0 = snip::run_validation(s0, o);
+  o.first_batch = 1;
+  snip::ExperimentSetup s1 = snip::load_experiment(dir_);
+  const snip::ValidationReport b1 = snip::run_validation(s1, o);
+  ASSERT_EQ(b1.rounds.size(), 1u);
+  EXPECT_EQ(b1.rounds[0].batch_id, "val:b1");
+  EXPECT_EQ(b1.options.at("first_batch"), 1);
+  ASSERT_EQ(b0.entries.size(), b1.entries.size());
+  int differ = 0;
+  for (size_t i = 0; i < b0.entries.size(); ++i)
+    differ += b0.entries[i].values.at("dl_true") != b1.entries[i].values.at("dl_true");
+  EXPECT_GT(differ, 0) << "batch 1 measured the same damage as batch 0";
+  o.first_batch = 0;
+  o.batches = 2;
+  snip::ExperimentSetup s01 = snip::load_experiment(dir_);
+  const snip::ValidationReport b01 = snip::run_validation(s01, o);
+  ASSERT_EQ(b01.rounds.size(), 2u);
+  EXPECT_EQ(b01.rounds[1].batch_id, "val:b1");
+  for (size_t i = 0; i < b0.entries.size(); ++i)  // the mean of the two single-batch truths, to rounding
+    EXPECT_NEAR(b01.entries[i].values.at("dl_true"),
+                (b0.entries[i].values.at("dl_true") + b1.entries[i].values.at("dl_true")) / 2,
+                1e-12 * (1 + std::abs(b1.entries[i].values.at("dl_true"))))
+        << b0.entries[i].layer;
+  o.batches = 1;
+  o.first_batch = int(s01.val_batches());  // one past the last batch
+  EXPECT_THROW(snip::run_validation(s01, o), snip::Error);
+}
+
 TEST(ExperimentSetup, MissingCheckpointIsAnError) {
   EXPECT_THROW(snip::load_experiment("/nonexistent/checkpoint"), snip::Error);
 }

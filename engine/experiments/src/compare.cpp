@@ -117,6 +117,20 @@ void summarize(CompareReport& rep) {
   rep.noise_floor_val = spread(&CompareReplicate::val_loss_plan);
 }
 
+// The oracle's batches must exist; said before anything is trained.
+void check_oracle_batches(const CompareOptions& o, int64_t val_batches) {
+  const int64_t need = int64_t(oracle_first_batch(o)) + o.oracle_batches;
+  if (need <= val_batches) return;
+  if (o.oracle_disjoint)
+    throw Error("compare: the oracle measures on " + std::to_string(o.oracle_batches) +
+                " validation batches after the " + std::to_string(o.eval_batches) +
+                " the arms are evaluated on (so no arm is judged on the batches its plan was chosen on), " +
+                std::to_string(need) + " in all, but the checkpoint's data has " + std::to_string(val_batches) +
+                "; lower --oracle-batches or --eval-batches");
+  throw Error("compare: --oracle-batches " + std::to_string(o.oracle_batches) + " exceeds the " +
+              std::to_string(val_batches) + " validation batches of the checkpoint's data; use at most that");
+}
+
 // The oracle plan: the ablation truth on the checkpoint (forward loss damage only, no
 // weight-update truth: that is what a plan's ΔL costs), then the ILP on it.
 PlanResult oracle_plan(const std::string& dir, const std::string& recipe, const CompareOptions& o,
@@ -125,16 +139,17 @@ PlanResult oracle_plan(const std::string& dir, const std::string& recipe, const 
   setup.model->set_recipe(Recipe::named(recipe));
   ValidateOptions vo;
   vo.batches = o.oracle_batches;
+  vo.first_batch = oracle_first_batch(o);
   vo.weight_truth = false;
   vo.stats = o.stats;
-  if (o.oracle_batches > setup.val_batches())
-    throw Error("compare: --oracle-batches " + std::to_string(o.oracle_batches) + " exceeds the " +
-                std::to_string(setup.val_batches()) + " validation batches of the checkpoint's data; use at most that");
+  check_oracle_batches(o, setup.val_batches());
   const ValidationReport truth = run_validation(setup, vo);
   const CostTable table = oracle_cost_table(truth, like);
   PlanResult p = solve_ilp(table, req, &like);
   p.method = "oracle";
-  p.notes.push_back("oracle: ILP on the measured ΔL of " + std::to_string(o.oracle_batches) + " validation batches");
+  p.notes.push_back("oracle: ILP on the measured ΔL of validation batches " + std::to_string(vo.first_batch) + "–" +
+                    std::to_string(vo.first_batch + o.oracle_batches - 1) +
+                    (o.oracle_disjoint ? " (after the evaluation's)" : " (overlapping the evaluation's)"));
   return p;
 }
 
@@ -329,6 +344,10 @@ void check_baselines(const CompareOptions& o) {
 }
 
 }  // namespace
+
+int oracle_first_batch(const CompareOptions& o) {
+  return o.oracle_disjoint ? o.eval_batches : 0;
+}
 
 void check_compare_options(const CompareOptions& o) {
   check_baselines(o);

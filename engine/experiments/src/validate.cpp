@@ -109,10 +109,13 @@ double relative_update_change(const Updates& clean, const Updates& q) {
 
 ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o) {
   if (o.batches < 1) throw Error("validation needs at least one batch (--batches)");
-  if (o.batches > setup.val_batches())
-    throw Error("--batches " + std::to_string(o.batches) + " exceeds the " + std::to_string(setup.val_batches()) +
-                " validation batches of " + std::to_string(setup.config.batch_size) + "x" +
-                std::to_string(setup.config.seq_len) + " in " + setup.data.source);
+  if (o.first_batch < 0) throw Error("validation: the first batch must not be negative");
+  if (int64_t(o.first_batch) + o.batches > setup.val_batches())
+    throw Error("--batches " + std::to_string(o.batches) +
+                (o.first_batch ? " from batch " + std::to_string(o.first_batch) : std::string()) + " exceeds the " +
+                std::to_string(setup.val_batches()) + " validation batches of " +
+                std::to_string(setup.config.batch_size) + "x" + std::to_string(setup.config.seq_len) + " in " +
+                setup.data.source);
   Llama& m = *setup.model;
   const AdamW<float>& opt = *setup.opt;
   const int NL = m.num_linear_layers();
@@ -134,12 +137,13 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
   std::vector<int32_t> in, tgt;
   Updates clean, quant;
   for (int bi = 0; bi < o.batches; ++bi) {
-    setup.val_batch(bi, in, tgt);
+    const int batch = o.first_batch + bi;
+    setup.val_batch(batch, in, tgt);
     // predictions: a statistics round on this batch
     StatsRoundOptions so = o.stats;
     so.step = setup.step, so.lr = lr, so.grad_clip = clip;
     so.precisions = o.precisions;
-    so.batch_id = "val:b" + std::to_string(bi);
+    so.batch_id = "val:b" + std::to_string(batch);
     so.exact_weight_divergence = exact;
     StatsRound round = collect_stats_round(m, opt, in.data(), tgt.data(), so);
     // snip_dw is always the approx mode; with the exact mode also snip_dw_exact beside it, and
@@ -241,6 +245,7 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
   nlohmann::json precs = nlohmann::json::array();
   for (Precision p : o.precisions) precs.push_back(precision_name(p));
   rep.options = {{"batches", o.batches},
+                 {"first_batch", o.first_batch},
                  {"precisions", precs},
                  {"lambda", o.estimator.lambda},
                  {"noise_passes", o.stats.noise_passes},

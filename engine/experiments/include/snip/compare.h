@@ -42,6 +42,11 @@ struct CompareOptions {
   // default that keeps a tiny/small oracle under a few minutes.
   bool oracle = false;
   int oracle_batches = 32;
+  // Where the oracle measures: on the validation batches right after the evaluation's
+  // (eval_batches .. eval_batches + oracle_batches - 1), so that no arm is judged on the batches
+  // its plan was chosen on. Compares stored before this rule measured on batches
+  // 0 .. oracle_batches - 1, overlapping the evaluation; resuming one keeps its rule (false).
+  bool oracle_disjoint = true;
   // Independent (arm, replicate) trainings run at once, each on its own thread. Never changes a
   // result: while a compare trains, OpenBLAS runs single-threaded (snip/blas_threads.h) whatever
   // `jobs` is, and every training owns its model, optimizer and data loader.
@@ -60,6 +65,9 @@ int default_compare_jobs();
 // replicates, jobs or oracle batches < 1, a budget outside [0, 1]): called by run_compare, and by
 // a front before it stores anything.
 void check_compare_options(const CompareOptions& options);
+
+// The first validation batch the oracle measures on (see CompareOptions::oracle_disjoint).
+int oracle_first_batch(const CompareOptions& options);
 
 // Every baseline family run_compare knows, in report order.
 const std::vector<std::string>& compare_baseline_names();

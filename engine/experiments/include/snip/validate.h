@@ -28,7 +28,8 @@
 namespace snip {
 
 struct ValidateOptions {
-  int batches = 8;  // sequential validation batches
+  int batches = 8;      // sequential validation batches
+  int first_batch = 0;  // ... starting at this one
   std::vector<Precision> precisions = {Precision::fp8, Precision::fp4};
   StatsRoundOptions stats;     // noise passes, seed (lr/step/clip come from the checkpoint)
   EstimatorOptions estimator;  // λ for snip_q
