@@ -16,6 +16,7 @@
 #include "exp_test_util.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
+#include "snip/hadamard.h"
 #include "snip/planner.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
@@ -341,7 +342,9 @@ TEST(StatsRound, ExactModeBackwardEqualsTheModelsBackwardWithOneQuantizedDgrad) 
 
 // The round quantizes each operand once (for its error norm and its GEMM; q/k/v share one
 // quantized input, and so do gate/up) and reuses the clean pass's BF16 outputs as references.
-// Its GEMM errors must equal a plain recomputation with qlinear_* bit for bit: the snip recipe
+// Its operand errors must be those of the GEMMs' own quantized operands, bit for bit in the
+// documented summation order, and its GEMM errors must equal a plain recomputation with
+// qlinear_* bit for bit: the snip recipe
 // (one W quantization for fprop and dgrad), mx (two) and nvfp4 with the wgrad Hadamard option.
 TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
   snip::RecipeOptions snip_r, mx_r, nv_r;
@@ -395,10 +398,23 @@ TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
         EXPECT_EQ(pp.at(k::kPrecDdxErr), std::sqrt(ddx_sq)) << where;
         EXPECT_EQ(pp.at(k::kPrecDdwErr), std::sqrt(ddw_sq)) << where;
         EXPECT_GT(ddw_sq, 0.0) << where;
+        // ‖e_p‖ of the GEMM's own quantized operand (in the rotated coordinates where nvfp4's
+        // Hadamard option rotates), summed in the order QLinearOperand::quantize documents
         auto err = [&](const float* src, int64_t rows, int64_t cols, snip::Gemm g, snip::Operand op) {
-          snip::QuantStats st;
-          snip::qlinear_quantize_operand(q.data(), src, rows, cols, p, g, op, ctx, &st);
-          return std::sqrt(st.err_sq);
+          snip::qlinear_quantize_operand(q.data(), src, rows, cols, p, g, op, ctx);
+          std::vector<float> x(src, src + rows * cols);
+          if (g == snip::Gemm::wgrad && p == snip::Precision::fp4 && ro.hadamard_wgrad)
+            snip::hadamard16_rows(x.data(), rows, cols);
+          double total = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t c = 0; c < cols; ++c) {
+              const double d = double(q[size_t(r * cols + c)]) - double(x[size_t(r * cols + c)]);
+              s[c % 8] += d * d;
+            }
+            total += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+          }
+          return std::sqrt(total);
         };
         EXPECT_EQ(pp.at(k::kPrecErrFpropX), err(v.X, T, K, snip::Gemm::fprop, snip::Operand::activation)) << where;
         EXPECT_EQ(pp.at(k::kPrecErrFpropW), err(v.W, N, K, snip::Gemm::fprop, snip::Operand::weight)) << where;

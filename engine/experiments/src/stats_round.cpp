@@ -13,7 +13,6 @@
 #include "snip/error.h"
 #include "snip/hutchinson.h"
 #include "snip/llama_ops.h"
-#include "snip/qgemm.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
 #include "snip/trainer.h"
@@ -37,23 +36,17 @@ double diff_sq(const float* a, const float* b, int64_t n) {
   }
   return s;
 }
-// The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings);
-// the input X's are kept in XQuant.
+// The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings),
+// each quantized once for its error norm and its GEMM (QLinearOperand); the input X's are kept
+// in XQuant.
 struct QuantizedOperands {
-  Buf wf, gd, wd, gw;  // fprop W; dgrad dY, W; wgrad dY
-  void reserve(int64_t tn, int64_t nk) {
-    gd.resize(size_t(tn)), gw.resize(size_t(tn));
-    wf.resize(size_t(nk)), wd.resize(size_t(nk));
-  }
+  QLinearOperand wf, gd, wd, gw;  // fprop W; dgrad dY, W; wgrad dY
 };
 
-// Quantizes one operand exactly as the quantized GEMM does (qlinear_quantize_operand) into out
-// and returns ‖e_p‖.
-double quantize_err(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+// ‖e_p‖ of one operand, quantized into `q` exactly as the quantized GEMM quantizes it.
+double quantize_err(QLinearOperand& q, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
                     const QLinearContext& ctx) {
-  QuantStats st;
-  qlinear_quantize_operand(out, src, rows, cols, p, g, op, ctx, &st);
-  return std::sqrt(st.err_sq);
+  return std::sqrt(q.quantize(src, rows, cols, p, g, op, ctx));
 }
 
 // One layer input X quantized for fprop and wgrad at one precision, kept for the next layer
@@ -63,7 +56,7 @@ struct XQuant {
   int64_t K = 0;
   bool reusable = false;
   double err_f = 0, err_w = 0;
-  Buf xf, xw;
+  QLinearOperand xf, xw;
 };
 
 bool deterministic(const Recipe& recipe, Precision p, Gemm g, Operand op) {
@@ -75,40 +68,6 @@ bool deterministic(const Recipe& recipe, Precision p, Gemm g, Operand op) {
 bool same_weight_quantization(const Recipe& recipe, Precision p) {
   const QuantSpec f = recipe.spec(p, Gemm::fprop, Operand::weight);
   return f == recipe.spec(p, Gemm::dgrad, Operand::weight) && f.rounding != Rounding::stochastic;
-}
-
-// The three GEMMs of qlinear_{fprop,dgrad,wgrad} on operands already quantized by
-// qlinear_quantize_operand (so each operand is quantized once per round, not twice): the same
-// cblas_sgemm calls and the same BF16 output rounding, hence bit-identical results (a test
-// compares them with qlinear_*). With nvfp4's Hadamard option the wgrad operands arrive rotated,
-// as in qlinear_wgrad, and the rotation cancels in the product.
-// FP4 GEMMs run on E2M1 codes and FP8/BF16 GEMMs on BF16 codes, not on these dequantized copies
-// (snip/qgemm.h): unless SNIP_QGEMM=sgemm asks for the dequantize-then-sgemm path for FP8/BF16,
-// those call qlinear_* itself on the source tensors X, W, dY (re-quantizing them, fast path, no
-// statistics).
-void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd, const float* wd,
-                     const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
-                     const QLinearContext& ctx, const float* X, const float* W, const float* dY) {
-  if (p == Precision::fp4 || (p != Precision::fp32 && qgemm_mode() != QGemmMode::sgemm)) {
-    qlinear_fprop(Y, X, W, T, K, N, p, ctx);
-    qlinear_dgrad(dX, dY, W, T, K, N, p, ctx);
-    qlinear_wgrad(dW, dY, X, T, K, N, p, ctx);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, xf, int(K), wf, int(K), 0.0f, Y,
-              int(N));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, gd, int(N), wd, int(K), 0.0f, dX,
-              int(K));
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, gw, int(N), xw, int(K), 0.0f, dW,
-              int(K));
-  if (ctx.recipe->options().bf16_output && p != Precision::fp32) {
-    QuantSpec bf;
-    bf.format = ElemFormat::bf16;
-    const std::string label = std::string(ctx.layer_name) + ": statistics-round GEMM output";
-    fake_quantize(Y, Y, T, N, bf, RngKey{}, label.c_str());
-    fake_quantize(dX, dX, T, K, bf, RngKey{}, label.c_str());
-    fake_quantize(dW, dW, N, K, bf, RngKey{}, label.c_str());
-  }
 }
 
 // The exact local maps of METHOD.md 5.2 on the model's own block backward (Llama::
@@ -424,9 +383,7 @@ struct LayerWorkspace {
       max_tk = std::max(max_tk, v.rows * v.K), max_tn = std::max(max_tn, v.rows * v.N);
       max_nk = std::max(max_nk, v.N * v.K), max_k = std::max(max_k, v.K);
     }
-    qops.reserve(max_tn, max_nk);
     xquant.resize(n_precisions);
-    for (XQuant& xq : xquant) xq.xf.resize(size_t(max_tk)), xq.xw.resize(size_t(max_tk));
     yq.resize(size_t(max_tn)), dxq.resize(size_t(max_tk)), dwq.resize(size_t(max_nk)), ddx.resize(size_t(max_tk));
     w.resize(size_t(max_nk)), xcol.resize(size_t(max_k));
     if (!exact) return;
@@ -498,31 +455,31 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW
 // returns the dgrad W operand (the fprop one when both quantize alike). q/k/v share X
 // (input_layernorm output), gate/up too: a deterministic quantization of the same tensor is
 // done once (the result cannot depend on the layer's RNG key).
-const float* quantize_operands(std::map<std::string, double>& pp, XQuant& xq, QuantizedOperands& qo,
-                               const LinearView<float>& v, Precision p, const QLinearContext& ctx) {
+const QLinearOperand& quantize_operands(std::map<std::string, double>& pp, XQuant& xq, QuantizedOperands& qo,
+                                        const LinearView<float>& v, Precision p, const QLinearContext& ctx) {
   namespace k = keys;
   const Recipe& recipe = *ctx.recipe;
   const int64_t T = v.rows, K = v.K, N = v.N;
   if (xq.src != v.X || xq.K != K || !xq.reusable) {
-    xq.err_f = quantize_err(xq.xf.data(), v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
-    xq.err_w = quantize_err(xq.xw.data(), v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
+    xq.err_f = quantize_err(xq.xf, v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
+    xq.err_w = quantize_err(xq.xw, v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
     xq.src = v.X, xq.K = K;
     xq.reusable = deterministic(recipe, p, Gemm::fprop, Operand::activation) &&
                   deterministic(recipe, p, Gemm::wgrad, Operand::activation);
   }
   pp[k::kPrecErrFpropX] = xq.err_f;
-  pp[k::kPrecErrFpropW] = quantize_err(qo.wf.data(), v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
-  pp[k::kPrecErrDgradG] = quantize_err(qo.gd.data(), v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
-  const float* wd = qo.wd.data();
+  pp[k::kPrecErrFpropW] = quantize_err(qo.wf, v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
+  pp[k::kPrecErrDgradG] = quantize_err(qo.gd, v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
+  const QLinearOperand* wd = &qo.wd;
   if (same_weight_quantization(recipe, p)) {  // e.g. snip's 128×128 weight blocks: one Q(W)
     pp[k::kPrecErrDgradW] = pp[k::kPrecErrFpropW];
-    wd = qo.wf.data();
+    wd = &qo.wf;
   } else {
-    pp[k::kPrecErrDgradW] = quantize_err(qo.wd.data(), v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
+    pp[k::kPrecErrDgradW] = quantize_err(qo.wd, v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
   }
-  pp[k::kPrecErrWgradG] = quantize_err(qo.gw.data(), v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
+  pp[k::kPrecErrWgradG] = quantize_err(qo.gw, v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
   pp[k::kPrecErrWgradX] = xq.err_w;
-  return wd;
+  return *wd;
 }
 
 // Exact GEMM output errors, quantized − BF16: the clean pass ran every layer in BF16 with this
@@ -636,9 +593,11 @@ class LayerStatsPass {
     const int li = b * kLayersPerBlock + int(type);
     XQuant& xq = ws_.xquant[pi];
     QuantizedOperands& qo = ws_.qops;
-    const float* wd = quantize_operands(pp, xq, qo, v, p, ctx_);
-    quantized_gemms(ws_.yq.data(), ws_.dxq.data(), ws_.dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
-                    qo.gw.data(), xq.xw.data(), v.rows, v.K, v.N, p, ctx_, v.X, v.W, v.dY);
+    const QLinearOperand& wd = quantize_operands(pp, xq, qo, v, p, ctx_);
+    // the GEMMs on the operands just quantized: qlinear_*'s results bit for bit (a test checks)
+    qlinear_fprop(ws_.yq.data(), xq.xf, qo.wf, ctx_);
+    qlinear_dgrad(ws_.dxq.data(), qo.gd, wd, ctx_);
+    qlinear_wgrad(ws_.dwq.data(), qo.gw, xq.xw, ctx_);
     record_output_errors(pp, v, ws_);
     pp[keys::kPrecResidErrSq] = local_.resid_err_sq(li, ws_.ddx.data(), &ws_.sib);
     for (const auto& [st, val] : ws_.sib) pp[keys::sibling_dg_sq_key(layer_type_short_name(st))] = val;
