@@ -340,11 +340,20 @@ TEST(StatsRound, ExactModeBackwardEqualsTheModelsBackwardWithOneQuantizedDgrad) 
   EXPECT_EQ(checked_upstream, 2 * 17 + 49);
 }
 
+// Σ_e term(e) in the order the round's double sums document (METHOD.md section 4): element e
+// into partial sum e mod 8, the partials combined as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).
+template <class Term>
+double lane_sum(int64_t n, Term&& term) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t e = 0; e < n; ++e) s[e % 8] += term(e);
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 // The round quantizes each operand once (for its error norm and its GEMM; q/k/v share one
 // quantized input, and so do gate/up) and reuses the clean pass's BF16 outputs as references.
 // Its operand errors must be those of the GEMMs' own quantized operands, bit for bit in the
 // documented summation order, and its GEMM errors must equal a plain recomputation with
-// qlinear_* bit for bit: the snip recipe
+// qlinear_* bit for bit (summed in the documented order): the snip recipe
 // (one W quantization for fprop and dgrad), mx (two) and nvfp4 with the wgrad Hadamard option.
 TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
   snip::RecipeOptions snip_r, mx_r, nv_r;
@@ -380,19 +389,13 @@ TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
         snip::qlinear_fprop(y.data(), v.X, v.W, T, K, N, p, ctx);
         snip::qlinear_dgrad(dx.data(), v.dY, v.W, T, K, N, p, ctx);
         snip::qlinear_wgrad(dw.data(), v.dY, v.X, T, K, N, p, ctx);
-        double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0;
-        for (int64_t e = 0; e < T * N; ++e) {
-          const double d = double(y[size_t(e)]) - double(y0[size_t(e)]);
-          dy_sq += d * d, g_dot += double(v.dY[e]) * d;
-        }
-        for (int64_t e = 0; e < T * K; ++e) {
-          const double d = double(dx[size_t(e)]) - double(dx0[size_t(e)]);
-          ddx_sq += d * d;
-        }
-        for (int64_t e = 0; e < N * K; ++e) {
-          const double d = double(dw[size_t(e)]) - double(dw0[size_t(e)]);
-          ddw_sq += d * d;
-        }
+        auto diff = [](const std::vector<float>& a, const std::vector<float>& b, int64_t e) {
+          return double(a[size_t(e)]) - double(b[size_t(e)]);
+        };
+        const double dy_sq = lane_sum(T * N, [&](int64_t e) { return diff(y, y0, e) * diff(y, y0, e); });
+        const double g_dot = lane_sum(T * N, [&](int64_t e) { return double(v.dY[e]) * diff(y, y0, e); });
+        const double ddx_sq = lane_sum(T * K, [&](int64_t e) { return diff(dx, dx0, e) * diff(dx, dx0, e); });
+        const double ddw_sq = lane_sum(N * K, [&](int64_t e) { return diff(dw, dw0, e) * diff(dw, dw0, e); });
         EXPECT_EQ(pp.at(k::kPrecDyErr), std::sqrt(dy_sq)) << where;
         EXPECT_EQ(pp.at(k::kPrecGDotDy), g_dot) << where;
         EXPECT_EQ(pp.at(k::kPrecDdxErr), std::sqrt(ddx_sq)) << where;

@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -22,19 +23,43 @@ namespace {
 
 using Buf = std::vector<float>;
 
+// The round's double sums: element e of a range into partial sum e mod 8, the partials combined
+// as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) (docs/METHOD.md section 4). Eight independent chains
+// run at the adder's throughput; one chain in element order waits on the adder's latency at
+// every element (such chains were about 15% of a round). term(e, t) writes element e's NS
+// terms to t; it is called once per element, in increasing e.
+template <int NS, class Term>
+std::array<double, NS> lane_sums(int64_t n, Term&& term) {
+  double s[NS][8] = {};
+  double t[NS];
+  int64_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (int l = 0; l < 8; ++l) {
+      term(e + l, t);
+      for (int k = 0; k < NS; ++k) s[k][l] += t[k];
+    }
+  for (int l = 0; e + l < n; ++l) {
+    term(e + l, t);
+    for (int k = 0; k < NS; ++k) s[k][l] += t[k];
+  }
+  std::array<double, NS> out;
+  for (int k = 0; k < NS; ++k)
+    out[size_t(k)] = ((s[k][0] + s[k][1]) + (s[k][2] + s[k][3])) + ((s[k][4] + s[k][5]) + (s[k][6] + s[k][7]));
+  return out;
+}
+
+double sq(float x) {
+  return double(x) * double(x);
+}
 double sum_sq(const float* a, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(a[i]);
-  return s;
+  return lane_sums<1>(n, [&](int64_t e, double* t) { t[0] = sq(a[e]); })[0];
 }
 // ‖a − b‖² in double
 double diff_sq(const float* a, const float* b, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = double(a[i]) - double(b[i]);
-    s += d * d;
-  }
-  return s;
+  return lane_sums<1>(n, [&](int64_t e, double* t) {
+    const double d = double(a[e]) - double(b[e]);
+    t[0] = d * d;
+  })[0];
 }
 // The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings),
 // each quantized once for its error norm and its GEMM (QLinearOperand); the input X's are kept
@@ -394,14 +419,9 @@ struct LayerWorkspace {
 
 void record_tensor_norms(LayerStats& ls, const LinearView<float>& v) {
   namespace k = keys;
-  const int64_t TK = v.rows * v.K, NK = v.N * v.K, TN = v.rows * v.N;
-  // six sums in one loop (each in element order, as sum_sq would): independent chains overlap
-  double x = 0, w = 0, y = 0, g = 0, dx = 0, dw = 0;
-  for (int64_t e = 0, n = std::max({TK, NK, TN}); e < n; ++e) {
-    if (e < TK) x += double(v.X[e]) * double(v.X[e]), dx += double(v.dX[e]) * double(v.dX[e]);
-    if (e < NK) w += double(v.W[e]) * double(v.W[e]), dw += double(v.dW[e]) * double(v.dW[e]);
-    if (e < TN) y += double(v.Y[e]) * double(v.Y[e]), g += double(v.dY[e]) * double(v.dY[e]);
-  }
+  const auto [x, dx] = lane_sums<2>(v.rows * v.K, [&](int64_t e, double* t) { t[0] = sq(v.X[e]), t[1] = sq(v.dX[e]); });
+  const auto [w, dw] = lane_sums<2>(v.N * v.K, [&](int64_t e, double* t) { t[0] = sq(v.W[e]), t[1] = sq(v.dW[e]); });
+  const auto [y, g] = lane_sums<2>(v.rows * v.N, [&](int64_t e, double* t) { t[0] = sq(v.Y[e]), t[1] = sq(v.dY[e]); });
   ls.scalars[k::kLayerXNorm] = std::sqrt(x);
   ls.scalars[k::kLayerWNorm] = std::sqrt(w);
   ls.scalars[k::kLayerYNorm] = std::sqrt(y);
@@ -429,21 +449,18 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW
   const float* m0 = opt.m() + pt.offset;
   const float* v0 = opt.v() + pt.offset;
   const bool decay = pt.shape.size() >= 2;
-  double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
   double gam_sum = 0, x_sum = 0;
   for (int64_t j = 0; j < K; ++j) x_sum += ws.xcol[size_t(j)];
   for (double g : gam) gam_sum += g;
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const int64_t e = i * K + j;
-      const AdamWElementUpdate u = opt.preview(ns.step, pt.offset + e, double(v.W[e]), double(v.dW[e]), decay);
-      const double we = 1.0 / (u.denom * u.denom);
-      ws.w[size_t(e)] = we;
-      m_sq += double(m0[e]) * m0[e], v_sq += double(v0[e]) * v0[e];
-      a_sum += we;
-      a_gain_num += gam[size_t(i)] * ws.xcol[size_t(j)] * we;
-      u_sq += u.update * u.update;
-    }
+  int64_t i = 0, j = 0;  // element e = i·K + j (lane_sums visits e in order)
+  const auto [m_sq, v_sq, a_sum, a_gain_num, u_sq] = lane_sums<5>(N * K, [&](int64_t e, double* t) {
+    const AdamWElementUpdate u = opt.preview(ns.step, pt.offset + e, double(v.W[e]), double(v.dW[e]), decay);
+    const double we = 1.0 / (u.denom * u.denom);
+    ws.w[size_t(e)] = we;
+    t[0] = sq(m0[e]), t[1] = sq(v0[e]), t[2] = we, t[3] = gam[size_t(i)] * ws.xcol[size_t(j)] * we;
+    t[4] = u.update * u.update;
+    if (++j == K) j = 0, ++i;
+  });
   ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
   ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
   ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
@@ -491,26 +508,20 @@ void record_output_errors(std::map<std::string, double>& pp, const LinearView<fl
   const float *yq = ws.yq.data(), *dxq = ws.dxq.data(), *dwq = ws.dwq.data();
   const double* w = ws.w.data();
   float* ddx = ws.ddx.data();
-  // The three tensors' sums run in one loop: five independent double chains, each still summed
-  // in element order (the same bits as three loops), overlap instead of waiting on each other.
-  double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0, own = 0;
-  for (int64_t e = 0, n = std::max({TN, TK, NK}); e < n; ++e) {
-    if (e < TN) {
-      const double d = double(yq[e]) - double(v.Y[e]);
-      dy_sq += d * d;
-      g_dot += double(v.dY[e]) * d;
-    }
-    if (e < TK) {
-      const double d = double(dxq[e]) - double(v.dX[e]);
-      ddx_sq += d * d;
-      ddx[e] = dxq[e] - v.dX[e];
-    }
-    if (e < NK) {  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-      const double d = double(dwq[e]) - double(v.dW[e]);
-      ddw_sq += d * d;
-      own += d * d * w[e];
-    }
-  }
+  const auto [dy_sq, g_dot] = lane_sums<2>(TN, [&](int64_t e, double* t) {
+    const double d = double(yq[e]) - double(v.Y[e]);
+    t[0] = d * d, t[1] = double(v.dY[e]) * d;
+  });
+  const auto [ddx_sq] = lane_sums<1>(TK, [&](int64_t e, double* t) {
+    const double d = double(dxq[e]) - double(v.dX[e]);
+    t[0] = d * d;
+    ddx[e] = dxq[e] - v.dX[e];
+  });
+  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+  const auto [ddw_sq, own] = lane_sums<2>(NK, [&](int64_t e, double* t) {
+    const double d = double(dwq[e]) - double(v.dW[e]);
+    t[0] = d * d, t[1] = d * d * w[e];
+  });
   pp[k::kPrecDyErr] = std::sqrt(dy_sq);
   pp[k::kPrecGDotDy] = g_dot;
   pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
@@ -527,10 +538,9 @@ void record_exact_upstream(std::map<std::string, double>& pp, const Llama& model
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy, int(vl.N), vl.X,
                 int(vl.K), 0.0f, ws.dw_err.data(), int(vl.K));
     const std::vector<double>& wl = ws.w_keep[size_t(l)];
-    double acc = 0;
-    for (int64_t e = 0; e < vl.N * vl.K; ++e)
-      acc += double(ws.dw_err[size_t(e)]) * ws.dw_err[size_t(e)] * wl[size_t(e)];
-    pp[keys::exact_upstream_sq_key(l)] = acc;
+    const float* d = ws.dw_err.data();
+    pp[keys::exact_upstream_sq_key(l)] =
+        lane_sums<1>(vl.N * vl.K, [&](int64_t e, double* t) { t[0] = sq(d[e]) * wl[size_t(e)]; })[0];
   });
 }
 
