@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "exp_test_util.h"
 #include "snip/error.h"
@@ -427,6 +428,25 @@ TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
         EXPECT_EQ(pp.at(k::kPrecErrWgradX), err(v.X, T, K, snip::Gemm::wgrad, snip::Operand::activation)) << where;
       }
     }
+  }
+}
+
+// The per-layer stage keeps its buffers from one round to the next (per thread). A round after
+// a training step, on reused buffers, must equal the same round on a fresh thread's new buffers
+// (the model's tensors keep their addresses, so nothing cached by address may survive a round).
+TEST(StatsRound, BuffersKeptFromAnEarlierRoundGiveTheSameStatistics) {
+  auto cfg = exptest::tiny_config("bf16", 6);
+  snip::Trainer t(cfg), twin(cfg);
+  for (int s = 0; s < 2; ++s) t.step(), twin.step();
+  (void)snip::collect_stats_round(t);  // fills this thread's buffers
+  t.step(), twin.step();
+  const snip::StatsRound reused = snip::collect_stats_round(t);
+  snip::StatsRound fresh;
+  std::thread([&] { fresh = snip::collect_stats_round(twin); }).join();
+  ASSERT_EQ(reused.layers.size(), fresh.layers.size());
+  for (size_t l = 0; l < reused.layers.size(); ++l) {
+    EXPECT_EQ(reused.layers[l].scalars, fresh.layers[l].scalars) << reused.layers[l].name;
+    EXPECT_EQ(reused.layers[l].per_precision, fresh.layers[l].per_precision) << reused.layers[l].name;
   }
 }
 

@@ -514,6 +514,21 @@ double QLinearOperand::quantize(const float* src, int64_t rows, int64_t cols, Pr
   return error_sq(x);
 }
 
+namespace {
+// out[c] = fl(q(c) · scale of column c) over one row whose block scales are s (bc columns each)
+template <class Q>
+void decode_scaled(float* out, const float* s, int64_t cols, int64_t bc, Q q) {
+  if (bc == 1) {
+    for (int64_t c = 0; c < cols; ++c) out[c] = q(c) * s[c];
+    return;
+  }
+  for (int64_t c0 = 0, j = 0; c0 < cols; c0 += bc, ++j) {
+    const float sc = s[j];
+    for (int64_t c = c0, c1 = std::min(cols, c0 + bc); c < c1; ++c) out[c] = q(c) * sc;
+  }
+}
+}  // namespace
+
 void QLinearOperand::decode_row(float* out, int64_t r) const {
   SNIP_ASSERT(r >= 0 && r < rows_);
   const int64_t off = r * cols_;
@@ -527,17 +542,12 @@ void QLinearOperand::decode_row(float* out, int64_t r) const {
   const int64_t bc = spec_.block_cols <= 0 ? cols_ : std::min<int64_t>(spec_.block_cols, cols_);
   const int64_t nbc = (cols_ + bc - 1) / bc;
   const float* s = scales_.data() + (r / br) * nbc;
-  auto q = [&](int64_t c) {
-    return form_ == Form::e2m1_codes ? float(code2_[size_t(off + c)]) * 0.5f
-                                     : numerics_detail::ffrom(uint32_t(bits_[size_t(off + c)]) << 16);
-  };
-  if (bc == 1) {
-    for (int64_t c = 0; c < cols_; ++c) out[c] = q(c) * s[c];
-    return;
-  }
-  for (int64_t c0 = 0, j = 0; c0 < cols_; c0 += bc, ++j) {
-    const float sc = s[j];
-    for (int64_t c = c0, c1 = std::min(cols_, c0 + bc); c < c1; ++c) out[c] = q(c) * sc;
+  if (form_ == Form::e2m1_codes) {
+    const int8_t* c2 = code2_.data() + off;
+    decode_scaled(out, s, cols_, bc, [c2](int64_t c) { return float(c2[c]) * 0.5f; });
+  } else {
+    const uint16_t* b = bits_.data() + off;
+    decode_scaled(out, s, cols_, bc, [b](int64_t c) { return numerics_detail::ffrom(uint32_t(b[c]) << 16); });
   }
 }
 
