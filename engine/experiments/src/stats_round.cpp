@@ -315,13 +315,9 @@ BackwardNoise backward_noise_passes(Llama& model, const StatsRoundOptions& o, st
     for (int i = 0; i < NL; ++i) {
       const LinearView<float> pv = model.probe_linear(i);
       std::vector<double>& g = bn.gain[size_t(i)];
-      double tot = 0;
-      for (int64_t r = 0; r < pv.rows; ++r)
-        for (int64_t c = 0; c < pv.N; ++c) {
-          const double d = pv.dY[r * pv.N + c];
-          g[size_t(c)] += d * d, tot += d * d;
-        }
-      bn.jt_y[size_t(i)] += tot;
+      for (int64_t r = 0; r < pv.rows; ++r)  // per channel: independent sums, one per column
+        for (int64_t c = 0; c < pv.N; ++c) g[size_t(c)] += sq(pv.dY[r * pv.N + c]);
+      bn.jt_y[size_t(i)] += sum_sq(pv.dY, pv.rows * pv.N);
     }
     for (int b = 0; b < L; ++b) {
       bn.jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BTC);
