@@ -131,7 +131,9 @@ class QLinearOperand {
 // QLinearOperand::quantize for their GEMM (the role's spec and stochastic-rounding key):
 // bit-identical to the source-tensor versions. A weight quantized for fprop may serve dgrad
 // when the recipe quantizes W alike for both without stochastic rounding (snip's 128×128
-// blocks). Shapes come from the operands: X (T,K), W (N,K), dY (T,N).
+// blocks). Shapes come from the operands: X (T,K), W (N,K), dY (T,N). (Only where FP4 blocks
+// do not nest along K, which no recipe has, the product runs on decoded values, and an output
+// that is exactly zero may differ from qlinear_*'s in its sign.)
 void qlinear_fprop(float* Y, const QLinearOperand& X, const QLinearOperand& W, const QLinearContext& ctx);
 void qlinear_dgrad(float* dX, const QLinearOperand& dY, const QLinearOperand& W, const QLinearContext& ctx);
 void qlinear_wgrad(float* dW, const QLinearOperand& dY, const QLinearOperand& X, const QLinearContext& ctx);
