@@ -25,9 +25,9 @@ namespace {
 using Buf = std::vector<float>;
 
 // The round's double sums: element e of a range into partial sum e mod 8, the partials combined
-// as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) (docs/METHOD.md section 4). Eight independent chains
-// run at the adder's throughput; one chain in element order waits on the adder's latency at
-// every element (such chains were about 15% of a round). term(e, t) writes element e's NS
+// as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) (docs/METHOD.md 4.4). Eight independent chains run at
+// the adder's throughput; one chain in element order waits on the adder's latency at every
+// element (such chains were the largest item of the per-layer stage). term(e, t) writes element e's NS
 // terms to t; it is called once per element, in increasing e.
 template <int NS, class Term>
 std::array<double, NS> lane_sums(int64_t n, Term&& term) {
@@ -426,7 +426,7 @@ struct LayerWorkspace {
 
 // The per-layer stage's buffers (LayerWorkspace, the local maps' block gradients), kept from
 // one round to the next on the thread that runs them, as the model keeps its arenas: allocating,
-// zero-filling and page-faulting ~20 MB of them cost every round of a `small` model ~5% of its
+// zero-filling and page-faulting them cost every round of a `small` model a few percent of its
 // time. Rebuilt when the model's shapes or the round's options change.
 struct RoundBuffers {
   std::string key;
