@@ -12,10 +12,12 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "exp_test_util.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
+#include "snip/hadamard.h"
 #include "snip/planner.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
@@ -339,9 +341,20 @@ TEST(StatsRound, ExactModeBackwardEqualsTheModelsBackwardWithOneQuantizedDgrad) 
   EXPECT_EQ(checked_upstream, 2 * 17 + 49);
 }
 
+// Σ_e term(e) in the order the round's double sums document (METHOD.md section 4): element e
+// into partial sum e mod 8, the partials combined as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)).
+template <class Term>
+double lane_sum(int64_t n, Term&& term) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t e = 0; e < n; ++e) s[e % 8] += term(e);
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 // The round quantizes each operand once (for its error norm and its GEMM; q/k/v share one
 // quantized input, and so do gate/up) and reuses the clean pass's BF16 outputs as references.
-// Its GEMM errors must equal a plain recomputation with qlinear_* bit for bit: the snip recipe
+// Its operand errors must be those of the GEMMs' own quantized operands, bit for bit in the
+// documented summation order, and its GEMM errors must equal a plain recomputation with
+// qlinear_* bit for bit (summed in the documented order): the snip recipe
 // (one W quantization for fprop and dgrad), mx (two) and nvfp4 with the wgrad Hadamard option.
 TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
   snip::RecipeOptions snip_r, mx_r, nv_r;
@@ -377,28 +390,35 @@ TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
         snip::qlinear_fprop(y.data(), v.X, v.W, T, K, N, p, ctx);
         snip::qlinear_dgrad(dx.data(), v.dY, v.W, T, K, N, p, ctx);
         snip::qlinear_wgrad(dw.data(), v.dY, v.X, T, K, N, p, ctx);
-        double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0;
-        for (int64_t e = 0; e < T * N; ++e) {
-          const double d = double(y[size_t(e)]) - double(y0[size_t(e)]);
-          dy_sq += d * d, g_dot += double(v.dY[e]) * d;
-        }
-        for (int64_t e = 0; e < T * K; ++e) {
-          const double d = double(dx[size_t(e)]) - double(dx0[size_t(e)]);
-          ddx_sq += d * d;
-        }
-        for (int64_t e = 0; e < N * K; ++e) {
-          const double d = double(dw[size_t(e)]) - double(dw0[size_t(e)]);
-          ddw_sq += d * d;
-        }
+        auto diff = [](const std::vector<float>& a, const std::vector<float>& b, int64_t e) {
+          return double(a[size_t(e)]) - double(b[size_t(e)]);
+        };
+        const double dy_sq = lane_sum(T * N, [&](int64_t e) { return diff(y, y0, e) * diff(y, y0, e); });
+        const double g_dot = lane_sum(T * N, [&](int64_t e) { return double(v.dY[e]) * diff(y, y0, e); });
+        const double ddx_sq = lane_sum(T * K, [&](int64_t e) { return diff(dx, dx0, e) * diff(dx, dx0, e); });
+        const double ddw_sq = lane_sum(N * K, [&](int64_t e) { return diff(dw, dw0, e) * diff(dw, dw0, e); });
         EXPECT_EQ(pp.at(k::kPrecDyErr), std::sqrt(dy_sq)) << where;
         EXPECT_EQ(pp.at(k::kPrecGDotDy), g_dot) << where;
         EXPECT_EQ(pp.at(k::kPrecDdxErr), std::sqrt(ddx_sq)) << where;
         EXPECT_EQ(pp.at(k::kPrecDdwErr), std::sqrt(ddw_sq)) << where;
         EXPECT_GT(ddw_sq, 0.0) << where;
+        // ‖e_p‖ of the GEMM's own quantized operand (in the rotated coordinates where nvfp4's
+        // Hadamard option rotates), summed in the order QLinearOperand::quantize documents
         auto err = [&](const float* src, int64_t rows, int64_t cols, snip::Gemm g, snip::Operand op) {
-          snip::QuantStats st;
-          snip::qlinear_quantize_operand(q.data(), src, rows, cols, p, g, op, ctx, &st);
-          return std::sqrt(st.err_sq);
+          snip::qlinear_quantize_operand(q.data(), src, rows, cols, p, g, op, ctx);
+          std::vector<float> x(src, src + rows * cols);
+          if (g == snip::Gemm::wgrad && p == snip::Precision::fp4 && ro.hadamard_wgrad)
+            snip::hadamard16_rows(x.data(), rows, cols);
+          double total = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t c = 0; c < cols; ++c) {
+              const double d = double(q[size_t(r * cols + c)]) - double(x[size_t(r * cols + c)]);
+              s[c % 8] += d * d;
+            }
+            total += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+          }
+          return std::sqrt(total);
         };
         EXPECT_EQ(pp.at(k::kPrecErrFpropX), err(v.X, T, K, snip::Gemm::fprop, snip::Operand::activation)) << where;
         EXPECT_EQ(pp.at(k::kPrecErrFpropW), err(v.W, N, K, snip::Gemm::fprop, snip::Operand::weight)) << where;
@@ -408,6 +428,25 @@ TEST(StatsRound, GemmErrorsEqualARecomputationWithQlinearBitForBit) {
         EXPECT_EQ(pp.at(k::kPrecErrWgradX), err(v.X, T, K, snip::Gemm::wgrad, snip::Operand::activation)) << where;
       }
     }
+  }
+}
+
+// The per-layer stage keeps its buffers from one round to the next (per thread). A round after
+// a training step, on reused buffers, must equal the same round on a fresh thread's new buffers
+// (the model's tensors keep their addresses, so nothing cached by address may survive a round).
+TEST(StatsRound, BuffersKeptFromAnEarlierRoundGiveTheSameStatistics) {
+  auto cfg = exptest::tiny_config("bf16", 6);
+  snip::Trainer t(cfg), twin(cfg);
+  for (int s = 0; s < 2; ++s) t.step(), twin.step();
+  (void)snip::collect_stats_round(t);  // fills this thread's buffers
+  t.step(), twin.step();
+  const snip::StatsRound reused = snip::collect_stats_round(t);
+  snip::StatsRound fresh;
+  std::thread([&] { fresh = snip::collect_stats_round(twin); }).join();
+  ASSERT_EQ(reused.layers.size(), fresh.layers.size());
+  for (size_t l = 0; l < reused.layers.size(); ++l) {
+    EXPECT_EQ(reused.layers[l].scalars, fresh.layers[l].scalars) << reused.layers[l].name;
+    EXPECT_EQ(reused.layers[l].per_precision, fresh.layers[l].per_precision) << reused.layers[l].name;
   }
 }
 

@@ -4,16 +4,17 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "snip/error.h"
 #include "snip/hutchinson.h"
 #include "snip/llama_ops.h"
-#include "snip/qgemm.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
 #include "snip/trainer.h"
@@ -23,37 +24,55 @@ namespace {
 
 using Buf = std::vector<float>;
 
+// The round's double sums: element e of a range into partial sum e mod 8, the partials combined
+// as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) (docs/METHOD.md 4.4). Eight independent chains run at
+// the adder's throughput; one chain in element order waits on the adder's latency at every
+// element (such chains were the largest item of the per-layer stage). term(e, t) writes element e's NS
+// terms to t; it is called once per element, in increasing e.
+template <int NS, class Term>
+std::array<double, NS> lane_sums(int64_t n, Term&& term) {
+  double s[NS][8] = {};
+  double t[NS];
+  int64_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (int l = 0; l < 8; ++l) {
+      term(e + l, t);
+      for (int k = 0; k < NS; ++k) s[k][l] += t[k];
+    }
+  for (int l = 0; e + l < n; ++l) {
+    term(e + l, t);
+    for (int k = 0; k < NS; ++k) s[k][l] += t[k];
+  }
+  std::array<double, NS> out;
+  for (int k = 0; k < NS; ++k)
+    out[size_t(k)] = ((s[k][0] + s[k][1]) + (s[k][2] + s[k][3])) + ((s[k][4] + s[k][5]) + (s[k][6] + s[k][7]));
+  return out;
+}
+
+double sq(float x) {
+  return double(x) * double(x);
+}
 double sum_sq(const float* a, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(a[i]);
-  return s;
+  return lane_sums<1>(n, [&](int64_t e, double* t) { t[0] = sq(a[e]); })[0];
 }
 // ‖a − b‖² in double
 double diff_sq(const float* a, const float* b, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = double(a[i]) - double(b[i]);
-    s += d * d;
-  }
-  return s;
+  return lane_sums<1>(n, [&](int64_t e, double* t) {
+    const double d = double(a[e]) - double(b[e]);
+    t[0] = d * d;
+  })[0];
 }
-// The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings);
-// the input X's are kept in XQuant.
+// The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings),
+// each quantized once for its error norm and its GEMM (QLinearOperand); the input X's are kept
+// in XQuant.
 struct QuantizedOperands {
-  Buf wf, gd, wd, gw;  // fprop W; dgrad dY, W; wgrad dY
-  void reserve(int64_t tn, int64_t nk) {
-    gd.resize(size_t(tn)), gw.resize(size_t(tn));
-    wf.resize(size_t(nk)), wd.resize(size_t(nk));
-  }
+  QLinearOperand wf, gd, wd, gw;  // fprop W; dgrad dY, W; wgrad dY
 };
 
-// Quantizes one operand exactly as the quantized GEMM does (qlinear_quantize_operand) into out
-// and returns ‖e_p‖.
-double quantize_err(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+// ‖e_p‖ of one operand, quantized into `q` exactly as the quantized GEMM quantizes it.
+double quantize_err(QLinearOperand& q, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
                     const QLinearContext& ctx) {
-  QuantStats st;
-  qlinear_quantize_operand(out, src, rows, cols, p, g, op, ctx, &st);
-  return std::sqrt(st.err_sq);
+  return std::sqrt(q.quantize(src, rows, cols, p, g, op, ctx));
 }
 
 // One layer input X quantized for fprop and wgrad at one precision, kept for the next layer
@@ -63,7 +82,7 @@ struct XQuant {
   int64_t K = 0;
   bool reusable = false;
   double err_f = 0, err_w = 0;
-  Buf xf, xw;
+  QLinearOperand xf, xw;
 };
 
 bool deterministic(const Recipe& recipe, Precision p, Gemm g, Operand op) {
@@ -77,46 +96,15 @@ bool same_weight_quantization(const Recipe& recipe, Precision p) {
   return f == recipe.spec(p, Gemm::dgrad, Operand::weight) && f.rounding != Rounding::stochastic;
 }
 
-// The three GEMMs of qlinear_{fprop,dgrad,wgrad} on operands already quantized by
-// qlinear_quantize_operand (so each operand is quantized once per round, not twice): the same
-// cblas_sgemm calls and the same BF16 output rounding, hence bit-identical results (a test
-// compares them with qlinear_*). With nvfp4's Hadamard option the wgrad operands arrive rotated,
-// as in qlinear_wgrad, and the rotation cancels in the product.
-// FP4 GEMMs run on E2M1 codes and FP8/BF16 GEMMs on BF16 codes, not on these dequantized copies
-// (snip/qgemm.h): unless SNIP_QGEMM=sgemm asks for the dequantize-then-sgemm path for FP8/BF16,
-// those call qlinear_* itself on the source tensors X, W, dY (re-quantizing them, fast path, no
-// statistics).
-void quantized_gemms(float* Y, float* dX, float* dW, const float* xf, const float* wf, const float* gd, const float* wd,
-                     const float* gw, const float* xw, int64_t T, int64_t K, int64_t N, Precision p,
-                     const QLinearContext& ctx, const float* X, const float* W, const float* dY) {
-  if (p == Precision::fp4 || (p != Precision::fp32 && qgemm_mode() != QGemmMode::sgemm)) {
-    qlinear_fprop(Y, X, W, T, K, N, p, ctx);
-    qlinear_dgrad(dX, dY, W, T, K, N, p, ctx);
-    qlinear_wgrad(dW, dY, X, T, K, N, p, ctx);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, xf, int(K), wf, int(K), 0.0f, Y,
-              int(N));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, gd, int(N), wd, int(K), 0.0f, dX,
-              int(K));
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, gw, int(N), xw, int(K), 0.0f, dW,
-              int(K));
-  if (ctx.recipe->options().bf16_output && p != Precision::fp32) {
-    QuantSpec bf;
-    bf.format = ElemFormat::bf16;
-    const std::string label = std::string(ctx.layer_name) + ": statistics-round GEMM output";
-    fake_quantize(Y, Y, T, N, bf, RngKey{}, label.c_str());
-    fake_quantize(dX, dX, T, K, bf, RngKey{}, label.c_str());
-    fake_quantize(dW, dW, N, K, bf, RngKey{}, label.c_str());
-  }
-}
-
 // The exact local maps of METHOD.md 5.2 on the model's own block backward (Llama::
 // mlp_half_backward / attention_half_backward): FP32 dgrads, frozen weights, the clean pass's
 // cached activations. Every map is linear in the incoming gradient error.
 class LocalBackward {
  public:
-  explicit LocalBackward(const Llama& m) : m_(m), store_(m) {
+  // `store` (optional): the block-gradient buffers to use, e.g. kept from an earlier round
+  // (they are overwritten before they are read); else the maps allocate their own.
+  explicit LocalBackward(const Llama& m, BlockGradStorage<float>* store = nullptr)
+      : m_(m), own_(store ? nullptr : std::make_unique<BlockGradStorage<float>>(m)), store_(store ? *store : *own_) {
     mode_.fp32 = true;
     const ModelConfig& c = m.config();
     BT_ = int64_t(m.batch_size()) * m.seq_len();
@@ -201,7 +189,8 @@ class LocalBackward {
   }
 
   const Llama& m_;
-  BlockGradStorage<float> store_;
+  std::unique_ptr<BlockGradStorage<float>> own_;
+  BlockGradStorage<float>& store_;
   BlockBackwardMode<float> mode_;
   int64_t BT_ = 0, QD_ = 0, KD_ = 0, F_ = 0, C_ = 0;
   const float* last_ = nullptr;
@@ -326,13 +315,9 @@ BackwardNoise backward_noise_passes(Llama& model, const StatsRoundOptions& o, st
     for (int i = 0; i < NL; ++i) {
       const LinearView<float> pv = model.probe_linear(i);
       std::vector<double>& g = bn.gain[size_t(i)];
-      double tot = 0;
-      for (int64_t r = 0; r < pv.rows; ++r)
-        for (int64_t c = 0; c < pv.N; ++c) {
-          const double d = pv.dY[r * pv.N + c];
-          g[size_t(c)] += d * d, tot += d * d;
-        }
-      bn.jt_y[size_t(i)] += tot;
+      for (int64_t r = 0; r < pv.rows; ++r)  // per channel: independent sums, one per column
+        for (int64_t c = 0; c < pv.N; ++c) g[size_t(c)] += sq(pv.dY[r * pv.N + c]);
+      bn.jt_y[size_t(i)] += sum_sq(pv.dY, pv.rows * pv.N);
     }
     for (int b = 0; b < L; ++b) {
       bn.jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BTC);
@@ -424,27 +409,54 @@ struct LayerWorkspace {
       max_tk = std::max(max_tk, v.rows * v.K), max_tn = std::max(max_tn, v.rows * v.N);
       max_nk = std::max(max_nk, v.N * v.K), max_k = std::max(max_k, v.K);
     }
-    qops.reserve(max_tn, max_nk);
     xquant.resize(n_precisions);
-    for (XQuant& xq : xquant) xq.xf.resize(size_t(max_tk)), xq.xw.resize(size_t(max_tk));
     yq.resize(size_t(max_tn)), dxq.resize(size_t(max_tk)), dwq.resize(size_t(max_nk)), ddx.resize(size_t(max_tk));
     w.resize(size_t(max_nk)), xcol.resize(size_t(max_k));
     if (!exact) return;
     w_keep.resize(size_t(model.num_linear_layers()));
     dw_err.resize(size_t(max_nk));
   }
+  // Forgets what the previous round computed: the model's tensors keep their addresses from
+  // round to round, but not their values.
+  void begin_round() {
+    xcol_src = nullptr, xcol_k = 0;
+    for (XQuant& xq : xquant) xq.src = nullptr, xq.reusable = false;
+  }
 };
+
+// The per-layer stage's buffers (LayerWorkspace, the local maps' block gradients), kept from
+// one round to the next on the thread that runs them, as the model keeps its arenas: allocating,
+// zero-filling and page-faulting them cost every round of a `small` model a few percent of its
+// time. Rebuilt when the model's shapes or the round's options change.
+struct RoundBuffers {
+  std::string key;
+  std::unique_ptr<LayerWorkspace> ws;
+  std::unique_ptr<BlockGradStorage<float>> grads;
+};
+
+RoundBuffers& round_buffers(const Llama& model, size_t n_precisions, bool exact) {
+  thread_local RoundBuffers b;
+  const ModelConfig& c = model.config();
+  std::string key;
+  for (int64_t x : {int64_t(model.batch_size()), int64_t(model.seq_len()), int64_t(c.hidden_size),
+                    int64_t(c.intermediate_size), int64_t(c.num_attention_heads), int64_t(c.num_key_value_heads),
+                    int64_t(c.head_dim()), int64_t(c.num_hidden_layers), int64_t(n_precisions), int64_t(exact)})
+    key += std::to_string(x) + ",";
+  if (b.key != key || !b.ws) {
+    b.ws.reset(), b.grads.reset(), b.key.clear();
+    b.ws = std::make_unique<LayerWorkspace>(model, n_precisions, exact);
+    b.grads = std::make_unique<BlockGradStorage<float>>(model);
+    b.key = key;
+  }
+  b.ws->begin_round();
+  return b;
+}
 
 void record_tensor_norms(LayerStats& ls, const LinearView<float>& v) {
   namespace k = keys;
-  const int64_t TK = v.rows * v.K, NK = v.N * v.K, TN = v.rows * v.N;
-  // six sums in one loop (each in element order, as sum_sq would): independent chains overlap
-  double x = 0, w = 0, y = 0, g = 0, dx = 0, dw = 0;
-  for (int64_t e = 0, n = std::max({TK, NK, TN}); e < n; ++e) {
-    if (e < TK) x += double(v.X[e]) * double(v.X[e]), dx += double(v.dX[e]) * double(v.dX[e]);
-    if (e < NK) w += double(v.W[e]) * double(v.W[e]), dw += double(v.dW[e]) * double(v.dW[e]);
-    if (e < TN) y += double(v.Y[e]) * double(v.Y[e]), g += double(v.dY[e]) * double(v.dY[e]);
-  }
+  const auto [x, dx] = lane_sums<2>(v.rows * v.K, [&](int64_t e, double* t) { t[0] = sq(v.X[e]), t[1] = sq(v.dX[e]); });
+  const auto [w, dw] = lane_sums<2>(v.N * v.K, [&](int64_t e, double* t) { t[0] = sq(v.W[e]), t[1] = sq(v.dW[e]); });
+  const auto [y, g] = lane_sums<2>(v.rows * v.N, [&](int64_t e, double* t) { t[0] = sq(v.Y[e]), t[1] = sq(v.dY[e]); });
   ls.scalars[k::kLayerXNorm] = std::sqrt(x);
   ls.scalars[k::kLayerWNorm] = std::sqrt(w);
   ls.scalars[k::kLayerYNorm] = std::sqrt(y);
@@ -472,21 +484,18 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW
   const float* m0 = opt.m() + pt.offset;
   const float* v0 = opt.v() + pt.offset;
   const bool decay = pt.shape.size() >= 2;
-  double m_sq = 0, v_sq = 0, a_sum = 0, u_sq = 0, a_gain_num = 0;
   double gam_sum = 0, x_sum = 0;
   for (int64_t j = 0; j < K; ++j) x_sum += ws.xcol[size_t(j)];
   for (double g : gam) gam_sum += g;
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const int64_t e = i * K + j;
-      const AdamWElementUpdate u = opt.preview(ns.step, pt.offset + e, double(v.W[e]), double(v.dW[e]), decay);
-      const double we = 1.0 / (u.denom * u.denom);
-      ws.w[size_t(e)] = we;
-      m_sq += double(m0[e]) * m0[e], v_sq += double(v0[e]) * v0[e];
-      a_sum += we;
-      a_gain_num += gam[size_t(i)] * ws.xcol[size_t(j)] * we;
-      u_sq += u.update * u.update;
-    }
+  int64_t i = 0, j = 0;  // element e = i·K + j (lane_sums visits e in order)
+  const auto [m_sq, v_sq, a_sum, a_gain_num, u_sq] = lane_sums<5>(N * K, [&](int64_t e, double* t) {
+    const AdamWElementUpdate u = opt.preview(ns.step, pt.offset + e, double(v.W[e]), double(v.dW[e]), decay);
+    const double we = 1.0 / (u.denom * u.denom);
+    ws.w[size_t(e)] = we;
+    t[0] = sq(m0[e]), t[1] = sq(v0[e]), t[2] = we, t[3] = gam[size_t(i)] * ws.xcol[size_t(j)] * we;
+    t[4] = u.update * u.update;
+    if (++j == K) j = 0, ++i;
+  });
   ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
   ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
   ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
@@ -498,31 +507,31 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW
 // returns the dgrad W operand (the fprop one when both quantize alike). q/k/v share X
 // (input_layernorm output), gate/up too: a deterministic quantization of the same tensor is
 // done once (the result cannot depend on the layer's RNG key).
-const float* quantize_operands(std::map<std::string, double>& pp, XQuant& xq, QuantizedOperands& qo,
-                               const LinearView<float>& v, Precision p, const QLinearContext& ctx) {
+const QLinearOperand& quantize_operands(std::map<std::string, double>& pp, XQuant& xq, QuantizedOperands& qo,
+                                        const LinearView<float>& v, Precision p, const QLinearContext& ctx) {
   namespace k = keys;
   const Recipe& recipe = *ctx.recipe;
   const int64_t T = v.rows, K = v.K, N = v.N;
   if (xq.src != v.X || xq.K != K || !xq.reusable) {
-    xq.err_f = quantize_err(xq.xf.data(), v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
-    xq.err_w = quantize_err(xq.xw.data(), v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
+    xq.err_f = quantize_err(xq.xf, v.X, T, K, p, Gemm::fprop, Operand::activation, ctx);
+    xq.err_w = quantize_err(xq.xw, v.X, T, K, p, Gemm::wgrad, Operand::activation, ctx);
     xq.src = v.X, xq.K = K;
     xq.reusable = deterministic(recipe, p, Gemm::fprop, Operand::activation) &&
                   deterministic(recipe, p, Gemm::wgrad, Operand::activation);
   }
   pp[k::kPrecErrFpropX] = xq.err_f;
-  pp[k::kPrecErrFpropW] = quantize_err(qo.wf.data(), v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
-  pp[k::kPrecErrDgradG] = quantize_err(qo.gd.data(), v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
-  const float* wd = qo.wd.data();
+  pp[k::kPrecErrFpropW] = quantize_err(qo.wf, v.W, N, K, p, Gemm::fprop, Operand::weight, ctx);
+  pp[k::kPrecErrDgradG] = quantize_err(qo.gd, v.dY, T, N, p, Gemm::dgrad, Operand::gradient, ctx);
+  const QLinearOperand* wd = &qo.wd;
   if (same_weight_quantization(recipe, p)) {  // e.g. snip's 128×128 weight blocks: one Q(W)
     pp[k::kPrecErrDgradW] = pp[k::kPrecErrFpropW];
-    wd = qo.wf.data();
+    wd = &qo.wf;
   } else {
-    pp[k::kPrecErrDgradW] = quantize_err(qo.wd.data(), v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
+    pp[k::kPrecErrDgradW] = quantize_err(qo.wd, v.W, N, K, p, Gemm::dgrad, Operand::weight, ctx);
   }
-  pp[k::kPrecErrWgradG] = quantize_err(qo.gw.data(), v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
+  pp[k::kPrecErrWgradG] = quantize_err(qo.gw, v.dY, T, N, p, Gemm::wgrad, Operand::gradient, ctx);
   pp[k::kPrecErrWgradX] = xq.err_w;
-  return wd;
+  return *wd;
 }
 
 // Exact GEMM output errors, quantized − BF16: the clean pass ran every layer in BF16 with this
@@ -534,26 +543,20 @@ void record_output_errors(std::map<std::string, double>& pp, const LinearView<fl
   const float *yq = ws.yq.data(), *dxq = ws.dxq.data(), *dwq = ws.dwq.data();
   const double* w = ws.w.data();
   float* ddx = ws.ddx.data();
-  // The three tensors' sums run in one loop: five independent double chains, each still summed
-  // in element order (the same bits as three loops), overlap instead of waiting on each other.
-  double dy_sq = 0, g_dot = 0, ddx_sq = 0, ddw_sq = 0, own = 0;
-  for (int64_t e = 0, n = std::max({TN, TK, NK}); e < n; ++e) {
-    if (e < TN) {
-      const double d = double(yq[e]) - double(v.Y[e]);
-      dy_sq += d * d;
-      g_dot += double(v.dY[e]) * d;
-    }
-    if (e < TK) {
-      const double d = double(dxq[e]) - double(v.dX[e]);
-      ddx_sq += d * d;
-      ddx[e] = dxq[e] - v.dX[e];
-    }
-    if (e < NK) {  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-      const double d = double(dwq[e]) - double(v.dW[e]);
-      ddw_sq += d * d;
-      own += d * d * w[e];
-    }
-  }
+  const auto [dy_sq, g_dot] = lane_sums<2>(TN, [&](int64_t e, double* t) {
+    const double d = double(yq[e]) - double(v.Y[e]);
+    t[0] = d * d, t[1] = double(v.dY[e]) * d;
+  });
+  const auto [ddx_sq] = lane_sums<1>(TK, [&](int64_t e, double* t) {
+    const double d = double(dxq[e]) - double(v.dX[e]);
+    t[0] = d * d;
+    ddx[e] = dxq[e] - v.dX[e];
+  });
+  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+  const auto [ddw_sq, own] = lane_sums<2>(NK, [&](int64_t e, double* t) {
+    const double d = double(dwq[e]) - double(v.dW[e]);
+    t[0] = d * d, t[1] = d * d * w[e];
+  });
   pp[k::kPrecDyErr] = std::sqrt(dy_sq);
   pp[k::kPrecGDotDy] = g_dot;
   pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
@@ -570,10 +573,9 @@ void record_exact_upstream(std::map<std::string, double>& pp, const Llama& model
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy, int(vl.N), vl.X,
                 int(vl.K), 0.0f, ws.dw_err.data(), int(vl.K));
     const std::vector<double>& wl = ws.w_keep[size_t(l)];
-    double acc = 0;
-    for (int64_t e = 0; e < vl.N * vl.K; ++e)
-      acc += double(ws.dw_err[size_t(e)]) * ws.dw_err[size_t(e)] * wl[size_t(e)];
-    pp[keys::exact_upstream_sq_key(l)] = acc;
+    const float* d = ws.dw_err.data();
+    pp[keys::exact_upstream_sq_key(l)] =
+        lane_sums<1>(vl.N * vl.K, [&](int64_t e, double* t) { t[0] = sq(d[e]) * wl[size_t(e)]; })[0];
   });
 }
 
@@ -590,8 +592,9 @@ class LayerStatsPass {
         bn_(bn),
         recipe_(model.recipe()),
         exact_(o.exact_weight_divergence),
-        ws_(model, o.precisions.size(), exact_),
-        local_(model) {
+        bufs_(round_buffers(model, o.precisions.size(), exact_)),
+        ws_(*bufs_.ws),
+        local_(model, bufs_.grads.get()) {
     ctx_.recipe = &recipe_;
     ctx_.seed = o.seed;
     ctx_.step = uint64_t(o.step);
@@ -636,9 +639,11 @@ class LayerStatsPass {
     const int li = b * kLayersPerBlock + int(type);
     XQuant& xq = ws_.xquant[pi];
     QuantizedOperands& qo = ws_.qops;
-    const float* wd = quantize_operands(pp, xq, qo, v, p, ctx_);
-    quantized_gemms(ws_.yq.data(), ws_.dxq.data(), ws_.dwq.data(), xq.xf.data(), qo.wf.data(), qo.gd.data(), wd,
-                    qo.gw.data(), xq.xw.data(), v.rows, v.K, v.N, p, ctx_, v.X, v.W, v.dY);
+    const QLinearOperand& wd = quantize_operands(pp, xq, qo, v, p, ctx_);
+    // the GEMMs on the operands just quantized: qlinear_*'s results bit for bit (a test checks)
+    qlinear_fprop(ws_.yq.data(), xq.xf, qo.wf, ctx_);
+    qlinear_dgrad(ws_.dxq.data(), qo.gd, wd, ctx_);
+    qlinear_wgrad(ws_.dwq.data(), qo.gw, xq.xw, ctx_);
     record_output_errors(pp, v, ws_);
     pp[keys::kPrecResidErrSq] = local_.resid_err_sq(li, ws_.ddx.data(), &ws_.sib);
     for (const auto& [st, val] : ws_.sib) pp[keys::sibling_dg_sq_key(layer_type_short_name(st))] = val;
@@ -653,7 +658,8 @@ class LayerStatsPass {
   Recipe recipe_;
   QLinearContext ctx_;
   bool exact_;
-  LayerWorkspace ws_;
+  RoundBuffers& bufs_;
+  LayerWorkspace& ws_;
   LocalBackward local_;
 };
 

@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "float_bits.h"
 #include "snip/blas_threads.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
+#include "snip/parallel.h"
 #include "snip/qgemm.h"
 
 namespace snip {
@@ -467,6 +469,222 @@ void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_
               int(K));
   round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
   for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operands quantized once (QLinearOperand) and the GEMMs on them: the same quantizer calls as
+// the paths above (codes and scales instead of codes quantized into the packed layout, which
+// the packers document as the same bytes), the same GEMMs, the same output rounding.
+
+namespace {
+template <class T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+  return v.data();
+}
+}  // namespace
+
+double QLinearOperand::quantize(const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                                const QLinearContext& ctx) {
+  SNIP_ASSERT_MSG(ctx.recipe != nullptr, "QLinearContext.recipe must be set");
+  SNIP_ASSERT(rows >= 0 && cols >= 0);
+  p_ = p, g_ = g, op_ = op, spec_ = ctx.recipe->spec(p, g, op), rows_ = rows, cols_ = cols;
+  const int64_t n = rows * cols;
+  const char* symbol = op == Operand::weight ? "W" : op == Operand::gradient ? "dY" : "X";
+  const std::string label = operand_label(ctx, g, symbol, op);
+  const RngKey key = qlinear_rng_key(ctx, g, op);
+  const float* x = src;
+  if (uses_hadamard(p, g, ctx)) {
+    rotated_.assign(src, src + n);
+    hadamard16_rows(rotated_.data(), rows, cols);
+    x = rotated_.data();
+  }
+  if (int_path(p)) {
+    form_ = Form::e2m1_codes;
+    quantize_e2m1_code2(grow(code2_, n), grow(scales_, e2m1_scale_count(rows, cols, spec_)), x, rows, cols, spec_, key,
+                        label.c_str());
+  } else if (bf16_path(p) && spec_.format != ElemFormat::bf16 && spec_.scale == ScaleKind::fp32) {
+    form_ = Form::bf16_codes;
+    quantize_bf16_codes(grow(bits_, n), grow(scales_, e2m1_scale_count(rows, cols, spec_)), x, rows, cols, spec_, key,
+                        label.c_str());
+  } else {
+    form_ = Form::values;
+    fake_quantize(grow(values_, n), x, rows, cols, spec_, key, label.c_str());
+  }
+  return error_sq(x);
+}
+
+namespace {
+// out[c] = fl(q(c) · scale of column c) over one row whose block scales are s (bc columns each)
+template <class Q>
+void decode_scaled(float* out, const float* s, int64_t cols, int64_t bc, Q q) {
+  if (bc == 1) {
+    for (int64_t c = 0; c < cols; ++c) out[c] = q(c) * s[c];
+    return;
+  }
+  for (int64_t c0 = 0, j = 0; c0 < cols; c0 += bc, ++j) {
+    const float sc = s[j];
+    for (int64_t c = c0, c1 = std::min(cols, c0 + bc); c < c1; ++c) out[c] = q(c) * sc;
+  }
+}
+}  // namespace
+
+void QLinearOperand::decode_row(float* out, int64_t r) const {
+  SNIP_ASSERT(r >= 0 && r < rows_);
+  const int64_t off = r * cols_;
+  if (form_ == Form::values) {
+    std::copy(values_.data() + off, values_.data() + off + cols_, out);
+    return;
+  }
+  // y = fl(q · scale) with q the element value (code2 / 2, or the BF16 bits): fake_quantize's
+  // output bit for bit (snip/qgemm.h). Scales are [block row][block col].
+  const int64_t br = spec_.block_rows <= 0 ? rows_ : std::min<int64_t>(spec_.block_rows, rows_);
+  const int64_t bc = spec_.block_cols <= 0 ? cols_ : std::min<int64_t>(spec_.block_cols, cols_);
+  const int64_t nbc = (cols_ + bc - 1) / bc;
+  const float* s = scales_.data() + (r / br) * nbc;
+  if (form_ == Form::e2m1_codes) {
+    const int8_t* c2 = code2_.data() + off;
+    decode_scaled(out, s, cols_, bc, [c2](int64_t c) { return float(c2[c]) * 0.5f; });
+  } else {
+    const uint16_t* b = bits_.data() + off;
+    decode_scaled(out, s, cols_, bc, [b](int64_t c) { return numerics_detail::ffrom(uint32_t(b[c]) << 16); });
+  }
+}
+
+namespace {
+
+// Σ (y − x)² of one row in double: eight partial sums, combined in a fixed tree.
+double row_err_sq(const float* y, const float* x, int64_t n) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; ++l) {
+      const double d = double(y[c + l]) - double(x[c + l]);
+      s[l] += d * d;
+    }
+  for (int l = 0; c + l < n; ++l) {
+    const double d = double(y[c + l]) - double(x[c + l]);
+    s[l] += d * d;
+  }
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+}  // namespace
+
+double QLinearOperand::error_sq(const float* x) const {
+  std::vector<double> row_sq(size_t(rows_), 0.0);
+  parallel_for(rows_, rows_ * cols_, [&](int64_t r0, int64_t r1) {
+    std::vector<float> y(form_ == Form::values ? 0 : size_t(cols_));
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* yr = values_.data() + r * cols_;
+      if (form_ != Form::values) {
+        decode_row(y.data(), r);
+        yr = y.data();
+      }
+      row_sq[size_t(r)] = row_err_sq(yr, x + r * cols_, cols_);
+    }
+  });
+  double s = 0;
+  for (double v : row_sq) s += v;
+  return s;
+}
+
+// The GEMM kernels' views of a QLinearOperand.
+struct QLinearOperandAccess {
+  static E2M1Operand e2m1(const QLinearOperand& o, bool reduce_along_cols) {
+    return e2m1_operand(o.code2_.data(), o.scales_.data(), o.rows_, o.cols_, o.spec_, reduce_along_cols);
+  }
+  static Bf16Operand bf16(const QLinearOperand& o, bool reduce_along_cols) {
+    if (o.form_ == QLinearOperand::Form::bf16_codes)
+      return bf16_operand(o.bits_.data(), nullptr, o.scales_.data(), o.rows_, o.cols_, o.spec_, reduce_along_cols);
+    return bf16_operand(nullptr, o.values_.data(), nullptr, o.rows_, o.cols_, o.spec_, reduce_along_cols);
+  }
+  // The FP32 values (decoded into buf for the code forms), for the dequantize-then-sgemm path.
+  static const float* values(const QLinearOperand& o, std::vector<float>& buf) {
+    if (o.form_ == QLinearOperand::Form::values) return o.values_.data();
+    float* v = grow(buf, o.rows_ * o.cols_);
+    for (int64_t r = 0; r < o.rows_; ++r) o.decode_row(v + r * o.cols_, r);
+    return v;
+  }
+};
+
+namespace {
+
+// An operand quantized for GEMM g in role op at precision p, or (weights) for the other GEMM
+// with the same spec and no stochastic rounding: the same quantized tensor.
+void check_operand(const QLinearOperand& o, Precision p, Gemm g, Operand op, const QLinearContext& ctx) {
+  SNIP_ASSERT_MSG(o.precision() == p && o.operand() == op, "qlinear: operand quantized for another precision or role");
+  SNIP_ASSERT_MSG(o.gemm() == g || (op == Operand::weight && o.spec() == ctx.recipe->spec(p, g, op) &&
+                                    o.spec().rounding != Rounding::stochastic),
+                  "qlinear: operand quantized for another GEMM");
+}
+
+// C(M,N) = A·Bᵀ for GEMM g on prequantized operands, as qlinear_* chooses its path: the
+// integer E2M1 GEMM, the BF16-element GEMM, else `sgemm` on the FP32 values; then the output
+// rounding.
+template <class Sgemm>
+void prequantized_gemm(float* C, int64_t M, int64_t N, int64_t K, const QLinearOperand& a, bool a_cols,
+                       const QLinearOperand& b, bool b_cols, Gemm g, const QLinearContext& ctx, Sgemm&& sgemm) {
+  using Form = QLinearOperand::Form;
+  using Acc = QLinearOperandAccess;
+  const Precision p = a.precision();
+  bool done = false;
+  if (a.form() == Form::e2m1_codes && b.form() == Form::e2m1_codes) {
+    const E2M1Operand A = Acc::e2m1(a, a_cols), B = Acc::e2m1(b, b_cols);
+    if (qgemm_e2m1_chunk(A, B, K) > 0) {
+      qgemm_e2m1(C, N, M, N, K, A, B);
+      done = true;
+    }
+  } else if (bf16_path(p) && a.form() != Form::e2m1_codes && b.form() != Form::e2m1_codes) {
+    const Bf16Operand A = Acc::bf16(a, a_cols), B = Acc::bf16(b, b_cols);
+    done = qgemm_bf16_chunk(A, B, K) > 0 && qgemm_bf16(C, N, M, N, K, A, B);
+  }
+  if (!done) {
+    Workspace& ws = workspace();
+    sgemm(Acc::values(a, ws.a), Acc::values(b, ws.b));
+  }
+  if (rounds_output(p, ctx)) round_output_bf16(C, M, N, g, ctx);
+}
+
+}  // namespace
+
+void qlinear_fprop(float* Y, const QLinearOperand& X, const QLinearOperand& W, const QLinearContext& ctx) {
+  const int64_t T = X.rows(), K = X.cols(), N = W.rows();
+  check_context(ctx, T, K, N);
+  SNIP_ASSERT(W.cols() == K);
+  check_operand(X, X.precision(), Gemm::fprop, Operand::activation, ctx);
+  check_operand(W, X.precision(), Gemm::fprop, Operand::weight, ctx);
+  prequantized_gemm(Y, T, N, K, X, true, W, true, Gemm::fprop, ctx, [&](const float* Xq, const float* Wq) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, Xq, int(K), Wq, int(K), 0.0f, Y,
+                int(N));
+  });
+}
+
+void qlinear_dgrad(float* dX, const QLinearOperand& dY, const QLinearOperand& W, const QLinearContext& ctx) {
+  const int64_t T = dY.rows(), N = dY.cols(), K = W.cols();
+  check_context(ctx, T, K, N);
+  SNIP_ASSERT(W.rows() == N);
+  check_operand(dY, dY.precision(), Gemm::dgrad, Operand::gradient, ctx);
+  check_operand(W, dY.precision(), Gemm::dgrad, Operand::weight, ctx);
+  // dX[t,k] = Σ_n dY[t,n]·W[n,k]: A = dY reduced along its columns, B(k,n) = W[n,k] down its rows.
+  prequantized_gemm(dX, T, K, N, dY, true, W, false, Gemm::dgrad, ctx, [&](const float* dYq, const float* Wq) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, dYq, int(N), Wq, int(K), 0.0f,
+                dX, int(K));
+  });
+}
+
+void qlinear_wgrad(float* dW, const QLinearOperand& dY, const QLinearOperand& X, const QLinearContext& ctx) {
+  const int64_t T = dY.rows(), N = dY.cols(), K = X.cols();
+  check_context(ctx, T, K, N);
+  SNIP_ASSERT(X.rows() == T);
+  check_operand(dY, dY.precision(), Gemm::wgrad, Operand::gradient, ctx);
+  check_operand(X, dY.precision(), Gemm::wgrad, Operand::activation, ctx);
+  // dW[n,k] = Σ_t dY[t,n]·X[t,k]: both operands reduced down their rows (along T); with the
+  // Hadamard option both were rotated when quantized, and the rotation cancels.
+  prequantized_gemm(dW, N, K, T, dY, false, X, false, Gemm::wgrad, ctx, [&](const float* dYq, const float* Xq) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K), 0.0f,
+                dW, int(K));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

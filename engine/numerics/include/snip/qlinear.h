@@ -82,4 +82,60 @@ RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op);
 void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
                               const QLinearContext& ctx, QuantStats* stats = nullptr);
 
+// One GEMM operand quantized once for both its quantization error and its quantized GEMMs (the
+// statistics rounds measure ‖e_p‖ of every operand and multiply the same quantized operands):
+// held in the form the GEMM reads -- E2M1 codes and block scales (FP4 on the integer GEMM), BF16
+// codes and FP32 block scales (FP8 with FP32 scales on the BF16-element GEMM) or fake-quantized
+// FP32 values (E8M0-scaled FP8, BF16, FP32, SNIP_QGEMM=sgemm). The quantization is the GEMMs'
+// own, bit for bit: the qlinear_* overloads below give qlinear_*'s results on the source tensors.
+class QLinearOperand {
+ public:
+  // Quantizes src (rows, cols, as stored) as operand `op` of GEMM `g` at precision `p` (after
+  // the nvfp4 Hadamard rotation along T where qlinear_wgrad applies it) and returns
+  // ‖Q(x) − x‖² (x the rotated source when rotated; the rotation is orthogonal). The sum runs
+  // per row in eight partial sums (element c of a row into partial c mod 8), combined as
+  // ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)), and the row sums are added in row order: the same
+  // bits for every thread count. Buffers are reused by later calls. Throws snip::Error for
+  // non-finite input, as the GEMMs do.
+  double quantize(const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
+                  const QLinearContext& ctx);
+
+  enum class Form : uint8_t { values, e2m1_codes, bf16_codes };
+  Form form() const { return form_; }
+  Precision precision() const { return p_; }
+  Gemm gemm() const { return g_; }
+  Operand operand() const { return op_; }
+  const QuantSpec& spec() const { return spec_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // Row r of the quantized values (FP32; decoded for the code forms, where a −0 of
+  // fake_quantize comes out as +0: E2M1 codes have no sign of zero) into `out` (cols values).
+  void decode_row(float* out, int64_t r) const;
+
+ private:
+  friend struct QLinearOperandAccess;
+  double error_sq(const float* x) const;
+
+  Form form_ = Form::values;
+  Precision p_ = Precision::fp32;
+  Gemm g_ = Gemm::fprop;
+  Operand op_ = Operand::activation;
+  QuantSpec spec_;
+  int64_t rows_ = 0, cols_ = 0;
+  std::vector<float> values_, scales_, rotated_;
+  std::vector<int8_t> code2_;
+  std::vector<uint16_t> bits_;
+};
+
+// qlinear_fprop / qlinear_dgrad / qlinear_wgrad (not accumulating) on operands quantized by
+// QLinearOperand::quantize for their GEMM (the role's spec and stochastic-rounding key):
+// bit-identical to the source-tensor versions. A weight quantized for fprop may serve dgrad
+// when the recipe quantizes W alike for both without stochastic rounding (snip's 128×128
+// blocks). Shapes come from the operands: X (T,K), W (N,K), dY (T,N). (Only where FP4 blocks
+// do not nest along K, which no recipe has, the product runs on decoded values, and an output
+// that is exactly zero may differ from qlinear_*'s in its sign.)
+void qlinear_fprop(float* Y, const QLinearOperand& X, const QLinearOperand& W, const QLinearContext& ctx);
+void qlinear_dgrad(float* dX, const QLinearOperand& dY, const QLinearOperand& W, const QLinearContext& ctx);
+void qlinear_wgrad(float* dW, const QLinearOperand& dY, const QLinearOperand& X, const QLinearContext& ctx);
+
 }  // namespace snip
