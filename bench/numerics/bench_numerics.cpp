@@ -94,7 +94,8 @@ void BM_quantize(benchmark::State& st, QuantCase c, int threads) {
 
 // ---- GEMMs -------------------------------------------------------------------------------
 void BM_sgemm(benchmark::State& st, Gemm g, int64_t T, int64_t K, int64_t N) {
-  const std::vector<float> A = randn(size_t(T * std::max(K, N)), 3), B = randn(size_t(N * K), 4);
+  // A: X (T,K) or dY (T,N); B: W (N,K), or X (T,K) for wgrad.
+  const std::vector<float> A = randn(size_t(T * std::max(K, N)), 3), B = randn(size_t(std::max(N, T) * K), 4);
   std::vector<float> C(size_t(std::max(T, N) * std::max(K, N)));
   for (auto _ : st) {
     switch (g) {
@@ -218,11 +219,12 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
       benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
-// The integer E2M1 GEMM alone on operands quantized once (snip recipe, fprop), and the
-// quantization straight to codes, to see where the time of the FP4 fprop goes.
-void BM_e2m1_kernel(benchmark::State& st, int64_t T, int64_t K, int64_t N, QGemmMode mode) {
+// The integer E2M1 GEMM alone on operands quantized once (fprop; snip: 1×128 tiles and 128×128
+// weight blocks, mx: 1×32, nvfp4: 1×16 / 16×16), and the quantization straight to codes, to see
+// where the time of the FP4 fprop goes.
+void BM_e2m1_kernel(benchmark::State& st, const char* recipe_name, int64_t T, int64_t K, int64_t N, QGemmMode mode) {
   const ModeScope scope(mode);
-  const Recipe recipe = Recipe::named("snip");
+  const Recipe recipe = Recipe::named(recipe_name);
   const QuantSpec sx = recipe.spec(Precision::fp4, Gemm::fprop, Operand::activation),
                   sw = recipe.spec(Precision::fp4, Gemm::fprop, Operand::weight);
   const std::vector<float> X = randn(size_t(T * K), 5), W = randn(size_t(N * K), 6);
@@ -462,17 +464,18 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
         g_ratios.push_back({n, "quant/memcpy", true});
       }
-  {
-    const std::string n = "gemm/1024^3/fprop/e2m1_kernel_only";
-    benchmark::RegisterBenchmark(n.c_str(), BM_e2m1_kernel, 1024, 1024, 1024, QGemmMode::automatic)
+  for (const char* recipe : {"snip", "mx", "nvfp4"}) {
+    const std::string prefix = std::string(recipe) == "snip" ? "" : std::string(recipe) + "_";  // names kept
+    const std::string n = "gemm/1024^3/fprop/" + prefix + "e2m1_kernel_only";
+    benchmark::RegisterBenchmark(n.c_str(), BM_e2m1_kernel, recipe, 1024, 1024, 1024, QGemmMode::automatic)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     g_ratios.push_back({n, "gemm/1024^3/fprop/sgemm", false});
   }
 #ifdef SNIP_BENCH_ONEDNN
   // Block scales along K by oneDNN: one int8 matmul per K block (128: snip tiles and weight
-  // blocks; 32: MX), kernel only like e2m1_kernel_only.
-  for (int64_t kblock : {128, 32}) {
+  // blocks; 32: MX; 16: NVFP4), kernel only like e2m1_kernel_only.
+  for (int64_t kblock : {128, 32, 16}) {
     const std::string n = "gemm/1024^3/fprop/onednn_u8s8s32_kblocks" + std::to_string(kblock);
     benchmark::RegisterBenchmark(n.c_str(), snip_bench::BM_dnnl_int8_kblocks, 1024, 1024, 1024, kblock)
         ->UseRealTime()
