@@ -4,7 +4,10 @@
 //  - quantized GEMMs (fprop/dgrad/wgrad) as a ratio to plain cblas_sgemm of the same shape
 //    (target: FP4 fprop <= 0.4× sgemm time at 1024³, i.e. >= 2.5× faster), at 1024³ and at the
 //    small model's shapes; FP4 also on the previous sgemm path (`*_sgemm_path`) in the same run,
-//    and the integer E2M1 GEMM alone (`e2m1_kernel_only`).
+//    and the integer E2M1 GEMM alone (`e2m1_kernel_only`);
+//  - when built with oneDNN (`libdnnl-dev`, optional; bench_onednn.h), oneDNN's f32, bf16 and
+//    u8×s8→s32 matmuls on the same shapes in the same run, and block scales along K emulated as
+//    one oneDNN int8 matmul per K block (`onednn_u8s8s32_kblocks128`, against e2m1_kernel_only).
 // Ratios are computed from times measured in the same run and printed after the table; run
 // with --benchmark_repetitions=5 on a shared machine (the ratios use the fastest repetition).
 #include <benchmark/benchmark.h>
@@ -23,6 +26,9 @@
 #include "snip/qgemm.h"
 #include "snip/qlinear.h"
 #include "snip/quant.h"
+#ifdef SNIP_BENCH_ONEDNN
+#include "bench_onednn.h"
+#endif
 
 namespace {
 
@@ -88,7 +94,8 @@ void BM_quantize(benchmark::State& st, QuantCase c, int threads) {
 
 // ---- GEMMs -------------------------------------------------------------------------------
 void BM_sgemm(benchmark::State& st, Gemm g, int64_t T, int64_t K, int64_t N) {
-  const std::vector<float> A = randn(size_t(T * std::max(K, N)), 3), B = randn(size_t(N * K), 4);
+  // A: X (T,K) or dY (T,N); B: W (N,K), or X (T,K) for wgrad.
+  const std::vector<float> A = randn(size_t(T * std::max(K, N)), 3), B = randn(size_t(std::max(N, T) * K), 4);
   std::vector<float> C(size_t(std::max(T, N) * std::max(K, N)));
   for (auto _ : st) {
     switch (g) {
@@ -212,11 +219,12 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
       benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
-// The integer E2M1 GEMM alone on operands quantized once (snip recipe, fprop), and the
-// quantization straight to codes, to see where the time of the FP4 fprop goes.
-void BM_e2m1_kernel(benchmark::State& st, int64_t T, int64_t K, int64_t N, QGemmMode mode) {
+// The integer E2M1 GEMM alone on operands quantized once (fprop; snip: 1×128 tiles and 128×128
+// weight blocks, mx: 1×32, nvfp4: 1×16 / 16×16), and the quantization straight to codes, to see
+// where the time of the FP4 fprop goes.
+void BM_e2m1_kernel(benchmark::State& st, const char* recipe_name, int64_t T, int64_t K, int64_t N, QGemmMode mode) {
   const ModeScope scope(mode);
-  const Recipe recipe = Recipe::named("snip");
+  const Recipe recipe = Recipe::named(recipe_name);
   const QuantSpec sx = recipe.spec(Precision::fp4, Gemm::fprop, Operand::activation),
                   sw = recipe.spec(Precision::fp4, Gemm::fprop, Operand::weight);
   const std::vector<float> X = randn(size_t(T * K), 5), W = randn(size_t(N * K), 6);
@@ -456,13 +464,25 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
         g_ratios.push_back({n, "quant/memcpy", true});
       }
-  {
-    const std::string n = "gemm/1024^3/fprop/e2m1_kernel_only";
-    benchmark::RegisterBenchmark(n.c_str(), BM_e2m1_kernel, 1024, 1024, 1024, QGemmMode::automatic)
+  for (const char* recipe : {"snip", "mx", "nvfp4"}) {
+    const std::string prefix = std::string(recipe) == "snip" ? "" : std::string(recipe) + "_";  // names kept
+    const std::string n = "gemm/1024^3/fprop/" + prefix + "e2m1_kernel_only";
+    benchmark::RegisterBenchmark(n.c_str(), BM_e2m1_kernel, recipe, 1024, 1024, 1024, QGemmMode::automatic)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     g_ratios.push_back({n, "gemm/1024^3/fprop/sgemm", false});
   }
+#ifdef SNIP_BENCH_ONEDNN
+  // Block scales along K by oneDNN: one int8 matmul per K block (128: snip tiles and weight
+  // blocks; 32: MX; 16: NVFP4), kernel only like e2m1_kernel_only.
+  for (int64_t kblock : {128, 32, 16}) {
+    const std::string n = "gemm/1024^3/fprop/onednn_u8s8s32_kblocks" + std::to_string(kblock);
+    benchmark::RegisterBenchmark(n.c_str(), snip_bench::BM_dnnl_int8_kblocks, 1024, 1024, 1024, kblock)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    g_ratios.push_back({n, "gemm/1024^3/fprop/sgemm", false});
+  }
+#endif
 
   for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8, Precision::fp4}) {
     const std::string n = std::string("block/T2048_small/") + precision_name(p);
@@ -512,6 +532,23 @@ void register_all() {
             ->Unit(benchmark::kMillisecond);
         g_ratios.push_back({n, base + "/sgemm", false});
       }
+#ifdef SNIP_BENCH_ONEDNN
+      // oneDNN on the same GEMM: the kernel alone on operands already converted (weights in its
+      // preferred layout), and bf16 / f32 starting from the FP32 operands as a training step has them.
+      using snip_bench::DnnlKind;
+      const std::pair<DnnlKind, bool> dnnl_variants[] = {{DnnlKind::f32, false},
+                                                         {DnnlKind::bf16, false},
+                                                         {DnnlKind::int8, false},
+                                                         {DnnlKind::f32, true},
+                                                         {DnnlKind::bf16, true}};
+      for (const auto& [kind, from_f32] : dnnl_variants) {
+        const std::string n = base + "/onednn_" + snip_bench::dnnl_kind_name(kind) + (from_f32 ? "_from_f32" : "");
+        benchmark::RegisterBenchmark(n.c_str(), snip_bench::BM_dnnl_matmul, kind, g, s.T, s.K, s.N, from_f32)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        g_ratios.push_back({n, base + "/sgemm", false});
+      }
+#endif
     }
   }
 }

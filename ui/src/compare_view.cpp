@@ -151,8 +151,19 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   experiment_oracle_ = new QCheckBox(tr("oracle arm"), experiment);
   experiment_oracle_->setToolTip(
       tr("Add an arm planned by the same ILP on the measured per-layer loss damage, and SNIP's regret to it"));
+  // Parallel arms, as `snip compare --jobs N`: at least 1 (the CLI's rule), default one per
+  // hardware thread (the CLI's default). The upper bound only keeps the box a sensible width.
+  experiment_jobs_ = new QSpinBox(experiment);
+  experiment_jobs_->setRange(1, std::max(64, 4 * snip::default_compare_jobs()));
+  experiment_jobs_->setValue(snip::default_compare_jobs());
+  experiment_jobs_->setToolTip(
+      tr("Trainings run at once (snip compare --jobs; default one per hardware thread). It changes only the "
+         "speed, never the results: every training runs its GEMMs on one thread and owns its model and data, so "
+         "any number of jobs gives the bits of one job (test Compare.ParallelJobsGiveTheBitsOfOneJob)"));
   ex_row2->addWidget(new QLabel(tr("replicates"), experiment));
   ex_row2->addWidget(experiment_replicates_);
+  ex_row2->addWidget(new QLabel(tr("jobs"), experiment));
+  ex_row2->addWidget(experiment_jobs_);
   ex_row2->addWidget(experiment_oracle_);
   ex_layout->addLayout(ex_row2);
   auto* button_row = new QHBoxLayout();
@@ -715,7 +726,7 @@ void CompareView::start_experiment(const QString& checkpoint, qint64 resume_id) 
   request.options.steps = experiment_steps_->value();
   request.options.replicates = experiment_replicates_->value();
   request.options.oracle = experiment_oracle_->isChecked();
-  request.options.jobs = snip::default_compare_jobs();
+  request.options.jobs = experiment_jobs_->value();  // a resume uses it too (never stored: speed only)
   request.stop_after_trainings = stop_after_trainings_;
   experiment_worker_->prepare();
   experiment_in_flight_ = true;

@@ -73,6 +73,8 @@ class CompareView : public QWidget {
   QDoubleSpinBox* experiment_budget_spin() const { return experiment_budget_; }
   QSpinBox* experiment_steps_spin() const { return experiment_steps_; }
   QSpinBox* experiment_replicates_spin() const { return experiment_replicates_; }
+  // Trainings run at once (`snip compare --jobs`); speed only, never the results.
+  QSpinBox* experiment_jobs_spin() const { return experiment_jobs_; }
   QCheckBox* experiment_oracle_check() const { return experiment_oracle_; }
   QProgressBar* experiment_progress() const { return experiment_progress_; }
   // The table as CSV in the order shown (sorted or not); numbers at full precision. Throws
@@ -144,6 +146,7 @@ class CompareView : public QWidget {
   QDoubleSpinBox* experiment_budget_ = nullptr;
   QSpinBox* experiment_steps_ = nullptr;
   QSpinBox* experiment_replicates_ = nullptr;
+  QSpinBox* experiment_jobs_ = nullptr;
   QCheckBox* experiment_oracle_ = nullptr;
   QPushButton* experiment_button_ = nullptr;
   QPushButton* resume_button_ = nullptr;
