@@ -26,6 +26,7 @@
 #include "code_sink.h"
 #include "float_bits.h"
 #include "parallel.h"
+#include "quant_kernels.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/quant.h"
@@ -65,13 +66,6 @@ int quant_threads() {
 // stochastic-rounding kernels (two 32-bit multiply hashes per element, compute-bound) ~1.4×
 // faster than AVX2.
 namespace detail {
-
-struct RowParams {
-  int mbits = 0;
-  uint32_t emin_biased = 0;  // emin + 127: FP32 biased exponent of the smallest normal
-  float max = 0;
-  uint32_t k0 = 0, k1 = 0;  // stochastic-rounding key (see sr_bits)
-};
 
 inline uint32_t fmix32(uint32_t h) {
   h ^= h >> 16;
@@ -142,8 +136,6 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
   }
 }
 
-using RowKernel = void (*)(float*, const float*, const float*, const float*, int64_t, const RowParams&, uint64_t);
-
 #define SNIP_ROW_KERNEL(NAME, DIV, VEC, ROUND)                                                                        \
   SNIP_TARGET_CLONES void NAME(float* __restrict y, const float* __restrict x, const float* in_s, const float* out_s, \
                                int64_t n, const RowParams& p, uint64_t i0) {                                          \
@@ -164,7 +156,6 @@ SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
 #undef SNIP_ROW_KERNEL
 
 // The same kernels writing E2M1 codes 2q (quantize_e2m1_code2).
-using CodeKernel = void (*)(int8_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
 
 #define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                               \
   SNIP_TARGET_CLONES void NAME(int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
@@ -187,7 +178,6 @@ SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
 #undef SNIP_CODE_KERNEL
 
 // The same kernels writing BF16 codes (quantize_bf16_codes).
-using Bf16CodeKernel = void (*)(uint16_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
 
 #define SNIP_BF16_KERNEL(NAME, DIV, VEC, ROUND)                                                                 \
   SNIP_TARGET_CLONES void NAME(uint16_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
@@ -692,9 +682,15 @@ class QuantizeCall {
     // Column tiles: one scale per column within a band. (Expanding 1×16 / 1×32 tile scales to
     // columns for one call per row was measured 1.3-1.6× slower than one call per tile.)
     vec_ = geo_.bc == 1 && geo_.nbc > 1;
-    kernel_ = detail::pick_row_kernel(divide_, vec_, spec_.rounding);
-    code_kernel_ = detail::pick_code_kernel(divide_, vec_, spec_.rounding);
-    bf16_code_kernel_ = detail::pick_bf16_code_kernel(divide_, vec_, spec_.rounding);
+    if (detail::use_avx512_quant_kernels()) {  // same bits, 16 lanes by hand (quant_avx512.cpp)
+      kernel_ = detail::avx512_row_kernel(divide_, vec_, spec_.rounding);
+      code_kernel_ = detail::avx512_code_kernel(divide_, vec_, spec_.rounding);
+      bf16_code_kernel_ = detail::avx512_bf16_code_kernel(divide_, vec_, spec_.rounding);
+    } else {
+      kernel_ = detail::pick_row_kernel(divide_, vec_, spec_.rounding);
+      code_kernel_ = detail::pick_code_kernel(divide_, vec_, spec_.rounding);
+      bf16_code_kernel_ = detail::pick_bf16_code_kernel(divide_, vec_, spec_.rounding);
+    }
     row_grain_ = std::max<int64_t>(1, kGrainElems / cols_);
     if (spec_.scale == ScaleKind::nvfp4) nv_ = nvfp4_tensor(nvfp4_tensor_factor(ffrom(tensor_amax_bits())));
   }

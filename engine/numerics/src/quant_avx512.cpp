@@ -1,0 +1,228 @@
+// Hand-vectorized AVX-512 element rounding for the quantizer (16 lanes per step): the kernels of
+// quant_kernels.h, element for element the portable row_body of quantizer.cpp:
+//   v = x ⊘ in (vdivps: FORMATS.md requires the FP32 division for FP32 scales; a multiply by
+//   the reciprocal differs in the last bit and SR reads every bit), a = min(|v|, max),
+//   e = max(exponent(a), emin), then RNE by the FP32 add trick at 2^(e+23-m), or SR / ties-away
+//   on t = a·2^(m-e) with trunc, the murmur3 hash of the element index in 16 lanes, and the
+//   code: 2·(±r) narrowed to bytes (vpmovdb), or the top 16 bits (vpmovdw) for BF16.
+// `vminps` returns its second operand when the first is NaN, as the portable `a < max ? a : max`
+// does, and every other operation is the same IEEE operation, so NaN, Inf and subnormal inputs
+// give the portable kernels' bits too (the quantizer itself rejects non-finite operands first).
+// Tails use masked loads and stores; the masked-off lanes compute on zeros and are discarded.
+#include <cstdint>
+#include <type_traits>
+
+#include "quant_kernels.h"
+#include "snip/qgemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SNIP_QUANT_AVX512 1
+#endif
+
+namespace snip::detail {
+
+#if defined(SNIP_QUANT_AVX512)
+
+#define SNIP_AVX512 __attribute__((target("avx512f")))
+
+// (GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports once inlined; the value is never read.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+SNIP_AVX512 inline __m512i fmix32_x16(__m512i h) {
+  h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+  h = _mm512_mullo_epi32(h, _mm512_set1_epi32(int(0x85EBCA6Bu)));
+  h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+  h = _mm512_mullo_epi32(h, _mm512_set1_epi32(int(0xC2B2AE35u)));
+  return _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+}
+
+// The per-row constants of the rounding, broadcast once.
+struct Consts {
+  __m512i emin_b, m, big_off, inv_off, lo0, k0, hk_same, hk_wrap, iota;
+  __m512 maxv, in0, out0;
+};
+
+// 16 elements from lane values xv (and per-lane scales when kVecScale): the signed rounded
+// values ±r as FP32 bits (sign in bit 31). c: the column of lane 0 (SR index).
+template <bool kDivide, bool kVecScale, Rounding kRound>
+SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m512 in, const Consts& k, int64_t c) {
+  const __m512 v = kDivide ? _mm512_div_ps(xv, in) : _mm512_mul_ps(xv, in);
+  const __m512i vb = _mm512_castps_si512(v);
+  const __m512i sign = _mm512_and_si512(vb, _mm512_set1_epi32(int(0x80000000u)));
+  __m512 a = _mm512_castsi512_ps(_mm512_and_si512(vb, _mm512_set1_epi32(0x7FFFFFFF)));
+  a = _mm512_min_ps(a, k.maxv);  // a < max ? a : max (NaN → max)
+  const __m512i eb = _mm512_max_epu32(_mm512_srli_epi32(_mm512_castps_si512(a), 23), k.emin_b);
+  __m512 r;
+  if constexpr (kRound == Rounding::rne) {
+    const __m512 big = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(eb, k.big_off), 23));
+    r = _mm512_sub_ps(_mm512_add_ps(a, big), big);
+  } else {
+    const __m512 q = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(eb, k.m), 23));
+    const __m512 inv_q = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(k.inv_off, eb), 23));
+    const __m512 t = _mm512_mul_ps(a, inv_q);
+    const __m512 fl = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(t));
+    const __m512 frac = _mm512_sub_ps(t, fl);
+    __mmask16 up;
+    if constexpr (kRound == Rounding::stochastic) {
+      const __m512i lo = _mm512_add_epi32(_mm512_add_epi32(k.lo0, _mm512_set1_epi32(int(uint32_t(c)))), k.iota);
+      const __mmask16 wrap = _mm512_cmplt_epu32_mask(lo, k.lo0);
+      const __m512i hk = _mm512_mask_blend_epi32(wrap, k.hk_same, k.hk_wrap);
+      const __m512i h = fmix32_x16(_mm512_xor_si512(fmix32_x16(_mm512_xor_si512(lo, k.k0)), hk));
+      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
+      up = _mm512_cmp_ps_mask(u, frac, _CMP_LT_OQ);
+    } else {
+      up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    }
+    // fl + 1.0 where up, fl (= fl + 0.0, fl >= 0) elsewhere: the portable kernel's fl + up.
+    const __m512 n = _mm512_mask_add_ps(fl, up, fl, _mm512_set1_ps(1.0f));
+    r = _mm512_mul_ps(n, q);
+  }
+  return _mm512_or_si512(_mm512_castps_si512(r), sign);
+}
+
+template <class OutT>
+SNIP_AVX512 inline __attribute__((always_inline)) void store16(OutT* y, __m512i sr, __m512 out, __mmask16 mask,
+                                                               bool full) {
+  if constexpr (std::is_same_v<OutT, int8_t>) {
+    const __m512i code = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(sr), _mm512_set1_ps(2.0f)));
+    if (full)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(code));
+    else
+      _mm512_mask_cvtepi32_storeu_epi8(y, mask, code);
+  } else if constexpr (std::is_same_v<OutT, uint16_t>) {
+    const __m512i bits = _mm512_srli_epi32(sr, 16);
+    if (full)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), _mm512_cvtepi32_epi16(bits));
+    else
+      _mm512_mask_cvtepi32_storeu_epi16(y, mask, bits);
+  } else {
+    const __m512 val = _mm512_mul_ps(_mm512_castsi512_ps(sr), out);
+    if (full)
+      _mm512_storeu_ps(y, val);
+    else
+      _mm512_mask_storeu_ps(y, mask, val);
+  }
+}
+
+template <bool kDivide, bool kVecScale, Rounding kRound, class OutT>
+SNIP_AVX512 void row_avx512(OutT* __restrict y, const float* __restrict x, const float* __restrict in_s,
+                            const float* __restrict out_s, int64_t n, const RowParams& p, uint64_t i0) {
+  constexpr bool kVecOut = kVecScale && std::is_same_v<OutT, float>;
+  const uint32_t m = uint32_t(p.mbits);
+  const uint32_t lo0 = uint32_t(i0), hi0 = uint32_t(i0 >> 32);
+  Consts k;
+  k.emin_b = _mm512_set1_epi32(int(p.emin_biased));
+  k.m = _mm512_set1_epi32(int(m));
+  k.big_off = _mm512_set1_epi32(int(23u - m));
+  k.inv_off = _mm512_set1_epi32(int(254u + m));
+  k.lo0 = _mm512_set1_epi32(int(lo0));
+  k.k0 = _mm512_set1_epi32(int(p.k0));
+  k.hk_same = _mm512_set1_epi32(int(hi0 * 0x9E3779B1u + p.k1));
+  k.hk_wrap = _mm512_set1_epi32(int((hi0 + 1u) * 0x9E3779B1u + p.k1));
+  k.iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  k.maxv = _mm512_set1_ps(p.max);
+  k.in0 = _mm512_set1_ps(in_s[0]);
+  k.out0 = std::is_same_v<OutT, float> ? _mm512_set1_ps(out_s[0]) : _mm512_set1_ps(1.0f);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 in = kVecScale ? _mm512_loadu_ps(in_s + c) : k.in0;
+    const __m512 out = kVecOut ? _mm512_loadu_ps(out_s + c) : k.out0;
+    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_loadu_ps(x + c), in, k, c), out, 0xFFFF, true);
+  }
+  if (c < n) {
+    const __mmask16 mask = __mmask16((1u << (n - c)) - 1u);
+    // Masked-off lanes divide 0 by 1 (never 0/0): no lane computes anything unusual.
+    const __m512 in = kVecScale ? _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, in_s + c) : k.in0;
+    const __m512 out = kVecOut ? _mm512_maskz_loadu_ps(mask, out_s + c) : k.out0;
+    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_maskz_loadu_ps(mask, x + c), in, k, c), out, mask, false);
+  }
+}
+
+template <bool D, bool V, Rounding R>
+SNIP_AVX512 void row_k(float* y, const float* x, const float* in_s, const float* out_s, int64_t n, const RowParams& p,
+                       uint64_t i0) {
+  row_avx512<D, V, R, float>(y, x, in_s, out_s, n, p, i0);
+}
+template <bool D, bool V, Rounding R>
+SNIP_AVX512 void code_k(int8_t* y, const float* x, const float* in_s, int64_t n, const RowParams& p, uint64_t i0) {
+  const float one = 1.0f;
+  row_avx512<D, V, R, int8_t>(y, x, in_s, &one, n, p, i0);
+}
+template <bool D, bool V, Rounding R>
+SNIP_AVX512 void bf16_k(uint16_t* y, const float* x, const float* in_s, int64_t n, const RowParams& p, uint64_t i0) {
+  const float one = 1.0f;
+  row_avx512<D, V, R, uint16_t>(y, x, in_s, &one, n, p, i0);
+}
+
+// table[divide][vec][rounding] of one kernel family.
+template <class K, template <bool, bool, Rounding> class F>
+K pick(bool divide, bool vec, Rounding r) {
+  static const K table[2][2][3] = {
+      {{F<false, false, Rounding::rne>::fn, F<false, false, Rounding::stochastic>::fn,
+        F<false, false, Rounding::away>::fn},
+       {F<false, true, Rounding::rne>::fn, F<false, true, Rounding::stochastic>::fn,
+        F<false, true, Rounding::away>::fn}},
+      {{F<true, false, Rounding::rne>::fn, F<true, false, Rounding::stochastic>::fn,
+        F<true, false, Rounding::away>::fn},
+       {F<true, true, Rounding::rne>::fn, F<true, true, Rounding::stochastic>::fn, F<true, true, Rounding::away>::fn}}};
+  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+}
+template <bool D, bool V, Rounding R>
+struct RowF {
+  static constexpr RowKernel fn = row_k<D, V, R>;
+};
+template <bool D, bool V, Rounding R>
+struct CodeF {
+  static constexpr CodeKernel fn = code_k<D, V, R>;
+};
+template <bool D, bool V, Rounding R>
+struct Bf16F {
+  static constexpr Bf16CodeKernel fn = bf16_k<D, V, R>;
+};
+
+bool cpu_has_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+}  // namespace
+
+#pragma GCC diagnostic pop
+
+RowKernel avx512_row_kernel(bool divide, bool vec, Rounding r) {
+  return cpu_has_avx512f() ? pick<RowKernel, RowF>(divide, vec, r) : nullptr;
+}
+CodeKernel avx512_code_kernel(bool divide, bool vec, Rounding r) {
+  return cpu_has_avx512f() ? pick<CodeKernel, CodeF>(divide, vec, r) : nullptr;
+}
+Bf16CodeKernel avx512_bf16_code_kernel(bool divide, bool vec, Rounding r) {
+  return cpu_has_avx512f() ? pick<Bf16CodeKernel, Bf16F>(divide, vec, r) : nullptr;
+}
+bool use_avx512_quant_kernels() {
+  static const bool has = cpu_has_avx512f();
+  return has && qgemm_mode() != QGemmMode::scalar;
+}
+
+#else  // no x86-64 GCC/Clang: the portable kernels only
+
+RowKernel avx512_row_kernel(bool, bool, Rounding) {
+  return nullptr;
+}
+CodeKernel avx512_code_kernel(bool, bool, Rounding) {
+  return nullptr;
+}
+Bf16CodeKernel avx512_bf16_code_kernel(bool, bool, Rounding) {
+  return nullptr;
+}
+bool use_avx512_quant_kernels() {
+  return false;
+}
+
+#endif
+
+}  // namespace snip::detail

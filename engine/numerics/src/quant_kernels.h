@@ -1,0 +1,41 @@
+// The quantizer's element-rounding kernels, shared by the portable kernels (quantizer.cpp, GCC
+// target_clones of one C++ loop) and the hand-vectorized AVX-512 kernels (quant_avx512.cpp).
+// Both compute, element by element, the same IEEE operations in the same order (quantizer.cpp's
+// file comment), so they give the same bits; the portable kernels are the oracle the tests
+// compare the vector kernels with (tests/numerics/test_quant_kernels.cpp).
+#pragma once
+#include <cstdint>
+
+#include "snip/quant.h"
+
+namespace snip::detail {
+
+struct RowParams {
+  int mbits = 0;
+  uint32_t emin_biased = 0;  // emin + 127: FP32 biased exponent of the smallest normal
+  float max = 0;
+  uint32_t k0 = 0, k1 = 0;  // stochastic-rounding key (see sr_bits)
+};
+
+// y[c] for c < n from x[c] and the block scale(s): in_s/out_s one per column (vec) or one
+// (in_s[0], out_s[0]); i0 is the tensor index of x[0] (the stochastic-rounding hash's input).
+// RowKernel: the dequantized value; CodeKernel: the E2M1 code 2q; Bf16CodeKernel: BF16 bits.
+using RowKernel = void (*)(float*, const float*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+using CodeKernel = void (*)(int8_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+using Bf16CodeKernel = void (*)(uint16_t*, const float*, const float*, int64_t, const RowParams&, uint64_t);
+
+// The portable kernels (quantizer.cpp).
+RowKernel pick_row_kernel(bool divide, bool vec, Rounding r);
+CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r);
+Bf16CodeKernel pick_bf16_code_kernel(bool divide, bool vec, Rounding r);
+
+// The AVX-512 kernels (quant_avx512.cpp), or null when this build or this CPU has none.
+RowKernel avx512_row_kernel(bool divide, bool vec, Rounding r);
+CodeKernel avx512_code_kernel(bool divide, bool vec, Rounding r);
+Bf16CodeKernel avx512_bf16_code_kernel(bool divide, bool vec, Rounding r);
+
+// Whether the quantizer runs the AVX-512 kernels: the CPU has AVX-512F and the GEMM mode is not
+// `scalar` (SNIP_QGEMM=scalar / set_qgemm_mode, which forces every portable path at once).
+bool use_avx512_quant_kernels();
+
+}  // namespace snip::detail
