@@ -5,7 +5,8 @@
 // index whose low word wraps inside a row, every length 0..40 (tails) and unaligned pointers;
 // for the E2M1 codes, the BF16 codes and the dequantized values. Then the quantizer's public
 // entry points with the dispatch forced to the portable path (QGemmMode::scalar) against the
-// default dispatch.
+// default dispatch. And the row-tile kernels (a row of 1 × bc tiles per call) against the
+// portable kernels tile by tile.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,6 +151,58 @@ TEST(QuantKernels, Avx512DequantizedValuesEqualThePortableKernelsBitForBit) {
   expect_same_bits<float>(detail::pick_row_kernel, detail::avx512_row_kernel,
                           [](detail::RowKernel k, float* y, const float* x, const float* in, const float* out,
                              int64_t n, const RowParams& p, uint64_t i0) { k(y, x, in, out, n, p, i0); });
+}
+
+// Whole rows of 1 × bc tiles in one call: the amax of each tile, and the codes / values with
+// each tile's own scale, as the portable per-tile kernels give them tile by tile.
+TEST(QuantKernels, Avx512TileRowsEqualThePortableKernelsTileByTile) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  const std::vector<float> x = edge_inputs(ElemFormat::e2m1, 41);
+  std::mt19937 gen(8);
+  std::uniform_real_distribution<float> ud(0.01f, 3.0f);
+  for (int64_t bc : {16, 32, 128}) {
+    for (int64_t n : {int64_t(1), bc - 1, bc, 3 * bc + 5, int64_t(x.size())}) {
+      const int64_t ntiles = (n + bc - 1) / bc;
+      std::vector<uint32_t> amax(size_t(ntiles), 7u);
+      detail::avx512_tile_amax_kernel()(amax.data(), x.data(), n, bc);
+      std::vector<float> in_t(static_cast<size_t>(ntiles)), out_t(static_cast<size_t>(ntiles));
+      for (int64_t g = 0; g < ntiles; ++g) {
+        uint32_t m = 0;
+        for (int64_t c = g * bc; c < std::min(n, (g + 1) * bc); ++c) {
+          uint32_t u;
+          std::memcpy(&u, &x[size_t(c)], 4);
+          m = std::max(m, u & 0x7FFFFFFFu);
+        }
+        ASSERT_EQ(amax[size_t(g)], m) << "bc " << bc << " n " << n << " tile " << g;
+        in_t[size_t(g)] = ud(gen);
+        out_t[size_t(g)] = 1.0f / in_t[size_t(g)];
+      }
+      for (bool divide : {true, false})
+        for (Rounding r : {Rounding::rne, Rounding::stochastic, Rounding::away}) {
+          SCOPED_TRACE("bc " + std::to_string(bc) + " n " + std::to_string(n) + " " + rounding_name(r));
+          const RowParams p = params_for(ElemFormat::e2m1, 0x1234567u, 0x89ABCDEu);
+          const uint64_t i0 = 0xFFFFFF00ull;  // the low word wraps inside the row
+          std::vector<int8_t> ca(static_cast<size_t>(n)), cb(static_cast<size_t>(n));
+          std::vector<uint16_t> ba(static_cast<size_t>(n)), bb(static_cast<size_t>(n));
+          std::vector<float> ya(static_cast<size_t>(n)), yb(static_cast<size_t>(n));
+          for (int64_t g = 0; g < ntiles; ++g) {
+            const int64_t c0 = g * bc, len = std::min(bc, n - c0);
+            detail::pick_code_kernel(divide, false, r)(ca.data() + c0, x.data() + c0, &in_t[size_t(g)], len, p,
+                                                       i0 + c0);
+            detail::pick_bf16_code_kernel(divide, false, r)(ba.data() + c0, x.data() + c0, &in_t[size_t(g)], len, p,
+                                                            i0 + c0);
+            detail::pick_row_kernel(divide, false, r)(ya.data() + c0, x.data() + c0, &in_t[size_t(g)],
+                                                      &out_t[size_t(g)], len, p, i0 + c0);
+          }
+          detail::avx512_tile_code_kernel(divide, r)(cb.data(), x.data(), in_t.data(), n, bc, p, i0);
+          detail::avx512_tile_bf16_kernel(divide, r)(bb.data(), x.data(), in_t.data(), n, bc, p, i0);
+          detail::avx512_tile_row_kernel(divide, r)(yb.data(), x.data(), in_t.data(), out_t.data(), n, bc, p, i0);
+          EXPECT_EQ(ca, cb);
+          EXPECT_EQ(ba, bb);
+          EXPECT_EQ(std::memcmp(ya.data(), yb.data(), size_t(n) * 4), 0);
+        }
+    }
+  }
 }
 
 // Restores the default dispatch when a test ends.

@@ -110,8 +110,10 @@ SNIP_AVX512 inline __attribute__((always_inline)) void store16(OutT* y, __m512i 
 }
 
 template <bool kDivide, bool kVecScale, Rounding kRound, class OutT>
-SNIP_AVX512 void row_avx512(OutT* __restrict y, const float* __restrict x, const float* __restrict in_s,
-                            const float* __restrict out_s, int64_t n, const RowParams& p, uint64_t i0) {
+SNIP_AVX512 inline __attribute__((always_inline)) void row_avx512(OutT* __restrict y, const float* __restrict x,
+                                                                  const float* __restrict in_s,
+                                                                  const float* __restrict out_s, int64_t n,
+                                                                  const RowParams& p, uint64_t i0) {
   constexpr bool kVecOut = kVecScale && std::is_same_v<OutT, float>;
   const uint32_t m = uint32_t(p.mbits);
   const uint32_t lo0 = uint32_t(i0), hi0 = uint32_t(i0 >> 32);
@@ -159,6 +161,69 @@ SNIP_AVX512 void bf16_k(uint16_t* y, const float* x, const float* in_s, int64_t 
   row_avx512<D, V, R, uint16_t>(y, x, in_s, &one, n, p, i0);
 }
 
+// Tiles of bc (a multiple of 16) along the row, each with its own scalar scales: the per-tile
+// kernel inlined once per tile, so a row of tiles costs one call.
+template <bool D, Rounding R, class OutT>
+SNIP_AVX512 inline __attribute__((always_inline)) void tiles_avx512(OutT* y, const float* x, const float* in_t,
+                                                                    const float* out_t, int64_t n, int64_t bc,
+                                                                    const RowParams& p, uint64_t i0) {
+  for (int64_t c0 = 0, g = 0; c0 < n; c0 += bc, ++g)
+    row_avx512<D, false, R, OutT>(y + c0, x + c0, in_t + g, out_t + g, n - c0 < bc ? n - c0 : bc, p, i0 + c0);
+}
+template <bool D, Rounding R>
+SNIP_AVX512 void tile_row_k(float* y, const float* x, const float* in_t, const float* out_t, int64_t n, int64_t bc,
+                            const RowParams& p, uint64_t i0) {
+  tiles_avx512<D, R, float>(y, x, in_t, out_t, n, bc, p, i0);
+}
+template <bool D, Rounding R>
+SNIP_AVX512 void tile_code_k(int8_t* y, const float* x, const float* in_t, int64_t n, int64_t bc, const RowParams& p,
+                             uint64_t i0) {
+  tiles_avx512<D, R, int8_t>(y, x, in_t, in_t, n, bc, p, i0);  // out_t is never read for codes
+}
+template <bool D, Rounding R>
+SNIP_AVX512 void tile_bf16_k(uint16_t* y, const float* x, const float* in_t, int64_t n, int64_t bc, const RowParams& p,
+                             uint64_t i0) {
+  tiles_avx512<D, R, uint16_t>(y, x, in_t, in_t, n, bc, p, i0);
+}
+
+// max |x| bits per tile: unsigned max of the bits with the sign cleared (a reduction by max is
+// exact in any order).
+SNIP_AVX512 void tile_amax(uint32_t* amax, const float* x, int64_t n, int64_t bc) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  for (int64_t c0 = 0, g = 0; c0 < n; c0 += bc, ++g) {
+    const int64_t len = n - c0 < bc ? n - c0 : bc;
+    __m512i m = _mm512_setzero_si512();
+    int64_t c = 0;
+    for (; c + 16 <= len; c += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(x + c0 + c), abs_mask));
+    if (c < len) {
+      const __mmask16 mask = __mmask16((1u << (len - c)) - 1u);
+      m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(mask, x + c0 + c), abs_mask));
+    }
+    amax[g] = _mm512_reduce_max_epu32(m);
+  }
+}
+
+// table[divide][rounding] of one tile-kernel family.
+template <class K, template <bool, Rounding> class F>
+K pick_tiles(bool divide, Rounding r) {
+  static const K table[2][3] = {
+      {F<false, Rounding::rne>::fn, F<false, Rounding::stochastic>::fn, F<false, Rounding::away>::fn},
+      {F<true, Rounding::rne>::fn, F<true, Rounding::stochastic>::fn, F<true, Rounding::away>::fn}};
+  return table[divide ? 1 : 0][int(r)];
+}
+template <bool D, Rounding R>
+struct TileRowF {
+  static constexpr TileRowKernel fn = tile_row_k<D, R>;
+};
+template <bool D, Rounding R>
+struct TileCodeF {
+  static constexpr TileCodeKernel fn = tile_code_k<D, R>;
+};
+template <bool D, Rounding R>
+struct TileBf16F {
+  static constexpr TileBf16Kernel fn = tile_bf16_k<D, R>;
+};
+
 // table[divide][vec][rounding] of one kernel family.
 template <class K, template <bool, bool, Rounding> class F>
 K pick(bool divide, bool vec, Rounding r) {
@@ -203,6 +268,18 @@ CodeKernel avx512_code_kernel(bool divide, bool vec, Rounding r) {
 Bf16CodeKernel avx512_bf16_code_kernel(bool divide, bool vec, Rounding r) {
   return cpu_has_avx512f() ? pick<Bf16CodeKernel, Bf16F>(divide, vec, r) : nullptr;
 }
+TileAmaxKernel avx512_tile_amax_kernel() {
+  return cpu_has_avx512f() ? tile_amax : nullptr;
+}
+TileRowKernel avx512_tile_row_kernel(bool divide, Rounding r) {
+  return cpu_has_avx512f() ? pick_tiles<TileRowKernel, TileRowF>(divide, r) : nullptr;
+}
+TileCodeKernel avx512_tile_code_kernel(bool divide, Rounding r) {
+  return cpu_has_avx512f() ? pick_tiles<TileCodeKernel, TileCodeF>(divide, r) : nullptr;
+}
+TileBf16Kernel avx512_tile_bf16_kernel(bool divide, Rounding r) {
+  return cpu_has_avx512f() ? pick_tiles<TileBf16Kernel, TileBf16F>(divide, r) : nullptr;
+}
 bool use_avx512_quant_kernels() {
   static const bool has = cpu_has_avx512f();
   return has && qgemm_mode() != QGemmMode::scalar;
@@ -217,6 +294,18 @@ CodeKernel avx512_code_kernel(bool, bool, Rounding) {
   return nullptr;
 }
 Bf16CodeKernel avx512_bf16_code_kernel(bool, bool, Rounding) {
+  return nullptr;
+}
+TileAmaxKernel avx512_tile_amax_kernel() {
+  return nullptr;
+}
+TileRowKernel avx512_tile_row_kernel(bool, Rounding) {
+  return nullptr;
+}
+TileCodeKernel avx512_tile_code_kernel(bool, Rounding) {
+  return nullptr;
+}
+TileBf16Kernel avx512_tile_bf16_kernel(bool, Rounding) {
   return nullptr;
 }
 bool use_avx512_quant_kernels() {

@@ -34,6 +34,21 @@ RowKernel avx512_row_kernel(bool divide, bool vec, Rounding r);
 CodeKernel avx512_code_kernel(bool divide, bool vec, Rounding r);
 Bf16CodeKernel avx512_bf16_code_kernel(bool divide, bool vec, Rounding r);
 
+// Whole rows of 1 × bc tiles (bc a multiple of 16) in one call, for the row-tile recipes
+// (1×16 NVFP4, 1×32 MX, 1×128 snip): tile_amax_bits writes max |x| (as FP32 bits) of each tile
+// of x[0, n) to amax[n / bc rounded up]; the tile kernels then round x[0, n) with tile g's
+// scales in_t[g] (and out_t[g]), element for element the per-tile kernels above.
+using TileAmaxKernel = void (*)(uint32_t*, const float*, int64_t, int64_t);
+using TileRowKernel = void (*)(float*, const float*, const float*, const float*, int64_t, int64_t, const RowParams&,
+                               uint64_t);
+using TileCodeKernel = void (*)(int8_t*, const float*, const float*, int64_t, int64_t, const RowParams&, uint64_t);
+using TileBf16Kernel = void (*)(uint16_t*, const float*, const float*, int64_t, int64_t, const RowParams&, uint64_t);
+// Null when this build or this CPU has no AVX-512.
+TileAmaxKernel avx512_tile_amax_kernel();
+TileRowKernel avx512_tile_row_kernel(bool divide, Rounding r);
+TileCodeKernel avx512_tile_code_kernel(bool divide, Rounding r);
+TileBf16Kernel avx512_tile_bf16_kernel(bool divide, Rounding r);
+
 // Whether the quantizer runs the AVX-512 kernels: the CPU has AVX-512F and the GEMM mode is not
 // `scalar` (SNIP_QGEMM=scalar / set_qgemm_mode, which forces every portable path at once).
 bool use_avx512_quant_kernels();

@@ -686,6 +686,12 @@ class QuantizeCall {
       kernel_ = detail::avx512_row_kernel(divide_, vec_, spec_.rounding);
       code_kernel_ = detail::avx512_code_kernel(divide_, vec_, spec_.rounding);
       bf16_code_kernel_ = detail::avx512_bf16_code_kernel(divide_, vec_, spec_.rounding);
+      if (geo_.br == 1 && geo_.bc > 1 && geo_.bc % 16 == 0) {  // whole rows of tiles per call
+        tile_amax_ = detail::avx512_tile_amax_kernel();
+        tile_row_ = detail::avx512_tile_row_kernel(divide_, spec_.rounding);
+        tile_code_ = detail::avx512_tile_code_kernel(divide_, spec_.rounding);
+        tile_bf16_ = detail::avx512_tile_bf16_kernel(divide_, spec_.rounding);
+      }
     } else {
       kernel_ = detail::pick_row_kernel(divide_, vec_, spec_.rounding);
       code_kernel_ = detail::pick_code_kernel(divide_, vec_, spec_.rounding);
@@ -779,6 +785,10 @@ class QuantizeCall {
 
   // 1×bc tiles along rows: amax, scale and rounding fused per tile while it is in L1.
   void quantize_row_tiles() {
+    if (tile_amax_ && !slow_) {
+      quantize_tile_rows();
+      return;
+    }
     detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int t, int64_t rb, int64_t re) {
       Scratch scr;
       for (int64_t r = rb; r < re; ++r) {
@@ -793,6 +803,42 @@ class QuantizeCall {
           if (sink_) sink_->scales[r * geo_.nbc + g] = s.out;
           segment(t, r * cols_ + c0, &s.in, &s.out, false, len, scr);
         }
+      }
+      flush(scr);
+    });
+    throw_if_bad();
+  }
+
+  // The same, a row at a time: every tile's amax, then every tile's scales, then one rounding
+  // call over the row (the row is still in L1).
+  void quantize_tile_rows() {
+    detail::parallel_chunks(nchunks_, rows_, row_grain_, [&](int, int64_t rb, int64_t re) {
+      Scratch scr;
+      std::vector<uint32_t> amax(size_t(geo_.nbc));
+      std::vector<float> s_in(size_t(geo_.nbc)), s_out(size_t(geo_.nbc));
+      for (int64_t r = rb; r < re; ++r) {
+        const float* xr = x_ + r * cols_;
+        tile_amax_(amax.data(), xr, cols_, geo_.bc);
+        for (int64_t g = 0; g < geo_.nbc; ++g) {
+          if (amax[size_t(g)] >= kInfBits) {
+            bad_ = true;
+            return;
+          }
+          const Scale s = block_scale_fast(spec_, *info_, ffrom(amax[size_t(g)]), nv_);
+          s_in[size_t(g)] = s.in;
+          s_out[size_t(g)] = s.out;
+        }
+        const uint64_t i0 = uint64_t(r * cols_);
+        if (!sink_) {
+          tile_row_(y_ + r * cols_, xr, s_in.data(), s_out.data(), cols_, geo_.bc, params_, i0);
+          continue;
+        }
+        std::copy(s_out.begin(), s_out.end(), sink_->scales + r * geo_.nbc);
+        void* to = sink_->rows ? batch_at(scr, r, 0) : nullptr;
+        if (sink_->code2)
+          tile_code_(to ? static_cast<int8_t*>(to) : sink_->code2 + i0, xr, s_in.data(), cols_, geo_.bc, params_, i0);
+        else
+          tile_bf16_(to ? static_cast<uint16_t*>(to) : sink_->bf16 + i0, xr, s_in.data(), cols_, geo_.bc, params_, i0);
       }
       flush(scr);
     });
@@ -913,6 +959,10 @@ class QuantizeCall {
   detail::RowKernel kernel_ = nullptr;
   detail::CodeKernel code_kernel_ = nullptr;
   detail::Bf16CodeKernel bf16_code_kernel_ = nullptr;
+  detail::TileAmaxKernel tile_amax_ = nullptr;  // set: whole rows of 1×bc tiles per call
+  detail::TileRowKernel tile_row_ = nullptr;
+  detail::TileCodeKernel tile_code_ = nullptr;
+  detail::TileBf16Kernel tile_bf16_ = nullptr;
   int64_t row_grain_ = 1;
   Nvfp4Tensor nv_;
 };
