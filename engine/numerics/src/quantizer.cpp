@@ -686,7 +686,7 @@ class QuantizeCall {
       kernel_ = detail::avx512_row_kernel(divide_, vec_, spec_.rounding);
       code_kernel_ = detail::avx512_code_kernel(divide_, vec_, spec_.rounding);
       bf16_code_kernel_ = detail::avx512_bf16_code_kernel(divide_, vec_, spec_.rounding);
-      if (geo_.br == 1 && geo_.bc > 1 && geo_.bc % 16 == 0) {  // whole rows of tiles per call
+      if (geo_.bc > 1 && geo_.bc % 16 == 0) {  // whole rows of tiles (or block rows) per call
         tile_amax_ = detail::avx512_tile_amax_kernel();
         tile_row_ = detail::avx512_tile_row_kernel(divide_, spec_.rounding);
         tile_code_ = detail::avx512_tile_code_kernel(divide_, spec_.rounding);
@@ -777,6 +777,10 @@ class QuantizeCall {
       segment(t, r * cols_, in_b, out_b, true, cols_, sc);
       return;
     }
+    if (tile_amax_ && !slow_) {
+      tile_row(r, in_b, out_b, sc);
+      return;
+    }
     for (int64_t g = 0; g < geo_.nbc; ++g) {
       const int64_t c0 = g * geo_.bc, len = std::min(geo_.bc, cols_ - c0);
       segment(t, r * cols_ + c0, in_b + g, out_b + g, false, len, sc);
@@ -817,8 +821,7 @@ class QuantizeCall {
       std::vector<uint32_t> amax(size_t(geo_.nbc));
       std::vector<float> s_in(size_t(geo_.nbc)), s_out(size_t(geo_.nbc));
       for (int64_t r = rb; r < re; ++r) {
-        const float* xr = x_ + r * cols_;
-        tile_amax_(amax.data(), xr, cols_, geo_.bc);
+        tile_amax_(amax.data(), x_ + r * cols_, cols_, geo_.bc);
         for (int64_t g = 0; g < geo_.nbc; ++g) {
           if (amax[size_t(g)] >= kInfBits) {
             bad_ = true;
@@ -828,21 +831,27 @@ class QuantizeCall {
           s_in[size_t(g)] = s.in;
           s_out[size_t(g)] = s.out;
         }
-        const uint64_t i0 = uint64_t(r * cols_);
-        if (!sink_) {
-          tile_row_(y_ + r * cols_, xr, s_in.data(), s_out.data(), cols_, geo_.bc, params_, i0);
-          continue;
-        }
-        std::copy(s_out.begin(), s_out.end(), sink_->scales + r * geo_.nbc);
-        void* to = sink_->rows ? batch_at(scr, r, 0) : nullptr;
-        if (sink_->code2)
-          tile_code_(to ? static_cast<int8_t*>(to) : sink_->code2 + i0, xr, s_in.data(), cols_, geo_.bc, params_, i0);
-        else
-          tile_bf16_(to ? static_cast<uint16_t*>(to) : sink_->bf16 + i0, xr, s_in.data(), cols_, geo_.bc, params_, i0);
+        if (sink_) std::copy(s_out.begin(), s_out.end(), sink_->scales + r * geo_.nbc);
+        tile_row(r, s_in.data(), s_out.data(), scr);
       }
       flush(scr);
     });
     throw_if_bad();
+  }
+
+  // Row r through the tile kernels, block column g with scales in_t[g], out_t[g].
+  void tile_row(int64_t r, const float* in_t, const float* out_t, Scratch& sc) {
+    const float* xr = x_ + r * cols_;
+    const uint64_t i0 = uint64_t(r * cols_);
+    if (!sink_) {
+      tile_row_(y_ + r * cols_, xr, in_t, out_t, cols_, geo_.bc, params_, i0);
+      return;
+    }
+    void* to = sink_->rows ? batch_at(sc, r, 0) : nullptr;
+    if (sink_->code2)
+      tile_code_(to ? static_cast<int8_t*>(to) : sink_->code2 + i0, xr, in_t, cols_, geo_.bc, params_, i0);
+    else
+      tile_bf16_(to ? static_cast<uint16_t*>(to) : sink_->bf16 + i0, xr, in_t, cols_, geo_.bc, params_, i0);
   }
 
   // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale per
