@@ -2,7 +2,7 @@
 // the portable kernels they must equal bit for bit, the oracle: every FP32 exponent with edge
 // mantissas (zero, subnormal, Inf, NaN), the format grids' ties and their neighbours, scales that
 // make every binade reach the grid, per-column scales, stochastic-rounding keys and an element
-// index whose low word wraps inside a row, every length 0..40 (tails) and unaligned pointers;
+// index whose low word wraps inside a row, a code offset, every length 0..40 (tails) and unaligned pointers;
 // for the E2M1 codes, the BF16 codes and the dequantized values. Then the quantizer's public
 // entry points with the dispatch forced to the portable path (QGemmMode::scalar) against the
 // default dispatch. And the row-tile kernels (a row of 1 × bc tiles per call) against the
@@ -102,7 +102,8 @@ void expect_same_bits(Pick pick_portable, Pick pick_avx512, Call call) {
       ASSERT_NE(vec, nullptr);
       for (float scale : {1.0f, 0.37109375f, 1.0f / 3.0f, 0x1p-20f, 0x1p+20f, 3e-39f}) {
         for (uint32_t key : {0u, 0xDEADBEEFu}) {
-          const RowParams p = params_for(f, key, key * 7u + 1u);
+          RowParams p = params_for(f, key, key * 7u + 1u);
+          p.code_offset = key != 0 ? 12 : 0;  // the integer GEMM's A takes codes 2q + 12
           const float s_in = scale, s_out = 1.0f / scale;
           const float* in = kc.vec ? col_in.data() : &s_in;
           const float* out = kc.vec ? col_out.data() : &s_out;

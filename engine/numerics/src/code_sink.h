@@ -17,6 +17,15 @@ class RowCodeSink {
   // quantizer's workers, concurrently for disjoint row ranges.
   virtual void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) = 0;
 
+  // E2M1 codes only: when every source row's codes may go straight to their final place, the
+  // destination of row 0, the row stride `ld` (bytes) and an `offset` added to each code 2q
+  // (stored as the byte 2q + offset); the quantizer then writes there and never calls place().
+  // Null (the default): rows come through place().
+  virtual uint8_t* direct_rows(int64_t& ld, int& offset) {
+    (void)ld, (void)offset;
+    return nullptr;
+  }
+
  protected:
   ~RowCodeSink() = default;
 };

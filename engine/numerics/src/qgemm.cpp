@@ -179,6 +179,12 @@ class ASink final : public numerics_detail::RowCodeSink {
     }
     numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, kOffset);
   }
+  // A's rows are the source rows, contiguous when the chunks need no padding.
+  uint8_t* direct_rows(int64_t& ld, int& offset) override {
+    if (!rows_are_i_ || P_.kcp != P_.kc) return nullptr;
+    ld = P_.lda(), offset = kOffset;
+    return P_.a.data();
+  }
 
  private:
   Packed& P_;

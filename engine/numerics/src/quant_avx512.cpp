@@ -43,7 +43,7 @@ SNIP_AVX512 inline __m512i fmix32_x16(__m512i h) {
 
 // The per-row constants of the rounding, broadcast once.
 struct Consts {
-  __m512i emin_b, m, big_off, inv_off, lo0, k0, hk_same, hk_wrap, iota;
+  __m512i emin_b, m, big_off, inv_off, lo0, k0, hk_same, hk_wrap, iota, code_offset;
   __m512 maxv, in0, out0;
 };
 
@@ -87,9 +87,10 @@ SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m
 
 template <class OutT>
 SNIP_AVX512 inline __attribute__((always_inline)) void store16(OutT* y, __m512i sr, __m512 out, __mmask16 mask,
-                                                               bool full) {
+                                                               bool full, const Consts& k) {
   if constexpr (std::is_same_v<OutT, int8_t>) {
-    const __m512i code = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(sr), _mm512_set1_ps(2.0f)));
+    const __m512i code = _mm512_add_epi32(
+        _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(sr), _mm512_set1_ps(2.0f))), k.code_offset);
     if (full)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(code));
     else
@@ -126,6 +127,7 @@ SNIP_AVX512 inline __attribute__((always_inline)) void row_avx512(OutT* __restri
   k.k0 = _mm512_set1_epi32(int(p.k0));
   k.hk_same = _mm512_set1_epi32(int(hi0 * 0x9E3779B1u + p.k1));
   k.hk_wrap = _mm512_set1_epi32(int((hi0 + 1u) * 0x9E3779B1u + p.k1));
+  k.code_offset = _mm512_set1_epi32(p.code_offset);
   k.iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   k.maxv = _mm512_set1_ps(p.max);
   k.in0 = _mm512_set1_ps(in_s[0]);
@@ -134,14 +136,15 @@ SNIP_AVX512 inline __attribute__((always_inline)) void row_avx512(OutT* __restri
   for (; c + 16 <= n; c += 16) {
     const __m512 in = kVecScale ? _mm512_loadu_ps(in_s + c) : k.in0;
     const __m512 out = kVecOut ? _mm512_loadu_ps(out_s + c) : k.out0;
-    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_loadu_ps(x + c), in, k, c), out, 0xFFFF, true);
+    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_loadu_ps(x + c), in, k, c), out, 0xFFFF, true, k);
   }
   if (c < n) {
     const __mmask16 mask = __mmask16((1u << (n - c)) - 1u);
     // Masked-off lanes divide 0 by 1 (never 0/0): no lane computes anything unusual.
     const __m512 in = kVecScale ? _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, in_s + c) : k.in0;
     const __m512 out = kVecOut ? _mm512_maskz_loadu_ps(mask, out_s + c) : k.out0;
-    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_maskz_loadu_ps(mask, x + c), in, k, c), out, mask, false);
+    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_maskz_loadu_ps(mask, x + c), in, k, c), out, mask, false,
+            k);
   }
 }
 

@@ -15,6 +15,7 @@ struct RowParams {
   uint32_t emin_biased = 0;  // emin + 127: FP32 biased exponent of the smallest normal
   float max = 0;
   uint32_t k0 = 0, k1 = 0;  // stochastic-rounding key (see sr_bits)
+  int32_t code_offset = 0;  // added to each E2M1 code 2q (CodeKernel, TileCodeKernel)
 };
 
 // y[c] for c < n from x[c] and the block scale(s): in_s/out_s one per column (vec) or one

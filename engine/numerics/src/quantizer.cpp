@@ -127,7 +127,7 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
       r = (fl + up) * q;
     }
     if constexpr (std::is_same_v<OutT, int8_t>) {
-      y[c] = int8_t(int32_t(ffrom(fbits(r) | (vb & ~kAbsMask)) * 2.0f));
+      y[c] = int8_t(int32_t(ffrom(fbits(r) | (vb & ~kAbsMask)) * 2.0f) + p.code_offset);
     } else if constexpr (std::is_same_v<OutT, uint16_t>) {
       y[c] = uint16_t((fbits(r) | (vb & ~kAbsMask)) >> 16);
     } else {
@@ -698,6 +698,11 @@ class QuantizeCall {
       bf16_code_kernel_ = detail::pick_bf16_code_kernel(divide_, vec_, spec_.rounding);
     }
     row_grain_ = std::max<int64_t>(1, kGrainElems / cols_);
+    if (sink_ && sink_->rows && sink_->code2) {
+      int offset = 0;
+      direct_ = sink_->rows->direct_rows(direct_ld_, offset);
+      if (direct_) params_.code_offset = offset;
+    }
     if (spec_.scale == ScaleKind::nvfp4) nv_ = nvfp4_tensor(nvfp4_tensor_factor(ffrom(tensor_amax_bits())));
   }
 
@@ -739,6 +744,13 @@ class QuantizeCall {
     return sc.batch + ((r - sc.b_r0) * cols_ + c0) * esz;
   }
 
+  // Where the codes of (r, c0) go: straight to the sink's rows when it takes them so
+  // (RowCodeSink::direct_rows), else the worker's batch.
+  void* row_dest(Scratch& sc, int64_t r, int64_t c0) {
+    if (direct_) return direct_ + r * direct_ld_ + c0;
+    return batch_at(sc, r, c0);
+  }
+
   void flush(Scratch& sc) {
     if (!sink_ || !sink_->rows || sc.b_n == 0) return;
     sink_->rows->place(sc.b_r0, sc.b_r0 + sc.b_n, sc.batch, cols_);
@@ -751,7 +763,7 @@ class QuantizeCall {
     const float* xseg = x_ + i0;
     float* yseg = y_ + i0;
     if (sink_) {  // codes of the same signed rounded values r the dequantizing paths scale
-      void* to = sink_->rows ? batch_at(sc, i0 / cols_, i0 % cols_) : nullptr;
+      void* to = sink_->rows ? row_dest(sc, i0 / cols_, i0 % cols_) : nullptr;
       if (sink_->code2)
         code_kernel_(to ? static_cast<int8_t*>(to) : sink_->code2 + i0, xseg, in_s, len, params_, uint64_t(i0));
       else
@@ -847,7 +859,7 @@ class QuantizeCall {
       tile_row_(y_ + r * cols_, xr, in_t, out_t, cols_, geo_.bc, params_, i0);
       return;
     }
-    void* to = sink_->rows ? batch_at(sc, r, 0) : nullptr;
+    void* to = sink_->rows ? row_dest(sc, r, 0) : nullptr;
     if (sink_->code2)
       tile_code_(to ? static_cast<int8_t*>(to) : sink_->code2 + i0, xr, in_t, cols_, geo_.bc, params_, i0);
     else
@@ -968,6 +980,8 @@ class QuantizeCall {
   detail::RowKernel kernel_ = nullptr;
   detail::CodeKernel code_kernel_ = nullptr;
   detail::Bf16CodeKernel bf16_code_kernel_ = nullptr;
+  uint8_t* direct_ = nullptr;  // set: the codes go straight to the sink's rows (row_dest)
+  int64_t direct_ld_ = 0;
   detail::TileAmaxKernel tile_amax_ = nullptr;  // set: whole rows of 1×bc tiles per call
   detail::TileRowKernel tile_row_ = nullptr;
   detail::TileCodeKernel tile_code_ = nullptr;
