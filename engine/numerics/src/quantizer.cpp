@@ -64,7 +64,8 @@ int quant_threads() {
 // has no -march). All clones do the same IEEE operations in the same order (no FMA
 // contraction, see CMakeLists.txt), so they give the same bits; the AVX-512 clone makes the
 // stochastic-rounding kernels (two 32-bit multiply hashes per element, compute-bound) ~1.4×
-// faster than AVX2.
+// faster than AVX2. These are the portable kernels: on CPUs with AVX-512F the quantizer runs
+// the hand-vectorized copies in quant_avx512.cpp instead (same bits, tested against these).
 namespace detail {
 
 inline uint32_t fmix32(uint32_t h) {
@@ -155,8 +156,7 @@ SNIP_ROW_KERNEL(row_mul_v_sr, false, true, Rounding::stochastic)
 SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
 #undef SNIP_ROW_KERNEL
 
-// The same kernels writing E2M1 codes 2q (quantize_e2m1_code2).
-
+// The same kernels writing E2M1 codes 2q (quantize_e2m1_code2), plus RowParams::code_offset.
 #define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                               \
   SNIP_TARGET_CLONES void NAME(int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
                                const RowParams& p, uint64_t i0) {                                             \
@@ -178,7 +178,6 @@ SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
 #undef SNIP_CODE_KERNEL
 
 // The same kernels writing BF16 codes (quantize_bf16_codes).
-
 #define SNIP_BF16_KERNEL(NAME, DIV, VEC, ROUND)                                                                 \
   SNIP_TARGET_CLONES void NAME(uint16_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
                                const RowParams& p, uint64_t i0) {                                               \
