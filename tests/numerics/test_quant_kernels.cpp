@@ -111,10 +111,13 @@ void expect_same_bits(Pick pick_portable, Pick pick_avx512, Call call) {
             SCOPED_TRACE(std::string(elem_format_name(f)) + "/" + kc.name() + "/scale " + std::to_string(scale) +
                          "/i0 " + std::to_string(i0));
             std::vector<OutT> ya(x.size() + 1, OutT(0x55)), yb(x.size() + 1, OutT(0x55));
-            // Every tail length at an odd offset, then the whole row in one call.
+            // Every tail length at an odd offset, then the whole row in one call (a single
+            // scale is not offset: it is one value, not a column's).
+            const float* in1 = kc.vec ? in + 1 : in;
+            const float* out1 = kc.vec ? out + 1 : out;
             for (int64_t len = 0; len <= 40; ++len) {
-              call(port, ya.data() + 1, x.data() + 1, in + 1, out + 1, len, p, i0 + 1);
-              call(vec, yb.data() + 1, x.data() + 1, in + 1, out + 1, len, p, i0 + 1);
+              call(port, ya.data() + 1, x.data() + 1, in1, out1, len, p, i0 + 1);
+              call(vec, yb.data() + 1, x.data() + 1, in1, out1, len, p, i0 + 1);
               ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(OutT)), 0) << "length " << len;
             }
             call(port, ya.data(), x.data(), in, out, n, p, i0);
