@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 import matplotlib
@@ -314,13 +315,19 @@ def verdict(mean, hw):
     return "worse" if mean - hw > 0 else "better" if mean + hw < 0 else "indistinguishable"
 
 
-def paired_runs(specs, out_dir, reference=None, window=50):
+def group_of(label):
+    """The group of a --pair label: the text before ": " ("2000 steps: adaptive-snip"), or ""."""
+    return label.split(": ", 1)[0] if ": " in label else ""
+
+
+def paired_runs(specs, out_dir, references=None, window=50):
     """--pair LABEL:REF_LOG:ARM_LOG (repeated, one per seed): the arm's gap to the reference run
     of the same seed (same initial weights and data order), mean over the last `window` steps, and
-    the last validation loss; mean ± 95% t over the seeds; gap_vs_step_paired_runs.png."""
+    the last validation loss; mean ± 95% t over the seeds; one gap_vs_step_paired_runs[_GROUP].png per
+    group of labels."""
     groups = {}
     for spec in specs:
-        label, ref, arm = spec.split(":")
+        label, ref, arm = spec.rsplit(":", 2)
         groups.setdefault(label, []).append((ref, arm))
     lines, series, all_gaps = [], [], {}
     for label, pairs in groups.items():
@@ -345,37 +352,43 @@ def paired_runs(specs, out_dir, reference=None, window=50):
         vm, vhw = t_interval(vgaps) if vgaps else (None, None)
         lines += [f"| **mean ± 95% t** | **{pm(m, hw)}** | **{pm(vm, vhw)}** |", ""]
         series.append((label, curves))
-    if reference in all_gaps:  # each arm against the reference arm, paired by seed
-        rg, rv = all_gaps[reference]
-        lines += [f"### paired runs against {reference} (arm − {reference}, paired by seed)", "",
+    for ref_label in references or []:  # each arm of the reference's group against it, paired by seed
+        if ref_label not in all_gaps:
+            continue
+        rg, rv = all_gaps[ref_label]
+        lines += [f"### paired runs against {ref_label} (arm − {ref_label}, paired by seed)", "",
                   "| arm | train: mean ± 95% t | verdict | val: mean ± 95% t | verdict |", "|---|---|---|---|---|"]
         for label, (g, v) in all_gaps.items():
-            if label == reference:
+            if label == ref_label or group_of(label) != group_of(ref_label):
                 continue
             dm, dhw = t_interval([a - b for a, b in zip(g, rg)])
             vm, vhw = t_interval([a - b for a, b in zip(v, rv)]) if v and rv else (None, None)
             lines.append(f"| {label} | {pm(dm, dhw)} | {verdict(dm, dhw)} | {pm(vm, vhw)} | {verdict(vm, vhw)} |")
         lines.append("")
-    # One figure: per label the mean over seeds of the paired per-step gap, band = 95% t.
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    for label, curves in series:
-        n = min(len(c[1]) for c in curves)
-        steps = curves[0][0][:n]
-        k = len(curves)
-        mean = [sum(c[1][i] for c in curves) / k for i in range(n)]
-        line, = ax.plot(steps, mean, lw=1.4, label=label)
-        if k >= 2:
-            hw = [t_interval([c[1][i] for c in curves])[1] for i in range(n)]
-            ax.fill_between(steps, [m - h for m, h in zip(mean, hw)], [m + h for m, h in zip(mean, hw)],
-                            color=line.get_color(), alpha=0.12, lw=0)
-    ax.axhline(0, color="0.7", lw=0.8)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("paired train-loss gap (10-step running mean)")
-    ax.set_title("runs paired by seed (same initial weights and data order); band: 95% t over seeds", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "gap_vs_step_paired_runs.png"), dpi=90)
-    plt.close(fig)
+    # One figure per group: per label the mean over seeds of the paired per-step gap, band = 95% t.
+    for group in dict.fromkeys(group_of(label) for label, _ in series):
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        for label, curves in series:
+            if group_of(label) != group:
+                continue
+            n = min(len(c[1]) for c in curves)
+            steps = curves[0][0][:n]
+            k = len(curves)
+            mean = [sum(c[1][i] for c in curves) / k for i in range(n)]
+            line, = ax.plot(steps, mean, lw=1.4, label=label)
+            if k >= 2:
+                hw = [t_interval([c[1][i] for c in curves])[1] for i in range(n)]
+                ax.fill_between(steps, [m - h for m, h in zip(mean, hw)], [m + h for m, h in zip(mean, hw)],
+                                color=line.get_color(), alpha=0.12, lw=0)
+        ax.axhline(0, color="0.7", lw=0.8)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("paired train-loss gap (10-step running mean)")
+        ax.set_title("runs paired by seed (same initial weights and data order); band: 95% t over seeds", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        suffix = "_" + re.sub(r"[^A-Za-z0-9]+", "_", group).strip("_") if group else ""
+        fig.savefig(os.path.join(out_dir, f"gap_vs_step_paired_runs{suffix}.png"), dpi=90)
+        plt.close(fig)
     return lines
 
 
@@ -389,7 +402,9 @@ def main():
     ap.add_argument("--pair", action="append", default=[],
                     help="LABEL:REF_LOG:ARM_LOG, two `snip train --json` logs of the same seed (repeat per seed): "
                     "the arm's paired gap to the reference run, e.g. adaptive SNIP against BF16 from scratch")
-    ap.add_argument("--pair-reference", help="LABEL of --pair every other label is compared with, seed by seed")
+    ap.add_argument("--pair-reference", action="append", default=[],
+                    help="LABEL of --pair every other label of its group (the text before \": \") is compared "
+                    "with, seed by seed (repeatable: one per group)")
     a = ap.parse_args()
     cs = load(a.inputs)
     if not cs:

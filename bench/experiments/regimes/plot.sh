@@ -12,5 +12,16 @@ for s in 1337 1338 1339; do
   pairs+=(--pair "scratch-adaptive-hawq:$R/X-tiny-scratch-bf16-s$s.jsonl:$R/X-tiny-scratch-hawq-s$s.jsonl")
   pairs+=(--pair "scratch-uniform-fp4:$R/X-tiny-scratch-bf16-s$s.jsonl:$R/X-tiny-scratch-fp4-s$s.jsonl")
 done
+# the same designs over 2,000 steps (plans re-made every 100 steps)
+for s in 1337 1338 1339; do
+  for arm in adaptive min-err hawq fp4; do
+    case $arm in
+      adaptive) label=adaptive-snip ;;
+      fp4) label=uniform-fp4 ;;
+      *) label=adaptive-$arm ;;
+    esac
+    pairs+=(--pair "2000 steps: scratch-$label:$R/Y-tiny-scratch-bf16-s$s.jsonl:$R/Y-tiny-scratch-$arm-s$s.jsonl")
+  done
+done
 /usr/bin/python3 ../plot_regimes.py data --out . --curve A-tensor-r75 --curve F-tiny-scratch-tensor \
-  "${pairs[@]}" --pair-reference scratch-adaptive-snip
+  "${pairs[@]}" --pair-reference scratch-adaptive-snip --pair-reference "2000 steps: scratch-adaptive-snip"
