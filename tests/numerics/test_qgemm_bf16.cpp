@@ -226,6 +226,50 @@ TEST(QGemmBf16, KernelsGiveTheSameBitsForAnyThreadCount) {
   }
 }
 
+// The operand's codes copied with a row stride 3 codes longer than a row (NaN codes in the gap,
+// which a reader that strays into them would put in the element range): the element-by-element
+// reader packs such a view, the whole-row placement the dense one.
+Bf16Operand strided_copy(const Side& s, bool reduce_along_cols, std::vector<uint16_t>& buf) {
+  const int64_t ld = s.cols + 3;
+  buf.assign(size_t(s.rows * ld), 0x7FC0);
+  for (int64_t r = 0; r < s.rows; ++r)
+    std::memcpy(buf.data() + r * ld, s.bits.data() + r * s.cols, size_t(s.cols) * sizeof(uint16_t));
+  Bf16Operand o = s.view(reduce_along_cols);
+  o.bits = buf.data();
+  (reduce_along_cols ? o.rs : o.cs) = ld;
+  return o;
+}
+
+TEST(QGemmBf16, DenseCodeOperandsPackAsTheElementReaderPacksThem) {
+  ModeGuard guard;
+  int compared = 0;
+  for (const ShapeCase& c : kShapes) {
+    SCOPED_TRACE(trace(c));
+    const GemmSetup s = setup(c.recipe, c.p, c.g, c.M, c.N, c.K, 31);
+    if (s.a.bits.empty() || s.b.bits.empty()) continue;  // FP32 values: the element reader only
+    std::vector<uint16_t> abuf, bbuf;
+    const Bf16Operand A = s.va(), B = s.vb();
+    const Bf16Operand As = strided_copy(s.a, s.a_cols, abuf), Bs = strided_copy(s.b, s.b_cols, bbuf);
+    for (int threads : {1, 2}) {
+      set_quant_threads(threads);
+      Bf16Gemm dense, reader;
+      dense.prepare(c.M, c.N, c.K, A, B);
+      dense.pack_a(A);
+      dense.pack_b(B);
+      reader.prepare(c.M, c.N, c.K, As, Bs);
+      reader.pack_a(As);
+      reader.pack_b(Bs);
+      EXPECT_EQ(dense.packing_difference(reader), "") << threads << " threads";
+      std::vector<float> c0(size_t(c.M * c.N), 1.0f), c1(size_t(c.M * c.N), 2.0f);
+      ASSERT_TRUE(dense.run(c0.data(), c.N));
+      ASSERT_TRUE(reader.run(c1.data(), c.N));
+      EXPECT_EQ(0, std::memcmp(c0.data(), c1.data(), c0.size() * 4)) << threads << " threads";
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 10);  // every orientation of both operands, odd chunk tails, partial panels
+}
+
 TEST(QGemmBf16, WithinTheDocumentedBoundOfTheExactProductOfTheSameQuantizedOperands) {
   ModeGuard guard;
   for (const ShapeCase& c : kShapes) {

@@ -107,7 +107,11 @@ int pool_threads() {
     const int n = std::atoi(s);
     if (n >= 1 && n <= 256) return n;
   }
-  return std::max(1, int(std::thread::hardware_concurrency()));
+  // Asked once: glibc reads /sys/devices/system/cpu/online on every call, and the quantizer
+  // and the GEMMs ask for the thread count on every call (a statistics round: thousands of
+  // times, ~10% of its CPU time in those reads).
+  static const int hardware = std::max(1, int(std::thread::hardware_concurrency()));
+  return hardware;
 }
 
 void pool_run(int ntasks, const std::function<void(int)>& task) {

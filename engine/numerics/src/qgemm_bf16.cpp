@@ -259,15 +259,34 @@ SNIP_TARGET_CLONES uint32_t bf16_range_bits(const uint16_t* __restrict h, int64_
 
 namespace {
 
-// The range of a batch of codes (as read_run records it), merged into `into` under a lock
-// (once per batch of rows).
-void note_batch(const uint16_t* codes, int64_t n, ElemRange& into, std::mutex& mu) {
+// The range of n BF16 codes, as read_run records it.
+ElemRange range_of_bits(const uint16_t* codes, int64_t n) {
   const uint32_t bits = detail::bf16_range_bits(codes, n);
   ElemRange r;
   r.emin = int((bits & 0x7FFFu) >> 7);  // 0x7FFF >> 7 = 255: no non-zero normal element
   r.subnormal = (bits >> 16) != 0;
+  return r;
+}
+
+// The range of a batch of codes merged into `into` under a lock (once per batch of rows).
+void note_batch(const uint16_t* codes, int64_t n, ElemRange& into, std::mutex& mu) {
+  const ElemRange r = range_of_bits(codes, n);
   const std::lock_guard<std::mutex> lock(mu);
   into.add(r);
+}
+
+// Source rows r0 … r1−1 of A's codes (row stride ld; A's rows when rows_are_i, else A's k)
+// into the packed A.
+void place_a16(Packed& P, bool rows_are_i, int64_t r0, int64_t r1, const uint16_t* src, int64_t ld) {
+  const int64_t lda = P.nch * P.kcp;
+  if (rows_are_i) {
+    for (int64_t m = r0; m < r1; ++m)
+      for (int64_t c = 0; c < P.nch; ++c)
+        std::memcpy(P.a.data() + m * lda + c * P.kcp, src + (m - r0) * ld + c * P.kc,
+                    size_t(P.chunk_len(c)) * sizeof(uint16_t));
+    return;
+  }
+  numerics_detail::place_transposed_a(P.a.data(), P, r0, r1, src, ld, 0);
 }
 
 class ASink16 final : public numerics_detail::RowCodeSink {
@@ -276,15 +295,7 @@ class ASink16 final : public numerics_detail::RowCodeSink {
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
     const uint16_t* src = static_cast<const uint16_t*>(codes);
     note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
-    const int64_t lda = P_.nch * P_.kcp;
-    if (rows_are_i_) {
-      for (int64_t m = r0; m < r1; ++m)
-        for (int64_t c = 0; c < P_.nch; ++c)
-          std::memcpy(P_.a.data() + m * lda + c * P_.kcp, src + (m - r0) * ld + c * P_.kc,
-                      size_t(P_.chunk_len(c)) * sizeof(uint16_t));
-      return;
-    }
-    numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, 0);
+    place_a16(P_, rows_are_i_, r0, r1, src, ld);
   }
 
  private:
@@ -305,16 +316,22 @@ inline void interleave2x8(uint16_t* d, const uint16_t* s0, const uint16_t* s1) {
 #endif
 }
 
+// Source rows r0 … r1−1 of B's codes (row stride ld; B's columns when rows_are_i, else B's k)
+// into B's panels; padding stays as it was (zero_b_padding).
+void place_b16(Packed& P, bool rows_are_i, int64_t r0, int64_t r1, const uint16_t* src, int64_t ld) {
+  numerics_detail::place_b<2, 8>(P.b.data(), P, r0, r1, src, ld, rows_are_i,
+                                 [](uint16_t* d, const uint16_t* s, int64_t ld2, int64_t w) {
+                                   for (int64_t j = 0; j < w; j += 8) interleave2x8(d + 2 * j, s + j, s + ld2 + j);
+                                 });
+}
+
 class BSink16 final : public numerics_detail::RowCodeSink {
  public:
   BSink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
     const uint16_t* src = static_cast<const uint16_t*>(codes);
     note_batch(src, (r1 - r0) * ld, P_.rb, mu_);
-    numerics_detail::place_b<2, 8>(P_.b.data(), P_, r0, r1, src, ld, rows_are_i_,
-                                   [](uint16_t* d, const uint16_t* s, int64_t ld2, int64_t w) {
-                                     for (int64_t j = 0; j < w; j += 8) interleave2x8(d + 2 * j, s + j, s + ld2 + j);
-                                   });
+    place_b16(P_, rows_are_i_, r0, r1, src, ld);
   }
 
  private:
@@ -354,6 +371,49 @@ void finish_a(Packed& P, const Bf16Operand& A) {
       uint16_t* d = P.a.data() + m * lda + c * P.kcp;
       for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
     }
+}
+
+// Whether an operand is BF16 codes stored as one dense row-major matrix, (I, K) (rows_are_i) or
+// (K, I): then packing is the sinks' placement of whole source rows, and the element range one
+// vectorized pass over the codes (qgemm_bf16's operands from quantize_bf16_codes and
+// QLinearOperand). Other views (strided, FP32 values) go through the element reader above.
+bool dense_bits(const Bf16Operand& o, int64_t I, int64_t K, bool* rows_are_i) {
+  if (!o.bits) return false;
+  if (o.cs == 1 && o.rs == K) {
+    *rows_are_i = true;
+    return true;
+  }
+  if (o.rs == 1 && o.cs == I) {
+    *rows_are_i = false;
+    return true;
+  }
+  return false;
+}
+
+// Whole source rows of a dense code matrix (`rows` of `ld` codes) through `place`, in batches
+// of 64 rows (the sinks' batch size), in parallel over batches: each batch writes its own
+// rows (A) or k pairs (B) of the packed layout.
+template <class Place>
+void place_rows(int64_t rows, int nchunks, Place&& place) {
+  const int64_t batches = (rows + 63) / 64;
+  detail::parallel_chunks(nchunks, batches, 1, [&](int, int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) place(b * 64, std::min(rows, b * 64 + 64));
+  });
+}
+
+ElemRange pack_a_dense(Packed& P, const Bf16Operand& A, bool rows_are_i, int nchunks) {
+  const int64_t rows = rows_are_i ? P.M : P.K, ld = rows_are_i ? P.K : P.M;
+  place_rows(rows, nchunks, [&](int64_t r0, int64_t r1) { place_a16(P, rows_are_i, r0, r1, A.bits + r0 * ld, ld); });
+  finish_a(P, A);
+  return range_of_bits(A.bits, P.M * P.K);
+}
+
+ElemRange pack_b_dense(Packed& P, const Bf16Operand& B, bool rows_are_i, int nchunks) {
+  const int64_t rows = rows_are_i ? P.N : P.K, ld = rows_are_i ? P.K : P.N;
+  zero_b_padding(P);
+  place_rows(rows, nchunks, [&](int64_t r0, int64_t r1) { place_b16(P, rows_are_i, r0, r1, B.bits + r0 * ld, ld); });
+  finish_b(P, B);
+  return range_of_bits(B.bits, P.N * P.K);
 }
 
 struct TileArgs {
@@ -635,11 +695,17 @@ void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, co
 }
 
 void Bf16Gemm::pack_a(const Bf16Operand& A) {
-  impl_->P.ra = ::snip::pack_a(impl_->P, A, detail::chunks_for_threads(quant_threads()));
+  Packed& P = impl_->P;
+  const int nchunks = detail::chunks_for_threads(quant_threads());
+  bool rows_are_i = true;
+  P.ra = dense_bits(A, P.M, P.K, &rows_are_i) ? pack_a_dense(P, A, rows_are_i, nchunks) : ::snip::pack_a(P, A, nchunks);
 }
 
 void Bf16Gemm::pack_b(const Bf16Operand& B) {
-  impl_->P.rb = ::snip::pack_b(impl_->P, B, detail::chunks_for_threads(quant_threads()));
+  Packed& P = impl_->P;
+  const int nchunks = detail::chunks_for_threads(quant_threads());
+  bool rows_are_i = true;
+  P.rb = dense_bits(B, P.N, P.K, &rows_are_i) ? pack_b_dense(P, B, rows_are_i, nchunks) : ::snip::pack_b(P, B, nchunks);
 }
 
 namespace {
