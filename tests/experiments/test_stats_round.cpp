@@ -450,6 +450,41 @@ TEST(StatsRound, BuffersKeptFromAnEarlierRoundGiveTheSameStatistics) {
   }
 }
 
+// Every recorded number, bit for bit (NaN-safe, and −0 ≠ +0).
+void expect_same_bits(const std::map<std::string, double>& a, const std::map<std::string, double>& b,
+                      const std::string& where) {
+  ASSERT_EQ(a.size(), b.size()) << where;
+  for (const auto& [key, x] : a) {
+    const auto it = b.find(key);
+    ASSERT_NE(it, b.end()) << where << " " << key;
+    EXPECT_EQ(0, std::memcmp(&x, &it->second, sizeof(double)))
+        << where << " " << key << ": " << x << " vs " << it->second;
+  }
+}
+
+// The round's double sums on AVX-512 (eight partials = the eight lanes of a vector) give the
+// bits of the scalar terms (AdamW::preview per element, the portable path), for every statistic;
+// a round with weight decay, clipping and both candidate precisions (recipe snip).
+TEST(StatsRound, VectorSumsGiveTheScalarTermsBits) {
+  auto cfg = exptest::tiny_config("bf16", 6);
+  snip::Trainer t(cfg);
+  for (int s = 0; s < 3; ++s) t.step();
+  const snip::StatsRound vec = snip::collect_stats_round(t);
+  snip::detail::set_stats_round_vector_sums(false);
+  const snip::StatsRound scalar = snip::collect_stats_round(t);
+  snip::detail::set_stats_round_vector_sums(true);
+  expect_same_bits(vec.globals, scalar.globals, "globals");
+  ASSERT_EQ(vec.layers.size(), scalar.layers.size());
+  for (size_t l = 0; l < vec.layers.size(); ++l) {
+    const std::string& name = vec.layers[l].name;
+    expect_same_bits(vec.layers[l].scalars, scalar.layers[l].scalars, name);
+    ASSERT_EQ(vec.layers[l].per_precision.size(), scalar.layers[l].per_precision.size()) << name;
+    for (const auto& [p, pp] : vec.layers[l].per_precision)
+      expect_same_bits(pp, scalar.layers[l].per_precision.at(p), name + " " + p);
+    EXPECT_GT(vec.layers[l].scalars.at(k::kLayerUpdateNorm), 0) << name;
+  }
+}
+
 // The exact ΔW mode is recorded as raw statistics (one value per upstream layer), leaves every
 // other statistic unchanged, survives the snip-stats/1 round trip, and a round without it
 // cannot be estimated in exact mode.

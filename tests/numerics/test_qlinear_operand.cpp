@@ -144,6 +144,25 @@ TEST(QLinearOperand, ErrorIsTheDocumentedSumOverTheQuantizedOperandForAnyThreadC
         }
 }
 
+// Rows whose length is not a multiple of eight: the vectorized whole groups and the scalar
+// tail still add element c into partial c mod 8 (FP8 codes, FP4 codes and BF16 values).
+TEST(QLinearOperand, ErrorOfRowsWithAPartialGroupOfEightIsTheDocumentedSum) {
+  const Recipe recipe;
+  const QLinearContext ctx{&recipe, 7, 11, 3, "test.layer"};
+  for (int64_t cols : {int64_t(5), int64_t(53), int64_t(131)}) {
+    const int64_t rows = 9;
+    const std::vector<float> x = randn(size_t(rows * cols), 8, 1.0f);
+    for (Precision p : {Precision::fp8, Precision::fp4, Precision::bf16}) {
+      std::vector<float> q(x.size());
+      qlinear_quantize_operand(q.data(), x.data(), rows, cols, p, Gemm::fprop, Operand::activation, ctx);
+      QLinearOperand o;
+      EXPECT_EQ(o.quantize(x.data(), rows, cols, p, Gemm::fprop, Operand::activation, ctx),
+                documented_err_sq(q.data(), x.data(), rows, cols))
+          << precision_name(p) << " cols " << cols;
+    }
+  }
+}
+
 TEST(QLinearOperand, NonFiniteInputIsRejectedLikeTheGemms) {
   const Recipe recipe;
   const QLinearContext ctx{&recipe, 1, 2, 0, "model.layers.0.mlp.up_proj"};

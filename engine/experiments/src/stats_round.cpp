@@ -2,6 +2,7 @@
 #include "snip/stats_round.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <array>
@@ -27,40 +28,238 @@ using Buf = std::vector<float>;
 // The round's double sums: element e of a range into partial sum e mod 8, the partials combined
 // as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) (docs/METHOD.md 4.4). Eight independent chains run at
 // the adder's throughput; one chain in element order waits on the adder's latency at every
-// element (such chains were the largest item of the per-layer stage). term(e, t) writes element e's NS
-// terms to t; it is called once per element, in increasing e.
-template <int NS, class Term>
-std::array<double, NS> lane_sums(int64_t n, Term&& term) {
+// element (such chains were the largest item of the per-layer stage). The eight partials are
+// exactly the lanes of one AVX-512 vector of doubles over eight consecutive elements, so the
+// vector kernels below give the same bits as the scalar terms: each lane does the same IEEE
+// operations (conversions, +, −, ×, ÷, √; never fused, see CMakeLists.txt) on the same elements
+// in the same order.
+template <int NS>
+struct Lanes {
   double s[NS][8] = {};
+};
+
+// Elements e0 … n−1 (e0 a multiple of 8: what a vector kernel left) through the scalar terms:
+// term(e, t) writes element e's NS terms to t; it is called once per element, in increasing e.
+template <int NS, class Term>
+void lane_accumulate(Lanes<NS>& L, int64_t e0, int64_t n, Term&& term) {
   double t[NS];
-  int64_t e = 0;
-  for (; e + 8 <= n; e += 8)
-    for (int l = 0; l < 8; ++l) {
-      term(e + l, t);
-      for (int k = 0; k < NS; ++k) s[k][l] += t[k];
-    }
-  for (int l = 0; e + l < n; ++l) {
-    term(e + l, t);
-    for (int k = 0; k < NS; ++k) s[k][l] += t[k];
+  for (int64_t e = e0; e < n; ++e) {
+    term(e, t);
+    for (int k = 0; k < NS; ++k) L.s[k][e % 8] += t[k];
   }
+}
+
+template <int NS>
+std::array<double, NS> combine(const Lanes<NS>& L) {
   std::array<double, NS> out;
-  for (int k = 0; k < NS; ++k)
-    out[size_t(k)] = ((s[k][0] + s[k][1]) + (s[k][2] + s[k][3])) + ((s[k][4] + s[k][5]) + (s[k][6] + s[k][7]));
+  for (int k = 0; k < NS; ++k) {
+    const double* s = L.s[k];
+    out[size_t(k)] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
   return out;
 }
+
+template <int NS, class Term>
+std::array<double, NS> lane_sums(int64_t n, Term&& term) {
+  Lanes<NS> L;
+  lane_accumulate(L, 0, n, term);
+  return combine(L);
+}
+
+bool g_vector_sums_off = false;  // detail::set_stats_round_vector_sums(false): the scalar terms only
+
+bool vector_sums() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  return has && !g_vector_sums_off;
+#else
+  return false;
+#endif
+}
+
+// The AdamW preview of the next step for a run of elements (AdamW::preview's arithmetic, in
+// its order; StatsRound.VectorSumsGiveTheScalarTermsBits holds the two together).
+struct PreviewConsts {
+  double clip, beta1, om_beta1, beta2, om_beta2, bc2, eps, lr_wd, lr_bc1;
+  bool decay;
+};
+PreviewConsts preview_consts(const AdamWConfig& c, const AdamWNextStep& s, bool decay) {
+  return {s.clip_scale, c.beta1, 1 - c.beta1,           c.beta2,      1 - c.beta2,
+          s.bc2,        c.eps,   s.lr * c.weight_decay, s.lr / s.bc1, decay};
+}
+
+#if defined(__x86_64__)
+// (GCC 12's _mm512_cvtps_pd starts from _mm512_undefined_pd(), which -Wmaybe-uninitialized
+// reports once per inlined call; the value is never read.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define SNIP_V8 __attribute__((target("avx512f,avx512dq")))
+using V = __m512d;
+SNIP_V8 inline V ld8(const float* p) {
+  return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+}
+SNIP_V8 inline V mul(V a, V b) {
+  return _mm512_mul_pd(a, b);
+}
+SNIP_V8 inline V add(V a, V b) {
+  return _mm512_add_pd(a, b);
+}
+SNIP_V8 inline V sub(V a, V b) {
+  return _mm512_sub_pd(a, b);
+}
+template <int NS>
+SNIP_V8 inline void store_lanes(Lanes<NS>& L, const V* acc) {
+  for (int k = 0; k < NS; ++k) _mm512_storeu_pd(L.s[k], acc[k]);
+}
+
+// Σ a², Σ b² (b may be null: Σ a² only) over the whole vectors; returns the elements done.
+SNIP_V8 int64_t v8_sq2(Lanes<2>& L, const float* a, const float* b, int64_t n) {
+  V acc[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t e = 0; e < n8; e += 8) {
+    const V x = ld8(a + e);
+    acc[0] = add(acc[0], mul(x, x));
+    if (b) {
+      const V y = ld8(b + e);
+      acc[1] = add(acc[1], mul(y, y));
+    }
+  }
+  store_lanes<2>(L, acc);
+  return n8;
+}
+
+// Σ (a − b)² in double
+SNIP_V8 int64_t v8_diff_sq(Lanes<1>& L, const float* a, const float* b, int64_t n) {
+  V acc[1] = {_mm512_setzero_pd()};
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t e = 0; e < n8; e += 8) {
+    const V d = sub(ld8(a + e), ld8(b + e));
+    acc[0] = add(acc[0], mul(d, d));
+  }
+  store_lanes<1>(L, acc);
+  return n8;
+}
+
+// record_output_errors' three sums: Y (Σd², Σ dY·d), dX (Σd², and δdX = dxq − dX in FP32),
+// dW (Σd², Σ d²·w).
+SNIP_V8 int64_t v8_err_y(Lanes<2>& L, const float* yq, const float* y, const float* dy, int64_t n) {
+  V acc[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t e = 0; e < n8; e += 8) {
+    const V d = sub(ld8(yq + e), ld8(y + e));
+    acc[0] = add(acc[0], mul(d, d));
+    acc[1] = add(acc[1], mul(ld8(dy + e), d));
+  }
+  store_lanes<2>(L, acc);
+  return n8;
+}
+SNIP_V8 int64_t v8_err_dx(Lanes<1>& L, const float* dxq, const float* dx, float* ddx, int64_t n) {
+  V acc[1] = {_mm512_setzero_pd()};
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t e = 0; e < n8; e += 8) {
+    const __m256 q = _mm256_loadu_ps(dxq + e), r = _mm256_loadu_ps(dx + e);
+    const V d = sub(_mm512_cvtps_pd(q), _mm512_cvtps_pd(r));
+    acc[0] = add(acc[0], mul(d, d));
+    _mm256_storeu_ps(ddx + e, _mm256_sub_ps(q, r));
+  }
+  store_lanes<1>(L, acc);
+  return n8;
+}
+SNIP_V8 int64_t v8_err_dw(Lanes<2>& L, const float* dwq, const float* dw, const double* w, int64_t n) {
+  V acc[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t e = 0; e < n8; e += 8) {
+    const V d = sub(ld8(dwq + e), ld8(dw + e));
+    const V d2 = mul(d, d);
+    acc[0] = add(acc[0], d2);
+    acc[1] = add(acc[1], mul(d2, _mm512_loadu_pd(w + e)));
+  }
+  store_lanes<2>(L, acc);
+  return n8;
+}
+
+// record_adam_factors over whole rows of K (a multiple of 8) elements: w_ij into w and the
+// five sums (m², v², w, γ_i·x_j·w, update²).
+SNIP_V8 int64_t v8_adam(Lanes<5>& L, const PreviewConsts& c, const float* m0, const float* v0, const float* W,
+                        const float* dW, const double* gam, const double* xcol, double* w, int64_t N, int64_t K) {
+  V acc[5];
+  for (V& a : acc) a = _mm512_setzero_pd();
+  const V clip = _mm512_set1_pd(c.clip), b1 = _mm512_set1_pd(c.beta1), omb1 = _mm512_set1_pd(c.om_beta1),
+          b2 = _mm512_set1_pd(c.beta2), omb2 = _mm512_set1_pd(c.om_beta2), bc2 = _mm512_set1_pd(c.bc2),
+          eps = _mm512_set1_pd(c.eps), lr_wd = _mm512_set1_pd(c.lr_wd), lr_bc1 = _mm512_set1_pd(c.lr_bc1),
+          one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+  for (int64_t i = 0; i < N; ++i) {
+    const V g_i = _mm512_set1_pd(gam[i]);
+    for (int64_t j = 0; j < K; j += 8) {
+      const int64_t e = i * K + j;
+      const V m = ld8(m0 + e), v = ld8(v0 + e);
+      const V gs = mul(clip, ld8(dW + e));
+      const V m1 = add(mul(b1, m), mul(omb1, gs));
+      const V v1 = add(mul(b2, v), mul(mul(omb2, gs), gs));
+      const V denom = add(_mm512_sqrt_pd(_mm512_div_pd(v1, bc2)), eps);
+      const V decay = c.decay ? mul(lr_wd, ld8(W + e)) : zero;
+      const V update = add(decay, _mm512_div_pd(mul(lr_bc1, m1), denom));
+      const V we = _mm512_div_pd(one, mul(denom, denom));
+      _mm512_storeu_pd(w + e, we);
+      acc[0] = add(acc[0], mul(m, m));
+      acc[1] = add(acc[1], mul(v, v));
+      acc[2] = add(acc[2], we);
+      acc[3] = add(acc[3], mul(mul(g_i, _mm512_loadu_pd(xcol + j)), we));
+      acc[4] = add(acc[4], mul(update, update));
+    }
+  }
+  store_lanes<5>(L, acc);
+  return N * K;
+}
+#undef SNIP_V8
+#pragma GCC diagnostic pop
+#else
+int64_t v8_sq2(Lanes<2>&, const float*, const float*, int64_t) {
+  return 0;
+}
+int64_t v8_diff_sq(Lanes<1>&, const float*, const float*, int64_t) {
+  return 0;
+}
+int64_t v8_err_y(Lanes<2>&, const float*, const float*, const float*, int64_t) {
+  return 0;
+}
+int64_t v8_err_dx(Lanes<1>&, const float*, const float*, float*, int64_t) {
+  return 0;
+}
+int64_t v8_err_dw(Lanes<2>&, const float*, const float*, const double*, int64_t) {
+  return 0;
+}
+int64_t v8_adam(Lanes<5>&, const PreviewConsts&, const float*, const float*, const float*, const float*, const double*,
+                const double*, double*, int64_t, int64_t) {
+  return 0;
+}
+#endif
 
 double sq(float x) {
   return double(x) * double(x);
 }
+// Σ a², Σ b² (b null: only the first)
+std::array<double, 2> sum_sq2(const float* a, const float* b, int64_t n) {
+  Lanes<2> L;
+  const int64_t done = vector_sums() ? v8_sq2(L, a, b, n) : 0;
+  lane_accumulate(L, done, n, [&](int64_t e, double* t) { t[0] = sq(a[e]), t[1] = b ? sq(b[e]) : 0.0; });
+  return combine(L);
+}
 double sum_sq(const float* a, int64_t n) {
-  return lane_sums<1>(n, [&](int64_t e, double* t) { t[0] = sq(a[e]); })[0];
+  return sum_sq2(a, nullptr, n)[0];
 }
 // ‖a − b‖² in double
 double diff_sq(const float* a, const float* b, int64_t n) {
-  return lane_sums<1>(n, [&](int64_t e, double* t) {
+  Lanes<1> L;
+  const int64_t done = vector_sums() ? v8_diff_sq(L, a, b, n) : 0;
+  lane_accumulate(L, done, n, [&](int64_t e, double* t) {
     const double d = double(a[e]) - double(b[e]);
     t[0] = d * d;
-  })[0];
+  });
+  return combine(L)[0];
 }
 // The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings),
 // each quantized once for its error norm and its GEMM (QLinearOperand); the input X's are kept
@@ -454,9 +653,9 @@ RoundBuffers& round_buffers(const Llama& model, size_t n_precisions, bool exact)
 
 void record_tensor_norms(LayerStats& ls, const LinearView<float>& v) {
   namespace k = keys;
-  const auto [x, dx] = lane_sums<2>(v.rows * v.K, [&](int64_t e, double* t) { t[0] = sq(v.X[e]), t[1] = sq(v.dX[e]); });
-  const auto [w, dw] = lane_sums<2>(v.N * v.K, [&](int64_t e, double* t) { t[0] = sq(v.W[e]), t[1] = sq(v.dW[e]); });
-  const auto [y, g] = lane_sums<2>(v.rows * v.N, [&](int64_t e, double* t) { t[0] = sq(v.Y[e]), t[1] = sq(v.dY[e]); });
+  const auto [x, dx] = sum_sq2(v.X, v.dX, v.rows * v.K);
+  const auto [w, dw] = sum_sq2(v.W, v.dW, v.N * v.K);
+  const auto [y, g] = sum_sq2(v.Y, v.dY, v.rows * v.N);
   ls.scalars[k::kLayerXNorm] = std::sqrt(x);
   ls.scalars[k::kLayerWNorm] = std::sqrt(w);
   ls.scalars[k::kLayerYNorm] = std::sqrt(y);
@@ -487,8 +686,12 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW
   double gam_sum = 0, x_sum = 0;
   for (int64_t j = 0; j < K; ++j) x_sum += ws.xcol[size_t(j)];
   for (double g : gam) gam_sum += g;
-  int64_t i = 0, j = 0;  // element e = i·K + j (lane_sums visits e in order)
-  const auto [m_sq, v_sq, a_sum, a_gain_num, u_sq] = lane_sums<5>(N * K, [&](int64_t e, double* t) {
+  Lanes<5> L;
+  const int64_t done = vector_sums() && K % 8 == 0 ? v8_adam(L, preview_consts(opt.config(), ns.step, decay), m0, v0,
+                                                             v.W, v.dW, gam.data(), ws.xcol.data(), ws.w.data(), N, K)
+                                                   : 0;
+  int64_t i = done / K, j = done % K;  // element e = i·K + j (lane_accumulate visits e in order)
+  lane_accumulate(L, done, N * K, [&](int64_t e, double* t) {
     const AdamWElementUpdate u = opt.preview(ns.step, pt.offset + e, double(v.W[e]), double(v.dW[e]), decay);
     const double we = 1.0 / (u.denom * u.denom);
     ws.w[size_t(e)] = we;
@@ -496,6 +699,7 @@ void record_adam_factors(LayerStats& ls, const LinearView<float>& v, const AdamW
     t[4] = u.update * u.update;
     if (++j == K) j = 0, ++i;
   });
+  const auto [m_sq, v_sq, a_sum, a_gain_num, u_sq] = combine(L);
   ls.scalars[k::kLayerAdamMNorm] = std::sqrt(m_sq);
   ls.scalars[k::kLayerAdamVNorm] = std::sqrt(v_sq);
   ls.scalars[k::kLayerAdamA] = a_sum / double(N * K);
@@ -543,20 +747,27 @@ void record_output_errors(std::map<std::string, double>& pp, const LinearView<fl
   const float *yq = ws.yq.data(), *dxq = ws.dxq.data(), *dwq = ws.dwq.data();
   const double* w = ws.w.data();
   float* ddx = ws.ddx.data();
-  const auto [dy_sq, g_dot] = lane_sums<2>(TN, [&](int64_t e, double* t) {
+  const bool vec = vector_sums();
+  Lanes<2> Ly;
+  lane_accumulate(Ly, vec ? v8_err_y(Ly, yq, v.Y, v.dY, TN) : 0, TN, [&](int64_t e, double* t) {
     const double d = double(yq[e]) - double(v.Y[e]);
     t[0] = d * d, t[1] = double(v.dY[e]) * d;
   });
-  const auto [ddx_sq] = lane_sums<1>(TK, [&](int64_t e, double* t) {
+  Lanes<1> Lx;
+  lane_accumulate(Lx, vec ? v8_err_dx(Lx, dxq, v.dX, ddx, TK) : 0, TK, [&](int64_t e, double* t) {
     const double d = double(dxq[e]) - double(v.dX[e]);
     t[0] = d * d;
     ddx[e] = dxq[e] - v.dX[e];
   });
   // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
-  const auto [ddw_sq, own] = lane_sums<2>(NK, [&](int64_t e, double* t) {
+  Lanes<2> Lw;
+  lane_accumulate(Lw, vec ? v8_err_dw(Lw, dwq, v.dW, w, NK) : 0, NK, [&](int64_t e, double* t) {
     const double d = double(dwq[e]) - double(v.dW[e]);
     t[0] = d * d, t[1] = d * d * w[e];
   });
+  const auto [dy_sq, g_dot] = combine(Ly);
+  const auto [ddx_sq] = combine(Lx);
+  const auto [ddw_sq, own] = combine(Lw);
   pp[k::kPrecDyErr] = std::sqrt(dy_sq);
   pp[k::kPrecGDotDy] = g_dot;
   pp[k::kPrecDdxErr] = std::sqrt(ddx_sq);
@@ -740,6 +951,10 @@ std::vector<std::vector<float>> propagate_dgrad_error(const Llama& model, int in
                 int(vl.K), 0.0f, d.data(), int(vl.K));
   });
   return out;
+}
+
+void detail::set_stats_round_vector_sums(bool on) {
+  g_vector_sums_off = !on;
 }
 
 void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,

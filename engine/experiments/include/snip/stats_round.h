@@ -92,4 +92,10 @@ std::vector<std::vector<float>> propagate_dgrad_error(const Llama& model, int in
 void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,
                      std::string* batch_id = nullptr);
 
+namespace detail {
+// false: the round's double sums run on their scalar terms only, as on a CPU without AVX-512
+// (the vector kernels give the same bits; a test compares the two). Not thread-safe; tests only.
+void set_stats_round_vector_sums(bool on);
+}  // namespace detail
+
 }  // namespace snip
