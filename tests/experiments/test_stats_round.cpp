@@ -482,6 +482,12 @@ TEST(StatsRound, VectorSumsGiveTheScalarTermsBits) {
     for (const auto& [p, pp] : vec.layers[l].per_precision)
       expect_same_bits(pp, scalar.layers[l].per_precision.at(p), name + " " + p);
     EXPECT_GT(vec.layers[l].scalars.at(k::kLayerUpdateNorm), 0) << name;
+    ASSERT_EQ(vec.layers[l].vectors.size(), 2u) << name;  // per-channel gains, column norms of X
+    for (const auto& [key, xs] : vec.layers[l].vectors) {
+      const std::vector<float>& ys = scalar.layers[l].vectors.at(key);
+      ASSERT_EQ(xs.size(), ys.size()) << name << " " << key;
+      EXPECT_EQ(0, std::memcmp(xs.data(), ys.data(), xs.size() * sizeof(float))) << name << " " << key;
+    }
   }
 }
 

@@ -181,6 +181,18 @@ SNIP_V8 int64_t v8_err_dw(Lanes<2>& L, const float* dwq, const float* dw, const 
   return n8;
 }
 
+// g[c] += a[r·n + c]² for every row r in order, columns c < n / 8 · 8 (each column its own
+// chain, as in the scalar loop); returns the columns done.
+SNIP_V8 int64_t v8_col_sq(double* g, const float* a, int64_t rows, int64_t n) {
+  const int64_t n8 = n / 8 * 8;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n8; c += 8) {
+      const V x = ld8(a + r * n + c);
+      _mm512_storeu_pd(g + c, add(_mm512_loadu_pd(g + c), mul(x, x)));
+    }
+  return n8;
+}
+
 // record_adam_factors over whole rows of K (a multiple of 8) elements: w_ij into w and the
 // five sums (m², v², w, γ_i·x_j·w, update²).
 SNIP_V8 int64_t v8_adam(Lanes<5>& L, const PreviewConsts& c, const float* m0, const float* v0, const float* W,
@@ -232,6 +244,9 @@ int64_t v8_err_dx(Lanes<1>&, const float*, const float*, float*, int64_t) {
 int64_t v8_err_dw(Lanes<2>&, const float*, const float*, const double*, int64_t) {
   return 0;
 }
+int64_t v8_col_sq(double*, const float*, int64_t, int64_t) {
+  return 0;
+}
 int64_t v8_adam(Lanes<5>&, const PreviewConsts&, const float*, const float*, const float*, const float*, const double*,
                 const double*, double*, int64_t, int64_t) {
   return 0;
@@ -240,6 +255,12 @@ int64_t v8_adam(Lanes<5>&, const PreviewConsts&, const float*, const float*, con
 
 double sq(float x) {
   return double(x) * double(x);
+}
+// g[c] += Σ_r a[r·n + c]² (a: rows × n), each column summed in row order
+void add_col_sq(double* g, const float* a, int64_t rows, int64_t n) {
+  const int64_t done = vector_sums() ? v8_col_sq(g, a, rows, n) : 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = done; c < n; ++c) g[c] += sq(a[r * n + c]);
 }
 // Σ a², Σ b² (b null: only the first)
 std::array<double, 2> sum_sq2(const float* a, const float* b, int64_t n) {
@@ -514,8 +535,7 @@ BackwardNoise backward_noise_passes(Llama& model, const StatsRoundOptions& o, st
     for (int i = 0; i < NL; ++i) {
       const LinearView<float> pv = model.probe_linear(i);
       std::vector<double>& g = bn.gain[size_t(i)];
-      for (int64_t r = 0; r < pv.rows; ++r)  // per channel: independent sums, one per column
-        for (int64_t c = 0; c < pv.N; ++c) g[size_t(c)] += sq(pv.dY[r * pv.N + c]);
+      add_col_sq(g.data(), pv.dY, pv.rows, pv.N);  // per channel: independent sums, one per column
       bn.jt_y[size_t(i)] += sum_sq(pv.dY, pv.rows * pv.N);
     }
     for (int b = 0; b < L; ++b) {
@@ -669,8 +689,7 @@ void update_column_norms(LayerWorkspace& ws, const LinearView<float>& v) {
   const int64_t T = v.rows, K = v.K;
   if (ws.xcol_src == v.X && ws.xcol_k == K) return;
   std::fill(ws.xcol.begin(), ws.xcol.begin() + K, 0.0);
-  for (int64_t r = 0; r < T; ++r)
-    for (int64_t c = 0; c < K; ++c) ws.xcol[size_t(c)] += double(v.X[r * K + c]) * double(v.X[r * K + c]);
+  add_col_sq(ws.xcol.data(), v.X, T, K);
   ws.xcol_src = v.X, ws.xcol_k = K;
 }
 
