@@ -6,6 +6,9 @@
 // fma(0, 0, s) = s (s is never −0: it starts at +0 and an exact cancellation gives +0 under
 // round-to-nearest). While packing, each operand's smallest non-zero BF16 exponent and whether
 // it has a subnormal are recorded; they decide whether vdpbf16ps is safe (qgemm_bf16_dpbf16_safe).
+// Codes stored as one dense matrix (quantize_bf16_codes, QLinearOperand) are placed by whole
+// source rows, as the quantizer's row sinks place them, and their range is one vectorized pass;
+// strided views and FP32 values go through an element reader that records the range as it reads.
 //
 // Kernels. A 6 × 64 output tile keeps 24 FP32 accumulators (6 rows × 4 vectors of 16 columns)
 // for one chunk: per k pair, 4 loads of B, 6 broadcasts of an A pair, 24 vdpbf16ps. At the end
