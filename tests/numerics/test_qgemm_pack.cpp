@@ -95,8 +95,11 @@ const char* const kRecipes[] = {"snip",     "mx",          "nvfp4",     "tensor"
 TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
   ThreadsGuard guard;
   // Odd shapes: partial panels, partial register tiles, chunks not a multiple of 4, batches
-  // that do not start on a quad of k; and a larger one with several 128-blocks and full quads.
-  const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}};
+  // that do not start on a quad of k; a larger one with several 128-blocks and full quads; and
+  // one where every operand has several bands of 128 rows (the strip placement of bands, with
+  // a last band cut short, a last panel of 200 − 192 or 302 − 256 columns and a last K chunk
+  // of 46).
+  const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}, {260, 302, 200}};
   for (const char* name : kRecipes)
     for (const auto& sh : shapes)
       for (int threads : {1, 2}) {
@@ -128,19 +131,24 @@ TEST(QGemmPack, StochasticRoundingReallyDiffersFromNearest) {
 
 TEST(QGemmPack, NonFiniteInputIsRefusedNamingTheTensor) {
   const Recipe recipe = Recipe::named("snip");
-  auto x = randn(40 * 64, 4);
-  x[5 * 64 + 3] = std::numeric_limits<float>::infinity();
   const QuantSpec spec = recipe.spec(Precision::fp4, Gemm::wgrad, Operand::activation);
-  const E2M1Operand v = e2m1_operand(nullptr, nullptr, 40, 64, spec, false);
-  E2M1Gemm g;
-  g.prepare(64, 64, 40, v, v);
-  try {
-    g.quantize_b(x.data(), 40, 64, spec, {}, "layer0: wgrad operand X", false);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layer0: wgrad operand X: non-finite value inf at element (5, 3)"),
-              std::string::npos)
-        << e.what();
+  // One band of 128 rows, and three (the strips of bands) with the Inf in the last band.
+  for (const int64_t rows : {40, 300}) {
+    auto x = randn(size_t(rows * 64), 4);
+    const int64_t bad_row = rows == 40 ? 5 : 290;
+    x[size_t(bad_row * 64 + 3)] = std::numeric_limits<float>::infinity();
+    const E2M1Operand v = e2m1_operand(nullptr, nullptr, rows, 64, spec, false);
+    E2M1Gemm g;
+    g.prepare(64, 64, rows, v, v);
+    try {
+      g.quantize_b(x.data(), rows, 64, spec, {}, "layer0: wgrad operand X", false);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("layer0: wgrad operand X: non-finite value inf at element (" +
+                                           std::to_string(bad_row) + ", 3)"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -101,10 +101,11 @@ inline void transpose16x16_bytes(Dst* d, int64_t ldd, const uint8_t* s, int64_t 
 }
 
 // Codes of source rows k = r0 … r1−1 (at most 64; row stride ld, A's i along the row) into
-// A's rows (stride G.lda()) as code + offset, through 64 × 64 tiles so each row of A is
-// written in runs rather than a byte or element per cache line.
+// A's rows i0 … i1−1 (stride G.lda(); src points at column i0) as code + offset, through
+// 64 × 64 tiles so each row of A is written in runs rather than a byte or element per cache line.
 template <class Dst, class Src>
-void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
+void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const Src* src,
+                        int64_t ld, int offset) {
   const int64_t kn = r1 - r0, lda = G.lda();
   SNIP_ASSERT(kn <= 64);
   int64_t at[64];  // where k = r0 + kk goes in a row of A
@@ -115,8 +116,9 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, c
     contiguous = contiguous && at[kk] == at[0] + kk;
   }
   Dst tile[64][64];
-  for (int64_t m0 = 0; m0 < G.M; m0 += 64) {
-    const int64_t mn = std::min<int64_t>(64, G.M - m0);
+  a += i0 * lda;
+  for (int64_t m0 = 0; m0 < i1 - i0; m0 += 64) {
+    const int64_t mn = std::min<int64_t>(64, i1 - i0 - m0);
     int64_t kk0 = 0;
     if constexpr (sizeof(Dst) == 1 && sizeof(Src) == 1) {
       if (mn == 64)
@@ -138,6 +140,12 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, c
       }
     }
   }
+}
+
+// The same for all of A's rows (source columns 0 … G.M−1).
+template <class Dst, class Src>
+void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
+  place_transposed_a(a, G, r0, r1, 0, G.M, src, ld, offset);
 }
 
 // Codes of source rows r0 … r1−1 (row stride ld) into B's panels [panel][chunk][kcp/G][64][G]

@@ -691,6 +691,7 @@ class QuantizeCall {
         tile_code_ = detail::avx512_tile_code_kernel(divide_, spec_.rounding);
         tile_bf16_ = detail::avx512_tile_bf16_kernel(divide_, spec_.rounding);
       }
+      strip_amax_ = detail::avx512_strip_amax_kernel();
     } else {
       kernel_ = detail::pick_row_kernel(divide_, vec_, spec_.rounding);
       code_kernel_ = detail::pick_code_kernel(divide_, vec_, spec_.rounding);
@@ -868,6 +869,10 @@ class QuantizeCall {
   // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale per
   // block, then the rounding pass while the band is still in L2 (one DRAM read).
   void quantize_bands() {
+    if (const int64_t w = strip_width(); w > 0) {
+      quantize_band_strips(w);
+      return;
+    }
     const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
     detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
       Scratch scr;
@@ -893,6 +898,72 @@ class QuantizeCall {
         for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), scr);
       }
       flush(scr);
+    });
+    throw_if_bad();
+  }
+
+  // The strip width (source columns) when the bands go to the sink a strip of whole blocks at a
+  // time (RowCodeSink::place_block), else 0: E2M1 codes into a sink that takes blocks, the
+  // AVX-512 kernels, and blocks of bc >= 16 columns (a multiple of 16) or column tiles; 64
+  // columns (several blocks if bc divides 64) or one block if wider. The strip's codes must
+  // fit a local buffer (16 KiB for 128 × 128 blocks).
+  int64_t strip_width() const {
+    if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return 0;
+    int64_t w = 0;
+    if (vec_)
+      w = 64;
+    else if (tile_code_)
+      w = geo_.bc >= 64 || 64 % geo_.bc != 0 ? geo_.bc : 64;
+    if (w == 0 || geo_.br * w > (int64_t(1) << 20) || !sink_->rows->takes_blocks(w)) return 0;
+    return w;
+  }
+
+  // Bands as strips of whole blocks: per strip, its block (or column) maxima, scales and codes
+  // while the strip is in L1/L2, then the strip to the sink, which places it (and, for B, sums
+  // it) from L1. The same kernels on the same elements with the same scales and element indices
+  // as band_row, so the same codes; the next strip is prefetched while this one is rounded.
+  void quantize_band_strips(int64_t w) {
+    const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
+    const int64_t nstrips = (cols_ + w - 1) / w;
+    detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int, int64_t bb, int64_t be) {
+      thread_local std::vector<int8_t> tile;
+      if (int64_t(tile.size()) < geo_.br * w) tile.resize(size_t(geo_.br * w));
+      std::vector<uint32_t> amax(static_cast<size_t>(w));
+      std::vector<float> s_in(static_cast<size_t>(w));
+      for (int64_t band = bb; band < be; ++band) {
+        const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
+        for (int64_t st = 0; st < nstrips; ++st) {
+          const int64_t c0 = st * w, cw = std::min(w, cols_ - c0);
+          strip_amax_(amax.data(), x_ + r0 * cols_ + c0, cols_, r1 - r0, cw, vec_ ? 1 : geo_.bc);
+          const int64_t nb = vec_ ? cw : (cw + geo_.bc - 1) / geo_.bc, b0 = vec_ ? c0 : c0 / geo_.bc;
+          for (int64_t j = 0; j < nb; ++j) {
+            if (amax[size_t(j)] >= kInfBits) {
+              bad_ = true;
+              return;
+            }
+            const Scale sc = block_scale_fast(spec_, *info_, ffrom(amax[size_t(j)]), nv_);
+            s_in[size_t(j)] = sc.in;
+            sink_->scales[band * geo_.nbc + b0 + j] = sc.out;
+          }
+          // The strip after this one (or the next band's first), while this one is rounded.
+          const bool last = st + 1 == nstrips;
+          const int64_t pr0 = last ? r1 : r0, pc0 = last ? 0 : c0 + w;
+          const int64_t pr1 = last ? (band + 1 < be ? std::min(rows_, r1 + geo_.br) : r1) : r1;
+          const int64_t pcw = std::min(w, cols_ - pc0);
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i0 = r * cols_ + c0;
+            int8_t* to = tile.data() + (r - r0) * w;
+            if (vec_)
+              code_kernel_(to, x_ + i0, s_in.data(), cw, params_, uint64_t(i0));
+            else
+              tile_code_(to, x_ + i0, s_in.data(), cw, geo_.bc, params_, uint64_t(i0));
+            const int64_t pr = pr0 + (r - r0);
+            if (pr < pr1)
+              for (int64_t c = 0; c < pcw; c += 16) __builtin_prefetch(x_ + pr * cols_ + pc0 + c);
+          }
+          sink_->rows->place_block(r0, r1, c0, c0 + cw, tile.data(), w);
+        }
+      }
     });
     throw_if_bad();
   }
@@ -985,6 +1056,7 @@ class QuantizeCall {
   detail::TileRowKernel tile_row_ = nullptr;
   detail::TileCodeKernel tile_code_ = nullptr;
   detail::TileBf16Kernel tile_bf16_ = nullptr;
+  detail::StripAmaxKernel strip_amax_ = nullptr;  // set: bands may go to the sink in strips
   int64_t row_grain_ = 1;
   Nvfp4Tensor nv_;
 };
