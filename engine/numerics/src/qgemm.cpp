@@ -44,15 +44,15 @@ std::atomic<int> g_mode{-1};
 
 // Everything the kernels read, packed once per GEMM.
 struct Packed : numerics_detail::PackGeometry {
-  std::vector<uint8_t> a;     // [M][nch·kcp]
-  std::vector<float> sa;      // [M][nch]
-  std::vector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
-  std::vector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
-  std::vector<float> sb;      // [npanel][nch][64]: scale·0.25 (0 for padding columns)
+  numerics_detail::AlignedVector<uint8_t> a;     // [M][nch·kcp]
+  std::vector<float> sa;                         // [M][nch]
+  numerics_detail::AlignedVector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
+  numerics_detail::AlignedVector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
+  std::vector<float> sb;                         // [npanel][nch][64]: scale·0.25 (0 for padding columns)
 };
 
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
+template <class V>
+void grow(V& v, int64_t n) {
   if (int64_t(v.size()) < n) v.resize(size_t(n));
 }
 
@@ -262,16 +262,26 @@ void zero_b_padding(Packed& P) {
   }
 }
 
+// Per chunk c, the K term of scale_of's index (its first k's block along K).
+std::vector<int64_t> chunk_scale_offsets(const Packed& P, const E2M1Operand& o) {
+  std::vector<int64_t> at(size_t(P.nch));
+  for (int64_t c = 0; c < P.nch; ++c) at[size_t(c)] = (c * P.kc / o.block_k) * o.scale_cs;
+  return at;
+}
+
 // After B's codes are placed: −12·Σb per column and chunk (unless the placement summed them
 // already), and the column scales.
 void finish_b(Packed& P, const E2M1Operand& B, int nchunks, bool sums_done) {
   const int64_t kq = P.kcp / 4;
+  const std::vector<int64_t> k_at = chunk_scale_offsets(P, B);
   detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+      int64_t col_at[kNR];  // scale_of's index terms, divided once per column and per chunk
+      for (int j = 0; j < ncols; ++j) col_at[j] = ((p * kNR + j) / B.block_i) * B.scale_rs;
       for (int64_t c = 0; c < P.nch; ++c) {
         float* sb = P.sb.data() + (p * P.nch + c) * kNR;
-        for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) * 0.25f : 0.0f;
+        for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? B.scales[col_at[j] + k_at[size_t(c)]] * 0.25f : 0.0f;
         if (sums_done) continue;
         const int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t sum[kNR] = {};
@@ -287,12 +297,15 @@ void finish_b(Packed& P, const E2M1Operand& B, int nchunks, bool sums_done) {
 // After A's codes are placed: the offset in each chunk's padding, and the row scales.
 void finish_a(Packed& P, const E2M1Operand& A) {
   const int64_t lda = P.nch * P.kcp;
-  for (int64_t m = 0; m < P.M; ++m)
+  const std::vector<int64_t> k_at = chunk_scale_offsets(P, A);
+  for (int64_t m = 0; m < P.M; ++m) {
+    const int64_t row_at = (m / A.block_i) * A.scale_rs;
     for (int64_t c = 0; c < P.nch; ++c) {
-      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      P.sa[size_t(m * P.nch + c)] = A.scales[row_at + k_at[size_t(c)]];
       uint8_t* d = P.a.data() + m * lda + c * P.kcp;
       for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
     }
+  }
 }
 
 // The arguments of one 64-column panel × mr-row tile.

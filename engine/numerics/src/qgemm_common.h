@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "snip/error.h"
 #include "snip/quant.h"
@@ -19,6 +21,24 @@ namespace snip::numerics_detail {
 inline constexpr int kPanel = 64;    // columns of B per panel
 inline constexpr int kTileRows = 6;  // rows per register tile
 inline constexpr int kRowsPerTask = 8 * kTileRows;
+
+// Cache-line-aligned storage for packed operands: a 64-byte row of a panel (or a 64-byte load of
+// A) then touches one line, not two (large std::vector buffers start 16 bytes into a page).
+template <class T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <class U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U>
+  bool operator==(const LineAligned<U>&) const {
+    return true;
+  }
+};
+template <class T>
+using AlignedVector = std::vector<T, LineAligned<T>>;
 
 // Strides of a stored (rows, cols) matrix quantized with `spec` as a logical (i, k) operand:
 // element (i, k) at i·rs + k·cs, its block's scale at (i / block_i)·scale_rs + (k / block_k)·scale_cs.

@@ -926,8 +926,9 @@ class QuantizeCall {
     const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
     const int64_t nstrips = (cols_ + w - 1) / w;
     detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int, int64_t bb, int64_t be) {
-      thread_local std::vector<int8_t> tile;
-      if (int64_t(tile.size()) < geo_.br * w) tile.resize(size_t(geo_.br * w));
+      thread_local std::vector<int8_t> buf;  // the strip's codes, from a cache-line boundary
+      if (int64_t(buf.size()) < geo_.br * w + 64) buf.resize(size_t(geo_.br * w + 64));
+      int8_t* const tile = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
       std::vector<uint32_t> amax(static_cast<size_t>(w));
       std::vector<float> s_in(static_cast<size_t>(w));
       for (int64_t band = bb; band < be; ++band) {
@@ -952,7 +953,7 @@ class QuantizeCall {
           const int64_t pcw = std::min(w, cols_ - pc0);
           for (int64_t r = r0; r < r1; ++r) {
             const int64_t i0 = r * cols_ + c0;
-            int8_t* to = tile.data() + (r - r0) * w;
+            int8_t* to = tile + (r - r0) * w;
             if (vec_)
               code_kernel_(to, x_ + i0, s_in.data(), cw, params_, uint64_t(i0));
             else
@@ -961,7 +962,7 @@ class QuantizeCall {
             if (pr < pr1)
               for (int64_t c = 0; c < pcw; c += 16) __builtin_prefetch(x_ + pr * cols_ + pc0 + c);
           }
-          sink_->rows->place_block(r0, r1, c0, c0 + cw, tile.data(), w);
+          sink_->rows->place_block(r0, r1, c0, c0 + cw, tile, w);
         }
       }
     });
