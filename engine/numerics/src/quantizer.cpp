@@ -904,14 +904,15 @@ class QuantizeCall {
 
   // The strip width (source columns) when the bands go to the sink a strip of whole blocks at a
   // time (RowCodeSink::place_block), else 0: E2M1 codes into a sink that takes blocks, the
-  // AVX-512 kernels, and blocks of bc >= 16 columns (a multiple of 16) or column tiles; 64
-  // columns (several blocks if bc divides 64) or one block if wider. The strip's codes must
+  // AVX-512 kernels, and blocks of bc >= 16 columns (a multiple of 16) or column tiles: 128
+  // columns of column tiles (fewer rounding calls per element than 64, each with its per-call
+  // constants), 64 columns of blocks if bc divides 64, else one block. The strip's codes must
   // fit a local buffer (16 KiB for 128 × 128 blocks).
   int64_t strip_width() const {
     if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return 0;
     int64_t w = 0;
     if (vec_)
-      w = 64;
+      w = 128;
     else if (tile_code_)
       w = geo_.bc >= 64 || 64 % geo_.bc != 0 ? geo_.bc : 64;
     if (w == 0 || geo_.br * w > (int64_t(1) << 20) || !sink_->rows->takes_blocks(w)) return 0;
@@ -959,7 +960,7 @@ class QuantizeCall {
             else
               tile_code_(to, x_ + i0, s_in.data(), cw, geo_.bc, params_, uint64_t(i0));
             const int64_t pr = pr0 + (r - r0);
-            if (pr < pr1)
+            if (vec_ && pr < pr1)  // (the tile kernels prefetch x + cw themselves)
               for (int64_t c = 0; c < pcw; c += 16) __builtin_prefetch(x_ + pr * cols_ + pc0 + c);
           }
           sink_->rows->place_block(r0, r1, c0, c0 + cw, tile, w);
