@@ -187,14 +187,18 @@ class ASink final : public numerics_detail::RowCodeSink {
   }
   // Transposed (wgrad's dY): a band's strip is k = r0 … r1−1 of A's rows c0 … c1−1, moved in
   // 64-k slices through the 16 × 16 byte transposes while it is in L1.
+  // With VNNI (AVX-512BW), place_a_k_rows does it with whole-line stores instead.
   bool takes_blocks(int64_t) const override { return !rows_are_i_; }
-  void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) override {
+  void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) override;
+
+ private:
+  // 64 k at a time through place_transposed_a's 16 × 16 byte transposes.
+  void place_block_portable(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
     for (int64_t k = r0; k < r1; k += 64)
       numerics_detail::place_transposed_a(P_.a.data(), P_, k, std::min(r1, k + 64), c0, c1, codes + (k - r0) * ld, ld,
                                           kOffset);
   }
 
- private:
   Packed& P_;
   const bool rows_are_i_;
 };
@@ -543,7 +547,66 @@ SNIP_VNNI_TARGET void place_b_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t 
     }
   }
 }
+
+// Source rows are A's k = r0 … r1−1 (whole chunks), source columns its rows m = c0 … c1−1
+// (wgrad's dY). Per 64 m × 64 k: each quad of k rows interleaved into 16 m × 4 k dwords (as
+// place_b_k_rows does for B's panels) in a 4 KiB scratch, then per 16 m a dword transpose gives
+// each row of A its 64 k, stored (+ the offset) as one 64-byte line.
+SNIP_VNNI_TARGET void place_a_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes,
+                                     int64_t ld) {
+  SNIP_ASSERT(r0 % P.kc == 0 && (r1 == P.K || r1 % P.kc == 0));
+  const int64_t lda = P.lda();
+  const __m512i zero = _mm512_setzero_si512(), off = _mm512_set1_epi8(char(kOffset));
+  alignas(64) int8_t quads[16][kNR * 4];
+  for (int64_t m0 = c0; m0 < c1; m0 += 64) {
+    const __mmask64 cm = first_bytes(c1 - m0);
+    const int64_t mn = std::min<int64_t>(64, c1 - m0);
+    for (int64_t c = r0 / P.kc; c * P.kc < r1; ++c) {
+      const int64_t len = P.chunk_len(c);
+      for (int64_t t0 = 0; t0 < len; t0 += 64) {
+        const int64_t kn = std::min<int64_t>(64, len - t0);
+        const int8_t* s = codes + (c * P.kc + t0 - r0) * ld + (m0 - c0);
+        for (int q = 0; q < 16; ++q) {
+          const int64_t t = 4 * q;
+          const __m512i x0 = t < kn ? _mm512_maskz_loadu_epi8(cm, s + t * ld) : zero;
+          const __m512i x1 = t + 1 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 1) * ld) : zero;
+          const __m512i x2 = t + 2 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 2) * ld) : zero;
+          const __m512i x3 = t + 3 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 3) * ld) : zero;
+          const __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
+          const __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
+          const __m512i o0 = _mm512_unpacklo_epi16(lo01, lo23), o1 = _mm512_unpackhi_epi16(lo01, lo23);
+          const __m512i o2 = _mm512_unpacklo_epi16(hi01, hi23), o3 = _mm512_unpackhi_epi16(hi01, hi23);
+          const __m512i a = _mm512_shuffle_i64x2(o0, o1, 0x44), b = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+          const __m512i e = _mm512_shuffle_i64x2(o2, o3, 0x44), f = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+          _mm512_store_si512(quads[q], _mm512_shuffle_i64x2(a, e, 0x88));
+          _mm512_store_si512(quads[q] + 64, _mm512_shuffle_i64x2(a, e, 0xDD));
+          _mm512_store_si512(quads[q] + 128, _mm512_shuffle_i64x2(b, f, 0x88));
+          _mm512_store_si512(quads[q] + 192, _mm512_shuffle_i64x2(b, f, 0xDD));
+        }
+        const __mmask64 km = first_bytes(kn);
+        for (int64_t g = 0; g < 4 && 16 * g < mn; ++g) {
+          __m512i r[16];
+#pragma GCC unroll 16
+          for (int q = 0; q < 16; ++q) r[q] = _mm512_load_si512(quads[q] + 64 * g);
+          transpose16x16_epi32(r);  // r[i]: the 64 k of row m0 + 16g + i
+          const int64_t rows = std::min<int64_t>(16, mn - 16 * g);
+          uint8_t* d = P.a.data() + (m0 + 16 * g) * lda + c * P.kcp + t0;
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i)
+            if (i < rows) _mm512_mask_storeu_epi8(d + i * lda, km, _mm512_add_epi8(r[i], off));
+        }
+      }
+    }
+  }
+}
 #pragma GCC diagnostic pop
+
+void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+  if (qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni())
+    place_a_k_rows(P_, r0, r1, c0, c1, codes, ld);
+  else
+    place_block_portable(r0, r1, c0, c1, codes, ld);
+}
 
 void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
   switch (mr) {
@@ -586,6 +649,9 @@ void tile_vnni_any(float*, const TileArgs&, int) {
 }
 void BSink::place_block(int64_t, int64_t, int64_t, int64_t, const int8_t*, int64_t) {
   SNIP_ASSERT_MSG(false, "no VNNI placement on this CPU");
+}
+void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+  place_block_portable(r0, r1, c0, c1, codes, ld);
 }
 bool detect_vnni() {
   return false;
