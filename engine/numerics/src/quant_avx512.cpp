@@ -164,6 +164,13 @@ SNIP_AVX512 void bf16_k(uint16_t* y, const float* x, const float* in_s, int64_t 
   row_avx512<D, V, R, uint16_t>(y, x, in_s, &one, n, p, i0);
 }
 
+// Every cache line of x[0, n) (x need not start on a line: then n floats span one more).
+inline void prefetch_lines(const float* x, int64_t n) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(x + n);
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(x) & ~uintptr_t(63); a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a));
+}
+
 // Tiles of bc (a multiple of 16) along the row, each with its own scalar scales: the per-tile
 // kernel inlined once per tile, so a row of tiles costs one call. Each tile first prefetches
 // the same tile of x + n (the next row of a row-major tensor, or the next strip's row), so the
@@ -175,7 +182,7 @@ SNIP_AVX512 inline __attribute__((always_inline)) void tiles_avx512(OutT* y, con
                                                                     const RowParams& p, uint64_t i0) {
   for (int64_t c0 = 0, g = 0; c0 < n; c0 += bc, ++g) {
     const int64_t len = n - c0 < bc ? n - c0 : bc;
-    for (int64_t c = 0; c < len; c += 16) __builtin_prefetch(x + n + c0 + c);
+    prefetch_lines(x + n + c0, len);
     row_avx512<D, false, R, OutT>(y + c0, x + c0, in_t + g, out_t + g, len, p, i0 + c0);
   }
 }

@@ -960,8 +960,11 @@ class QuantizeCall {
             else
               tile_code_(to, x_ + i0, s_in.data(), cw, geo_.bc, params_, uint64_t(i0));
             const int64_t pr = pr0 + (r - r0);
-            if (vec_ && pr < pr1)  // (the tile kernels prefetch x + cw themselves)
-              for (int64_t c = 0; c < pcw; c += 16) __builtin_prefetch(x_ + pr * cols_ + pc0 + c);
+            if (vec_ && pr < pr1) {  // (the tile kernels prefetch x + cw themselves)
+              const uintptr_t end = reinterpret_cast<uintptr_t>(x_ + pr * cols_ + pc0 + pcw);
+              for (uintptr_t a = reinterpret_cast<uintptr_t>(x_ + pr * cols_ + pc0) & ~uintptr_t(63); a < end; a += 64)
+                __builtin_prefetch(reinterpret_cast<const void*>(a));
+            }
           }
           sink_->rows->place_block(r0, r1, c0, c0 + cw, tile, w);
         }
