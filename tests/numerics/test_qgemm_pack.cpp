@@ -118,6 +118,21 @@ TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
       }
 }
 
+TEST(QGemmPack, BatchesOfBColumnsCutInsideA16ColumnGroupGiveTheSameBytes) {
+  // 1×32 weight tiles (mx) go to B's sink in batches of whole rows = B's columns; on 2 threads
+  // the 1100 rows split at 550, inside a group of 16 columns, so both sides of the cut go
+  // column by column while whole groups go 16 at a time (with their column sums).
+  ThreadsGuard guard;
+  set_quant_threads(2);
+  const Recipe recipe = Recipe::named("mx");
+  const int64_t T = 20, K = 64, N = 1100;
+  const auto X = randn(size_t(T * K), 11), W = randn(size_t(N * K), 12);
+  const Side a{&X, T, K, recipe.spec(Precision::fp4, Gemm::fprop, Operand::activation), RngKey{1, 1, 1, 1}, true};
+  const Side b{&W, N, K, recipe.spec(Precision::fp4, Gemm::fprop, Operand::weight), RngKey{1, 1, 1, 2}, true};
+  ASSERT_EQ(b.spec.block_rows, 1);
+  expect_same_packing(T, N, K, a, b, "mx fprop, W 1100x64");
+}
+
 TEST(QGemmPack, StochasticRoundingReallyDiffersFromNearest) {
   // The SR cases above compare something: SR codes differ from RNE codes of the same input.
   const auto x = randn(64 * 128, 9);

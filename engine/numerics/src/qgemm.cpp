@@ -230,7 +230,13 @@ inline void interleave4x16(int8_t* d, const int8_t* s0, const int8_t* s1, const 
 class BSink final : public numerics_detail::RowCodeSink {
  public:
   BSink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  // Batches of whole source rows. When those are B's columns and the CPU has VNNI, they go
+  // through place_b_columns (16 columns at a time, with their column sums) like strips do.
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    if (rows_are_i_ && vector_placement()) {
+      place_block(r0, r1, 0, P_.K, static_cast<const int8_t*>(codes), ld);
+      return;
+    }
     numerics_detail::place_b<4, 16>(P_.b.data(), P_, r0, r1, static_cast<const int8_t*>(codes), ld, rows_are_i_,
                                     [](int8_t* d, const int8_t* s, int64_t ld4, int64_t w) {
                                       for (int64_t j = 0; j < w; j += 16)
@@ -240,14 +246,14 @@ class BSink final : public numerics_detail::RowCodeSink {
   // Strips of whole blocks, placed with their column sums (place_b_block) on CPUs with VNNI:
   // any strip when source rows are B's columns (a band's strip covers whole K chunks), strips
   // of whole panels when they are B's k (a band covers whole chunks).
-  bool takes_blocks(int64_t w) const override {
-    return qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni() && (rows_are_i_ || w % kNR == 0);
-  }
+  bool takes_blocks(int64_t w) const override { return vector_placement() && (rows_are_i_ || w % kNR == 0); }
   void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) override;
-  // Whether the codes came as blocks, so the column sums are in place already.
+  // Whether the codes came through place_block, so the column sums are in place already.
   bool sums_done() const { return blocks_.load(std::memory_order_relaxed); }
 
  private:
+  static bool vector_placement() { return qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni(); }
+
   Packed& P_;
   const bool rows_are_i_;
   std::atomic<bool> blocks_{false};
