@@ -930,40 +930,28 @@ class QuantizeCall {
       thread_local std::vector<int8_t> buf;  // the strip's codes, from a cache-line boundary
       if (int64_t(buf.size()) < geo_.br * w + 64) buf.resize(size_t(geo_.br * w + 64));
       int8_t* const tile = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-      std::vector<uint32_t> amax(static_cast<size_t>(w));
       std::vector<float> s_in(static_cast<size_t>(w));
       for (int64_t band = bb; band < be; ++band) {
         const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
         for (int64_t st = 0; st < nstrips; ++st) {
           const int64_t c0 = st * w, cw = std::min(w, cols_ - c0);
-          strip_amax_(amax.data(), x_ + r0 * cols_ + c0, cols_, r1 - r0, cw, vec_ ? 1 : geo_.bc);
-          const int64_t nb = vec_ ? cw : (cw + geo_.bc - 1) / geo_.bc, b0 = vec_ ? c0 : c0 / geo_.bc;
-          for (int64_t j = 0; j < nb; ++j) {
-            if (amax[size_t(j)] >= kInfBits) {
-              bad_ = true;
-              return;
-            }
-            const Scale sc = block_scale_fast(spec_, *info_, ffrom(amax[size_t(j)]), nv_);
-            s_in[size_t(j)] = sc.in;
-            sink_->scales[band * geo_.nbc + b0 + j] = sc.out;
+          if (!strip_scales(band, r0, r1, c0, cw, s_in.data())) {
+            bad_ = true;
+            return;
           }
-          // The strip after this one (or the next band's first), while this one is rounded.
+          // The strip after this one, or the next band's first (rows past be are another
+          // chunk's: not prefetched).
           const bool last = st + 1 == nstrips;
           const int64_t pr0 = last ? r1 : r0, pc0 = last ? 0 : c0 + w;
           const int64_t pr1 = last ? (band + 1 < be ? std::min(rows_, r1 + geo_.br) : r1) : r1;
-          const int64_t pcw = std::min(w, cols_ - pc0);
           for (int64_t r = r0; r < r1; ++r) {
             const int64_t i0 = r * cols_ + c0;
             int8_t* to = tile + (r - r0) * w;
-            if (vec_)
+            if (vec_) {
               code_kernel_(to, x_ + i0, s_in.data(), cw, params_, uint64_t(i0));
-            else
+              if (pr0 + (r - r0) < pr1) prefetch_lines(x_ + (pr0 + r - r0) * cols_ + pc0, std::min(w, cols_ - pc0));
+            } else {  // (the tile kernels prefetch x + cw themselves)
               tile_code_(to, x_ + i0, s_in.data(), cw, geo_.bc, params_, uint64_t(i0));
-            const int64_t pr = pr0 + (r - r0);
-            if (vec_ && pr < pr1) {  // (the tile kernels prefetch x + cw themselves)
-              const uintptr_t end = reinterpret_cast<uintptr_t>(x_ + pr * cols_ + pc0 + pcw);
-              for (uintptr_t a = reinterpret_cast<uintptr_t>(x_ + pr * cols_ + pc0) & ~uintptr_t(63); a < end; a += 64)
-                __builtin_prefetch(reinterpret_cast<const void*>(a));
             }
           }
           sink_->rows->place_block(r0, r1, c0, c0 + cw, tile, w);
@@ -971,6 +959,29 @@ class QuantizeCall {
       }
     });
     throw_if_bad();
+  }
+
+  // One strip's maxima and scales: s_in for the rounding (one per column tile or block of the
+  // strip), the decode scales to the sink. False when the strip holds a non-finite value.
+  bool strip_scales(int64_t band, int64_t r0, int64_t r1, int64_t c0, int64_t cw, float* s_in) {
+    uint32_t amax[128];  // a strip is at most 128 column tiles, or blocks of >= 16 columns
+    const int64_t nb = vec_ ? cw : (cw + geo_.bc - 1) / geo_.bc, b0 = vec_ ? c0 : c0 / geo_.bc;
+    SNIP_ASSERT(nb <= 128);
+    strip_amax_(amax, x_ + r0 * cols_ + c0, cols_, r1 - r0, cw, vec_ ? 1 : geo_.bc);
+    for (int64_t j = 0; j < nb; ++j) {
+      if (amax[j] >= kInfBits) return false;
+      const Scale sc = block_scale_fast(spec_, *info_, ffrom(amax[j]), nv_);
+      s_in[j] = sc.in;
+      sink_->scales[band * geo_.nbc + b0 + j] = sc.out;
+    }
+    return true;
+  }
+
+  // Every cache line of x[0, n) (x need not start on a line).
+  static void prefetch_lines(const float* x, int64_t n) {
+    const uintptr_t end = reinterpret_cast<uintptr_t>(x + n);
+    for (uintptr_t a = reinterpret_cast<uintptr_t>(x) & ~uintptr_t(63); a < end; a += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(a));
   }
 
   // Per-block amax over one band (per tensor, or blocks taller than the matrix) from
