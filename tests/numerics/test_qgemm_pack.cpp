@@ -133,6 +133,42 @@ TEST(QGemmPack, BatchesOfBColumnsCutInsideA16ColumnGroupGiveTheSameBytes) {
   expect_same_packing(T, N, K, a, b, "mx fprop, W 1100x64");
 }
 
+// Packs both operands of C = A·Bᵀ straight into the layout, with the GEMM mode given.
+void quantize_both(E2M1Gemm& g, QGemmMode mode, int64_t M, int64_t N, int64_t K, const Side& a, const Side& b) {
+  set_qgemm_mode(mode);
+  const E2M1Operand va = e2m1_operand(nullptr, nullptr, a.rows, a.cols, a.spec, a.reduce_along_cols);
+  const E2M1Operand vb = e2m1_operand(nullptr, nullptr, b.rows, b.cols, b.spec, b.reduce_along_cols);
+  g.prepare(M, N, K, va, vb);
+  g.quantize_a(a.x->data(), a.rows, a.cols, a.spec, a.key, "A", a.reduce_along_cols);
+  g.quantize_b(b.x->data(), b.rows, b.cols, b.spec, b.key, "B", b.reduce_along_cols);
+  set_qgemm_mode(QGemmMode::automatic);
+}
+
+TEST(QGemmPack, VectorPackingEqualsThePortableTwinForcedWithScalarMode) {
+  // The same fused packing with every portable path forced (SNIP_QGEMM=scalar: portable rounding
+  // kernels, row batches, scalar placement and the column-sum pass) against the default (AVX-512
+  // strips, VNNI placement with fused sums where the CPU has them), on operands of several bands.
+  ThreadsGuard guard;
+  const int64_t T = 260, K = 302, N = 200;
+  const auto X = randn(size_t(T * K), 21), W = randn(size_t(N * K), 22), dY = randn(size_t(T * N), 23);
+  for (const char* name : {"snip", "nvfp4", "mx", "channel:sr", "block:32:sr"})
+    for (int threads : {1, 2}) {
+      set_quant_threads(threads);
+      const Recipe recipe = Recipe::named(name);
+      auto side = [&](const std::vector<float>& x, int64_t rows, int64_t cols, Gemm g, Operand op, bool along) {
+        return Side{
+            &x, rows, cols, recipe.spec(Precision::fp4, g, op), RngKey{9, 8, 7, uint32_t(int(g) * 4 + int(op))}, along};
+      };
+      auto check = [&](int64_t M, int64_t n, int64_t k, const Side& a, const Side& b, const std::string& what) {
+        E2M1Gemm vec, portable;
+        quantize_both(vec, QGemmMode::automatic, M, n, k, a, b);
+        quantize_both(portable, QGemmMode::scalar, M, n, k, a, b);
+        EXPECT_EQ(vec.packing_difference(portable), "") << what;
+      };
+      for_each_gemm(check, side, X, W, dY, T, K, N, std::string(name) + " threads=" + std::to_string(threads));
+    }
+}
+
 TEST(QGemmPack, StochasticRoundingReallyDiffersFromNearest) {
   // The SR cases above compare something: SR codes differ from RNE codes of the same input.
   const auto x = randn(64 * 128, 9);
