@@ -95,8 +95,11 @@ const char* const kRecipes[] = {"snip",     "mx",          "nvfp4",     "tensor"
 TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
   ThreadsGuard guard;
   // Odd shapes: partial panels, partial register tiles, chunks not a multiple of 4, batches
-  // that do not start on a quad of k; and a larger one with several 128-blocks and full quads.
-  const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}};
+  // that do not start on a quad of k; a larger one with several 128-blocks and full quads; and
+  // one where every operand has several bands of 128 rows (the strip placement of bands, with
+  // a last band cut short, a last panel of 200 − 192 or 302 − 256 columns and a last K chunk
+  // of 46).
+  const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}, {260, 302, 200}};
   for (const char* name : kRecipes)
     for (const auto& sh : shapes)
       for (int threads : {1, 2}) {
@@ -115,6 +118,57 @@ TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
       }
 }
 
+TEST(QGemmPack, BatchesOfBColumnsCutInsideA16ColumnGroupGiveTheSameBytes) {
+  // 1×32 weight tiles (mx) go to B's sink in batches of whole rows = B's columns; on 2 threads
+  // the 1100 rows split at 550, inside a group of 16 columns, so both sides of the cut go
+  // column by column while whole groups go 16 at a time (with their column sums).
+  ThreadsGuard guard;
+  set_quant_threads(2);
+  const Recipe recipe = Recipe::named("mx");
+  const int64_t T = 20, K = 64, N = 1100;
+  const auto X = randn(size_t(T * K), 11), W = randn(size_t(N * K), 12);
+  const Side a{&X, T, K, recipe.spec(Precision::fp4, Gemm::fprop, Operand::activation), RngKey{1, 1, 1, 1}, true};
+  const Side b{&W, N, K, recipe.spec(Precision::fp4, Gemm::fprop, Operand::weight), RngKey{1, 1, 1, 2}, true};
+  ASSERT_EQ(b.spec.block_rows, 1);
+  expect_same_packing(T, N, K, a, b, "mx fprop, W 1100x64");
+}
+
+// Packs both operands of C = A·Bᵀ straight into the layout, with the GEMM mode given.
+void quantize_both(E2M1Gemm& g, QGemmMode mode, int64_t M, int64_t N, int64_t K, const Side& a, const Side& b) {
+  set_qgemm_mode(mode);
+  const E2M1Operand va = e2m1_operand(nullptr, nullptr, a.rows, a.cols, a.spec, a.reduce_along_cols);
+  const E2M1Operand vb = e2m1_operand(nullptr, nullptr, b.rows, b.cols, b.spec, b.reduce_along_cols);
+  g.prepare(M, N, K, va, vb);
+  g.quantize_a(a.x->data(), a.rows, a.cols, a.spec, a.key, "A", a.reduce_along_cols);
+  g.quantize_b(b.x->data(), b.rows, b.cols, b.spec, b.key, "B", b.reduce_along_cols);
+  set_qgemm_mode(QGemmMode::automatic);
+}
+
+TEST(QGemmPack, VectorPackingEqualsThePortableTwinForcedWithScalarMode) {
+  // The same fused packing with every portable path forced (SNIP_QGEMM=scalar: portable rounding
+  // kernels, row batches, scalar placement and the column-sum pass) against the default (AVX-512
+  // strips, VNNI placement with fused sums where the CPU has them), on operands of several bands.
+  ThreadsGuard guard;
+  const int64_t T = 260, K = 302, N = 200;
+  const auto X = randn(size_t(T * K), 21), W = randn(size_t(N * K), 22), dY = randn(size_t(T * N), 23);
+  for (const char* name : {"snip", "nvfp4", "mx", "channel:sr", "block:32:sr"})
+    for (int threads : {1, 2}) {
+      set_quant_threads(threads);
+      const Recipe recipe = Recipe::named(name);
+      auto side = [&](const std::vector<float>& x, int64_t rows, int64_t cols, Gemm g, Operand op, bool along) {
+        return Side{
+            &x, rows, cols, recipe.spec(Precision::fp4, g, op), RngKey{9, 8, 7, uint32_t(int(g) * 4 + int(op))}, along};
+      };
+      auto check = [&](int64_t M, int64_t n, int64_t k, const Side& a, const Side& b, const std::string& what) {
+        E2M1Gemm vec, portable;
+        quantize_both(vec, QGemmMode::automatic, M, n, k, a, b);
+        quantize_both(portable, QGemmMode::scalar, M, n, k, a, b);
+        EXPECT_EQ(vec.packing_difference(portable), "") << what;
+      };
+      for_each_gemm(check, side, X, W, dY, T, K, N, std::string(name) + " threads=" + std::to_string(threads));
+    }
+}
+
 TEST(QGemmPack, StochasticRoundingReallyDiffersFromNearest) {
   // The SR cases above compare something: SR codes differ from RNE codes of the same input.
   const auto x = randn(64 * 128, 9);
@@ -128,19 +182,24 @@ TEST(QGemmPack, StochasticRoundingReallyDiffersFromNearest) {
 
 TEST(QGemmPack, NonFiniteInputIsRefusedNamingTheTensor) {
   const Recipe recipe = Recipe::named("snip");
-  auto x = randn(40 * 64, 4);
-  x[5 * 64 + 3] = std::numeric_limits<float>::infinity();
   const QuantSpec spec = recipe.spec(Precision::fp4, Gemm::wgrad, Operand::activation);
-  const E2M1Operand v = e2m1_operand(nullptr, nullptr, 40, 64, spec, false);
-  E2M1Gemm g;
-  g.prepare(64, 64, 40, v, v);
-  try {
-    g.quantize_b(x.data(), 40, 64, spec, {}, "layer0: wgrad operand X", false);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layer0: wgrad operand X: non-finite value inf at element (5, 3)"),
-              std::string::npos)
-        << e.what();
+  // One band of 128 rows, and three (the strips of bands) with the Inf in the last band.
+  for (const int64_t rows : {40, 300}) {
+    auto x = randn(size_t(rows * 64), 4);
+    const int64_t bad_row = rows == 40 ? 5 : 290;
+    x[size_t(bad_row * 64 + 3)] = std::numeric_limits<float>::infinity();
+    const E2M1Operand v = e2m1_operand(nullptr, nullptr, rows, 64, spec, false);
+    E2M1Gemm g;
+    g.prepare(64, 64, rows, v, v);
+    try {
+      g.quantize_b(x.data(), rows, 64, spec, {}, "layer0: wgrad operand X", false);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("layer0: wgrad operand X: non-finite value inf at element (" +
+                                           std::to_string(bad_row) + ", 3)"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

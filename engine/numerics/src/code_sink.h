@@ -26,6 +26,20 @@ class RowCodeSink {
     return nullptr;
   }
 
+  // E2M1 codes of bands only (br × bc blocks, br × 1 column tiles, at least two bands): whether
+  // the sink takes the codes a strip of whole blocks at a time, w source columns wide, instead
+  // of through place(). Then the quantizer (its AVX-512 path) calls place_block for every strip
+  // of every band, and never place(): rows [r0, r1) are one whole band, columns [c0, c1) with c0
+  // a multiple of w and c1 = min(c0 + w, cols); the codes (2q, no offset) row-major with row
+  // stride ld bytes, valid only during the call. Called concurrently for different bands.
+  virtual bool takes_blocks(int64_t w) const {
+    (void)w;
+    return false;
+  }
+  virtual void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+    (void)r0, (void)r1, (void)c0, (void)c1, (void)codes, (void)ld;
+  }
+
  protected:
   ~RowCodeSink() = default;
 };

@@ -44,15 +44,15 @@ std::atomic<int> g_mode{-1};
 
 // Everything the kernels read, packed once per GEMM.
 struct Packed : numerics_detail::PackGeometry {
-  std::vector<uint8_t> a;     // [M][nch·kcp]
-  std::vector<float> sa;      // [M][nch]
-  std::vector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
-  std::vector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
-  std::vector<float> sb;      // [npanel][nch][64]: scale·0.25 (0 for padding columns)
+  numerics_detail::AlignedVector<uint8_t> a;     // [M][nch·kcp]
+  std::vector<float> sa;                         // [M][nch]
+  numerics_detail::AlignedVector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
+  numerics_detail::AlignedVector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
+  std::vector<float> sb;                         // [npanel][nch][64]: scale·0.25 (0 for padding columns)
 };
 
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
+template <class V>
+void grow(V& v, int64_t n) {
   if (int64_t(v.size()) < n) v.resize(size_t(n));
 }
 
@@ -185,8 +185,20 @@ class ASink final : public numerics_detail::RowCodeSink {
     ld = P_.lda(), offset = kOffset;
     return P_.a.data();
   }
+  // Transposed (wgrad's dY): a band's strip is k = r0 … r1−1 of A's rows c0 … c1−1, moved in
+  // 64-k slices through the 16 × 16 byte transposes while it is in L1.
+  // With VNNI (AVX-512BW), place_a_k_rows does it with whole-line stores instead.
+  bool takes_blocks(int64_t) const override { return !rows_are_i_; }
+  void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) override;
 
  private:
+  // 64 k at a time through place_transposed_a's 16 × 16 byte transposes.
+  void place_block_portable(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+    for (int64_t k = r0; k < r1; k += 64)
+      numerics_detail::place_transposed_a(P_.a.data(), P_, k, std::min(r1, k + 64), c0, c1, codes + (k - r0) * ld, ld,
+                                          kOffset);
+  }
+
   Packed& P_;
   const bool rows_are_i_;
 };
@@ -218,17 +230,33 @@ inline void interleave4x16(int8_t* d, const int8_t* s0, const int8_t* s1, const 
 class BSink final : public numerics_detail::RowCodeSink {
  public:
   BSink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  // Batches of whole source rows. When those are B's columns and the CPU has VNNI, they go
+  // through place_b_columns (16 columns at a time, with their column sums) like strips do.
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    if (rows_are_i_ && vector_placement()) {
+      place_block(r0, r1, 0, P_.K, static_cast<const int8_t*>(codes), ld);
+      return;
+    }
     numerics_detail::place_b<4, 16>(P_.b.data(), P_, r0, r1, static_cast<const int8_t*>(codes), ld, rows_are_i_,
                                     [](int8_t* d, const int8_t* s, int64_t ld4, int64_t w) {
                                       for (int64_t j = 0; j < w; j += 16)
                                         interleave4x16(d + 4 * j, s + j, s + ld4 + j, s + 2 * ld4 + j, s + 3 * ld4 + j);
                                     });
   }
+  // Strips of whole blocks, placed with their column sums (place_b_block) on CPUs with VNNI:
+  // any strip when source rows are B's columns (a band's strip covers whole K chunks), strips
+  // of whole panels when they are B's k (a band covers whole chunks).
+  bool takes_blocks(int64_t w) const override { return vector_placement() && (rows_are_i_ || w % kNR == 0); }
+  void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) override;
+  // Whether the codes came through place_block, so the column sums are in place already.
+  bool sums_done() const { return blocks_.load(std::memory_order_relaxed); }
 
  private:
+  static bool vector_placement() { return qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni(); }
+
   Packed& P_;
   const bool rows_are_i_;
+  std::atomic<bool> blocks_{false};
 };
 
 // Before B's codes are placed: zeros where no code goes (columns past N in the last panel,
@@ -244,23 +272,33 @@ void zero_b_padding(Packed& P) {
   }
 }
 
-// After B's codes are placed: −12·Σb per column and chunk, and the column scales.
-void finish_b(Packed& P, const E2M1Operand& B, int nchunks) {
+// Per chunk c, the K term of scale_of's index (its first k's block along K).
+std::vector<int64_t> chunk_scale_offsets(const Packed& P, const E2M1Operand& o) {
+  std::vector<int64_t> at(size_t(P.nch));
+  for (int64_t c = 0; c < P.nch; ++c) at[size_t(c)] = (c * P.kc / o.block_k) * o.scale_cs;
+  return at;
+}
+
+// After B's codes are placed: −12·Σb per column and chunk (unless the placement summed them
+// already), and the column scales.
+void finish_b(Packed& P, const E2M1Operand& B, int nchunks, bool sums_done) {
   const int64_t kq = P.kcp / 4;
+  const std::vector<int64_t> k_at = chunk_scale_offsets(P, B);
   detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
+      int64_t col_at[kNR];  // scale_of's index terms, divided once per column and per chunk
+      for (int j = 0; j < ncols; ++j) col_at[j] = ((p * kNR + j) / B.block_i) * B.scale_rs;
       for (int64_t c = 0; c < P.nch; ++c) {
+        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
+        for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? B.scales[col_at[j] + k_at[size_t(c)]] * 0.25f : 0.0f;
+        if (sums_done) continue;
         const int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t sum[kNR] = {};
         for (int64_t q = 0; q < kq; ++q, d += kNR * 4)
           for (int j = 0; j < kNR; ++j) sum[j] += d[4 * j] + d[4 * j + 1] + d[4 * j + 2] + d[4 * j + 3];
         int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
-        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
-        for (int j = 0; j < kNR; ++j) {
-          corr[j] = -kOffset * sum[j];
-          sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) * 0.25f : 0.0f;
-        }
+        for (int j = 0; j < kNR; ++j) corr[j] = -kOffset * sum[j];
       }
     }
   });
@@ -269,12 +307,15 @@ void finish_b(Packed& P, const E2M1Operand& B, int nchunks) {
 // After A's codes are placed: the offset in each chunk's padding, and the row scales.
 void finish_a(Packed& P, const E2M1Operand& A) {
   const int64_t lda = P.nch * P.kcp;
-  for (int64_t m = 0; m < P.M; ++m)
+  const std::vector<int64_t> k_at = chunk_scale_offsets(P, A);
+  for (int64_t m = 0; m < P.M; ++m) {
+    const int64_t row_at = (m / A.block_i) * A.scale_rs;
     for (int64_t c = 0; c < P.nch; ++c) {
-      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      P.sa[size_t(m * P.nch + c)] = A.scales[row_at + k_at[size_t(c)]];
       uint8_t* d = P.a.data() + m * lda + c * P.kcp;
       for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
     }
+  }
 }
 
 // The arguments of one 64-column panel × mr-row tile.
@@ -378,6 +419,201 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
 #undef SNIP_DPBUSD
 #pragma GCC diagnostic pop
 
+// ---- B's strips with their column sums (BSink::place_block) --------------------------------
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// r[i]'s dword j → r[j]'s dword i: 32-bit, then 64-bit interleaves within 128-bit lanes, then a
+// 4 × 4 transpose of the lanes.
+SNIP_VNNI_TARGET inline __attribute__((always_inline)) void transpose16x16_epi32(__m512i* r) {
+  __m512i t[16], u[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i += 4) {  // u[i + j]'s lane L: dword 4L + j of rows i … i + 3
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i64x2(u[j], u[4 + j], 0x44), b = _mm512_shuffle_i64x2(u[j], u[4 + j], 0xEE);
+    const __m512i c = _mm512_shuffle_i64x2(u[8 + j], u[12 + j], 0x44),
+                  d = _mm512_shuffle_i64x2(u[8 + j], u[12 + j], 0xEE);
+    r[j] = _mm512_shuffle_i64x2(a, c, 0x88);
+    r[4 + j] = _mm512_shuffle_i64x2(a, c, 0xDD);
+    r[8 + j] = _mm512_shuffle_i64x2(b, d, 0x88);
+    r[12 + j] = _mm512_shuffle_i64x2(b, d, 0xDD);
+  }
+}
+
+inline __mmask64 first_bytes(int64_t n) {
+  return n >= 64 ? ~__mmask64(0) : n <= 0 ? __mmask64(0) : (__mmask64(1) << n) - 1;
+}
+
+// Source rows are B's columns n = r0 … r1−1, source columns its k = c0 … c1−1 (whole chunks).
+// 16 columns (one 16-aligned group of a panel) × 64 k at a time: 16 loads of 64 codes, a dword
+// transpose makes them 16 of the panel's 64-byte rows (4 k of 16 columns), and vpdpbusd against
+// ones sums each column's codes on the way. A group the strip holds only part of (not 16-aligned,
+// or cut by another band) goes column by column; a group cut by N has zeros past N (padding).
+SNIP_VNNI_TARGET void place_b_columns(Packed& P, int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes,
+                                      int64_t ld) {
+  SNIP_ASSERT(c0 % P.kc == 0 && (c1 == P.K || c1 % P.kc == 0));
+  const int64_t kq = P.kcp / 4, cb = c0 / P.kc, ce = (c1 + P.kc - 1) / P.kc;
+  const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512(), neg_off = _mm512_set1_epi32(-kOffset);
+  for (int64_t n0 = r0; n0 < r1;) {
+    const int64_t p = n0 / kNR, j0 = n0 % kNR;
+    const bool whole = n0 % 16 == 0 && (n0 + 16 <= r1 || r1 == P.N);
+    const int nrows = whole ? int(std::min<int64_t>(16, r1 - n0)) : 1;
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t len = P.chunk_len(c);
+      int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4 + j0 * 4;
+      int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR + j0;
+      const int8_t* s = codes + (n0 - r0) * ld + (c * P.kc - c0);
+      if (!whole) {
+        int32_t sum = 0;
+        for (int64_t t = 0; t < len; ++t) {
+          d[(t / 4) * kNR * 4 + t % 4] = s[t];
+          sum += s[t];
+        }
+        *corr = -kOffset * sum;
+        continue;
+      }
+      __m512i acc = zero;
+      for (int64_t q0 = 0; q0 < kq; q0 += 16) {
+        const __mmask64 m = first_bytes(len - 4 * q0);
+        __m512i r[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) r[i] = i < nrows ? _mm512_maskz_loadu_epi8(m, s + i * ld + 4 * q0) : zero;
+        transpose16x16_epi32(r);
+        const int64_t nq = std::min<int64_t>(16, kq - q0);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          if (i < nq) {
+            _mm512_storeu_si512(d + (q0 + i) * kNR * 4, r[i]);
+            acc = _mm512_dpbusd_epi32(acc, ones, r[i]);
+          }
+      }
+      _mm512_storeu_si512(corr, _mm512_mullo_epi32(acc, neg_off));
+    }
+    n0 += nrows;
+  }
+}
+
+// Source rows are B's k = r0 … r1−1 (whole chunks), source columns its n = c0 … c1−1 (whole
+// panels, the last one cut by N). Per quad of k, 4 rows of 64 codes interleaved into the panel's
+// 256 bytes (bytes, then 16-bit pairs, within 128-bit lanes; then a 4 × 4 transpose of the
+// lanes), summed per column with vpdpbusd; quads past a chunk's end and columns past N are zeros.
+SNIP_VNNI_TARGET void place_b_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes,
+                                     int64_t ld) {
+  SNIP_ASSERT(c0 % kNR == 0 && r0 % P.kc == 0 && (r1 == P.K || r1 % P.kc == 0));
+  const int64_t kq = P.kcp / 4;
+  const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512(), neg_off = _mm512_set1_epi32(-kOffset);
+  for (int64_t n0 = c0; n0 < c1; n0 += kNR) {
+    const int64_t p = n0 / kNR;
+    const __mmask64 cm = first_bytes(c1 - n0);
+    for (int64_t c = r0 / P.kc; c * P.kc < r1; ++c) {
+      const int64_t len = P.chunk_len(c);
+      int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
+      const int8_t* s = codes + (c * P.kc - r0) * ld + (n0 - c0);
+      __m512i acc0 = zero, acc1 = zero, acc2 = zero, acc3 = zero;
+      for (int64_t q = 0; q < kq; ++q, d += kNR * 4) {
+        const int64_t t = 4 * q;
+        const __m512i x0 = t < len ? _mm512_maskz_loadu_epi8(cm, s + t * ld) : zero;
+        const __m512i x1 = t + 1 < len ? _mm512_maskz_loadu_epi8(cm, s + (t + 1) * ld) : zero;
+        const __m512i x2 = t + 2 < len ? _mm512_maskz_loadu_epi8(cm, s + (t + 2) * ld) : zero;
+        const __m512i x3 = t + 3 < len ? _mm512_maskz_loadu_epi8(cm, s + (t + 3) * ld) : zero;
+        const __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
+        const __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
+        // o0 … o3's lane L: columns 16L + 0…3, 4…7, 8…11, 12…15, four k each.
+        const __m512i o0 = _mm512_unpacklo_epi16(lo01, lo23), o1 = _mm512_unpackhi_epi16(lo01, lo23);
+        const __m512i o2 = _mm512_unpacklo_epi16(hi01, hi23), o3 = _mm512_unpackhi_epi16(hi01, hi23);
+        const __m512i a = _mm512_shuffle_i64x2(o0, o1, 0x44), b = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+        const __m512i e = _mm512_shuffle_i64x2(o2, o3, 0x44), f = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+        const __m512i g0 = _mm512_shuffle_i64x2(a, e, 0x88), g1 = _mm512_shuffle_i64x2(a, e, 0xDD);
+        const __m512i g2 = _mm512_shuffle_i64x2(b, f, 0x88), g3 = _mm512_shuffle_i64x2(b, f, 0xDD);
+        _mm512_storeu_si512(d, g0);
+        _mm512_storeu_si512(d + 64, g1);
+        _mm512_storeu_si512(d + 128, g2);
+        _mm512_storeu_si512(d + 192, g3);
+        acc0 = _mm512_dpbusd_epi32(acc0, ones, g0);
+        acc1 = _mm512_dpbusd_epi32(acc1, ones, g1);
+        acc2 = _mm512_dpbusd_epi32(acc2, ones, g2);
+        acc3 = _mm512_dpbusd_epi32(acc3, ones, g3);
+      }
+      int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
+      _mm512_storeu_si512(corr, _mm512_mullo_epi32(acc0, neg_off));
+      _mm512_storeu_si512(corr + 16, _mm512_mullo_epi32(acc1, neg_off));
+      _mm512_storeu_si512(corr + 32, _mm512_mullo_epi32(acc2, neg_off));
+      _mm512_storeu_si512(corr + 48, _mm512_mullo_epi32(acc3, neg_off));
+    }
+  }
+}
+
+// Source rows are A's k = r0 … r1−1 (whole chunks), source columns its rows m = c0 … c1−1
+// (wgrad's dY). Per 64 m × 64 k: each quad of k rows interleaved into 16 m × 4 k dwords (as
+// place_b_k_rows does for B's panels) in a 4 KiB scratch, then per 16 m a dword transpose gives
+// each row of A its 64 k, stored (+ the offset) as one 64-byte line.
+SNIP_VNNI_TARGET void place_a_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes,
+                                     int64_t ld) {
+  SNIP_ASSERT(r0 % P.kc == 0 && (r1 == P.K || r1 % P.kc == 0));
+  const int64_t lda = P.lda();
+  const __m512i zero = _mm512_setzero_si512(), off = _mm512_set1_epi8(char(kOffset));
+  alignas(64) int8_t quads[16][kNR * 4];
+  for (int64_t m0 = c0; m0 < c1; m0 += 64) {
+    const __mmask64 cm = first_bytes(c1 - m0);
+    const int64_t mn = std::min<int64_t>(64, c1 - m0);
+    for (int64_t c = r0 / P.kc; c * P.kc < r1; ++c) {
+      const int64_t len = P.chunk_len(c);
+      for (int64_t t0 = 0; t0 < len; t0 += 64) {
+        const int64_t kn = std::min<int64_t>(64, len - t0);
+        const int8_t* s = codes + (c * P.kc + t0 - r0) * ld + (m0 - c0);
+        for (int q = 0; q < 16; ++q) {
+          const int64_t t = 4 * q;
+          const __m512i x0 = t < kn ? _mm512_maskz_loadu_epi8(cm, s + t * ld) : zero;
+          const __m512i x1 = t + 1 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 1) * ld) : zero;
+          const __m512i x2 = t + 2 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 2) * ld) : zero;
+          const __m512i x3 = t + 3 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 3) * ld) : zero;
+          const __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
+          const __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
+          const __m512i o0 = _mm512_unpacklo_epi16(lo01, lo23), o1 = _mm512_unpackhi_epi16(lo01, lo23);
+          const __m512i o2 = _mm512_unpacklo_epi16(hi01, hi23), o3 = _mm512_unpackhi_epi16(hi01, hi23);
+          const __m512i a = _mm512_shuffle_i64x2(o0, o1, 0x44), b = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+          const __m512i e = _mm512_shuffle_i64x2(o2, o3, 0x44), f = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+          _mm512_store_si512(quads[q], _mm512_shuffle_i64x2(a, e, 0x88));
+          _mm512_store_si512(quads[q] + 64, _mm512_shuffle_i64x2(a, e, 0xDD));
+          _mm512_store_si512(quads[q] + 128, _mm512_shuffle_i64x2(b, f, 0x88));
+          _mm512_store_si512(quads[q] + 192, _mm512_shuffle_i64x2(b, f, 0xDD));
+        }
+        const __mmask64 km = first_bytes(kn);
+        for (int64_t g = 0; g < 4 && 16 * g < mn; ++g) {
+          __m512i r[16];
+#pragma GCC unroll 16
+          for (int q = 0; q < 16; ++q) r[q] = _mm512_load_si512(quads[q] + 64 * g);
+          transpose16x16_epi32(r);  // r[i]: the 64 k of row m0 + 16g + i
+          const int64_t rows = std::min<int64_t>(16, mn - 16 * g);
+          uint8_t* d = P.a.data() + (m0 + 16 * g) * lda + c * P.kcp + t0;
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i)
+            if (i < rows) _mm512_mask_storeu_epi8(d + i * lda, km, _mm512_add_epi8(r[i], off));
+        }
+      }
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+  if (qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni())
+    place_a_k_rows(P_, r0, r1, c0, c1, codes, ld);
+  else
+    place_block_portable(r0, r1, c0, c1, codes, ld);
+}
+
 void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
   switch (mr) {
     case 1:
@@ -406,9 +642,22 @@ bool detect_vnni() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
+void BSink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+  blocks_.store(true, std::memory_order_relaxed);
+  if (rows_are_i_)
+    place_b_columns(P_, r0, r1, c0, c1, codes, ld);
+  else
+    place_b_k_rows(P_, r0, r1, c0, c1, codes, ld);
+}
 #else
 void tile_vnni_any(float*, const TileArgs&, int) {
   SNIP_ASSERT_MSG(false, "no VNNI kernel on this CPU");
+}
+void BSink::place_block(int64_t, int64_t, int64_t, int64_t, const int8_t*, int64_t) {
+  SNIP_ASSERT_MSG(false, "no VNNI placement on this CPU");
+}
+void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
+  place_block_portable(r0, r1, c0, c1, codes, ld);
 }
 bool detect_vnni() {
   return false;
@@ -514,7 +763,7 @@ void E2M1Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const Quan
   BSink sink(P, reduce_along_cols);
   numerics_detail::quantize_codes_into(sink, false, impl_->scales_b.data(), x, rows, cols, spec, key, tensor_name);
   finish_b(P, e2m1_operand(nullptr, impl_->scales_b.data(), rows, cols, spec, reduce_along_cols),
-           detail::chunks_for_threads(quant_threads()));
+           detail::chunks_for_threads(quant_threads()), sink.sums_done());
 }
 
 std::string E2M1Gemm::packing_difference(const E2M1Gemm& other) const {

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "snip/error.h"
 #include "snip/quant.h"
@@ -19,6 +21,24 @@ namespace snip::numerics_detail {
 inline constexpr int kPanel = 64;    // columns of B per panel
 inline constexpr int kTileRows = 6;  // rows per register tile
 inline constexpr int kRowsPerTask = 8 * kTileRows;
+
+// Cache-line-aligned storage for packed operands: a 64-byte row of a panel (or a 64-byte load of
+// A) then touches one line, not two (large std::vector buffers start 16 bytes into a page).
+template <class T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <class U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U>
+  bool operator==(const LineAligned<U>&) const {
+    return true;
+  }
+};
+template <class T>
+using AlignedVector = std::vector<T, LineAligned<T>>;
 
 // Strides of a stored (rows, cols) matrix quantized with `spec` as a logical (i, k) operand:
 // element (i, k) at i·rs + k·cs, its block's scale at (i / block_i)·scale_rs + (k / block_k)·scale_cs.
@@ -101,10 +121,11 @@ inline void transpose16x16_bytes(Dst* d, int64_t ldd, const uint8_t* s, int64_t 
 }
 
 // Codes of source rows k = r0 … r1−1 (at most 64; row stride ld, A's i along the row) into
-// A's rows (stride G.lda()) as code + offset, through 64 × 64 tiles so each row of A is
-// written in runs rather than a byte or element per cache line.
+// A's rows i0 … i1−1 (stride G.lda(); src points at column i0) as code + offset, through
+// 64 × 64 tiles so each row of A is written in runs rather than a byte or element per cache line.
 template <class Dst, class Src>
-void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
+void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const Src* src,
+                        int64_t ld, int offset) {
   const int64_t kn = r1 - r0, lda = G.lda();
   SNIP_ASSERT(kn <= 64);
   int64_t at[64];  // where k = r0 + kk goes in a row of A
@@ -115,8 +136,9 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, c
     contiguous = contiguous && at[kk] == at[0] + kk;
   }
   Dst tile[64][64];
-  for (int64_t m0 = 0; m0 < G.M; m0 += 64) {
-    const int64_t mn = std::min<int64_t>(64, G.M - m0);
+  a += i0 * lda;
+  for (int64_t m0 = 0; m0 < i1 - i0; m0 += 64) {
+    const int64_t mn = std::min<int64_t>(64, i1 - i0 - m0);
     int64_t kk0 = 0;
     if constexpr (sizeof(Dst) == 1 && sizeof(Src) == 1) {
       if (mn == 64)
@@ -138,6 +160,12 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, c
       }
     }
   }
+}
+
+// The same for all of A's rows (source columns 0 … G.M−1).
+template <class Dst, class Src>
+void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
+  place_transposed_a(a, G, r0, r1, 0, G.M, src, ld, offset);
 }
 
 // Codes of source rows r0 … r1−1 (row stride ld) into B's panels [panel][chunk][kcp/G][64][G]

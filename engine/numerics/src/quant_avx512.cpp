@@ -164,14 +164,27 @@ SNIP_AVX512 void bf16_k(uint16_t* y, const float* x, const float* in_s, int64_t 
   row_avx512<D, V, R, uint16_t>(y, x, in_s, &one, n, p, i0);
 }
 
+// Every cache line of x[0, n) (x need not start on a line: then n floats span one more).
+inline void prefetch_lines(const float* x, int64_t n) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(x + n);
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(x) & ~uintptr_t(63); a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a));
+}
+
 // Tiles of bc (a multiple of 16) along the row, each with its own scalar scales: the per-tile
-// kernel inlined once per tile, so a row of tiles costs one call.
+// kernel inlined once per tile, so a row of tiles costs one call. Each tile first prefetches
+// the same tile of x + n (the next row of a row-major tensor, or the next strip's row), so the
+// next call's first pass (its maxima) finds its data in cache rather than waiting for DRAM.
+// (Prefetches never fault, also past the end of x.)
 template <bool D, Rounding R, class OutT>
 SNIP_AVX512 inline __attribute__((always_inline)) void tiles_avx512(OutT* y, const float* x, const float* in_t,
                                                                     const float* out_t, int64_t n, int64_t bc,
                                                                     const RowParams& p, uint64_t i0) {
-  for (int64_t c0 = 0, g = 0; c0 < n; c0 += bc, ++g)
-    row_avx512<D, false, R, OutT>(y + c0, x + c0, in_t + g, out_t + g, n - c0 < bc ? n - c0 : bc, p, i0 + c0);
+  for (int64_t c0 = 0, g = 0; c0 < n; c0 += bc, ++g) {
+    const int64_t len = n - c0 < bc ? n - c0 : bc;
+    prefetch_lines(x + n + c0, len);
+    row_avx512<D, false, R, OutT>(y + c0, x + c0, in_t + g, out_t + g, len, p, i0 + c0);
+  }
 }
 template <bool D, Rounding R>
 SNIP_AVX512 void tile_row_k(float* y, const float* x, const float* in_t, const float* out_t, int64_t n, int64_t bc,
@@ -201,6 +214,43 @@ SNIP_AVX512 void tile_amax(uint32_t* amax, const float* x, int64_t n, int64_t bc
     if (c < len) {
       const __mmask16 mask = __mmask16((1u << (len - c)) - 1u);
       m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(mask, x + c0 + c), abs_mask));
+    }
+    amax[g] = _mm512_reduce_max_epu32(m);
+  }
+}
+
+// max |x| bits of a strip, per column (bc == 1: 64 columns at a time, rows inner, so each
+// column's maximum stays in a register) or per bc-wide block (rows inner, 16 lanes per step).
+SNIP_AVX512 void strip_amax(uint32_t* amax, const float* x, int64_t ld, int64_t rows, int64_t w, int64_t bc) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  auto lanes = [](int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u); };
+  if (bc == 1) {
+    for (int64_t c0 = 0; c0 < w; c0 += 64) {
+      const __mmask16 k0 = lanes(w - c0), k1 = lanes(w - c0 - 16 > 0 ? w - c0 - 16 : 0),
+                      k2 = lanes(w - c0 - 32 > 0 ? w - c0 - 32 : 0), k3 = lanes(w - c0 - 48 > 0 ? w - c0 - 48 : 0);
+      __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+      const float* p = x + c0;
+      for (int64_t r = 0; r < rows; ++r, p += ld) {
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(k0, p), abs_mask));
+        m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_maskz_loadu_epi32(k1, p + 16), abs_mask));
+        m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_maskz_loadu_epi32(k2, p + 32), abs_mask));
+        m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_maskz_loadu_epi32(k3, p + 48), abs_mask));
+      }
+      _mm512_mask_storeu_epi32(amax + c0, k0, m0);
+      _mm512_mask_storeu_epi32(amax + c0 + 16, k1, m1);
+      _mm512_mask_storeu_epi32(amax + c0 + 32, k2, m2);
+      _mm512_mask_storeu_epi32(amax + c0 + 48, k3, m3);
+    }
+    return;
+  }
+  for (int64_t c0 = 0, g = 0; c0 < w; c0 += bc, ++g) {
+    const int64_t len = w - c0 < bc ? w - c0 : bc;
+    __m512i m = _mm512_setzero_si512();
+    const float* p = x + c0;
+    for (int64_t r = 0; r < rows; ++r, p += ld) {
+      int64_t c = 0;
+      for (; c + 16 <= len; c += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(p + c), abs_mask));
+      if (c < len) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes(len - c), p + c), abs_mask));
     }
     amax[g] = _mm512_reduce_max_epu32(m);
   }
@@ -274,6 +324,9 @@ Bf16CodeKernel avx512_bf16_code_kernel(bool divide, bool vec, Rounding r) {
 TileAmaxKernel avx512_tile_amax_kernel() {
   return cpu_has_avx512f() ? tile_amax : nullptr;
 }
+StripAmaxKernel avx512_strip_amax_kernel() {
+  return cpu_has_avx512f() ? strip_amax : nullptr;
+}
 TileRowKernel avx512_tile_row_kernel(bool divide, Rounding r) {
   return cpu_has_avx512f() ? pick_tiles<TileRowKernel, TileRowF>(divide, r) : nullptr;
 }
@@ -300,6 +353,9 @@ Bf16CodeKernel avx512_bf16_code_kernel(bool, bool, Rounding) {
   return nullptr;
 }
 TileAmaxKernel avx512_tile_amax_kernel() {
+  return nullptr;
+}
+StripAmaxKernel avx512_strip_amax_kernel() {
   return nullptr;
 }
 TileRowKernel avx512_tile_row_kernel(bool, Rounding) {

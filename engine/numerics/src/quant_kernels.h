@@ -50,6 +50,13 @@ TileRowKernel avx512_tile_row_kernel(bool divide, Rounding r);
 TileCodeKernel avx512_tile_code_kernel(bool divide, Rounding r);
 TileBf16Kernel avx512_tile_bf16_kernel(bool divide, Rounding r);
 
+// Strips of a band of rows (br × bc blocks or br × 1 column tiles, quantized a strip of whole
+// blocks at a time while it is in cache): max |x| (as FP32 bits) over `rows` rows (stride ld
+// floats) of w columns, per column (bc == 1: amax[w]) or per bc-wide block (bc a multiple of 16:
+// amax[w / bc rounded up]). Null when this build or this CPU has no AVX-512.
+using StripAmaxKernel = void (*)(uint32_t*, const float*, int64_t, int64_t, int64_t, int64_t);
+StripAmaxKernel avx512_strip_amax_kernel();
+
 // Whether the quantizer runs the AVX-512 kernels: the CPU has AVX-512F and the GEMM mode is not
 // `scalar` (SNIP_QGEMM=scalar / set_qgemm_mode, which forces every portable path at once).
 bool use_avx512_quant_kernels();

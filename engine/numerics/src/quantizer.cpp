@@ -691,6 +691,7 @@ class QuantizeCall {
         tile_code_ = detail::avx512_tile_code_kernel(divide_, spec_.rounding);
         tile_bf16_ = detail::avx512_tile_bf16_kernel(divide_, spec_.rounding);
       }
+      strip_amax_ = detail::avx512_strip_amax_kernel();
     } else {
       kernel_ = detail::pick_row_kernel(divide_, vec_, spec_.rounding);
       code_kernel_ = detail::pick_code_kernel(divide_, vec_, spec_.rounding);
@@ -868,6 +869,10 @@ class QuantizeCall {
   // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale per
   // block, then the rounding pass while the band is still in L2 (one DRAM read).
   void quantize_bands() {
+    if (const int64_t w = strip_width(); w > 0) {
+      quantize_band_strips(w);
+      return;
+    }
     const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
     detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
       Scratch scr;
@@ -895,6 +900,88 @@ class QuantizeCall {
       flush(scr);
     });
     throw_if_bad();
+  }
+
+  // The strip width (source columns) when the bands go to the sink a strip of whole blocks at a
+  // time (RowCodeSink::place_block), else 0: E2M1 codes into a sink that takes blocks, the
+  // AVX-512 kernels, and blocks of bc >= 16 columns (a multiple of 16) or column tiles: 128
+  // columns of column tiles (fewer rounding calls per element than 64, each with its per-call
+  // constants), 64 columns of blocks if bc divides 64, else one block. The strip's codes must
+  // fit a local buffer (16 KiB for 128 × 128 blocks).
+  int64_t strip_width() const {
+    if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return 0;
+    int64_t w = 0;
+    if (vec_)
+      w = 128;
+    else if (tile_code_)
+      w = geo_.bc >= 64 || 64 % geo_.bc != 0 ? geo_.bc : 64;
+    if (w == 0 || geo_.br * w > (int64_t(1) << 20) || !sink_->rows->takes_blocks(w)) return 0;
+    return w;
+  }
+
+  // Bands as strips of whole blocks: per strip, its block (or column) maxima, scales and codes
+  // while the strip is in L1/L2, then the strip to the sink, which places it (and, for B, sums
+  // it) from L1. The same kernels on the same elements with the same scales and element indices
+  // as band_row, so the same codes; the next strip is prefetched while this one is rounded.
+  void quantize_band_strips(int64_t w) {
+    const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
+    const int64_t nstrips = (cols_ + w - 1) / w;
+    detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int, int64_t bb, int64_t be) {
+      thread_local std::vector<int8_t> buf;  // the strip's codes, from a cache-line boundary
+      if (int64_t(buf.size()) < geo_.br * w + 64) buf.resize(size_t(geo_.br * w + 64));
+      int8_t* const tile = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+      std::vector<float> s_in(static_cast<size_t>(w));
+      for (int64_t band = bb; band < be; ++band) {
+        const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
+        for (int64_t st = 0; st < nstrips; ++st) {
+          const int64_t c0 = st * w, cw = std::min(w, cols_ - c0);
+          if (!strip_scales(band, r0, r1, c0, cw, s_in.data())) {
+            bad_ = true;
+            return;
+          }
+          // The strip after this one, or the next band's first (rows past be are another
+          // chunk's: not prefetched).
+          const bool last = st + 1 == nstrips;
+          const int64_t pr0 = last ? r1 : r0, pc0 = last ? 0 : c0 + w;
+          const int64_t pr1 = last ? (band + 1 < be ? std::min(rows_, r1 + geo_.br) : r1) : r1;
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i0 = r * cols_ + c0;
+            int8_t* to = tile + (r - r0) * w;
+            if (vec_) {
+              code_kernel_(to, x_ + i0, s_in.data(), cw, params_, uint64_t(i0));
+              if (pr0 + (r - r0) < pr1) prefetch_lines(x_ + (pr0 + r - r0) * cols_ + pc0, std::min(w, cols_ - pc0));
+            } else {  // (the tile kernels prefetch x + cw themselves)
+              tile_code_(to, x_ + i0, s_in.data(), cw, geo_.bc, params_, uint64_t(i0));
+            }
+          }
+          sink_->rows->place_block(r0, r1, c0, c0 + cw, tile, w);
+        }
+      }
+    });
+    throw_if_bad();
+  }
+
+  // One strip's maxima and scales: s_in for the rounding (one per column tile or block of the
+  // strip), the decode scales to the sink. False when the strip holds a non-finite value.
+  bool strip_scales(int64_t band, int64_t r0, int64_t r1, int64_t c0, int64_t cw, float* s_in) {
+    uint32_t amax[128];  // a strip is at most 128 column tiles, or blocks of >= 16 columns
+    const int64_t nb = vec_ ? cw : (cw + geo_.bc - 1) / geo_.bc, b0 = vec_ ? c0 : c0 / geo_.bc;
+    SNIP_ASSERT(nb <= 128);
+    strip_amax_(amax, x_ + r0 * cols_ + c0, cols_, r1 - r0, cw, vec_ ? 1 : geo_.bc);
+    for (int64_t j = 0; j < nb; ++j) {
+      if (amax[j] >= kInfBits) return false;
+      const Scale sc = block_scale_fast(spec_, *info_, ffrom(amax[j]), nv_);
+      s_in[j] = sc.in;
+      sink_->scales[band * geo_.nbc + b0 + j] = sc.out;
+    }
+    return true;
+  }
+
+  // Every cache line of x[0, n) (x need not start on a line).
+  static void prefetch_lines(const float* x, int64_t n) {
+    const uintptr_t end = reinterpret_cast<uintptr_t>(x + n);
+    for (uintptr_t a = reinterpret_cast<uintptr_t>(x) & ~uintptr_t(63); a < end; a += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(a));
   }
 
   // Per-block amax over one band (per tensor, or blocks taller than the matrix) from
@@ -985,6 +1072,7 @@ class QuantizeCall {
   detail::TileRowKernel tile_row_ = nullptr;
   detail::TileCodeKernel tile_code_ = nullptr;
   detail::TileBf16Kernel tile_bf16_ = nullptr;
+  detail::StripAmaxKernel strip_amax_ = nullptr;  // set: bands may go to the sink in strips
   int64_t row_grain_ = 1;
   Nvfp4Tensor nv_;
 };
