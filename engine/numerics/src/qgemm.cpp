@@ -504,10 +504,33 @@ SNIP_VNNI_TARGET void place_b_columns(Packed& P, int64_t r0, int64_t r1, int64_t
   }
 }
 
+// Four source rows of 64 codes (the quad's 4 k, 64 columns each) interleaved into VNNI order,
+// 4 k per column as one dword: bytes, then 16-bit pairs, within 128-bit lanes, then a 4 × 4
+// transpose of the lanes; g[j] holds columns 16j … 16j + 15. Rows at or past kn are zeros.
+SNIP_VNNI_TARGET inline __attribute__((always_inline)) void interleave_quad(const int8_t* s, int64_t ld, int64_t t,
+                                                                            int64_t kn, __mmask64 cm, __m512i* g) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i x0 = t < kn ? _mm512_maskz_loadu_epi8(cm, s + t * ld) : zero;
+  const __m512i x1 = t + 1 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 1) * ld) : zero;
+  const __m512i x2 = t + 2 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 2) * ld) : zero;
+  const __m512i x3 = t + 3 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 3) * ld) : zero;
+  const __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
+  const __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
+  // o0 … o3's lane L: columns 16L + 0…3, 4…7, 8…11, 12…15, four k each.
+  const __m512i o0 = _mm512_unpacklo_epi16(lo01, lo23), o1 = _mm512_unpackhi_epi16(lo01, lo23);
+  const __m512i o2 = _mm512_unpacklo_epi16(hi01, hi23), o3 = _mm512_unpackhi_epi16(hi01, hi23);
+  const __m512i a = _mm512_shuffle_i64x2(o0, o1, 0x44), b = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+  const __m512i e = _mm512_shuffle_i64x2(o2, o3, 0x44), f = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+  g[0] = _mm512_shuffle_i64x2(a, e, 0x88);
+  g[1] = _mm512_shuffle_i64x2(a, e, 0xDD);
+  g[2] = _mm512_shuffle_i64x2(b, f, 0x88);
+  g[3] = _mm512_shuffle_i64x2(b, f, 0xDD);
+}
+
 // Source rows are B's k = r0 … r1−1 (whole chunks), source columns its n = c0 … c1−1 (whole
 // panels, the last one cut by N). Per quad of k, 4 rows of 64 codes interleaved into the panel's
-// 256 bytes (bytes, then 16-bit pairs, within 128-bit lanes; then a 4 × 4 transpose of the
-// lanes), summed per column with vpdpbusd; quads past a chunk's end and columns past N are zeros.
+// 256 bytes (interleave_quad), summed per column with vpdpbusd; quads past a chunk's end and
+// columns past N are zeros.
 SNIP_VNNI_TARGET void place_b_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes,
                                      int64_t ld) {
   SNIP_ASSERT(c0 % kNR == 0 && r0 % P.kc == 0 && (r1 == P.K || r1 % P.kc == 0));
@@ -522,28 +545,13 @@ SNIP_VNNI_TARGET void place_b_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t 
       const int8_t* s = codes + (c * P.kc - r0) * ld + (n0 - c0);
       __m512i acc0 = zero, acc1 = zero, acc2 = zero, acc3 = zero;
       for (int64_t q = 0; q < kq; ++q, d += kNR * 4) {
-        const int64_t t = 4 * q;
-        const __m512i x0 = t < len ? _mm512_maskz_loadu_epi8(cm, s + t * ld) : zero;
-        const __m512i x1 = t + 1 < len ? _mm512_maskz_loadu_epi8(cm, s + (t + 1) * ld) : zero;
-        const __m512i x2 = t + 2 < len ? _mm512_maskz_loadu_epi8(cm, s + (t + 2) * ld) : zero;
-        const __m512i x3 = t + 3 < len ? _mm512_maskz_loadu_epi8(cm, s + (t + 3) * ld) : zero;
-        const __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
-        const __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
-        // o0 … o3's lane L: columns 16L + 0…3, 4…7, 8…11, 12…15, four k each.
-        const __m512i o0 = _mm512_unpacklo_epi16(lo01, lo23), o1 = _mm512_unpackhi_epi16(lo01, lo23);
-        const __m512i o2 = _mm512_unpacklo_epi16(hi01, hi23), o3 = _mm512_unpackhi_epi16(hi01, hi23);
-        const __m512i a = _mm512_shuffle_i64x2(o0, o1, 0x44), b = _mm512_shuffle_i64x2(o0, o1, 0xEE);
-        const __m512i e = _mm512_shuffle_i64x2(o2, o3, 0x44), f = _mm512_shuffle_i64x2(o2, o3, 0xEE);
-        const __m512i g0 = _mm512_shuffle_i64x2(a, e, 0x88), g1 = _mm512_shuffle_i64x2(a, e, 0xDD);
-        const __m512i g2 = _mm512_shuffle_i64x2(b, f, 0x88), g3 = _mm512_shuffle_i64x2(b, f, 0xDD);
-        _mm512_storeu_si512(d, g0);
-        _mm512_storeu_si512(d + 64, g1);
-        _mm512_storeu_si512(d + 128, g2);
-        _mm512_storeu_si512(d + 192, g3);
-        acc0 = _mm512_dpbusd_epi32(acc0, ones, g0);
-        acc1 = _mm512_dpbusd_epi32(acc1, ones, g1);
-        acc2 = _mm512_dpbusd_epi32(acc2, ones, g2);
-        acc3 = _mm512_dpbusd_epi32(acc3, ones, g3);
+        __m512i g[4];
+        interleave_quad(s, ld, 4 * q, len, cm, g);
+        for (int j = 0; j < 4; ++j) _mm512_storeu_si512(d + 64 * j, g[j]);
+        acc0 = _mm512_dpbusd_epi32(acc0, ones, g[0]);
+        acc1 = _mm512_dpbusd_epi32(acc1, ones, g[1]);
+        acc2 = _mm512_dpbusd_epi32(acc2, ones, g[2]);
+        acc3 = _mm512_dpbusd_epi32(acc3, ones, g[3]);
       }
       int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
       _mm512_storeu_si512(corr, _mm512_mullo_epi32(acc0, neg_off));
@@ -562,7 +570,7 @@ SNIP_VNNI_TARGET void place_a_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t 
                                      int64_t ld) {
   SNIP_ASSERT(r0 % P.kc == 0 && (r1 == P.K || r1 % P.kc == 0));
   const int64_t lda = P.lda();
-  const __m512i zero = _mm512_setzero_si512(), off = _mm512_set1_epi8(char(kOffset));
+  const __m512i off = _mm512_set1_epi8(char(kOffset));
   alignas(64) int8_t quads[16][kNR * 4];
   for (int64_t m0 = c0; m0 < c1; m0 += 64) {
     const __mmask64 cm = first_bytes(c1 - m0);
@@ -573,21 +581,9 @@ SNIP_VNNI_TARGET void place_a_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t 
         const int64_t kn = std::min<int64_t>(64, len - t0);
         const int8_t* s = codes + (c * P.kc + t0 - r0) * ld + (m0 - c0);
         for (int q = 0; q < 16; ++q) {
-          const int64_t t = 4 * q;
-          const __m512i x0 = t < kn ? _mm512_maskz_loadu_epi8(cm, s + t * ld) : zero;
-          const __m512i x1 = t + 1 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 1) * ld) : zero;
-          const __m512i x2 = t + 2 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 2) * ld) : zero;
-          const __m512i x3 = t + 3 < kn ? _mm512_maskz_loadu_epi8(cm, s + (t + 3) * ld) : zero;
-          const __m512i lo01 = _mm512_unpacklo_epi8(x0, x1), hi01 = _mm512_unpackhi_epi8(x0, x1);
-          const __m512i lo23 = _mm512_unpacklo_epi8(x2, x3), hi23 = _mm512_unpackhi_epi8(x2, x3);
-          const __m512i o0 = _mm512_unpacklo_epi16(lo01, lo23), o1 = _mm512_unpackhi_epi16(lo01, lo23);
-          const __m512i o2 = _mm512_unpacklo_epi16(hi01, hi23), o3 = _mm512_unpackhi_epi16(hi01, hi23);
-          const __m512i a = _mm512_shuffle_i64x2(o0, o1, 0x44), b = _mm512_shuffle_i64x2(o0, o1, 0xEE);
-          const __m512i e = _mm512_shuffle_i64x2(o2, o3, 0x44), f = _mm512_shuffle_i64x2(o2, o3, 0xEE);
-          _mm512_store_si512(quads[q], _mm512_shuffle_i64x2(a, e, 0x88));
-          _mm512_store_si512(quads[q] + 64, _mm512_shuffle_i64x2(a, e, 0xDD));
-          _mm512_store_si512(quads[q] + 128, _mm512_shuffle_i64x2(b, f, 0x88));
-          _mm512_store_si512(quads[q] + 192, _mm512_shuffle_i64x2(b, f, 0xDD));
+          __m512i v[4];
+          interleave_quad(s, ld, 4 * q, kn, cm, v);
+          for (int j = 0; j < 4; ++j) _mm512_store_si512(quads[q] + 64 * j, v[j]);
         }
         const __mmask64 km = first_bytes(kn);
         for (int64_t g = 0; g < 4 && 16 * g < mn; ++g) {
