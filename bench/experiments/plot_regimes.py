@@ -142,6 +142,12 @@ def checkpoint_name(c):
     return os.path.basename(os.path.normpath(c["checkpoint"]))
 
 
+def replicates_text(group):
+    """"6" when every compare of the group has 6 replicates; "3–6" (the points use the most) otherwise."""
+    ks = sorted({c["replicates"] for c in group})
+    return str(ks[0]) if len(ks) == 1 else f"{ks[0]}–{ks[-1]} (each point the most)"
+
+
 def plot_gap_vs_budget(cs, path):
     groups = {}
     for c in cs:
@@ -150,7 +156,7 @@ def plot_gap_vs_budget(cs, path):
     if not groups:
         return False
     fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 4.2), squeeze=False)
-    for ax, ((recipe, steps, start, _), group) in zip(axes[0], sorted(groups.items())):
+    for ax, ((recipe, steps, start, ck), group) in zip(axes[0], sorted(groups.items())):
         methods = []
         for c in group:
             for r in c["rows"]:
@@ -158,10 +164,11 @@ def plot_gap_vs_budget(cs, path):
                     methods.append(r["method"])
         for k, m in enumerate(methods):
             # uniform FP4 is the ρ = 1 end whatever the compare's budget: drawn there, once
-            # one point per budget: the earliest compare that has the arm (a later compare at the same
-            # budget, e.g. one re-run with an oracle arm, adds only the arms the earlier one lacks)
+            # one point per budget: of the compares that have the arm, the one with the most replicates,
+            # then the earliest (a later compare at the same budget, e.g. one re-run with an oracle arm,
+            # adds only the arms the earlier one lacks)
             by_budget = {}
-            for c in sorted(group, key=lambda c: c["id"]):
+            for c in sorted(group, key=lambda c: (-c["replicates"], c["id"])):
                 if row(c, m):
                     by_budget.setdefault(1.0 if m == "uniform-fp4" else c["budget"], row(c, m))
             pts = sorted(by_budget.items())
@@ -172,8 +179,8 @@ def plot_gap_vs_budget(cs, path):
         ax.axhline(0, color="0.7", lw=0.8)
         ax.set_xlabel("FP4 FLOP budget ρ")
         ax.set_ylabel("train-loss gap to BF16 (last-window mean)")
-        ax.set_title(f"recipe {recipe}, {steps} steps from step {start}\n"
-                     f"mean ± 95% Student-t half-width, K = {group[0]['replicates']} paired replicates", fontsize=10)
+        ax.set_title(f"{ck}: recipe {recipe}, {steps} steps from step {start}\n"
+                     f"mean ± 95% Student-t half-width, K = {replicates_text(group)} paired replicates", fontsize=10)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
