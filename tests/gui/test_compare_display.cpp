@@ -336,4 +336,18 @@ TEST(CompareReport, PlansOfOneRunHaveLabelsThatTellThemApart) {
   EXPECT_TRUE(plan_label(arm, rounds).contains("compare arm")) << plan_label(arm, rounds).toStdString();
 }
 
+// The gap chart's title fits at every width down to its minimum (the full title was cut at both
+// edges when two checked plans' grids left the chart narrow, as in the 1280 × 800 window).
+TEST(GapChartTitle, FitsDownToTheMinimumWidth) {
+  GapChart chart;
+  QFont bold = chart.font();
+  bold.setBold(true);
+  for (int w : {380, 300, 260, chart.minimumSizeHint().width()}) {
+    chart.resize(w, 300);
+    EXPECT_LE(QFontMetrics(bold).horizontalAdvance(chart.title()), w) << chart.title().toStdString();
+  }
+  chart.resize(600, 300);
+  EXPECT_EQ(chart.title(), QString("Gap to BF16, mean ± 95% interval"));
+}
+
 }  // namespace

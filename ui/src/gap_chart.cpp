@@ -73,6 +73,13 @@ GapChart::Legend GapChart::legend() const {
   return l;
 }
 
+QString GapChart::title() const {
+  QFont bold = font();
+  bold.setBold(true);
+  const QString full = tr("Gap to BF16, mean ± 95% interval");
+  return QFontMetrics(bold).horizontalAdvance(full) <= width() - 4 ? full : tr("Gap to BF16 (± 95%)");
+}
+
 void GapChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing);
@@ -84,7 +91,7 @@ void GapChart::paintEvent(QPaintEvent*) {
   QFont bold = font();
   bold.setBold(true);
   p.setFont(bold);
-  p.drawText(QRect(0, 2, width(), line), Qt::AlignHCenter, tr("Gap to BF16, mean ± 95% interval"));
+  p.drawText(QRect(0, 2, width(), line), Qt::AlignHCenter, title());
   p.setFont(font());
   if (bars_.empty()) {
     p.drawText(rect(), Qt::AlignCenter, tr("No compare experiment checked"));

@@ -28,6 +28,9 @@ class GapChart : public QWidget {
     QString snip_label;
   };
   Legend legend() const;
+  // The title at the current width: "Gap to BF16, mean ± 95% interval", or a shorter one when
+  // that would be cut at the chart's edges.
+  QString title() const;
   QSize minimumSizeHint() const override { return {220, 140}; }
   QSize sizeHint() const override { return {380, 300}; }
 
