@@ -131,18 +131,6 @@ SNIP_V8 int64_t v8_sq2(Lanes<2>& L, const float* a, const float* b, int64_t n) {
   return n8;
 }
 
-// Σ (a − b)² in double
-SNIP_V8 int64_t v8_diff_sq(Lanes<1>& L, const float* a, const float* b, int64_t n) {
-  V acc[1] = {_mm512_setzero_pd()};
-  const int64_t n8 = n / 8 * 8;
-  for (int64_t e = 0; e < n8; e += 8) {
-    const V d = sub(ld8(a + e), ld8(b + e));
-    acc[0] = add(acc[0], mul(d, d));
-  }
-  store_lanes<1>(L, acc);
-  return n8;
-}
-
 // record_output_errors' three sums: Y (Σd², Σ dY·d), dX (Σd², and δdX = dxq − dX in FP32),
 // dW (Σd², Σ d²·w).
 SNIP_V8 int64_t v8_err_y(Lanes<2>& L, const float* yq, const float* y, const float* dy, int64_t n) {
@@ -232,9 +220,6 @@ SNIP_V8 int64_t v8_adam(Lanes<5>& L, const PreviewConsts& c, const float* m0, co
 int64_t v8_sq2(Lanes<2>&, const float*, const float*, int64_t) {
   return 0;
 }
-int64_t v8_diff_sq(Lanes<1>&, const float*, const float*, int64_t) {
-  return 0;
-}
 int64_t v8_err_y(Lanes<2>&, const float*, const float*, const float*, int64_t) {
   return 0;
 }
@@ -272,15 +257,10 @@ std::array<double, 2> sum_sq2(const float* a, const float* b, int64_t n) {
 double sum_sq(const float* a, int64_t n) {
   return sum_sq2(a, nullptr, n)[0];
 }
-// ‖a − b‖² in double
+// ‖a − b‖² in double, in the same order as every other sum of the round (engine/numerics', which
+// the operand errors use too)
 double diff_sq(const float* a, const float* b, int64_t n) {
-  Lanes<1> L;
-  const int64_t done = vector_sums() ? v8_diff_sq(L, a, b, n) : 0;
-  lane_accumulate(L, done, n, [&](int64_t e, double* t) {
-    const double d = double(a[e]) - double(b[e]);
-    t[0] = d * d;
-  });
-  return combine(L)[0];
+  return sum_sq_diff(a, b, n);
 }
 // The quantized W and dY operands of one layer's GEMMs at one precision (FORMATS.md tilings),
 // each quantized once for its error norm and its GEMM (QLinearOperand); the input X's are kept

@@ -559,10 +559,10 @@ namespace {
 // reports once per inlined call; the value is never read.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// row_err_sq's whole groups of eight on AVX-512: the eight partial sums are the eight lanes of
+// sum_sq_diff's whole groups of eight on AVX-512: the eight partial sums are the eight lanes of
 // one vector of doubles, each lane the same IEEE operations on the same elements in the same
 // order as the scalar loop, so the same bits. Returns the elements done.
-__attribute__((target("avx512f"))) int64_t row_err_sq_v8(double* s, const float* y, const float* x, int64_t n) {
+__attribute__((target("avx512f"))) int64_t sum_sq_diff_v8(double* s, const float* y, const float* x, int64_t n) {
   __m512d acc = _mm512_loadu_pd(s);
   const int64_t n8 = n / 8 * 8;
   for (int64_t c = 0; c < n8; c += 8) {
@@ -574,22 +574,21 @@ __attribute__((target("avx512f"))) int64_t row_err_sq_v8(double* s, const float*
 }
 #pragma GCC diagnostic pop
 #else
-int64_t row_err_sq_v8(double*, const float*, const float*, int64_t) {
+int64_t sum_sq_diff_v8(double*, const float*, const float*, int64_t) {
   return 0;
 }
 #endif
 
-// Σ (y − x)² of one row in double: element c into partial sum c mod 8, combined in a fixed tree.
-double row_err_sq(const float* y, const float* x, int64_t n) {
+}  // namespace
+
+double sum_sq_diff(const float* y, const float* x, int64_t n) {
   double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t c = qgemm_cpu_has_avx512f() ? row_err_sq_v8(s, y, x, n) : 0; c < n; ++c) {
+  for (int64_t c = qgemm_cpu_has_avx512f() ? sum_sq_diff_v8(s, y, x, n) : 0; c < n; ++c) {
     const double d = double(y[c]) - double(x[c]);
     s[c % 8] += d * d;
   }
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
-
-}  // namespace
 
 double QLinearOperand::error_sq(const float* x) const {
   std::vector<double> row_sq(size_t(rows_), 0.0);
@@ -601,7 +600,7 @@ double QLinearOperand::error_sq(const float* x) const {
         decode_row(y.data(), r);
         yr = y.data();
       }
-      row_sq[size_t(r)] = row_err_sq(yr, x + r * cols_, cols_);
+      row_sq[size_t(r)] = sum_sq_diff(yr, x + r * cols_, cols_);
     }
   });
   double s = 0;

@@ -82,6 +82,11 @@ RngKey qlinear_rng_key(const QLinearContext& ctx, Gemm g, Operand op);
 void qlinear_quantize_operand(float* out, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
                               const QLinearContext& ctx, QuantStats* stats = nullptr);
 
+// ‖y − x‖² of n floats in double, in the statistics rounds' documented order (docs/METHOD.md
+// 4.4): element e into partial sum e mod 8, the partials combined as ((s0+s1)+(s2+s3))+((s4+s5)+
+// (s6+s7)); on AVX-512 the eight partials are the lanes of one vector, with the same bits.
+double sum_sq_diff(const float* y, const float* x, int64_t n);
+
 // One GEMM operand quantized once for both its quantization error and its quantized GEMMs (the
 // statistics rounds measure ‖e_p‖ of every operand and multiply the same quantized operands):
 // held in the form the GEMM reads -- E2M1 codes and block scales (FP4 on the integer GEMM), BF16
