@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "exp_test_util.h"
+#include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/hadamard.h"
@@ -487,6 +488,35 @@ TEST(StatsRound, VectorSumsGiveTheScalarTermsBits) {
       const std::vector<float>& ys = scalar.layers[l].vectors.at(key);
       ASSERT_EQ(xs.size(), ys.size()) << name << " " << key;
       EXPECT_EQ(0, std::memcmp(xs.data(), ys.data(), xs.size() * sizeof(float))) << name << " " << key;
+    }
+  }
+}
+
+// A layer's residual maps, one per candidate precision, run concurrently on the shared pool
+// (OpenBLAS on one thread, as the round then runs them) give the bits they have run one after
+// the other on the calling thread: every per-precision statistic, with the exact ΔW mode's
+// upstream errors too (those run after the maps, on the same per-precision block gradients).
+TEST(StatsRound, ConcurrentResidualMapsGiveTheSerialBits) {
+  const snip::BlasSingleThreaded one_blas_thread;
+  auto cfg = exptest::tiny_config("bf16", 6);
+  snip::Trainer t(cfg);
+  for (int s = 0; s < 3; ++s) t.step();
+  snip::StatsRoundOptions o;
+  o.exact_weight_divergence = true;
+  ASSERT_GE(o.precisions.size(), 2u);
+  const snip::StatsRound concurrent = snip::collect_stats_round(t, o);
+  snip::detail::set_stats_round_concurrent_maps(false);
+  const snip::StatsRound serial = snip::collect_stats_round(t, o);
+  snip::detail::set_stats_round_concurrent_maps(true);
+  expect_same_bits(concurrent.globals, serial.globals, "globals");
+  ASSERT_EQ(concurrent.layers.size(), serial.layers.size());
+  for (size_t l = 0; l < concurrent.layers.size(); ++l) {
+    const std::string& name = concurrent.layers[l].name;
+    expect_same_bits(concurrent.layers[l].scalars, serial.layers[l].scalars, name);
+    ASSERT_EQ(concurrent.layers[l].per_precision.size(), o.precisions.size()) << name;
+    for (const auto& [p, pp] : concurrent.layers[l].per_precision) {
+      EXPECT_GT(pp.at(k::kPrecResidErrSq), 0) << name << " " << p;
+      expect_same_bits(pp, serial.layers[l].per_precision.at(p), name + " " + p);
     }
   }
 }

@@ -13,11 +13,13 @@
 #include <random>
 #include <string>
 
+#include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/hutchinson.h"
 #include "snip/llama_ops.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
+#include "snip/thread_pool.h"
 #include "snip/trainer.h"
 
 namespace snip {
@@ -66,7 +68,8 @@ std::array<double, NS> lane_sums(int64_t n, Term&& term) {
   return combine(L);
 }
 
-bool g_vector_sums_off = false;  // detail::set_stats_round_vector_sums(false): the scalar terms only
+bool g_vector_sums_off = false;      // detail::set_stats_round_vector_sums(false): the scalar terms only
+bool g_concurrent_maps_off = false;  // detail::set_stats_round_concurrent_maps(false): maps in turn
 
 bool vector_sums() {
 #if defined(__x86_64__)
@@ -591,12 +594,13 @@ struct LayerWorkspace {
   QuantizedOperands qops;
   std::vector<XQuant> xquant;       // per candidate precision
   Buf yq, dxq, dwq;                 // the quantized GEMMs' outputs Y (T,N), dX (T,K), dW (N,K)
-  Buf ddx;                          // δdX = quantized − BF16 dX (T,K)
+  std::vector<Buf> ddx;             // per candidate precision: δdX = quantized − BF16 dX (T,K)
   std::vector<double> w;            // AdamW factors w_ij of the current layer (N,K)
   std::vector<double> xcol;         // x_j = ‖X[:, j]‖² of xcol_src
   const float* xcol_src = nullptr;  // q/k/v and gate/up share X: computed once for them
   int64_t xcol_k = 0;
-  std::vector<std::pair<LayerType, double>> sib;  // sibling ‖δG‖² of the current layer
+  // per candidate precision: sibling ‖δG‖² of the current layer
+  std::vector<std::vector<std::pair<LayerType, double>>> sib;
   // exact ΔW mode: every layer's w and one layer's δdW
   std::vector<std::vector<double>> w_keep;
   Buf dw_err;
@@ -608,8 +612,9 @@ struct LayerWorkspace {
       max_tk = std::max(max_tk, v.rows * v.K), max_tn = std::max(max_tn, v.rows * v.N);
       max_nk = std::max(max_nk, v.N * v.K), max_k = std::max(max_k, v.K);
     }
-    xquant.resize(n_precisions);
-    yq.resize(size_t(max_tn)), dxq.resize(size_t(max_tk)), dwq.resize(size_t(max_nk)), ddx.resize(size_t(max_tk));
+    xquant.resize(n_precisions), sib.resize(n_precisions), ddx.resize(n_precisions);
+    yq.resize(size_t(max_tn)), dxq.resize(size_t(max_tk)), dwq.resize(size_t(max_nk));
+    for (Buf& d : ddx) d.resize(size_t(max_tk));
     w.resize(size_t(max_nk)), xcol.resize(size_t(max_k));
     if (!exact) return;
     w_keep.resize(size_t(model.num_linear_layers()));
@@ -630,7 +635,7 @@ struct LayerWorkspace {
 struct RoundBuffers {
   std::string key;
   std::unique_ptr<LayerWorkspace> ws;
-  std::unique_ptr<BlockGradStorage<float>> grads;
+  std::vector<std::unique_ptr<BlockGradStorage<float>>> grads;  // per candidate precision
 };
 
 RoundBuffers& round_buffers(const Llama& model, size_t n_precisions, bool exact) {
@@ -642,9 +647,9 @@ RoundBuffers& round_buffers(const Llama& model, size_t n_precisions, bool exact)
                     int64_t(c.head_dim()), int64_t(c.num_hidden_layers), int64_t(n_precisions), int64_t(exact)})
     key += std::to_string(x) + ",";
   if (b.key != key || !b.ws) {
-    b.ws.reset(), b.grads.reset(), b.key.clear();
+    b.ws.reset(), b.grads.clear(), b.key.clear();
     b.ws = std::make_unique<LayerWorkspace>(model, n_precisions, exact);
-    b.grads = std::make_unique<BlockGradStorage<float>>(model);
+    for (size_t i = 0; i < n_precisions; ++i) b.grads.push_back(std::make_unique<BlockGradStorage<float>>(model));
     b.key = key;
   }
   b.ws->begin_round();
@@ -739,13 +744,13 @@ const QLinearOperand& quantize_operands(std::map<std::string, double>& pp, XQuan
 
 // Exact GEMM output errors, quantized − BF16: the clean pass ran every layer in BF16 with this
 // recipe, so its Y, dX and dW are exactly qlinear_*(…, bf16) (dW accumulated onto zero). Leaves
-// δdX in ws.ddx.
-void record_output_errors(std::map<std::string, double>& pp, const LinearView<float>& v, LayerWorkspace& ws) {
+// δdX in `ddx`.
+void record_output_errors(std::map<std::string, double>& pp, const LinearView<float>& v, LayerWorkspace& ws,
+                          float* ddx) {
   namespace k = keys;
   const int64_t TN = v.rows * v.N, TK = v.rows * v.K, NK = v.N * v.K;
   const float *yq = ws.yq.data(), *dxq = ws.dxq.data(), *dwq = ws.dwq.data();
   const double* w = ws.w.data();
-  float* ddx = ws.ddx.data();
   const bool vec = vector_sums();
   Lanes<2> Ly;
   lane_accumulate(Ly, vec ? v8_err_y(Ly, yq, v.Y, v.dY, TN) : 0, TN, [&](int64_t e, double* t) {
@@ -777,8 +782,8 @@ void record_output_errors(std::map<std::string, double>& pp, const LinearView<fl
 // Exact mode: δdX back-propagated through the frozen graph; every upstream layer's
 // weight-gradient error δdW_l = δG_lᵀ·X_l, weighted elementwise by its AdamW factors.
 void record_exact_upstream(std::map<std::string, double>& pp, const Llama& model, LocalBackward& local, int li,
-                           LayerWorkspace& ws) {
-  local.exact_backward(li, ws.ddx.data(), [&](int l, const float* dy) {
+                           const float* ddx, LayerWorkspace& ws) {
+  local.exact_backward(li, ddx, [&](int l, const float* dy) {
     const LinearView<float> vl = model.linear(l);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(vl.N), int(vl.K), int(vl.rows), 1.0f, dy, int(vl.N), vl.X,
                 int(vl.K), 0.0f, ws.dw_err.data(), int(vl.K));
@@ -803,8 +808,8 @@ class LayerStatsPass {
         recipe_(model.recipe()),
         exact_(o.exact_weight_divergence),
         bufs_(round_buffers(model, o.precisions.size(), exact_)),
-        ws_(*bufs_.ws),
-        local_(model, bufs_.grads.get()) {
+        ws_(*bufs_.ws) {
+    for (auto& g : bufs_.grads) local_.push_back(std::make_unique<LocalBackward>(model, g.get()));
     ctx_.recipe = &recipe_;
     ctx_.seed = o.seed;
     ctx_.step = uint64_t(o.step);
@@ -837,16 +842,20 @@ class LayerStatsPass {
       ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
       ls.vectors[k::kVectorXColSq].assign(ws_.xcol.begin(), ws_.xcol.begin() + v.K);
     }
-    for (size_t pi = 0; pi < o_.precisions.size(); ++pi)
-      precision(ls.per_precision[precision_name(o_.precisions[pi])], b, type, v, pi);
+    std::vector<std::map<std::string, double>*> pps;
+    for (Precision p : o_.precisions) pps.push_back(&ls.per_precision[precision_name(p)]);
+    for (size_t pi = 0; pi < pps.size(); ++pi) gemm_errors(*pps[pi], v, pi);
+    residual_maps(pps, li);
+    if (exact_)
+      for (size_t pi = 0; pi < pps.size(); ++pi)
+        record_exact_upstream(*pps[pi], model_, *local_[pi], li, ws_.ddx[pi].data(), ws_);
     return ls;
   }
 
-  // One candidate precision of layer (b, type): operand errors, GEMM output errors against the
-  // BF16 references, and δdX mapped exactly to the residual point (siblings' δG too).
-  void precision(std::map<std::string, double>& pp, int b, LayerType type, const LinearView<float>& v, size_t pi) {
+  // One candidate precision of the current layer: operand errors and GEMM output errors against
+  // the BF16 references; δdX left in ws_.ddx[pi].
+  void gemm_errors(std::map<std::string, double>& pp, const LinearView<float>& v, size_t pi) {
     const Precision p = o_.precisions[pi];
-    const int li = b * kLayersPerBlock + int(type);
     XQuant& xq = ws_.xquant[pi];
     QuantizedOperands& qo = ws_.qops;
     const QLinearOperand& wd = quantize_operands(pp, xq, qo, v, p, ctx_);
@@ -854,10 +863,34 @@ class LayerStatsPass {
     qlinear_fprop(ws_.yq.data(), xq.xf, qo.wf, ctx_);
     qlinear_dgrad(ws_.dxq.data(), qo.gd, wd, ctx_);
     qlinear_wgrad(ws_.dwq.data(), qo.gw, xq.xw, ctx_);
-    record_output_errors(pp, v, ws_);
-    pp[keys::kPrecResidErrSq] = local_.resid_err_sq(li, ws_.ddx.data(), &ws_.sib);
-    for (const auto& [st, val] : ws_.sib) pp[keys::sibling_dg_sq_key(layer_type_short_name(st))] = val;
-    if (exact_) record_exact_upstream(pp, model_, local_, li, ws_);
+    record_output_errors(pp, v, ws_, ws_.ddx[pi].data());
+  }
+
+  // Every candidate precision's δdX mapped exactly to the residual point (siblings' δG too). The
+  // maps are independent: each reads its own δdX and writes its own block gradients and
+  // results. With OpenBLAS on one thread they are FP32 GEMMs and element-wise loops on one
+  // thread each (pool loops nested in a pool task run on their caller), so they run
+  // concurrently, one per pool thread, with the bits they have one after the other: a
+  // single-threaded cblas_sgemm's bits do not depend on the calling thread (a test compares).
+  // With OpenBLAS on several threads they run in turn: its thread count is process-wide and the
+  // attention loops pin it to one (BlasSingleThreaded), so a GEMM of the other map could then
+  // run on fewer threads than alone, with other low bits; and its GEMMs use the cores already.
+  void residual_maps(const std::vector<std::map<std::string, double>*>& pps, int li) {
+    std::vector<double> resid(pps.size());
+    const auto map = [&](int pi) {
+      const size_t i = size_t(pi);
+      resid[i] = local_[i]->resid_err_sq(li, ws_.ddx[i].data(), &ws_.sib[i]);
+    };
+    if (!g_concurrent_maps_off && pps.size() >= 2 && openblas_get_num_threads() == 1) {
+      const BlasSingleThreaded pin;  // one thread until both maps are done, whoever else restores it
+      pool_run(int(pps.size()), map);
+    } else {
+      for (int pi = 0; pi < int(pps.size()); ++pi) map(pi);
+    }
+    for (size_t pi = 0; pi < pps.size(); ++pi) {
+      (*pps[pi])[keys::kPrecResidErrSq] = resid[pi];
+      for (const auto& [st, val] : ws_.sib[pi]) (*pps[pi])[keys::sibling_dg_sq_key(layer_type_short_name(st))] = val;
+    }
   }
 
   Llama& model_;
@@ -870,7 +903,7 @@ class LayerStatsPass {
   bool exact_;
   RoundBuffers& bufs_;
   LayerWorkspace& ws_;
-  LocalBackward local_;
+  std::vector<std::unique_ptr<LocalBackward>> local_;  // per candidate precision, on its own block gradients
 };
 
 nlohmann::json round_options_json(const StatsRoundOptions& o) {
@@ -954,6 +987,10 @@ std::vector<std::vector<float>> propagate_dgrad_error(const Llama& model, int in
 
 void detail::set_stats_round_vector_sums(bool on) {
   g_vector_sums_off = !on;
+}
+
+void detail::set_stats_round_concurrent_maps(bool on) {
+  g_concurrent_maps_off = !on;
 }
 
 void peek_next_batch(const Trainer& trainer, std::vector<int32_t>& inputs, std::vector<int32_t>& targets,

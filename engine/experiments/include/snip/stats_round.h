@@ -96,6 +96,10 @@ namespace detail {
 // false: the round's double sums run on their scalar terms only, as on a CPU without AVX-512
 // (the vector kernels give the same bits; a test compares the two). Not thread-safe; tests only.
 void set_stats_round_vector_sums(bool on);
+// false: a layer's residual maps (one per candidate precision) run one after the other on the
+// calling thread instead of concurrently on the shared pool (the same bits; a test compares the
+// two). Not thread-safe; tests only.
+void set_stats_round_concurrent_maps(bool on);
 }  // namespace detail
 
 }  // namespace snip
