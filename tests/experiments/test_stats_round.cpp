@@ -463,6 +463,25 @@ void expect_same_bits(const std::map<std::string, double>& a, const std::map<std
   }
 }
 
+// Every global, layer scalar, per-precision statistic and per-layer vector of a and b, bit for bit.
+void expect_same_round_bits(const snip::StatsRound& a, const snip::StatsRound& b) {
+  expect_same_bits(a.globals, b.globals, "globals");
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const std::string& name = a.layers[l].name;
+    expect_same_bits(a.layers[l].scalars, b.layers[l].scalars, name);
+    ASSERT_EQ(a.layers[l].per_precision.size(), b.layers[l].per_precision.size()) << name;
+    for (const auto& [p, pp] : a.layers[l].per_precision)
+      expect_same_bits(pp, b.layers[l].per_precision.at(p), name + " " + p);
+    ASSERT_EQ(a.layers[l].vectors.size(), b.layers[l].vectors.size()) << name;
+    for (const auto& [key, xs] : a.layers[l].vectors) {
+      const std::vector<float>& ys = b.layers[l].vectors.at(key);
+      ASSERT_EQ(xs.size(), ys.size()) << name << " " << key;
+      EXPECT_EQ(0, std::memcmp(xs.data(), ys.data(), xs.size() * sizeof(float))) << name << " " << key;
+    }
+  }
+}
+
 // The round's double sums on AVX-512 (eight partials = the eight lanes of a vector) give the
 // bits of the scalar terms (AdamW::preview per element, the portable path), for every statistic;
 // a round with weight decay, clipping and both candidate precisions (recipe snip).
@@ -474,21 +493,10 @@ TEST(StatsRound, VectorSumsGiveTheScalarTermsBits) {
   snip::detail::set_stats_round_vector_sums(false);
   const snip::StatsRound scalar = snip::collect_stats_round(t);
   snip::detail::set_stats_round_vector_sums(true);
-  expect_same_bits(vec.globals, scalar.globals, "globals");
-  ASSERT_EQ(vec.layers.size(), scalar.layers.size());
-  for (size_t l = 0; l < vec.layers.size(); ++l) {
-    const std::string& name = vec.layers[l].name;
-    expect_same_bits(vec.layers[l].scalars, scalar.layers[l].scalars, name);
-    ASSERT_EQ(vec.layers[l].per_precision.size(), scalar.layers[l].per_precision.size()) << name;
-    for (const auto& [p, pp] : vec.layers[l].per_precision)
-      expect_same_bits(pp, scalar.layers[l].per_precision.at(p), name + " " + p);
-    EXPECT_GT(vec.layers[l].scalars.at(k::kLayerUpdateNorm), 0) << name;
-    ASSERT_EQ(vec.layers[l].vectors.size(), 2u) << name;  // per-channel gains, column norms of X
-    for (const auto& [key, xs] : vec.layers[l].vectors) {
-      const std::vector<float>& ys = scalar.layers[l].vectors.at(key);
-      ASSERT_EQ(xs.size(), ys.size()) << name << " " << key;
-      EXPECT_EQ(0, std::memcmp(xs.data(), ys.data(), xs.size() * sizeof(float))) << name << " " << key;
-    }
+  expect_same_round_bits(vec, scalar);
+  for (const snip::LayerStats& ls : vec.layers) {
+    EXPECT_GT(ls.scalars.at(k::kLayerUpdateNorm), 0) << ls.name;
+    EXPECT_EQ(ls.vectors.size(), 2u) << ls.name;  // per-channel gains, column norms of X
   }
 }
 
@@ -508,16 +516,10 @@ TEST(StatsRound, ConcurrentResidualMapsGiveTheSerialBits) {
   snip::detail::set_stats_round_concurrent_maps(false);
   const snip::StatsRound serial = snip::collect_stats_round(t, o);
   snip::detail::set_stats_round_concurrent_maps(true);
-  expect_same_bits(concurrent.globals, serial.globals, "globals");
-  ASSERT_EQ(concurrent.layers.size(), serial.layers.size());
-  for (size_t l = 0; l < concurrent.layers.size(); ++l) {
-    const std::string& name = concurrent.layers[l].name;
-    expect_same_bits(concurrent.layers[l].scalars, serial.layers[l].scalars, name);
-    ASSERT_EQ(concurrent.layers[l].per_precision.size(), o.precisions.size()) << name;
-    for (const auto& [p, pp] : concurrent.layers[l].per_precision) {
-      EXPECT_GT(pp.at(k::kPrecResidErrSq), 0) << name << " " << p;
-      expect_same_bits(pp, serial.layers[l].per_precision.at(p), name + " " + p);
-    }
+  expect_same_round_bits(concurrent, serial);
+  for (const snip::LayerStats& ls : concurrent.layers) {
+    ASSERT_EQ(ls.per_precision.size(), o.precisions.size()) << ls.name;
+    for (const auto& [p, pp] : ls.per_precision) EXPECT_GT(pp.at(k::kPrecResidErrSq), 0) << ls.name << " " << p;
   }
 }
 
