@@ -12,7 +12,8 @@
 #         threads and processes (StoreConcurrency, StoreCrash, RunRecorder), the integer and BF16
 #         GEMM kernels on the pool (QGemm, QGemmBf16), a compare's parallel trainings
 #         (Compare.ParallelJobsGiveTheBitsOfOneJob) and the statistics round's residual maps run
-#         concurrently (StatsRound.ConcurrentResidualMapsGiveTheSerialBits).
+#         concurrently and its noise passes' sums alongside the next draws (StatsRound.Concurrent*,
+#         StatsRound.SameBitsOnOneThreadAsOnThePool).
 # A sanitizer report anywhere (a test binary or a `snip` it runs) fails the run: reports are
 # written to <build>/sanitizer-reports/ (log_path) and any file there is a failure, even when the
 # test that ran the reporting process passed. Prints the wall time of each part.
@@ -101,7 +102,7 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   # quantizer's fork-join). No suppression file is needed.
   export OPENBLAS_NUM_THREADS=1 SNIP_NUM_THREADS=3
   tsan_flags=(-DSNIP_TSAN=ON -DSNIP_ASAN=OFF)
-  tsan_ctest=(-L unit -R "^(ThreadPool|Stochastic|QLinear|QGemm|QGemmBf16|FastVsRef|Blocks|OpsFast|OpsGrad|Model|Trainer|StoreConcurrency|StoreCrash|RunRecorder)\.|^Compare\.ParallelJobsGiveTheBitsOfOneJob$|^StatsRound\.ConcurrentResidualMapsGiveTheSerialBits$")
+  tsan_ctest=(-L unit -R "^(ThreadPool|Stochastic|QLinear|QGemm|QGemmBf16|FastVsRef|Blocks|OpsFast|OpsGrad|Model|Trainer|StoreConcurrency|StoreCrash|RunRecorder)\.|^Compare\.ParallelJobsGiveTheBitsOfOneJob$|^StatsRound\.(ConcurrentResidualMapsGiveTheSerialBits|SameBitsOnOneThreadAsOnThePool)$")
   run_part tsan "$build" tsan_flags tsan_ctest '^test_(numerics|model|train|storage|experiments)$'
   unset TSAN_OPTIONS OPENBLAS_NUM_THREADS SNIP_NUM_THREADS
 fi

@@ -23,6 +23,7 @@
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
 #include "snip/stats_round.h"
+#include "snip/thread_pool.h"
 
 namespace {
 
@@ -521,6 +522,30 @@ TEST(StatsRound, ConcurrentResidualMapsGiveTheSerialBits) {
     ASSERT_EQ(ls.per_precision.size(), o.precisions.size()) << ls.name;
     for (const auto& [p, pp] : ls.per_precision) EXPECT_GT(pp.at(k::kPrecResidErrSq), 0) << ls.name << " " << p;
   }
+}
+
+// A round gives the same bits on one thread as on the shared pool (SNIP_NUM_THREADS=1 runs every
+// pool loop on the calling thread): the noise passes' per-layer sums, drawn alongside the next
+// pass's noise, the quantizer, the GEMMs and the concurrent residual maps (OpenBLAS on one thread
+// in both, whose own thread count changes FP32 low bits).
+TEST(StatsRound, SameBitsOnOneThreadAsOnThePool) {
+  const snip::BlasSingleThreaded one_blas_thread;
+  auto cfg = exptest::tiny_config("bf16", 6);
+  snip::Trainer t(cfg);
+  for (int s = 0; s < 3; ++s) t.step();
+  snip::StatsRoundOptions o;
+  o.exact_weight_divergence = true;
+  const snip::StatsRound pooled = snip::collect_stats_round(t, o);
+  const char* before = std::getenv("SNIP_NUM_THREADS");
+  const std::string saved = before ? before : "";
+  setenv("SNIP_NUM_THREADS", "1", 1);
+  ASSERT_EQ(snip::pool_threads(), 1);
+  const snip::StatsRound single = snip::collect_stats_round(t, o);
+  if (before)
+    setenv("SNIP_NUM_THREADS", saved.c_str(), 1);
+  else
+    unsetenv("SNIP_NUM_THREADS");
+  expect_same_round_bits(pooled, single);
 }
 
 // The exact ΔW mode is recorded as raw statistics (one value per upstream layer), leaves every

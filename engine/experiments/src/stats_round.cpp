@@ -511,20 +511,28 @@ BackwardNoise backward_noise_passes(Llama& model, const StatsRoundOptions& o, st
   for (int i = 0; i < NL; ++i) bn.gain[size_t(i)].assign(size_t(model.linear(i).N), 0.0);
   bn.sigma_eps = std::sqrt(sum_sq(model.residual_grad(L), BTC) / double(BTC));
   if (!(bn.sigma_eps > 0)) throw Error("statistics round: ∂L/∂Z is zero; the batch gives no gradient");
-  Buf eps(static_cast<size_t>(BTC));
+  Buf eps(static_cast<size_t>(BTC)), eps_next(static_cast<size_t>(BTC));
+  fill_gaussian(eps, bn.sigma_eps, rng);
   for (int j = 0; j < o.noise_passes; ++j) {
-    fill_gaussian(eps, bn.sigma_eps, rng);
     model.backward_from_residual(eps.data());
-    for (int i = 0; i < NL; ++i) {
-      const LinearView<float> pv = model.probe_linear(i);
-      std::vector<double>& g = bn.gain[size_t(i)];
-      add_col_sq(g.data(), pv.dY, pv.rows, pv.N);  // per channel: independent sums, one per column
-      bn.jt_y[size_t(i)] += sum_sq(pv.dY, pv.rows * pv.N);
-    }
-    for (int b = 0; b < L; ++b) {
-      bn.jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BTC);
-      bn.jt_m[size_t(b)] += sum_sq(model.probe_residual_mid_grad(b), BTC);
-    }
+    // This pass's sums, one task per linear layer and per block (each sum runs whole on one
+    // thread, in its own order: the bits do not depend on which), alongside the next pass's
+    // draws (task 0: the same draws from the same stream, in the same order, as drawn in turn).
+    const bool draw_next = j + 1 < o.noise_passes;
+    pool_run(1 + NL + L, [&](int t) {
+      if (t == 0) {
+        if (draw_next) fill_gaussian(eps_next, bn.sigma_eps, rng);
+      } else if (const int i = t - 1; i < NL) {
+        const LinearView<float> pv = model.probe_linear(i);
+        add_col_sq(bn.gain[size_t(i)].data(), pv.dY, pv.rows, pv.N);  // per channel: one sum per column
+        bn.jt_y[size_t(i)] += sum_sq(pv.dY, pv.rows * pv.N);
+      } else {
+        const int b = i - NL;
+        bn.jt_r[size_t(b)] += sum_sq(model.probe_residual_grad(b), BTC);
+        bn.jt_m[size_t(b)] += sum_sq(model.probe_residual_mid_grad(b), BTC);
+      }
+    });
+    std::swap(eps, eps_next);
   }
   const double n = o.noise_passes;
   for (auto& x : bn.jt_y) x /= n;
