@@ -501,12 +501,12 @@ TEST(StatsRound, VectorSumsGiveTheScalarTermsBits) {
   }
 }
 
-// A layer's residual maps, one per candidate precision, run concurrently on the shared pool
-// (OpenBLAS on one thread, as the round then runs them) give the bits they have run one after
-// the other on the calling thread: every per-precision statistic, with the exact ΔW mode's
-// upstream errors too (those run after the maps, on the same per-precision block gradients).
+// A layer's residual maps, one per candidate precision, run concurrently on the shared pool give
+// the bits they have run one after the other on the calling thread (OpenBLAS on one thread in
+// both, as the round runs them, whatever this process's OpenBLAS thread count): every
+// per-precision statistic, with the exact ΔW mode's upstream errors too (those run after the
+// maps, on the same per-precision block gradients).
 TEST(StatsRound, ConcurrentResidualMapsGiveTheSerialBits) {
-  const snip::BlasSingleThreaded one_blas_thread;
   auto cfg = exptest::tiny_config("bf16", 6);
   snip::Trainer t(cfg);
   for (int s = 0; s < 3; ++s) t.step();

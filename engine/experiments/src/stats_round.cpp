@@ -876,21 +876,20 @@ class LayerStatsPass {
 
   // Every candidate precision's δdX mapped exactly to the residual point (siblings' δG too). The
   // maps are independent: each reads its own δdX and writes its own block gradients and
-  // results. With OpenBLAS on one thread they are FP32 GEMMs and element-wise loops on one
-  // thread each (pool loops nested in a pool task run on their caller), so they run
-  // concurrently, one per pool thread, with the bits they have one after the other: a
-  // single-threaded cblas_sgemm's bits do not depend on the calling thread (a test compares).
-  // With OpenBLAS on several threads they run in turn: its thread count is process-wide and the
-  // attention loops pin it to one (BlasSingleThreaded), so a GEMM of the other map could then
-  // run on fewer threads than alone, with other low bits; and its GEMMs use the cores already.
+  // results. They run with OpenBLAS on one thread, whatever OPENBLAS_NUM_THREADS says (so their
+  // bits do not depend on it: a GEMM's low bits depend on OpenBLAS's thread count), which makes
+  // them FP32 GEMMs and element-wise loops on one thread each (pool loops nested in a pool task
+  // run on their caller): they run concurrently, one per pool thread, with the bits they have
+  // one after the other (a single-threaded cblas_sgemm's bits do not depend on the calling
+  // thread; a test compares).
   void residual_maps(const std::vector<std::map<std::string, double>*>& pps, int li) {
     std::vector<double> resid(pps.size());
     const auto map = [&](int pi) {
       const size_t i = size_t(pi);
       resid[i] = local_[i]->resid_err_sq(li, ws_.ddx[i].data(), &ws_.sib[i]);
     };
-    if (!g_concurrent_maps_off && pps.size() >= 2 && openblas_get_num_threads() == 1) {
-      const BlasSingleThreaded pin;  // one thread until both maps are done, whoever else restores it
+    const BlasSingleThreaded pin;  // one thread until every map is done, whoever else restores it
+    if (!g_concurrent_maps_off && pps.size() >= 2) {
       pool_run(int(pps.size()), map);
     } else {
       for (int pi = 0; pi < int(pps.size()); ++pi) map(pi);
