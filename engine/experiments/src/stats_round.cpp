@@ -761,21 +761,29 @@ void record_output_errors(std::map<std::string, double>& pp, const LinearView<fl
   const double* w = ws.w.data();
   const bool vec = vector_sums();
   Lanes<2> Ly;
-  lane_accumulate(Ly, vec ? v8_err_y(Ly, yq, v.Y, v.dY, TN) : 0, TN, [&](int64_t e, double* t) {
-    const double d = double(yq[e]) - double(v.Y[e]);
-    t[0] = d * d, t[1] = double(v.dY[e]) * d;
-  });
   Lanes<1> Lx;
-  lane_accumulate(Lx, vec ? v8_err_dx(Lx, dxq, v.dX, ddx, TK) : 0, TK, [&](int64_t e, double* t) {
-    const double d = double(dxq[e]) - double(v.dX[e]);
-    t[0] = d * d;
-    ddx[e] = dxq[e] - v.dX[e];
-  });
-  // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
   Lanes<2> Lw;
-  lane_accumulate(Lw, vec ? v8_err_dw(Lw, dwq, v.dW, w, NK) : 0, NK, [&](int64_t e, double* t) {
-    const double d = double(dwq[e]) - double(v.dW[e]);
-    t[0] = d * d, t[1] = d * d * w[e];
+  // The three sums are independent: one pool task each (each runs whole on one thread, in its
+  // own order, so the bits do not depend on which).
+  pool_run(3, [&](int task) {
+    if (task == 0) {
+      lane_accumulate(Ly, vec ? v8_err_y(Ly, yq, v.Y, v.dY, TN) : 0, TN, [&](int64_t e, double* t) {
+        const double d = double(yq[e]) - double(v.Y[e]);
+        t[0] = d * d, t[1] = double(v.dY[e]) * d;
+      });
+    } else if (task == 1) {
+      lane_accumulate(Lx, vec ? v8_err_dx(Lx, dxq, v.dX, ddx, TK) : 0, TK, [&](int64_t e, double* t) {
+        const double d = double(dxq[e]) - double(v.dX[e]);
+        t[0] = d * d;
+        ddx[e] = dxq[e] - v.dX[e];
+      });
+    } else {
+      // own term: Σ δg²/(√v̂+ε)² with δg the raw wgrad error (k_t carries the clip factor)
+      lane_accumulate(Lw, vec ? v8_err_dw(Lw, dwq, v.dW, w, NK) : 0, NK, [&](int64_t e, double* t) {
+        const double d = double(dwq[e]) - double(v.dW[e]);
+        t[0] = d * d, t[1] = d * d * w[e];
+      });
+    }
   });
   const auto [dy_sq, g_dot] = combine(Ly);
   const auto [ddx_sq] = combine(Lx);
@@ -835,16 +843,24 @@ class LayerStatsPass {
     const LinearView<float> v = model_.linear(li);
     ctx_.layer = uint32_t(li);
     ctx_.layer_name = v.name.c_str();
-    LayerStats ls;
+    LayerStats ls, norms;
     ls.name = v.name;
-    record_tensor_norms(ls, v);
-    ls.scalars[k::kLayerJtEpsSqY] = bn_.jt_y[size_t(li)];
-    ls.scalars[k::kLayerJtEpsSqResid] = int(type) <= int(LayerType::o) ? bn_.jt_r[size_t(b)] : bn_.jt_m[size_t(b)];
-    update_column_norms(ws_, v);
     const std::vector<double>& gam = bn_.gain[size_t(li)];
     const ParamTensor* pt = model_.find_param(v.name + ".weight");
     SNIP_ASSERT(pt != nullptr && pt->numel == v.N * v.K);
-    record_adam_factors(ls, v, opt_, *pt, gam, ns_, ws_);
+    // The tensor norms and the AdamW factors (after X's column norms) are independent sums: one
+    // pool task each, each whole on one thread (the bits do not depend on which).
+    pool_run(2, [&](int task) {
+      if (task == 0) {
+        record_tensor_norms(norms, v);
+      } else {
+        update_column_norms(ws_, v);
+        record_adam_factors(ls, v, opt_, *pt, gam, ns_, ws_);
+      }
+    });
+    ls.scalars.insert(norms.scalars.begin(), norms.scalars.end());
+    ls.scalars[k::kLayerJtEpsSqY] = bn_.jt_y[size_t(li)];
+    ls.scalars[k::kLayerJtEpsSqResid] = int(type) <= int(LayerType::o) ? bn_.jt_r[size_t(b)] : bn_.jt_m[size_t(b)];
     if (exact_) ws_.w_keep[size_t(li)].assign(ws_.w.begin(), ws_.w.begin() + v.N * v.K);
     if (o_.record_vectors) {
       ls.vectors[k::kVectorGainY].assign(gam.begin(), gam.end());
