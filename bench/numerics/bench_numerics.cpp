@@ -257,6 +257,28 @@ void BM_quantize_code2(benchmark::State& st, QuantCase c, int threads) {
   set_quant_threads(g_default_threads);
 }
 
+// The same quantization to codes on a 128 × 256 input (128 KiB) that stays in L2 between
+// iterations (quantized kRows · kCols / (128 · 256) times per iteration, so as many elements as
+// memcpy copies): the quantizer's compute cost without DRAM, against memcpy's DRAM bandwidth.
+// (For the stochastically rounded operands this is the floor the SR rule sets: its hash, two
+// murmur3 finalizers per element, is fixed by the bit-exact rounding rules.)
+void BM_quantize_code2_in_cache(benchmark::State& st, QuantCase c) {
+  set_quant_threads(1);
+  constexpr int64_t rows = 128, cols = 256;
+  const std::vector<float> x = randn(size_t(rows * cols), 4);
+  const QuantSpec spec = Recipe::named(c.recipe).spec(c.p, c.g, c.op);
+  std::vector<int8_t> codes(x.size());
+  std::vector<float> scales(size_t(e2m1_scale_count(rows, cols, spec)));
+  constexpr int64_t reps = kRows * kCols / (rows * cols);  // as many elements as memcpy's input
+  for (auto _ : st) {
+    for (int64_t i = 0; i < reps; ++i)
+      quantize_e2m1_code2(codes.data(), scales.data(), x.data(), rows, cols, spec, {1, 2, 3, uint32_t(i)}, "bench");
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * reps * rows * cols * 4);
+  set_quant_threads(g_default_threads);
+}
+
 // An FP4 operand (kRows × kCols) quantized into the integer GEMM's packed layout, as the GEMM
 // reads it: straight into the layout (E2M1Gemm::quantize_a/_b, what qlinear does) or, the
 // previous way, to row-major codes that are then packed. As A or B, reduced along its columns
@@ -440,6 +462,16 @@ void register_all() {
   for (int threads : {1, 2}) {
     const std::string n = "quant/snip_fp4_activation_1x128_to_codes/threads:" + std::to_string(threads);
     benchmark::RegisterBenchmark(n.c_str(), BM_quantize_code2, quant_cases[0].second, threads)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    g_ratios.push_back({n, "quant/memcpy", true});
+  }
+  for (const auto& [name, c] :
+       {std::pair<const char*, QuantCase>{"snip_fp4_activation_1x128", quant_cases[0].second},
+        {"snip_fp4_gradient_1x128_sr", quant_cases[2].second},
+        {"snip_fp4_wgrad_dy_128x1_sr", {"snip", Precision::fp4, Gemm::wgrad, Operand::gradient}}}) {
+    const std::string n = std::string("quant/in_cache/") + name + "_to_codes/threads:1";
+    benchmark::RegisterBenchmark(n.c_str(), BM_quantize_code2_in_cache, c)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
