@@ -14,6 +14,7 @@
 #include <map>
 
 #include "exp_test_util.h"
+#include "snip/blas_threads.h"
 #include "snip/estimator.h"
 #include "snip/llama_ops.h"
 #include "snip/qlinear.h"
@@ -188,6 +189,7 @@ snip::StatsRound reference_round(snip::Trainer& t, const snip::StatsRound& r) {
         }
         pp[k::kPrecOwnUpdateSq] = own;
         std::map<std::string, double> sib;
+        const snip::BlasSingleThreaded one_blas_thread;  // as the round runs its maps
         pp[k::kPrecResidErrSq] = maps.resid_err_sq(type, dx.data(), &sib);
         for (const auto& [name, val] : sib) pp[k::sibling_dg_sq_key(name.c_str())] = val;
       }
@@ -205,16 +207,16 @@ void expect_same_state(snip::Trainer& a, snip::Trainer& b) {
   EXPECT_EQ(a.optimizer().t(), b.optimizer().t());
 }
 
-// Tolerances, relative. The two paths run the same float operations on the same inputs: the
-// cached rstd, RoPE'd q/k and attention probabilities are the bits the reference recomputes, the
-// FP32 dgrads are the same sgemm calls, the dgrad sum (a+b)+c equals the reference's ((0+a)+b)+c,
-// and the optimizer's preview evaluates the reference's double expressions in the same order.
-// So the maps, the own-update term, a and ‖u‖ get 1e-12 (double rounding only). adam_a_gain
-// weights each element by the channel gain γ_i, which the reference can only read back from the
-// round's recorded vector, stored as float: each γ_i is off by ≤ 2^-24 ≈ 6e-8 relative, so a
-// positive weighted mean of them is too; adam_a_gain, and ΔW and Q through it, get 2e-7. A real
-// change of the maps or of the AdamW linearization (a wrong norm backward, a missing clip factor
-// or bias correction) moves them by more than 1e-3.
+// Tolerances, relative. The two paths run the same float operations on the same inputs: the cached
+// rstd, RoPE'd q/k and attention probabilities are the bits the reference recomputes, the FP32
+// dgrads are the same sgemm calls (OpenBLAS on one thread in both), the dgrad sum (a+b)+c equals
+// the reference's ((0+a)+b)+c, and the optimizer's preview evaluates the reference's double
+// expressions in the same order. So the maps, the own-update term, a and ‖u‖ get 1e-12 (double
+// rounding only). adam_a_gain weights each element by the channel gain γ_i, which the reference can
+// only read back from the round's recorded vector, stored as float: each γ_i is off by ≤ 2^-24 ≈
+// 6e-8 relative, so a positive weighted mean of them is too; adam_a_gain, and ΔW and Q through it,
+// get 2e-7. A real change of the maps or of the AdamW linearization (a wrong norm backward, a
+// missing clip factor or bias correction) moves them by more than 1e-3.
 constexpr double kTolExact = 1e-12, kTolGain = 2e-7;
 
 TEST(StatsRoundReference, ModelBlockBackwardAndOptimizerPreviewGiveTheEarlierCosts) {
