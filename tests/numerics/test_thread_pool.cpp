@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,39 @@ TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
     for (int i = 0; i < ntasks; ++i) EXPECT_EQ(runs[size_t(i)].load(), 20) << "task " << i << " of " << ntasks;
     EXPECT_EQ(runs[size_t(ntasks)].load(), 0) << "a task index out of range ran";
   }
+}
+
+// A task that throws (a SNIP_ASSERT deep in a kernel, say) does not end the process on a worker
+// thread: every other task still runs, the caller gets the exception, and the pool keeps working.
+TEST(ThreadPool, ATasksExceptionReachesTheCallerAfterEveryTaskRan) {
+  for (int ntasks : {1, 2, 7, 64}) {
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(ntasks));
+    try {
+      pool_run(ntasks, [&](int i) {
+        runs[size_t(i)]++;
+        if (i == ntasks / 2) throw std::runtime_error("task " + std::to_string(i));
+      });
+      ADD_FAILURE() << "no exception from " << ntasks << " tasks";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "task " + std::to_string(ntasks / 2));
+    }
+    for (int i = 0; i < ntasks; ++i) EXPECT_EQ(runs[size_t(i)].load(), 1) << "task " << i << " of " << ntasks;
+    std::atomic<int> after{0};
+    pool_run(ntasks, [&](int) { after++; });
+    EXPECT_EQ(after.load(), ntasks);
+  }
+  // nested: the inner loop's exception reaches the inner caller, which is an outer task
+  std::atomic<int> caught{0};
+  pool_run(4, [&](int) {
+    try {
+      pool_run(3, [](int i) {
+        if (i == 2) throw std::runtime_error("inner");
+      });
+    } catch (const std::runtime_error&) {
+      caught++;
+    }
+  });
+  EXPECT_EQ(caught.load(), 4);
 }
 
 TEST(ThreadPool, NestedLoopRunsInlineWithoutDeadlock) {

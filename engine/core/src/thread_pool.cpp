@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -116,8 +117,25 @@ int pool_threads() {
 
 void pool_run(int ntasks, const std::function<void(int)>& task) {
   if (ntasks <= 0) return;
-  if (ntasks >= 2 && pool().threads() >= 2 && pool().try_run(ntasks, task)) return;
-  for (int i = 0; i < ntasks; ++i) task(i);
+  // An exception must not leave a worker thread (std::terminate) nor skip the join: each task
+  // runs guarded, the first exception is kept and rethrown here once every task has run.
+  struct Guard {
+    const std::function<void(int)>& task;
+    std::mutex mu;
+    std::exception_ptr first;
+    void operator()(int i) {
+      try {
+        task(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    }
+  } guard{task, {}, nullptr};
+  const std::function<void(int)> guarded = [&guard](int i) { guard(i); };  // one pointer: no allocation
+  if (!(ntasks >= 2 && pool().threads() >= 2 && pool().try_run(ntasks, guarded)))
+    for (int i = 0; i < ntasks; ++i) guarded(i);
+  if (guard.first) std::rethrow_exception(guard.first);
 }
 
 }  // namespace snip

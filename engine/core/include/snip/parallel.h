@@ -37,7 +37,8 @@ inline int chunks_for_threads(int threads) {
 // Calls f(chunk, begin, end) on up to `max_chunks` contiguous chunks of [0, n), each at least
 // `grain` long (one chunk, on the calling thread, when n < 2·grain); chunk < max_chunks, so
 // per-chunk scratch sized max_chunks suffices. The chunk boundaries depend only on
-// (max_chunks, n, grain), never on timing or on which thread runs a chunk. f must not throw.
+// (max_chunks, n, grain), never on timing or on which thread runs a chunk. An exception from f
+// reaches the caller after every chunk has run (pool_run).
 template <class F>
 void parallel_chunks(int max_chunks, int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;

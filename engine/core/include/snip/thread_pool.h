@@ -20,7 +20,8 @@ namespace snip {
 int pool_threads();
 
 // Calls task(i) once for every i in [0, ntasks), on the pool's threads and the calling one,
-// and returns when all have finished. `task` must not throw. Runs every task on the calling
+// and returns when all have finished. If tasks throw, every task still runs and the first
+// exception is rethrown here afterwards (never on a worker thread). Runs every task on the calling
 // thread, in order, when ntasks < 2, when the pool has one thread, or when the pool is
 // already running a loop (a nested call or a concurrent caller), so it never deadlocks.
 void pool_run(int ntasks, const std::function<void(int)>& task);
