@@ -34,7 +34,8 @@ float from_bits(uint32_t u) {
 
 // Inputs that reach every branch of the rounding: each FP32 exponent (0: zero/subnormal, 255:
 // Inf/NaN) with edge and random mantissas and both signs; each grid point of the format, the
-// ties between neighbours and one FP32 ulp either side of them; random normals.
+// ties between neighbours and one FP32 ulp either side of them; the E2M1 table's slot edges;
+// random normals.
 std::vector<float> edge_inputs(ElemFormat f, uint32_t seed) {
   std::mt19937 gen(seed);
   std::vector<float> v;
@@ -53,6 +54,11 @@ std::vector<float> edge_inputs(ElemFormat f, uint32_t seed) {
     for (float x : {grid[i], mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)})
       for (float s : {1.0f, -1.0f}) v.push_back(s * x);
   }
+  // Every multiple of 2^21 in the FP32 bits from 0.125 to 8 and one bit either side: the slot
+  // edges of the E2M1 table lookup (quant_avx512.cpp), each rounding boundary among them.
+  for (uint32_t u = 0x3E000000u; u <= 0x41000000u; u += 1u << 21)
+    for (uint32_t b : {u - 1, u, u + 1})
+      for (uint32_t s : {0u, 0x80000000u}) v.push_back(from_bits(s | b));
   v.push_back(in.max * 1.5f);
   v.push_back(-in.max * 1.0000001f);
   std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -83,8 +89,8 @@ std::vector<KernelCase> kernel_cases() {
 
 // Runs `call(kernel, y, x, in, out, n, i0)` for the portable and the AVX-512 kernel over
 // segments of every length 0..40 plus long ones, at an odd offset, and expects equal bytes.
-template <class OutT, class Pick, class Call>
-void expect_same_bits(Pick pick_portable, Pick pick_avx512, Call call) {
+template <class OutT, class PickP, class PickV, class Call>
+void expect_same_bits(PickP pick_portable, PickV pick_avx512, Call call) {
   const std::vector<uint64_t> starts = {0, 5, 0xFFFFFFF0ull, 0x2FFFFFFFAull};  // low-word wrap at 2^32
   for (ElemFormat f : {ElemFormat::e2m1, ElemFormat::e4m3, ElemFormat::e5m2, ElemFormat::e3m2, ElemFormat::e2m3}) {
     const std::vector<float> x = edge_inputs(f, 17 + uint32_t(f));
@@ -136,11 +142,18 @@ bool have_avx512() {
   return detail::avx512_code_kernel(true, false, Rounding::rne) != nullptr;
 }
 
+// Both ways to the codes under RNE: the table lookup (E2M1 on a CPU with AVX512-VBMI; other
+// formats take the general kernel inside the same call) and the general kernel.
 TEST(QuantKernels, Avx512E2M1CodesEqualThePortableKernelsBitForBit) {
   if (!have_avx512()) GTEST_SKIP() << "no AVX-512F on this CPU";
-  expect_same_bits<int8_t>(detail::pick_code_kernel, detail::avx512_code_kernel,
-                           [](detail::CodeKernel k, int8_t* y, const float* x, const float* in, const float*, int64_t n,
-                              const RowParams& p, uint64_t i0) { k(y, x, in, n, p, i0); });
+  for (bool table : {true, false}) {
+    SCOPED_TRACE(table ? "table lookup" : "general kernel");
+    expect_same_bits<int8_t>(
+        detail::pick_code_kernel,
+        [table](bool d, bool v, Rounding r) { return detail::avx512_code_kernel(d, v, r, table); },
+        [](detail::CodeKernel k, int8_t* y, const float* x, const float* in, const float*, int64_t n,
+           const RowParams& p, uint64_t i0) { k(y, x, in, n, p, i0); });
+  }
 }
 
 TEST(QuantKernels, Avx512Bf16CodesEqualThePortableKernelsBitForBit) {
@@ -199,6 +212,9 @@ TEST(QuantKernels, Avx512TileRowsEqualThePortableKernelsTileByTile) {
                                                       &out_t[size_t(g)], len, p, i0 + c0);
           }
           detail::avx512_tile_code_kernel(divide, r)(cb.data(), x.data(), in_t.data(), n, bc, p, i0);
+          std::vector<int8_t> cg(static_cast<size_t>(n));
+          detail::avx512_tile_code_kernel(divide, r, false)(cg.data(), x.data(), in_t.data(), n, bc, p, i0);
+          EXPECT_EQ(ca, cg) << "general kernel";
           detail::avx512_tile_bf16_kernel(divide, r)(bb.data(), x.data(), in_t.data(), n, bc, p, i0);
           detail::avx512_tile_row_kernel(divide, r)(yb.data(), x.data(), in_t.data(), out_t.data(), n, bc, p, i0);
           EXPECT_EQ(ca, cb);

@@ -30,9 +30,11 @@ RowKernel pick_row_kernel(bool divide, bool vec, Rounding r);
 CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r);
 Bf16CodeKernel pick_bf16_code_kernel(bool divide, bool vec, Rounding r);
 
-// The AVX-512 kernels (quant_avx512.cpp), or null when this build or this CPU has none.
+// The AVX-512 kernels (quant_avx512.cpp), or null when this build or this CPU has none. The
+// E2M1 code kernels under RNE look the codes up in a table (AVX512-VBMI) unless `table` is
+// false or the CPU lacks VBMI: the same codes by fewer instructions.
 RowKernel avx512_row_kernel(bool divide, bool vec, Rounding r);
-CodeKernel avx512_code_kernel(bool divide, bool vec, Rounding r);
+CodeKernel avx512_code_kernel(bool divide, bool vec, Rounding r, bool table = true);
 Bf16CodeKernel avx512_bf16_code_kernel(bool divide, bool vec, Rounding r);
 
 // Whole rows of 1 × bc tiles (bc a multiple of 16) in one call, for the row-tile recipes
@@ -47,7 +49,7 @@ using TileBf16Kernel = void (*)(uint16_t*, const float*, const float*, int64_t, 
 // Null when this build or this CPU has no AVX-512.
 TileAmaxKernel avx512_tile_amax_kernel();
 TileRowKernel avx512_tile_row_kernel(bool divide, Rounding r);
-TileCodeKernel avx512_tile_code_kernel(bool divide, Rounding r);
+TileCodeKernel avx512_tile_code_kernel(bool divide, Rounding r, bool table = true);
 TileBf16Kernel avx512_tile_bf16_kernel(bool divide, Rounding r);
 
 // Strips of a band of rows (br × bc blocks or br × 1 column tiles, quantized a strip of whole
