@@ -3,8 +3,11 @@
 //   v = x ⊘ in (vdivps: FORMATS.md requires the FP32 division for FP32 scales; a multiply by
 //   the reciprocal differs in the last bit and SR reads every bit), a = min(|v|, max),
 //   e = max(exponent(a), emin), then RNE by the FP32 add trick at 2^(e+23-m), or SR / ties-away
-//   on t = a·2^(m-e) with trunc, the murmur3 hash of the element index in 16 lanes, and the
-//   code: 2·(±r) narrowed to bytes (vpmovdb), or the top 16 bits (vpmovdw) for BF16.
+//   on t = a·2^(m-e) with floor (vrndscaleps, the portable trunc for t >= 0), the murmur3 hash
+//   of the element index in 16 lanes, and the code: 2·(±r) (r's power-of-two step doubled:
+//   the same product) narrowed to bytes (vpmovdb), or the top 16 bits (vpmovdw) for BF16.
+//   The element index is one running vector; its high word is per row unless the low word
+//   crosses 2^32 within the row (the kWrap loop).
 // `vminps` returns its second operand when the first is NaN, as the portable `a < max ? a : max`
 // does, and every other operation is the same IEEE operation, so NaN, Inf and subnormal inputs
 // give the portable kernels' bits too (the quantizer itself rejects non-finite operands first).
@@ -38,8 +41,19 @@ namespace snip::detail {
 
 namespace {
 
-SNIP_AVX512 inline __m512i fmix32_x16(__m512i h) {
+// murmur3's 32-bit finalizer in 16 lanes.
+SNIP_AVX512 inline __attribute__((always_inline)) __m512i fmix32_x16(__m512i h) {
   h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+  h = _mm512_mullo_epi32(h, _mm512_set1_epi32(int(0x85EBCA6Bu)));
+  h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
+  h = _mm512_mullo_epi32(h, _mm512_set1_epi32(int(0xC2B2AE35u)));
+  return _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+}
+
+// The same of lo ^ k0, given k0x = k0 ^ (k0 >> 16): the first step
+// h ^ (h >> 16) of h = lo ^ k0 is lo ^ (lo >> 16) ^ k0x (a shift distributes over xor).
+SNIP_AVX512 inline __attribute__((always_inline)) __m512i fmix32_x16_keyed(__m512i lo, __m512i k0x) {
+  __m512i h = _mm512_ternarylogic_epi32(lo, _mm512_srli_epi32(lo, 16), k0x, 0x96);  // a ^ b ^ c
   h = _mm512_mullo_epi32(h, _mm512_set1_epi32(int(0x85EBCA6Bu)));
   h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 13));
   h = _mm512_mullo_epi32(h, _mm512_set1_epi32(int(0xC2B2AE35u)));
@@ -48,14 +62,16 @@ SNIP_AVX512 inline __m512i fmix32_x16(__m512i h) {
 
 // The per-row constants of the rounding, broadcast once.
 struct Consts {
-  __m512i emin_b, m, big_off, inv_off, lo0, k0, hk_same, hk_wrap, iota, code_offset;
+  __m512i emin_b, q_off, inv_off, lo0, k0x, hk_same, hk_wrap, code_offset;
   __m512 maxv, in0, out0;
 };
 
 // 16 elements from lane values xv (and per-lane scales when kVecScale): the signed rounded
-// values ±r as FP32 bits (sign in bit 31). c: the column of lane 0 (SR index).
-template <bool kDivide, bool kVecScale, Rounding kRound>
-SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m512 in, const Consts& k, int64_t c) {
+// values ±r as FP32 bits (sign in bit 31), or ±2r when kTimes2 (the E2M1 code 2q). lo: the low
+// 32 bits of each lane's element index (SR); kWrap: some lane's index crossed 2^32 within
+// the row (its high word is one more: hk_wrap).
+template <bool kDivide, Rounding kRound, bool kTimes2, bool kWrap>
+SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m512 in, const Consts& k, __m512i lo) {
   const __m512 v = kDivide ? _mm512_div_ps(xv, in) : _mm512_mul_ps(xv, in);
   const __m512i vb = _mm512_castps_si512(v);
   const __m512i sign = _mm512_and_si512(vb, _mm512_set1_epi32(int(0x80000000u)));
@@ -64,20 +80,22 @@ SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m
   const __m512i eb = _mm512_max_epu32(_mm512_srli_epi32(_mm512_castps_si512(a), 23), k.emin_b);
   __m512 r;
   if constexpr (kRound == Rounding::rne) {
-    const __m512 big = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(eb, k.big_off), 23));
+    const __m512 big = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(eb, k.q_off), 23));
     r = _mm512_sub_ps(_mm512_add_ps(a, big), big);
+    if constexpr (kTimes2) r = _mm512_add_ps(r, r);
   } else {
-    const __m512 q = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(eb, k.m), 23));
+    // q = 2^(e-m) (2q when kTimes2: q_off is 1 less), 1/q, t = a/q, floor and fraction.
+    const __m512 q = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(eb, k.q_off), 23));
     const __m512 inv_q = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(k.inv_off, eb), 23));
     const __m512 t = _mm512_mul_ps(a, inv_q);
-    const __m512 fl = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(t));
+    // floor(t): t is in [0, 2^(m+1)], so this is the portable kernel's float(int(t)).
+    const __m512 fl = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     const __m512 frac = _mm512_sub_ps(t, fl);
     __mmask16 up;
     if constexpr (kRound == Rounding::stochastic) {
-      const __m512i lo = _mm512_add_epi32(_mm512_add_epi32(k.lo0, _mm512_set1_epi32(int(uint32_t(c)))), k.iota);
-      const __mmask16 wrap = _mm512_cmplt_epu32_mask(lo, k.lo0);
-      const __m512i hk = _mm512_mask_blend_epi32(wrap, k.hk_same, k.hk_wrap);
-      const __m512i h = fmix32_x16(_mm512_xor_si512(fmix32_x16(_mm512_xor_si512(lo, k.k0)), hk));
+      const __m512i hk =
+          kWrap ? _mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(lo, k.lo0), k.hk_same, k.hk_wrap) : k.hk_same;
+      const __m512i h = fmix32_x16(_mm512_xor_si512(fmix32_x16_keyed(lo, k.k0x), hk));
       const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
       up = _mm512_cmp_ps_mask(u, frac, _CMP_LT_OQ);
     } else {
@@ -85,7 +103,7 @@ SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m
     }
     // fl + 1.0 where up, fl (= fl + 0.0, fl >= 0) elsewhere: the portable kernel's fl + up.
     const __m512 n = _mm512_mask_add_ps(fl, up, fl, _mm512_set1_ps(1.0f));
-    r = _mm512_mul_ps(n, q);
+    r = _mm512_mul_ps(n, q);  // exact: n < 2^(m+2), q a power of two in range
   }
   return _mm512_or_si512(_mm512_castps_si512(r), sign);
 }
@@ -93,9 +111,8 @@ SNIP_AVX512 inline __attribute__((always_inline)) __m512i round16(__m512 xv, __m
 template <class OutT>
 SNIP_AVX512 inline __attribute__((always_inline)) void store16(OutT* y, __m512i sr, __m512 out, __mmask16 mask,
                                                                bool full, const Consts& k) {
-  if constexpr (std::is_same_v<OutT, int8_t>) {
-    const __m512i code = _mm512_add_epi32(
-        _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(sr), _mm512_set1_ps(2.0f))), k.code_offset);
+  if constexpr (std::is_same_v<OutT, int8_t>) {  // sr is ±2r (kTimes2)
+    const __m512i code = _mm512_add_epi32(_mm512_cvttps_epi32(_mm512_castsi512_ps(sr)), k.code_offset);
     if (full)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(code));
     else
@@ -115,42 +132,60 @@ SNIP_AVX512 inline __attribute__((always_inline)) void store16(OutT* y, __m512i 
   }
 }
 
-template <bool kDivide, bool kVecScale, Rounding kRound, class OutT>
-SNIP_AVX512 inline __attribute__((always_inline)) void row_avx512(OutT* __restrict y, const float* __restrict x,
-                                                                  const float* __restrict in_s,
-                                                                  const float* __restrict out_s, int64_t n,
-                                                                  const RowParams& p, uint64_t i0) {
+// x[0, n) through round16 and store16, 16 lanes per step, then a masked tail.
+template <bool kDivide, bool kVecScale, Rounding kRound, bool kWrap, class OutT>
+SNIP_AVX512 inline __attribute__((always_inline)) void row_loop(OutT* __restrict y, const float* __restrict x,
+                                                                const float* __restrict in_s,
+                                                                const float* __restrict out_s, int64_t n,
+                                                                const Consts& k) {
   constexpr bool kVecOut = kVecScale && std::is_same_v<OutT, float>;
-  const uint32_t m = uint32_t(p.mbits);
-  const uint32_t lo0 = uint32_t(i0), hi0 = uint32_t(i0 >> 32);
-  Consts k;
-  k.emin_b = _mm512_set1_epi32(int(p.emin_biased));
-  k.m = _mm512_set1_epi32(int(m));
-  k.big_off = _mm512_set1_epi32(int(23u - m));
-  k.inv_off = _mm512_set1_epi32(int(254u + m));
-  k.lo0 = _mm512_set1_epi32(int(lo0));
-  k.k0 = _mm512_set1_epi32(int(p.k0));
-  k.hk_same = _mm512_set1_epi32(int(hi0 * 0x9E3779B1u + p.k1));
-  k.hk_wrap = _mm512_set1_epi32(int((hi0 + 1u) * 0x9E3779B1u + p.k1));
-  k.code_offset = _mm512_set1_epi32(p.code_offset);
-  k.iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  k.maxv = _mm512_set1_ps(p.max);
-  k.in0 = _mm512_set1_ps(in_s[0]);
-  k.out0 = std::is_same_v<OutT, float> ? _mm512_set1_ps(out_s[0]) : _mm512_set1_ps(1.0f);
+  constexpr bool kTimes2 = std::is_same_v<OutT, int8_t>;
+  __m512i lo = _mm512_add_epi32(k.lo0, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   int64_t c = 0;
   for (; c + 16 <= n; c += 16) {
     const __m512 in = kVecScale ? _mm512_loadu_ps(in_s + c) : k.in0;
     const __m512 out = kVecOut ? _mm512_loadu_ps(out_s + c) : k.out0;
-    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_loadu_ps(x + c), in, k, c), out, 0xFFFF, true, k);
+    store16(y + c, round16<kDivide, kRound, kTimes2, kWrap>(_mm512_loadu_ps(x + c), in, k, lo), out, 0xFFFF, true, k);
+    lo = _mm512_add_epi32(lo, _mm512_set1_epi32(16));
   }
   if (c < n) {
     const __mmask16 mask = __mmask16((1u << (n - c)) - 1u);
     // Masked-off lanes divide 0 by 1 (never 0/0): no lane computes anything unusual.
     const __m512 in = kVecScale ? _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), mask, in_s + c) : k.in0;
     const __m512 out = kVecOut ? _mm512_maskz_loadu_ps(mask, out_s + c) : k.out0;
-    store16(y + c, round16<kDivide, kVecScale, kRound>(_mm512_maskz_loadu_ps(mask, x + c), in, k, c), out, mask, false,
-            k);
+    store16(y + c, round16<kDivide, kRound, kTimes2, kWrap>(_mm512_maskz_loadu_ps(mask, x + c), in, k, lo), out, mask,
+            false, k);
   }
+}
+
+template <bool kDivide, bool kVecScale, Rounding kRound, class OutT>
+SNIP_AVX512 inline __attribute__((always_inline)) void row_avx512(OutT* __restrict y, const float* __restrict x,
+                                                                  const float* __restrict in_s,
+                                                                  const float* __restrict out_s, int64_t n,
+                                                                  const RowParams& p, uint64_t i0) {
+  const uint32_t m = uint32_t(p.mbits);
+  const uint32_t lo0 = uint32_t(i0), hi0 = uint32_t(i0 >> 32);
+  constexpr uint32_t kTimes2 = std::is_same_v<OutT, int8_t> ? 1u : 0u;
+  Consts k;
+  k.emin_b = _mm512_set1_epi32(int(p.emin_biased));
+  // RNE: big = 2^(e + 23 - m); SR / away: q = 2^(e - m), or 2q for codes.
+  k.q_off = _mm512_set1_epi32(int(kRound == Rounding::rne ? 23u - m : m - kTimes2));
+  k.inv_off = _mm512_set1_epi32(int(254u + m));
+  k.lo0 = _mm512_set1_epi32(int(lo0));
+  k.k0x = _mm512_set1_epi32(int(p.k0 ^ (p.k0 >> 16)));
+  k.hk_same = _mm512_set1_epi32(int(hi0 * 0x9E3779B1u + p.k1));
+  k.hk_wrap = _mm512_set1_epi32(int((hi0 + 1u) * 0x9E3779B1u + p.k1));
+  k.code_offset = _mm512_set1_epi32(p.code_offset);
+  k.maxv = _mm512_set1_ps(p.max);
+  k.in0 = _mm512_set1_ps(in_s[0]);
+  k.out0 = std::is_same_v<OutT, float> ? _mm512_set1_ps(out_s[0]) : _mm512_set1_ps(1.0f);
+  // Whether an element index's low word crosses 2^32 in this row (rows of a tensor past 2^32
+  // elements): the hash then needs each lane's high word. (Lanes past n in the masked tail
+  // compute and are discarded.)
+  if (kRound == Rounding::stochastic && n > 0 && uint64_t(lo0) + uint64_t(n - 1) > 0xFFFFFFFFull)
+    row_loop<kDivide, kVecScale, kRound, true>(y, x, in_s, out_s, n, k);
+  else
+    row_loop<kDivide, kVecScale, kRound, false>(y, x, in_s, out_s, n, k);
 }
 
 template <bool D, bool V, Rounding R>
