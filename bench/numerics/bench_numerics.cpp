@@ -10,10 +10,14 @@
 //    one oneDNN int8 matmul per K block (`onednn_u8s8s32_kblocks128`, against e2m1_kernel_only).
 // Ratios are computed from times measured in the same run and printed after the table; run
 // with --benchmark_repetitions=5 on a shared machine (the ratios use the fastest repetition).
+// The quantize-and-pack and in-cache quantizer cases also time a memcpy right after each
+// iteration (PairedMemcpy) and print the median of those paired ratios.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +63,43 @@ void BM_memcpy(benchmark::State& st) {
   }
   st.SetBytesProcessed(int64_t(st.iterations()) * kRows * kCols * 4);
 }
+
+// memcpy of its own 16 MiB, timed right after each timed iteration of a kernel that reads as
+// many FP32 bytes: per pair, memcpy's time over the kernel's is the kernel's bandwidth as a
+// multiple of memcpy's at that moment. The median over the pairs is reported as the counter
+// `x_memcpy_paired`, with `pairs`. (memcpy alone runs at 12–29 GB/s in different processes on a
+// shared VM; a ratio to a memcpy measured minutes earlier moves with it. The two also evict each
+// other's data, so both read from DRAM.) The benchmark's time is the kernel's alone
+// (UseManualTime).
+class PairedMemcpy {
+ public:
+  PairedMemcpy() : src_(randn(size_t(kRows * kCols), 9)), dst_(src_.size()) {}
+  template <class Kernel>
+  void iteration(benchmark::State& st, Kernel&& kernel) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    kernel();
+    benchmark::ClobberMemory();
+    const auto t1 = clock::now();
+    std::memcpy(dst_.data(), src_.data(), src_.size() * 4);
+    benchmark::ClobberMemory();
+    const auto t2 = clock::now();
+    const double k = std::chrono::duration<double>(t1 - t0).count(), m = std::chrono::duration<double>(t2 - t1).count();
+    st.SetIterationTime(k);
+    ratios_.push_back(m / k);
+  }
+  void report(benchmark::State& st) {
+    if (ratios_.empty()) return;
+    std::sort(ratios_.begin(), ratios_.end());
+    const size_t n = ratios_.size();
+    st.counters["x_memcpy_paired"] = n % 2 ? ratios_[n / 2] : 0.5 * (ratios_[n / 2 - 1] + ratios_[n / 2]);
+    st.counters["pairs"] = double(n);
+  }
+
+ private:
+  std::vector<float> src_, dst_;
+  std::vector<double> ratios_;
+};
 
 struct QuantCase {
   const char* recipe;
@@ -270,11 +311,13 @@ void BM_quantize_code2_in_cache(benchmark::State& st, QuantCase c) {
   std::vector<int8_t> codes(x.size());
   std::vector<float> scales(size_t(e2m1_scale_count(rows, cols, spec)));
   constexpr int64_t reps = kRows * kCols / (rows * cols);  // as many elements as memcpy's input
-  for (auto _ : st) {
-    for (int64_t i = 0; i < reps; ++i)
-      quantize_e2m1_code2(codes.data(), scales.data(), x.data(), rows, cols, spec, {1, 2, 3, uint32_t(i)}, "bench");
-    benchmark::ClobberMemory();
-  }
+  PairedMemcpy paired;
+  for (auto _ : st)
+    paired.iteration(st, [&] {
+      for (int64_t i = 0; i < reps; ++i)
+        quantize_e2m1_code2(codes.data(), scales.data(), x.data(), rows, cols, spec, {1, 2, 3, uint32_t(i)}, "bench");
+    });
+  paired.report(st);
   st.SetBytesProcessed(int64_t(st.iterations()) * reps * rows * cols * 4);
   set_quant_threads(g_default_threads);
 }
@@ -324,13 +367,15 @@ void BM_quantize_pack(benchmark::State& st, QuantCase c, bool as_a, bool along_c
       return;
     }
   }
-  for (auto _ : st) {
-    if (fused)
-      one_pass(g);
-    else
-      two_pass(g);
-    benchmark::ClobberMemory();
-  }
+  PairedMemcpy paired;
+  for (auto _ : st)
+    paired.iteration(st, [&] {
+      if (fused)
+        one_pass(g);
+      else
+        two_pass(g);
+    });
+  paired.report(st);
   st.SetBytesProcessed(int64_t(st.iterations()) * kRows * kCols * 4);
   set_quant_threads(g_default_threads);
 }
@@ -404,14 +449,15 @@ void BM_block(benchmark::State& st, Precision p) {
 // Collects each benchmark's real time per iteration so ratios can be printed at the end.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
-  std::map<std::string, double> seconds, cpu_seconds, process_cpu_ms;
+  std::map<std::string, double> seconds, cpu_seconds, process_cpu_ms, paired;
+  std::map<std::string, int> pairs;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
       std::string name = r.benchmark_name();
-      const std::string suffix = "/real_time";
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-        name.resize(name.size() - suffix.size());
+      for (const std::string suffix : {"/real_time", "/manual_time"})
+        if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+          name.resize(name.size() - suffix.size());
       // With --benchmark_repetitions=n keep the fastest repetition: on a machine shared with
       // other jobs the minimum is the least disturbed estimate of the kernel's own cost.
       const double real = r.GetAdjustedRealTime() * benchmark::GetTimeUnitMultiplier(r.time_unit);
@@ -420,6 +466,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (!cpu_seconds.count(name) || cpu < cpu_seconds[name]) cpu_seconds[name] = cpu;
       if (auto c = r.counters.find("process_cpu_ms"); c != r.counters.end())
         if (!process_cpu_ms.count(name) || c->second < process_cpu_ms[name]) process_cpu_ms[name] = c->second;
+      if (auto c = r.counters.find("x_memcpy_paired"); c != r.counters.end()) {  // the last repetition's
+        paired[name] = c->second;
+        pairs[name] = int(r.counters.at("pairs"));
+      }
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -472,7 +522,7 @@ void register_all() {
         {"snip_fp4_wgrad_dy_128x1_sr", {"snip", Precision::fp4, Gemm::wgrad, Operand::gradient}}}) {
     const std::string n = std::string("quant/in_cache/") + name + "_to_codes/threads:1";
     benchmark::RegisterBenchmark(n.c_str(), BM_quantize_code2_in_cache, c)
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
   }
@@ -492,7 +542,7 @@ void register_all() {
         const std::string n = std::string("quant/pack_") + pc.name + (fused ? "" : "_quantize_then_pack") +
                               "/threads:" + std::to_string(threads);
         benchmark::RegisterBenchmark(n.c_str(), BM_quantize_pack, pc.c, pc.as_a, pc.along_cols, fused, threads)
-            ->UseRealTime()
+            ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
         g_ratios.push_back({n, "quant/memcpy", true});
       }
@@ -601,7 +651,10 @@ int main(int argc, char** argv) {
     auto a = reporter.seconds.find(r.name), b = reporter.seconds.find(r.reference);
     if (a == reporter.seconds.end() || b == reporter.seconds.end()) continue;
     // Single-threaded kernels: CPU time too (robust against other load on the machine).
-    if (r.throughput)
+    if (r.throughput && reporter.paired.count(r.name))  // (its CPU time includes the paired memcpy)
+      std::printf("  %-55s %6.2f x memcpy bandwidth (real time), paired %5.2f x (median of %d alternations)\n",
+                  r.name.c_str(), b->second / a->second, reporter.paired[r.name], reporter.pairs[r.name]);
+    else if (r.throughput)
       std::printf("  %-55s %6.2f x memcpy bandwidth (real time), %6.2f x (CPU time)\n", r.name.c_str(),
                   b->second / a->second, reporter.cpu_seconds[r.reference] / reporter.cpu_seconds[r.name]);
     else if (reporter.process_cpu_ms.count(r.name) && reporter.process_cpu_ms.count(r.reference))
