@@ -325,7 +325,8 @@ void BM_quantize_code2_in_cache(benchmark::State& st, QuantCase c) {
 // An FP4 operand (kRows × kCols) quantized into the integer GEMM's packed layout, as the GEMM
 // reads it: straight into the layout (E2M1Gemm::quantize_a/_b, what qlinear does) or, the
 // previous way, to row-major codes that are then packed. As A or B, reduced along its columns
-// (fprop) or down its rows (wgrad). The fused bytes are checked against the two-pass ones first.
+// or down its rows: each FP4 operand of a training step (fprop's X and W, dgrad's dY and W,
+// wgrad's dY and X). The fused bytes are checked against the two-pass ones first.
 void BM_quantize_pack(benchmark::State& st, QuantCase c, bool as_a, bool along_cols, bool fused, int threads) {
   set_quant_threads(threads);
   const std::vector<float> x = randn(size_t(kRows * kCols), 3);
@@ -534,6 +535,8 @@ void register_all() {
   const PackCase pack_cases[] = {
       {"fprop_x_1x128_as_A", {"snip", Precision::fp4, Gemm::fprop, Operand::activation}, true, true},
       {"fprop_w_128x128_as_B", {"snip", Precision::fp4, Gemm::fprop, Operand::weight}, false, true},
+      {"dgrad_dy_1x128_sr_as_A", {"snip", Precision::fp4, Gemm::dgrad, Operand::gradient}, true, true},
+      {"dgrad_w_128x128_as_B", {"snip", Precision::fp4, Gemm::dgrad, Operand::weight}, false, false},
       {"wgrad_dy_128x1_sr_as_A", {"snip", Precision::fp4, Gemm::wgrad, Operand::gradient}, true, false},
       {"wgrad_x_128x1_as_B", {"snip", Precision::fp4, Gemm::wgrad, Operand::activation}, false, false}};
   for (const PackCase& pc : pack_cases)
