@@ -14,6 +14,7 @@
 // iteration (PairedMemcpy) and print the median of those paired ratios.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <immintrin.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -322,6 +323,42 @@ void BM_quantize_code2_in_cache(benchmark::State& st, QuantCase c) {
   set_quant_threads(g_default_threads);
 }
 
+// The quantizer's read order alone: max |x| over the kRows × kCols input from DRAM, in row
+// order or in strips of 128 rows × `strip` columns (the order of 128 × 128 blocks read one block
+// column at a time), 16 lanes per instruction as the AVX-512 quantizer reads. No rounding, no
+// stores: what the order costs the memory system. (Registered on CPUs with AVX-512F.)
+// (GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized and
+// -Wuninitialized report once inlined; the value is never read.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) uint32_t max_abs_bits_in_strips(const float* x, int64_t strip) {
+  __m512i m = _mm512_setzero_si512();
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  for (int64_t r0 = 0; r0 < kRows; r0 += 128)
+    for (int64_t c0 = 0; c0 < kCols; c0 += strip)
+      for (int64_t r = r0; r < r0 + 128; ++r) {
+        const float* p = x + r * kCols + c0;
+        for (int64_t c = 0; c < strip; c += 16)
+          m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(p + c), abs_mask));
+      }
+  return _mm512_reduce_max_epu32(m);
+}
+#pragma GCC diagnostic pop
+
+void BM_read_order(benchmark::State& st, int64_t strip) {
+  const std::vector<float> x = randn(size_t(kRows * kCols), 5);
+  PairedMemcpy paired;
+  uint32_t sink = 0;
+  for (auto _ : st)
+    paired.iteration(st, [&] {
+      sink ^= max_abs_bits_in_strips(x.data(), strip);
+      benchmark::DoNotOptimize(sink);
+    });
+  paired.report(st);
+  st.SetBytesProcessed(int64_t(st.iterations()) * kRows * kCols * 4);
+}
+
 // An FP4 operand (kRows × kCols) quantized into the integer GEMM's packed layout, as the GEMM
 // reads it: straight into the layout (E2M1Gemm::quantize_a/_b, what qlinear does) or, the
 // previous way, to row-major codes that are then packed. As A or B, reduced along its columns
@@ -525,6 +562,13 @@ void register_all() {
     benchmark::RegisterBenchmark(n.c_str(), BM_quantize_code2_in_cache, c)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
+    g_ratios.push_back({n, "quant/memcpy", true});
+  }
+  for (int64_t strip : {kCols, int64_t(128), int64_t(1024)}) {
+    if (!__builtin_cpu_supports("avx512f")) break;
+    const std::string n =
+        strip == kCols ? std::string("quant/read_order/rows") : "quant/read_order/strips_128x" + std::to_string(strip);
+    benchmark::RegisterBenchmark(n.c_str(), BM_read_order, strip)->UseManualTime()->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
   }
   struct PackCase {

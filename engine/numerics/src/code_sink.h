@@ -30,8 +30,9 @@ class RowCodeSink {
   // the sink takes the codes a strip of whole blocks at a time, w source columns wide, instead
   // of through place(). Then the quantizer (its AVX-512 path) calls place_block for every strip
   // of every band, and never place(): rows [r0, r1) are one whole band, columns [c0, c1) with c0
-  // a multiple of w and c1 = min(c0 + w, cols); the codes (2q, no offset) row-major with row
-  // stride ld bytes, valid only during the call. Called concurrently for different bands.
+  // a multiple of w and c1 = min(c0 + w, cols) (w = cols: the whole band at once); the codes
+  // (2q, no offset) row-major with row stride ld bytes, valid only during the call. Called
+  // concurrently for different bands.
   virtual bool takes_blocks(int64_t w) const {
     (void)w;
     return false;

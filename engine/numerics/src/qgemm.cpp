@@ -243,10 +243,13 @@ class BSink final : public numerics_detail::RowCodeSink {
                                         interleave4x16(d + 4 * j, s + j, s + ld4 + j, s + 2 * ld4 + j, s + 3 * ld4 + j);
                                     });
   }
-  // Strips of whole blocks, placed with their column sums (place_b_block) on CPUs with VNNI:
+  // Strips of whole blocks, placed with their column sums (place_b_columns, place_b_k_rows) on CPUs with VNNI:
   // any strip when source rows are B's columns (a band's strip covers whole K chunks), strips
-  // of whole panels when they are B's k (a band covers whole chunks).
-  bool takes_blocks(int64_t w) const override { return vector_placement() && (rows_are_i_ || w % kNR == 0); }
+  // of whole panels (or the whole width, the last panel cut by N) when they are B's k (a band
+  // covers whole chunks).
+  bool takes_blocks(int64_t w) const override {
+    return vector_placement() && (rows_are_i_ || w % kNR == 0 || w >= P_.N);
+  }
   void place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) override;
   // Whether the codes came through place_block, so the column sums are in place already.
   bool sums_done() const { return blocks_.load(std::memory_order_relaxed); }

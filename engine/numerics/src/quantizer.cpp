@@ -869,6 +869,10 @@ class QuantizeCall {
   // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale per
   // block, then the rounding pass while the band is still in L2 (one DRAM read).
   void quantize_bands() {
+    if (whole_band_blocks()) {
+      quantize_whole_bands();
+      return;
+    }
     if (const int64_t w = strip_width(); w > 0) {
       quantize_band_strips(w);
       return;
@@ -880,24 +884,80 @@ class QuantizeCall {
       std::vector<float> s_in(static_cast<size_t>(geo_.nbc)), s_out(static_cast<size_t>(geo_.nbc));
       for (int64_t band = bb; band < be; ++band) {
         const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
-        std::fill(colmax.begin(), colmax.end(), 0u);
-        for (int64_t r = r0; r < r1; ++r) detail::colmax_update(colmax.data(), x_ + r * cols_, cols_);
-        for (int64_t g = 0; g < geo_.nbc; ++g) {
-          const int64_t c0 = g * geo_.bc, c1 = std::min(cols_, c0 + geo_.bc);
-          uint32_t m = 0;
-          for (int64_t c = c0; c < c1; ++c) m = std::max(m, colmax[size_t(c)]);
-          if (m >= kInfBits) {
-            bad_ = true;
-            return;
-          }
-          const Scale sc = block_scale_fast(spec_, *info_, ffrom(m), nv_);
-          s_in[size_t(g)] = sc.in;
-          s_out[size_t(g)] = sc.out;
-          if (sink_) sink_->scales[band * geo_.nbc + g] = sc.out;
+        if (!band_scales(band, r0, r1, colmax.data(), s_in.data(), s_out.data())) {
+          bad_ = true;
+          return;
         }
         for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), scr);
       }
       flush(scr);
+    });
+    throw_if_bad();
+  }
+
+  // One band's column maxima (in row order: one sequential read), then its block scales: s_in
+  // for the rounding and s_out (one per block column), the decode scales also to the sink.
+  // False when the band holds a non-finite value. colmax: scratch of cols_ entries.
+  bool band_scales(int64_t band, int64_t r0, int64_t r1, uint32_t* colmax, float* s_in, float* s_out) {
+    std::fill(colmax, colmax + cols_, 0u);
+    for (int64_t r = r0; r < r1; ++r) detail::colmax_update(colmax, x_ + r * cols_, cols_);
+    for (int64_t g = 0; g < geo_.nbc; ++g) {
+      const int64_t c0 = g * geo_.bc, c1 = std::min(cols_, c0 + geo_.bc);
+      uint32_t m = 0;
+      for (int64_t c = c0; c < c1; ++c) m = std::max(m, colmax[c]);
+      if (m >= kInfBits) return false;
+      const Scale sc = block_scale_fast(spec_, *info_, ffrom(m), nv_);
+      s_in[g] = sc.in;
+      s_out[g] = sc.out;
+      if (sink_) sink_->scales[band * geo_.nbc + g] = sc.out;
+    }
+    return true;
+  }
+
+  // Whether the AVX-512 code kernels hand each band to the sink whole (one place_block per band,
+  // the strip as wide as the matrix) rather than in strips: E2M1 codes into a sink that takes
+  // blocks, column tiles or blocks of a multiple of 16 columns, a band's codes within 1 MiB, and
+  // rounding other than SR. (SR's hash makes its rounding compute-bound: the strips' DRAM reads,
+  // prefetched a strip ahead, hide behind it and each strip's codes are placed from L1; whole
+  // bands were 0–10 % slower there. RNE is light and waits on DRAM, where row order pays.)
+  bool whole_band_blocks() const {
+    if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return false;
+    if ((!vec_ && !tile_code_) || spec_.rounding == Rounding::stochastic) return false;
+    return geo_.br * cols_ <= (int64_t(1) << 20) && sink_->rows->takes_blocks(cols_);
+  }
+
+  // Bands through the sink whole: per band, its column maxima and scales (band_scales, in row
+  // order), then its codes row by row into a local buffer while the band is in L2/L3, then the
+  // band to the sink. Row order is what makes this faster than strips of whole blocks
+  // (quantize_band_strips): a pure read of a 2048 × 2048 FP32 matrix from DRAM in strips of
+  // 128 rows × 128 (or 1024) columns takes twice as long as the same read in row order, and
+  // prefetching the next strip makes it slower still (bench/numerics/RESULTS.md). The same
+  // kernels on the same elements with the same scales and element indices as band_row and the
+  // strips, so the same codes.
+  void quantize_whole_bands() {
+    const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
+    detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int, int64_t bb, int64_t be) {
+      thread_local std::vector<int8_t> buf;  // the band's codes, from a cache-line boundary
+      if (int64_t(buf.size()) < geo_.br * cols_ + 64) buf.resize(size_t(geo_.br * cols_ + 64));
+      int8_t* const codes = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+      std::vector<uint32_t> colmax(static_cast<size_t>(cols_));
+      std::vector<float> s_in(static_cast<size_t>(geo_.nbc)), s_out(static_cast<size_t>(geo_.nbc));
+      for (int64_t band = bb; band < be; ++band) {
+        const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
+        if (!band_scales(band, r0, r1, colmax.data(), s_in.data(), s_out.data())) {
+          bad_ = true;
+          return;
+        }
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t i0 = r * cols_;
+          int8_t* to = codes + (r - r0) * cols_;
+          if (vec_)
+            code_kernel_(to, x_ + i0, s_in.data(), cols_, params_, uint64_t(i0));
+          else
+            tile_code_(to, x_ + i0, s_in.data(), cols_, geo_.bc, params_, uint64_t(i0));
+        }
+        sink_->rows->place_block(r0, r1, 0, cols_, codes, cols_);
+      }
     });
     throw_if_bad();
   }
