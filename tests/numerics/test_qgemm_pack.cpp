@@ -96,7 +96,8 @@ TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
   ThreadsGuard guard;
   // Odd shapes: partial panels, partial register tiles, chunks not a multiple of 4, batches
   // that do not start on a quad of k; a larger one with several 128-blocks and full quads; and
-  // one where every operand has several bands of 128 rows (the strip placement of bands, with
+  // one where every operand has several bands of 128 rows (bands placed whole under RNE, in
+  // strips under SR, with
   // a last band cut short, a last panel of 200 − 192 or 302 − 256 columns and a last K chunk
   // of 46).
   const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}, {260, 302, 200}};
@@ -116,6 +117,24 @@ TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
                                  " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
         for_each_gemm(expect_same_packing, side, X, W, dY, T, K, N, what);
       }
+}
+
+TEST(QGemmPack, BandsTooWideForOneBufferGoThroughStripsWithTheSameBytes) {
+  // Under RNE a band of 128 rows goes to the sink whole when its codes fit 1 MiB; at 8,300
+  // columns (128 × 8,300 bytes) it goes a strip at a time instead. Both bands of the weight
+  // (fprop, and down its rows for dgrad) and of wgrad's X take that path here.
+  ThreadsGuard guard;
+  const int64_t T = 130, K = 8300, N = 130;
+  const auto X = randn(size_t(T * K), 31), W = randn(size_t(N * K), 32), dY = randn(size_t(T * N), 33);
+  for (int threads : {1, 2}) {
+    set_quant_threads(threads);
+    const Recipe recipe = Recipe::named("snip");
+    auto side = [&](const std::vector<float>& x, int64_t rows, int64_t cols, Gemm g, Operand op, bool along) {
+      return Side{&x,   rows, cols, recipe.spec(Precision::fp4, g, op), RngKey{3, 1, 4, uint32_t(int(g) * 4 + int(op))},
+                  along};
+    };
+    for_each_gemm(expect_same_packing, side, X, W, dY, T, K, N, "snip K=8300 threads=" + std::to_string(threads));
+  }
 }
 
 TEST(QGemmPack, BatchesOfBColumnsCutInsideA16ColumnGroupGiveTheSameBytes) {
