@@ -97,9 +97,8 @@ TEST(QGemmPack, QuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {
   // Odd shapes: partial panels, partial register tiles, chunks not a multiple of 4, batches
   // that do not start on a quad of k; a larger one with several 128-blocks and full quads; and
   // one where every operand has several bands of 128 rows (bands placed whole under RNE, in
-  // strips under SR, with
-  // a last band cut short, a last panel of 200 − 192 or 302 − 256 columns and a last K chunk
-  // of 46).
+  // strips under SR, with a last band cut short, a last panel of 200 − 192 or 302 − 256
+  // columns and a last K chunk of 46).
   const int64_t shapes[][3] = {{37, 70, 45}, {130, 200, 67}, {256, 384, 128}, {260, 302, 200}};
   for (const char* name : kRecipes)
     for (const auto& sh : shapes)
