@@ -866,20 +866,30 @@ class QuantizeCall {
       tile_bf16_(to ? static_cast<uint16_t*>(to) : sink_->bf16 + i0, xr, in_t, cols_, geo_.bc, params_, i0);
   }
 
-  // Bands of br rows (br×bc blocks, br×1 column tiles): per band, column maxima, one scale per
-  // block, then the rounding pass while the band is still in L2 (one DRAM read).
+  // Bands of br rows (br×bc blocks, br×1 column tiles): per band, its column maxima and scales
+  // (band_scales, one read in row order), then the rounding pass row by row while the band is
+  // still in L2/L3 (one DRAM read). With a sink that takes the band whole (whole_band_blocks),
+  // the band's codes go to a local buffer and then to the sink in one place_block call. Row
+  // order is what makes that faster than strips of whole blocks (quantize_band_strips, kept for
+  // SR): a pure read of a 2048 × 2048 FP32 matrix from DRAM in strips of 128 rows × 128 (or
+  // 1024) columns takes 1.8–2.2× as long as in row order, and prefetching the next strip makes
+  // it slower still (bench/numerics/RESULTS.md, quant/read_order). The same kernels on the same
+  // elements with the same scales and element indices in every path, so the same codes.
   void quantize_bands() {
-    if (whole_band_blocks()) {
-      quantize_whole_bands();
-      return;
-    }
-    if (const int64_t w = strip_width(); w > 0) {
+    const bool whole = whole_band_blocks();
+    if (const int64_t w = whole ? 0 : strip_width(); w > 0) {
       quantize_band_strips(w);
       return;
     }
     const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
     detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int t, int64_t bb, int64_t be) {
       Scratch scr;
+      int8_t* codes = nullptr;  // whole: the band's codes, from a cache-line boundary
+      if (whole) {
+        thread_local std::vector<int8_t> buf;
+        if (int64_t(buf.size()) < geo_.br * cols_ + 64) buf.resize(size_t(geo_.br * cols_ + 64));
+        codes = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
+      }
       std::vector<uint32_t> colmax(static_cast<size_t>(cols_));
       std::vector<float> s_in(static_cast<size_t>(geo_.nbc)), s_out(static_cast<size_t>(geo_.nbc));
       for (int64_t band = bb; band < be; ++band) {
@@ -888,7 +898,19 @@ class QuantizeCall {
           bad_ = true;
           return;
         }
-        for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), scr);
+        if (!whole) {
+          for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), scr);
+          continue;
+        }
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t i0 = r * cols_;
+          int8_t* to = codes + (r - r0) * cols_;
+          if (vec_)
+            code_kernel_(to, x_ + i0, s_in.data(), cols_, params_, uint64_t(i0));
+          else
+            tile_code_(to, x_ + i0, s_in.data(), cols_, geo_.bc, params_, uint64_t(i0));
+        }
+        sink_->rows->place_block(r0, r1, 0, cols_, codes, cols_);
       }
       flush(scr);
     });
@@ -924,42 +946,6 @@ class QuantizeCall {
     if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return false;
     if ((!vec_ && !tile_code_) || spec_.rounding == Rounding::stochastic) return false;
     return geo_.br * cols_ <= (int64_t(1) << 20) && sink_->rows->takes_blocks(cols_);
-  }
-
-  // Bands through the sink whole: per band, its column maxima and scales (band_scales, in row
-  // order), then its codes row by row into a local buffer while the band is in L2/L3, then the
-  // band to the sink. Row order is what makes this faster than strips of whole blocks
-  // (quantize_band_strips): a pure read of a 2048 × 2048 FP32 matrix from DRAM in strips of
-  // 128 rows × 128 (or 1024) columns takes twice as long as the same read in row order, and
-  // prefetching the next strip makes it slower still (bench/numerics/RESULTS.md). The same
-  // kernels on the same elements with the same scales and element indices as band_row and the
-  // strips, so the same codes.
-  void quantize_whole_bands() {
-    const int64_t band_grain = std::max<int64_t>(1, kGrainElems / (geo_.br * cols_));
-    detail::parallel_chunks(nchunks_, geo_.nbr, band_grain, [&](int, int64_t bb, int64_t be) {
-      thread_local std::vector<int8_t> buf;  // the band's codes, from a cache-line boundary
-      if (int64_t(buf.size()) < geo_.br * cols_ + 64) buf.resize(size_t(geo_.br * cols_ + 64));
-      int8_t* const codes = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-      std::vector<uint32_t> colmax(static_cast<size_t>(cols_));
-      std::vector<float> s_in(static_cast<size_t>(geo_.nbc)), s_out(static_cast<size_t>(geo_.nbc));
-      for (int64_t band = bb; band < be; ++band) {
-        const int64_t r0 = band * geo_.br, r1 = std::min(rows_, r0 + geo_.br);
-        if (!band_scales(band, r0, r1, colmax.data(), s_in.data(), s_out.data())) {
-          bad_ = true;
-          return;
-        }
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t i0 = r * cols_;
-          int8_t* to = codes + (r - r0) * cols_;
-          if (vec_)
-            code_kernel_(to, x_ + i0, s_in.data(), cols_, params_, uint64_t(i0));
-          else
-            tile_code_(to, x_ + i0, s_in.data(), cols_, geo_.bc, params_, uint64_t(i0));
-        }
-        sink_->rows->place_block(r0, r1, 0, cols_, codes, cols_);
-      }
-    });
-    throw_if_bad();
   }
 
   // The strip width (source columns) when the bands go to the sink a strip of whole blocks at a
