@@ -243,10 +243,10 @@ class BSink final : public numerics_detail::RowCodeSink {
                                         interleave4x16(d + 4 * j, s + j, s + ld4 + j, s + 2 * ld4 + j, s + 3 * ld4 + j);
                                     });
   }
-  // Strips of whole blocks, placed with their column sums (place_b_columns, place_b_k_rows) on CPUs with VNNI:
-  // any strip when source rows are B's columns (a band's strip covers whole K chunks), strips
-  // of whole panels (or the whole width, the last panel cut by N) when they are B's k (a band
-  // covers whole chunks).
+  // Strips of whole blocks, placed with their column sums (place_b_columns, place_b_k_rows) on
+  // CPUs with VNNI: any strip when source rows are B's columns (a band's strip covers whole K
+  // chunks), strips of whole panels (or the whole width, the last panel cut by N) when they are
+  // B's k (a band covers whole chunks).
   bool takes_blocks(int64_t w) const override {
     return vector_placement() && (rows_are_i_ || w % kNR == 0 || w >= P_.N);
   }

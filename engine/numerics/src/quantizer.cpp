@@ -902,14 +902,7 @@ class QuantizeCall {
           for (int64_t r = r0; r < r1; ++r) band_row(t, r, s_in.data(), s_out.data(), scr);
           continue;
         }
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t i0 = r * cols_;
-          int8_t* to = codes + (r - r0) * cols_;
-          if (vec_)
-            code_kernel_(to, x_ + i0, s_in.data(), cols_, params_, uint64_t(i0));
-          else
-            tile_code_(to, x_ + i0, s_in.data(), cols_, geo_.bc, params_, uint64_t(i0));
-        }
+        for (int64_t r = r0; r < r1; ++r) band_codes(codes + (r - r0) * cols_, r, 0, cols_, s_in.data());
         sink_->rows->place_block(r0, r1, 0, cols_, codes, cols_);
       }
       flush(scr);
@@ -943,9 +936,24 @@ class QuantizeCall {
   // prefetched a strip ahead, hide behind it and each strip's codes are placed from L1; whole
   // bands were 0–10 % slower there. RNE is light and waits on DRAM, where row order pays.)
   bool whole_band_blocks() const {
-    if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return false;
-    if ((!vec_ && !tile_code_) || spec_.rounding == Rounding::stochastic) return false;
-    return geo_.br * cols_ <= (int64_t(1) << 20) && sink_->rows->takes_blocks(cols_);
+    return band_blocks_possible() && spec_.rounding != Rounding::stochastic && geo_.br * cols_ <= (int64_t(1) << 20) &&
+           sink_->rows->takes_blocks(cols_);
+  }
+
+  // What every hand-over of bands in blocks (RowCodeSink::place_block) needs: E2M1 codes into a
+  // row sink, the AVX-512 kernels, and column tiles or blocks of a multiple of 16 columns.
+  bool band_blocks_possible() const {
+    return sink_ && sink_->rows && sink_->code2 && !slow_ && !direct_ && strip_amax_ && (vec_ || tile_code_);
+  }
+
+  // Codes of source row r, columns [c0, c0 + len), at `to`: column tiles with per-column scales
+  // s_in, or blocks with one scale per block (s_in: the scales from column c0's on).
+  void band_codes(int8_t* to, int64_t r, int64_t c0, int64_t len, const float* s_in) {
+    const int64_t i0 = r * cols_ + c0;
+    if (vec_)
+      code_kernel_(to, x_ + i0, s_in, len, params_, uint64_t(i0));
+    else
+      tile_code_(to, x_ + i0, s_in, len, geo_.bc, params_, uint64_t(i0));
   }
 
   // The strip width (source columns) when the bands go to the sink a strip of whole blocks at a
@@ -955,13 +963,9 @@ class QuantizeCall {
   // constants), 64 columns of blocks if bc divides 64, else one block. The strip's codes must
   // fit a local buffer (16 KiB for 128 × 128 blocks).
   int64_t strip_width() const {
-    if (!sink_ || !sink_->rows || !sink_->code2 || slow_ || direct_ || !strip_amax_) return 0;
-    int64_t w = 0;
-    if (vec_)
-      w = 128;
-    else if (tile_code_)
-      w = geo_.bc >= 64 || 64 % geo_.bc != 0 ? geo_.bc : 64;
-    if (w == 0 || geo_.br * w > (int64_t(1) << 20) || !sink_->rows->takes_blocks(w)) return 0;
+    if (!band_blocks_possible()) return 0;
+    const int64_t w = vec_ ? 128 : geo_.bc >= 64 || 64 % geo_.bc != 0 ? geo_.bc : 64;
+    if (geo_.br * w > (int64_t(1) << 20) || !sink_->rows->takes_blocks(w)) return 0;
     return w;
   }
 
@@ -991,14 +995,10 @@ class QuantizeCall {
           const int64_t pr0 = last ? r1 : r0, pc0 = last ? 0 : c0 + w;
           const int64_t pr1 = last ? (band + 1 < be ? std::min(rows_, r1 + geo_.br) : r1) : r1;
           for (int64_t r = r0; r < r1; ++r) {
-            const int64_t i0 = r * cols_ + c0;
-            int8_t* to = tile + (r - r0) * w;
-            if (vec_) {
-              code_kernel_(to, x_ + i0, s_in.data(), cw, params_, uint64_t(i0));
-              if (pr0 + (r - r0) < pr1) prefetch_lines(x_ + (pr0 + r - r0) * cols_ + pc0, std::min(w, cols_ - pc0));
-            } else {  // (the tile kernels prefetch x + cw themselves)
-              tile_code_(to, x_ + i0, s_in.data(), cw, geo_.bc, params_, uint64_t(i0));
-            }
+            band_codes(tile + (r - r0) * w, r, c0, cw, s_in.data());
+            // (the tile kernels prefetch x + cw themselves)
+            if (vec_ && pr0 + (r - r0) < pr1)
+              prefetch_lines(x_ + (pr0 + r - r0) * cols_ + pc0, std::min(w, cols_ - pc0));
           }
           sink_->rows->place_block(r0, r1, c0, c0 + cw, tile, w);
         }
