@@ -91,8 +91,10 @@ void rope_table(R* cos_t, R* sin_t, int T, int HD, double theta) {
     }
 }
 
-template <class R>
-void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
+// Each head's pairs (x[i], x[i + h]) rotated by position t's angles, or by their negatives when
+// kInverse: the rotation is orthogonal, so the backward pass is the inverse rotation of dy.
+template <bool kInverse, class R>
+void rope_rotate(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
   const int h = HD / 2;
   parallel_for(int64_t(B) * T, int64_t(B) * T * H * HD, [&](int64_t lo, int64_t hi) {
     for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
@@ -103,9 +105,9 @@ void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T
         const R* xr = x + (bt * H + head) * HD;
         R* yr = y + (bt * H + head) * HD;
         for (int i = 0; i < h; ++i) {
-          const R a = xr[i], b = xr[i + h];
-          yr[i] = a * cs[i] - b * sn[i];
-          yr[i + h] = b * cs[i] + a * sn[i];
+          const R a = xr[i], b = xr[i + h], s = kInverse ? -sn[i] : sn[i];
+          yr[i] = a * cs[i] - b * s;
+          yr[i + h] = b * cs[i] + a * s;
         }
       }
     }
@@ -113,24 +115,13 @@ void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T
 }
 
 template <class R>
+void rope_forward(R* y, const R* x, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
+  rope_rotate<false>(y, x, cos_t, sin_t, B, T, H, HD);
+}
+
+template <class R>
 void rope_backward(R* dx, const R* dy, const R* cos_t, const R* sin_t, int B, int T, int H, int HD) {
-  const int h = HD / 2;
-  parallel_for(int64_t(B) * T, int64_t(B) * T * H * HD, [&](int64_t lo, int64_t hi) {
-    for (int64_t bt = int64_t(lo); bt < int64_t(hi); ++bt) {
-      const int t = int(bt % T);
-      const R* cs = cos_t + int64_t(t) * h;
-      const R* sn = sin_t + int64_t(t) * h;
-      for (int head = 0; head < H; ++head) {
-        const R* dyr = dy + (bt * H + head) * HD;
-        R* dxr = dx + (bt * H + head) * HD;
-        for (int i = 0; i < h; ++i) {
-          const R a = dyr[i], b = dyr[i + h];
-          dxr[i] = a * cs[i] + b * sn[i];
-          dxr[i + h] = b * cs[i] - a * sn[i];
-        }
-      }
-    }
-  });
+  rope_rotate<true>(dx, dy, cos_t, sin_t, B, T, H, HD);
 }
 
 // ---- the attention reference: the math of llama_ops.h written out on whole (T, T) matrices ----
