@@ -131,6 +131,7 @@ void setup_collect(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "Print one JSON object");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->reads("--checkpoint", opts->checkpoint).reads("--data", opts->data).writes("--out", opts->out);
   rules->at_least("--batch-size", opts->batch_size, 1, "leave it out for the run's batch size")
       .at_least("--seq-len", opts->seq_len, 1, "leave it out for the run's sequence length")
       .at_least("--lambda", opts->lambda, 0.0);

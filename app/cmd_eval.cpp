@@ -12,6 +12,7 @@
 #include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/plan.h"
 #include "snip/qlinear.h"
@@ -24,8 +25,8 @@ struct EvalOptions {
   std::string data;
   std::string tokenizer;  // default: the run's tokenizer (trainer_state.json), else byte
   std::string split = "all";
-  int batch_size = 8;
-  int seq_len = 0;
+  int batch_size = 0;   // 0: the run's own, else defaults::kBatchSize
+  int seq_len = 0;      // 0: the run's own, else defaults::kSeqLen (at most max_position_embeddings)
   int64_t batches = 0;  // 0: every whole batch of the stream
   std::string precision = "fp32";
   std::string plan;
@@ -37,17 +38,23 @@ struct EvalOptions {
 void run_eval(const EvalOptions& o) {
   if (!o.grads_out.empty()) snip::checked_write_target(o.grads_out);  // refused before the evaluation
   const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
+  // What is not given is the run's own (trainer_state.json), else the training defaults.
   std::string tokenizer = o.tokenizer, recipe = o.recipe;
+  int B = o.batch_size, T = o.seq_len;
   if (std::filesystem::exists(o.checkpoint + "/trainer_state.json")) {
     const auto state = snip::read_trainer_state(o.checkpoint);
-    if (tokenizer.empty() && state.contains("config")) tokenizer = state["config"].value("tokenizer", "byte");
-    if (recipe.empty()) recipe = state.value("recipe", "snip");
+    if (state.contains("config")) {
+      const auto& c = state["config"];
+      if (tokenizer.empty()) tokenizer = c.value("tokenizer", "byte");
+      if (B <= 0) B = c.value("batch_size", 0);
+      if (T <= 0) T = c.value("seq_len", 0);
+    }
+    if (recipe.empty()) recipe = state.value("recipe", snip::defaults::kRecipe);
   }
   if (tokenizer.empty()) tokenizer = "byte";
-  if (recipe.empty()) recipe = "snip";
-  const int T = o.seq_len > 0 ? o.seq_len : std::min(256, cfg.max_position_embeddings);
-  const int B = o.batch_size;
-  if (B <= 0) throw snip::Error("--batch-size must be positive");
+  if (recipe.empty()) recipe = snip::defaults::kRecipe;
+  if (B <= 0) B = snip::defaults::kBatchSize;
+  if (T <= 0) T = std::min(snip::defaults::kSeqLen, cfg.max_position_embeddings);
   if (o.split != "all" && o.split != "train" && o.split != "val")
     throw snip::Error("--split must be all, train or val (got \"" + o.split + "\")");
 
@@ -117,8 +124,11 @@ void setup_eval(CLI::App& app) {
   cmd->add_option("--data", o->data, "Text or llm.c token file; default: the bundled corpus");
   cmd->add_option("--split", o->split, "Which part of the stream: all (default), train or val (the last 5%)");
   cmd->add_option("--tokenizer", o->tokenizer, "\"byte\" or a SentencePiece .model (default: the run's)");
-  cmd->add_option("--batch-size", o->batch_size, "Rows per batch (B)");
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per row (T); default min(256, max_position_embeddings)");
+  cmd->add_option("--batch-size", o->batch_size,
+                  "Rows per batch (B); default: the run's own, else " + std::to_string(snip::defaults::kBatchSize));
+  cmd->add_option("--seq-len", o->seq_len,
+                  "Tokens per row (T); default: the run's own, else min(" + std::to_string(snip::defaults::kSeqLen) +
+                      ", max_position_embeddings)");
   cmd->add_option("--batches", o->batches, "Number of batches from the start (default: all whole batches)");
   auto* prec = cmd->add_option("--precision", o->precision, "Uniform GEMM precision: fp32 (default), bf16, fp8, fp4");
   cmd->add_option("--plan", o->plan, "snip-plan/1 file instead of a uniform precision")->excludes(prec);
@@ -127,8 +137,10 @@ void setup_eval(CLI::App& app) {
   cmd->add_option("--grads-out", o->grads_out, "Write d(mean loss)/d(parameter) as FP32 safetensors, HF names");
   cmd->add_flag("--json", o->json, "Print one JSON object {loss, tokens, ...}");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->reads("--checkpoint", o->checkpoint).reads("--data", o->data).reads("--plan", o->plan);
+  rules->writes("--grads-out", o->grads_out);
   rules->at_least("--batch-size", o->batch_size, 1)
-      .at_least("--seq-len", o->seq_len, 1, "leave it out for min(256, max_position_embeddings)")
+      .at_least("--seq-len", o->seq_len, 1, "leave it out for the run's own")
       .at_least<int64_t>("--batches", o->batches, 1, "leave it out to evaluate every whole batch")
       .one_of("--split", o->split, {"all", "train", "val"});
   snip::cli::run_checked(cmd, rules, [o] { run_eval(*o); });

@@ -68,6 +68,7 @@ void setup_export(CLI::App& app) {
   cmd->add_option("--format", opts->format, "json or csv")->check(CLI::IsMember({"json", "csv"}));
   cmd->add_option("--out", opts->out, "Output file (written atomically); default: standard output");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->writes("--out", opts->out);
   rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
       .at_least<int64_t>("--plan", opts->plan, 1, "plan ids start at 1 (see `snip show --run ID`)");
   snip::cli::run_checked(cmd, rules, [opts] {

@@ -159,7 +159,9 @@ void setup_quantize(CLI::App& app) {
                   "Also write the element codes, one byte per element: sign|exponent|mantissa in the low "
                   "1+E+M bits (e.g. E2M1 in the low nibble); not for bf16");
   cmd->add_flag("--json", opts->json, "Print the statistics as one JSON object");
-  snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd), [opts] { run_quantize(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->reads("--in", opts->in).writes("--out", opts->out).writes("--codes", opts->codes);
+  snip::cli::run_checked(cmd, rules, [opts] { run_quantize(*opts); });
 }
 
 SNIP_REGISTER_COMMAND("quantize", setup_quantize);

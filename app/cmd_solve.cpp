@@ -153,8 +153,9 @@ void setup_solve(CLI::App& app) {
   cmd->add_option("--budget", o->budget, "Efficiency target rho: the FP4 fraction of linear-layer FLOPs, 0..1")
       ->required();
   cmd->add_option("--method", o->method,
-                  "snip | min-err | min-rel-err (ILP on local quantization error) | e-layer-type | e-layer-id | "
-                  "random | uniform-fp8 | uniform-fp4 | uniform-bf16")
+                  snip::method_names(" | ") +
+                      " (min-err, min-rel-err: the ILP on local quantization error; hawq: on HAWQ-V3's "
+                      "Hessian-weighted weight error, from a round collected with --hessian-probes)")
       ->capture_default_str();
   cmd->add_option("--lambda", o->lambda,
                   "Weight of the backward weight divergence dW in Q (small: dW breaks ties; 1 is not neutral)")
@@ -181,6 +182,7 @@ void setup_solve(CLI::App& app) {
   cmd->add_option("--out", o->out, "Write the plan here (snip-plan/1 JSON, for snip train --plan)");
   cmd->add_flag("--json", o->json, "Print one JSON object (summary and plan)");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->reads("--stats", o->stats).reads("--costs", o->costs).writes("--out", o->out);
   rules->at_least("--lambda", o->lambda, 0.0)
       .between("--bf16-max", o->bf16_max, 0.0, 1.0)
       .at_least("--stages", o->stages, 1)

@@ -105,7 +105,9 @@ void setup_tokenizer(CLI::App& app) {
   t->add_option("--out", train->out, "Output prefix: writes PREFIX.model and PREFIX.vocab")->required();
   t->add_option("--model-type", train->model_type, "bpe or unigram")->capture_default_str();
   t->add_flag("--json", train->json, "Print one JSON object");
-  snip::cli::run_checked(t, std::make_shared<snip::cli::OptionRules>(t), [train] { run_tokenizer_train(*train); });
+  auto train_rules = std::make_shared<snip::cli::OptionRules>(t);
+  train_rules->reads("--input", train->input).writes("--out", train->out);
+  snip::cli::run_checked(t, train_rules, [train] { run_tokenizer_train(*train); });
 
   auto enc = std::make_shared<TokenizerEncodeOptions>();
   auto* e = cmd->add_subcommand("encode", "Tokenize a text corpus into an llm.c token file (.bin)");
@@ -113,14 +115,18 @@ void setup_tokenizer(CLI::App& app) {
   e->add_option("--input", enc->input, "Text corpus: .txt, .txt.gz or a folder of them (default: bundled corpus)");
   e->add_option("--out", enc->out, "Output llm.c token file (.bin)")->required();
   e->add_flag("--json", enc->json, "Print one JSON object");
-  snip::cli::run_checked(e, std::make_shared<snip::cli::OptionRules>(e), [enc] { run_tokenizer_encode(*enc); });
+  auto enc_rules = std::make_shared<snip::cli::OptionRules>(e);
+  enc_rules->reads("--model", enc->model).reads("--input", enc->input).writes("--out", enc->out);
+  snip::cli::run_checked(e, enc_rules, [enc] { run_tokenizer_encode(*enc); });
 
   auto dec = std::make_shared<TokenizerDecodeOptions>();
   auto* d = cmd->add_subcommand("decode", "Turn an llm.c token file back into text");
   d->add_option("--model", dec->model, "'byte' or a SentencePiece .model file")->capture_default_str();
   d->add_option("--input", dec->input, "llm.c token file (.bin)")->required();
   d->add_option("--out", dec->out, "Output text file (default: standard output)");
-  snip::cli::run_checked(d, std::make_shared<snip::cli::OptionRules>(d), [dec] { run_tokenizer_decode(*dec); });
+  auto dec_rules = std::make_shared<snip::cli::OptionRules>(d);
+  dec_rules->reads("--model", dec->model).reads("--input", dec->input).writes("--out", dec->out);
+  snip::cli::run_checked(d, dec_rules, [dec] { run_tokenizer_decode(*dec); });
 }
 
 SNIP_REGISTER_COMMAND("tokenizer", setup_tokenizer);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
 #include "snip/error.h"
@@ -26,6 +27,17 @@ std::string option_name(const CLI::Option* opt) {
   if (!opt->get_lnames().empty()) return "--" + opt->get_lnames().front();
   if (!opt->get_snames().empty()) return "-" + opt->get_snames().front();
   return opt->get_name();
+}
+
+// Whether two paths name one file: the same file when both exist, else the same absolute path.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec))
+    return std::filesystem::equivalent(a, b, ec) && !ec;
+  const auto full = [&](const std::string& p) {
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec).lexically_normal();
+  };
+  return full(a) == full(b);
 }
 
 }  // namespace
@@ -100,6 +112,33 @@ void OptionRules::check_types() const {
   }
 }
 
+OptionRules& OptionRules::reads(const std::string& name, const std::string& path) {
+  inputs_.emplace_back(name, &path);
+  return *this;
+}
+
+OptionRules& OptionRules::writes(const std::string& name, const std::string& path) {
+  for (const auto& [other, other_path] : outputs_)
+    add([=, this, p = &path] {
+      if (given(name) && given(other) && same_file(*p, *other_path))
+        throw Error(name + " and " + other + " name the same file (" + *p +
+                    "): one output would replace the other; give each its own path");
+    });
+  outputs_.emplace_back(name, &path);
+  return *this;
+}
+
+std::vector<FileInUse> OptionRules::protect_inputs() const {
+  std::vector<FileInUse> held;
+  for (const auto& [name, path] : inputs_) {
+    if (!given(name) || path->empty()) continue;
+    std::error_code ec;
+    const bool folder = std::filesystem::is_directory(*path, ec);
+    held.push_back(protect_input(*path, (folder ? "the input folder " : "the input ") + *path + " (" + name + ")"));
+  }
+  return held;
+}
+
 void OptionRules::check() const {
   check_types();
   for (const auto& rule : rules_) rule();
@@ -109,6 +148,7 @@ void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::functio
   checked_commands().insert(cmd);
   cmd->callback([rules, body = std::move(body)] {
     rules->check();
+    const std::vector<FileInUse> inputs = rules->protect_inputs();
     body();
   });
 }

@@ -12,7 +12,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "snip/files_in_use.h"
 
 namespace snip::cli {
 
@@ -57,6 +60,16 @@ class OptionRules {
   OptionRules& ignored_unless(const std::string& name, std::vector<std::string> others, std::string why);
   // Any other check of this command's options (throws snip::Error or prints a warning).
   OptionRules& add(std::function<void()> rule);
+  // `name` (bound to `path`) names something the command reads: a file, or a folder read whole
+  // (a checkpoint). While the command runs, none of its writes may replace it or put a file in
+  // the folder (snip::protect_input), so an output named like an input is refused before
+  // anything is written.
+  OptionRules& reads(const std::string& name, const std::string& path);
+  // `name` (bound to `path`) names a file the command writes: two outputs naming the same file
+  // are an error.
+  OptionRules& writes(const std::string& name, const std::string& path);
+  // The protections of every given input, for run_checked to hold while the command runs.
+  std::vector<FileInUse> protect_inputs() const;
 
   // The type-wide checks, then every declared rule in declaration order.
   void check() const;
@@ -80,6 +93,7 @@ class OptionRules {
 
   CLI::App* cmd_;
   std::vector<std::function<void()>> rules_;
+  std::vector<std::pair<std::string, const std::string*>> inputs_, outputs_;
 };
 
 // The one way a subcommand runs: its option rules first, then its body.

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -238,6 +239,60 @@ TEST(Environment, OutNamingTheOpenDatabaseIsRefused) {
   }
   EXPECT_EQ(run_count(db), 1u);
   EXPECT_TRUE(fs::is_symlink(d / "link.csv"));
+}
+
+// An output naming one of the command's own inputs (the matrix, the corpus, the statistics, a
+// file of the checkpoint or a new file in its folder), or two outputs naming one file, used to
+// replace the input without a word. Each is refused before anything is written; every input
+// keeps its bytes and the checkpoint still evaluates to the same loss.
+TEST(Environment, OutputsNeverReplaceTheCommandsOwnInputs) {
+  TempDir d;
+  const std::string ck = d / "ck";
+  ASSERT_EQ(run("train " + kTiny + " --steps 2 --no-db --out " + ck).status, 0);
+  std::string matrix(4096 * sizeof(float), '\0');
+  for (size_t i = 0; i < 4096; ++i) {
+    const float v = float(int(i % 17) - 8) * 0.25f;
+    std::memcpy(&matrix[i * sizeof(float)], &v, sizeof v);
+  }
+  snip::write_file_atomic(d / "m.f32", matrix);
+  snip::write_file_atomic(d / "corpus.txt",
+                          "In the beginning God created the heaven and the earth. " + std::string(4000, 'a'));
+  const Result stats = run("collect --checkpoint " + ck + " --batch-size 2 --seq-len 32 --out " + (d / "st.json"));
+  ASSERT_EQ(stats.status, 0) << stats.out;
+  fs::create_symlink("m.f32", d / "link.f32");
+  std::vector<std::string> watched = {d / "m.f32", d / "corpus.txt", d / "st.json"};
+  for (const auto& e : fs::directory_iterator(ck)) watched.push_back(e.path());
+  std::vector<std::string> before;
+  for (const std::string& f : watched) before.push_back(snip::read_file(f));
+  const std::string loss0 = run("eval --checkpoint " + ck + " --batches 1 --batch-size 2 --seq-len 32 --json").out;
+
+  const std::string q = "quantize --format e2m1 --shape 64x64 --in " + (d / "m.f32");
+  struct Case {
+    std::string args, says;
+  };
+  const Case cases[] = {
+      {q + " --out " + (d / "m.f32"), "it is the input " + (d / "m.f32") + " (--in)"},
+      {q + " --out " + (d / "link.f32"), "it is the input " + (d / "m.f32") + " (--in)"},
+      {q + " --out " + (d / "q.f32") + " --codes " + (d / "q.f32"), "--codes and --out name the same file"},
+      {"tokenizer encode --input " + (d / "corpus.txt") + " --out " + (d / "corpus.txt"), "(--input)"},
+      {"solve --stats " + (d / "st.json") + " --budget 0.5 --out " + (d / "st.json"), "(--stats)"},
+      {"eval --checkpoint " + ck + " --batches 1 --batch-size 2 --seq-len 32 --grads-out " + ck + "/model.safetensors",
+       "inside the input folder " + ck + " (--checkpoint)"},
+      {"eval --checkpoint " + ck + " --batches 1 --batch-size 2 --seq-len 32 --grads-out " + ck + "/grads.safetensors",
+       "inside the input folder " + ck + " (--checkpoint)"},
+      {"collect --checkpoint " + ck + " --batch-size 2 --seq-len 32 --out " + ck + "/trainer_state.json",
+       "inside the input folder " + ck + " (--checkpoint)"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;
+  }
+  for (size_t i = 0; i < watched.size(); ++i) EXPECT_EQ(snip::read_file(watched[i]), before[i]) << watched[i];
+  EXPECT_FALSE(fs::exists(ck + "/grads.safetensors"));
+  EXPECT_FALSE(fs::exists(d / "q.f32"));
+  EXPECT_TRUE(fs::is_symlink(d / "link.f32"));
+  EXPECT_EQ(run("eval --checkpoint " + ck + " --batches 1 --batch-size 2 --seq-len 32 --json").out, loss0);
 }
 
 // A lock held by another process (this test process) refuses `snip train` naming its pid; a

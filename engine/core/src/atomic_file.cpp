@@ -81,10 +81,8 @@ std::string follow_links(const std::string& path) {
 std::string checked_write_target(const std::string& path) {
   if (path.empty()) throw Error("cannot write a file with an empty name: give a file path");
   const std::string target = follow_links(path);
-  if (const std::string what = file_in_use(path); !what.empty())
-    throw Error("cannot write " + path + ": it is " + what +
-                ", which this program has open; writing there would replace it: give another file path (nothing "
-                "was written)");
+  if (const std::string why = write_conflict(path); !why.empty())
+    throw Error("cannot write " + path + ": " + why + ": give another file path (nothing was written)");
   struct stat st {};
   // lstat of the resolved name; stat of the given one catches what readlink cannot name (the
   // kernel's links in /proc, e.g. /dev/stdout -> /proc/self/fd/1 -> "pipe:[…]").

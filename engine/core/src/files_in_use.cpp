@@ -22,8 +22,13 @@ std::recursive_mutex& table_mutex() {
   static std::recursive_mutex m;
   return m;
 }
-std::map<std::pair<unsigned long long, unsigned long long>, Entry>& table() {
-  static std::map<std::pair<unsigned long long, unsigned long long>, Entry> t;
+using Table = std::map<std::pair<unsigned long long, unsigned long long>, Entry>;
+Table& table() {  // databases
+  static Table t;
+  return t;
+}
+Table& inputs() {  // protect_input: files and folders (a folder's entry covers what is in it)
+  static Table t;
   return t;
 }
 
@@ -35,17 +40,28 @@ bool identity(const std::string& path, unsigned long long& dev, unsigned long lo
   return true;
 }
 
-std::string lookup(const std::string& path) {
+std::string lookup(const std::string& path, const Table& t = table()) {
   unsigned long long dev = 0, ino = 0;
   if (!identity(path, dev, ino)) return "";
-  const auto it = table().find({dev, ino});
-  return it == table().end() ? "" : it->second.what;
+  const auto it = t.find({dev, ino});
+  return it == t.end() ? "" : it->second.what;
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void release(Table& t, unsigned long long dev, unsigned long long ino) {
+  const auto it = t.find({dev, ino});
+  if (it != t.end() && --it->second.count == 0) t.erase(it);
 }
 
 }  // namespace
 
 FileInUse::FileInUse(FileInUse&& other) noexcept
-    : dev_(other.dev_), ino_(other.ino_), active_(std::exchange(other.active_, false)) {}
+    : dev_(other.dev_), ino_(other.ino_), active_(std::exchange(other.active_, false)), input_(other.input_) {}
 
 FileInUse& FileInUse::operator=(FileInUse&& other) noexcept {
   if (this != &other) {
@@ -53,6 +69,7 @@ FileInUse& FileInUse::operator=(FileInUse&& other) noexcept {
     dev_ = other.dev_;
     ino_ = other.ino_;
     active_ = std::exchange(other.active_, false);
+    input_ = other.input_;
   }
   return *this;
 }
@@ -60,8 +77,7 @@ FileInUse& FileInUse::operator=(FileInUse&& other) noexcept {
 FileInUse::~FileInUse() {
   if (!active_) return;
   std::lock_guard lock(table_mutex());
-  const auto it = table().find({dev_, ino_});
-  if (it != table().end() && --it->second.count == 0) table().erase(it);
+  release(input_ ? inputs() : table(), dev_, ino_);
 }
 
 FileInUse open_file_in_use(const std::string& path, std::string what, const std::function<void()>& open_it) {
@@ -87,6 +103,32 @@ std::string file_in_use(const std::string& path) {
       std::string what = lookup(path.substr(0, path.size() - suffix.size()));
       if (!what.empty()) return what + " (its " + std::string(suffix.substr(1)) + " file)";
     }
+  }
+  return "";
+}
+
+FileInUse protect_input(const std::string& path, std::string what) {
+  std::lock_guard lock(table_mutex());
+  FileInUse use;
+  if (!identity(path, use.dev_, use.ino_)) return use;
+  Entry& e = inputs()[{use.dev_, use.ino_}];
+  if (e.count++ == 0) e.what = std::move(what);
+  use.active_ = true;
+  use.input_ = true;
+  return use;
+}
+
+std::string write_conflict(const std::string& path) {
+  std::lock_guard lock(table_mutex());
+  if (std::string what = file_in_use(path); !what.empty())
+    return "it is " + what + ", which this program has open; writing there would replace it";
+  if (std::string what = lookup(path, inputs()); !what.empty())
+    return "it is " + what + ", which this command reads; writing there would replace it";
+  // A new or replaced file inside an input folder (a checkpoint takes no foreign files).
+  if (std::string what = lookup(parent_of(path), inputs()); !what.empty()) {
+    struct stat st {};
+    if (::stat(parent_of(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return "it is inside " + what + ", which this command reads as a whole; a file written there would change it";
   }
   return "";
 }

@@ -20,8 +20,10 @@ inline void write_file_atomic(const std::string& path, std::string_view text) {
 }
 
 // The file a write to `path` replaces (the final target when `path` is a symbolic link); throws
-// snip::Error saying what is there when it exists and is not a regular file. Every writer of a
-// user-named file calls it (write_file_atomic does) before creating anything.
+// snip::Error saying what is there when it exists and is not a regular file, or when it is a
+// database this process has open or an input of the command at hand (write_conflict,
+// files_in_use.h). Every writer of a user-named file calls it (write_file_atomic does) before
+// creating anything.
 std::string checked_write_target(const std::string& path);
 
 // Reads a whole file; throws snip::Error naming the path when it cannot.

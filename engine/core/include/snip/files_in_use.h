@@ -1,4 +1,5 @@
-// The files this process holds open through SQLite, so no other code of ours opens them raw.
+// The files this process holds open through SQLite, so no other code of ours opens them raw;
+// and the inputs of the command at hand, so none of its writes replaces them.
 //
 // POSIX record locks belong to the process, not to the descriptor: closing *any* descriptor of
 // a file drops every lock the process holds on it. SQLite's WAL mode relies on them: each
@@ -29,8 +30,10 @@ class FileInUse {
 
  private:
   friend FileInUse open_file_in_use(const std::string&, std::string, const std::function<void()>&);
+  friend FileInUse protect_input(const std::string&, std::string);
   unsigned long long dev_ = 0, ino_ = 0;
   bool active_ = false;
+  bool input_ = false;  // in the inputs' table (protect_input), not the databases'
 };
 
 // Runs `open_it` (which may read `path` raw when file_in_use(path) is empty: nothing of this
@@ -46,5 +49,18 @@ FileInUse open_file_in_use(const std::string& path, std::string what, const std:
 // What this process uses `path` for (through symbolic links; a database's -wal, -shm and
 // -journal files count as the database), or "" when nothing.
 std::string file_in_use(const std::string& path);
+
+// Inputs: what a command reads (a `--in` file, a checkpoint's folder), which none of its own
+// writes may replace. Unlike a database, an input may be read raw any number of times; only
+// write_file_atomic (through checked_write_target) asks. `path` is a file or a folder; a folder
+// protects every file in it and refuses new ones too (a checkpoint is the folder as a whole).
+// `what` names it for the error ("the input matrix m.f32 (--in)"). Registered while the returned
+// handle lives; a missing path registers nothing.
+FileInUse protect_input(const std::string& path, std::string what);
+
+// Why a write to `path` would destroy something this process holds (a database it has open, an
+// input, or a file in an input folder), as a clause ("it is …; writing there would replace it"),
+// or "" when nothing does.
+std::string write_conflict(const std::string& path);
 
 }  // namespace snip
