@@ -8,6 +8,7 @@
 #include "command.h"
 #include "option_rules.h"
 #include "snip/dataset.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 
 namespace {
@@ -26,9 +27,9 @@ struct DataInfoOptions {
 
 struct DataPeekOptions {
   DataSource src;
-  int batch_size = 4;
-  int seq_len = 64;
-  uint64_t seed = 1337;
+  int batch_size = snip::defaults::kBatchSize;  // the trainer's defaults: the batch `snip train` sees
+  int seq_len = snip::defaults::kSeqLen;
+  uint64_t seed = snip::defaults::kSeed;
   uint64_t batch = 0;
   bool val = false;
   bool json = false;

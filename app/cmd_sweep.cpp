@@ -10,6 +10,7 @@
 #include "option_rules.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
+#include "snip/planner.h"
 #include "snip/sweep.h"
 #include "stats_source.h"
 
@@ -47,11 +48,12 @@ void run_sweep_cmd(const SweepCliOptions& o) {
   const bool from_stats = !o.stats.empty() || src.round_id.has_value();
   snip::SweepOptions opt;
   opt.budgets = snip::parse_budget_list(o.budgets);
-  // Defaults: every method the input supports (min-err needs statistics).
-  opt.methods = snip::parse_method_list(
-      !o.methods.empty() ? o.methods
-      : in.min_err       ? "snip,min-err,min-rel-err,e-layer-type,e-layer-id,random,uniform-fp8,uniform-fp4"
-                         : "snip,e-layer-type,e-layer-id,random,uniform-fp8,uniform-fp4");
+  // Defaults: every method the input supports (min-err needs statistics, hawq a round with the
+  // weight-Hessian traces).
+  std::string supported = in.min_err ? "snip,min-err,min-rel-err,e-layer-type,e-layer-id,random,uniform-fp8,uniform-fp4"
+                                     : "snip,e-layer-type,e-layer-id,random,uniform-fp8,uniform-fp4";
+  if (in.hawq) supported += ",hawq";
+  opt.methods = snip::parse_method_list(!o.methods.empty() ? o.methods : supported);
   opt.random_seeds = o.seeds;
   opt.request.per_role = o.per_role;
   opt.request.ties = o.ties;
@@ -147,9 +149,9 @@ void setup_sweep(CLI::App& app) {
   run->excludes(costs);
   cmd->add_option("--budgets", o->budgets, "FP4 FLOP fractions: a list 0,0.25,0.5 or ranges start:stop:step")
       ->capture_default_str();
-  cmd->add_option("--methods", o->methods,
-                  "Comma-separated methods (snip, min-err, min-rel-err, e-layer-type, e-layer-id, random, uniform-*, "
-                  "or all); default: every method the input supports");
+  cmd->add_option(
+      "--methods", o->methods,
+      "Comma-separated methods (" + snip::method_names() + ", or all); default: every method the input supports");
   cmd->add_option("--seeds", o->seeds, "Seeds per budget for the random baseline")->capture_default_str();
   cmd->add_option("--seed", o->seed, "First random seed")->capture_default_str();
   cmd->add_option("--lambda", o->lambda, "Weight of dW in Q = dL^ + lambda*dW^ (statistics input)")

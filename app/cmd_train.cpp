@@ -28,6 +28,7 @@
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
+#include "snip/planner.h"
 #include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -244,8 +245,8 @@ std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
 snip::TrainConfig new_train_config(const TrainOptions& o) {
   if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
   snip::TrainConfig c;
-  c.model =
-      o.config.empty() ? snip::preset_config(o.preset.empty() ? "small" : o.preset) : snip::read_config_file(o.config);
+  c.model = o.config.empty() ? snip::preset_config(o.preset.empty() ? snip::defaults::kPreset : o.preset)
+                             : snip::read_config_file(o.config);
   c.data_path = o.data;
   c.tokenizer = o.tokenizer;
   c.batch_size = o.batch_size;
@@ -459,7 +460,9 @@ void setup_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd = app.add_subcommand(
       "train", "Train a Llama model with each linear layer's fprop/dgrad/wgrad GEMMs in emulated BF16/FP8/FP4");
-  cmd->add_option("--preset", o->preset, "Model preset: tiny, small (default), medium, tinyllama-1.1b");
+  cmd->add_option(
+      "--preset", o->preset,
+      "Model preset: tiny, small, medium, tinyllama-1.1b (default " + std::string(snip::defaults::kPreset) + ")");
   cmd->add_option("--config", o->config, "Hugging Face config.json of a Llama model (instead of --preset)");
   cmd->add_option("--data", o->data,
                   "Training text (.txt, .txt.gz, a folder of text) or llm.c token file (.bin); default: bundled KJV");
@@ -503,8 +506,9 @@ void setup_train(CLI::App& app) {
   cmd->add_flag("--no-db", o->no_db, "Do not record the run in a database");
   cmd->add_option("--name", o->name, "Run name in the database (default: the checkpoint directory's name)");
   cmd->add_option("--method", o->method,
-                  "Adaptive planning (paper section 'periodic re-planning'): snip, or a baseline (min-err, "
-                  "min-rel-err, e-layer-type, e-layer-id, random, uniform-*) re-made from each statistics round");
+                  "Adaptive planning (paper section 'periodic re-planning'): the method whose plan is re-made from "
+                  "each statistics round, one of " +
+                      snip::method_names());
   cmd->add_option("--budget", o->budget,
                   "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
                   "default " +

@@ -8,7 +8,7 @@
 using namespace snip;
 using namespace snip_test;
 
-TEST(StoreSchema, MigratesVersion1ToCurrentKeepingData) {  // v1 -> v2 -> v3
+TEST(StoreSchema, MigratesVersion1ToCurrentKeepingData) {  // v1 -> v2 -> ... -> current
   TempDir dir;
   const std::string path = dir.file("v1.db");
   // A v1 database exactly as version 1 of the store created it, with one run and metrics.

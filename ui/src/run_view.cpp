@@ -72,7 +72,7 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
     if (p == "tinyllama-1.1b") continue;  // a planning shape, not trained here
     preset_combo_->addItem(QString::fromStdString(p));
   }
-  preset_combo_->setCurrentText(QStringLiteral("small"));
+  preset_combo_->setCurrentText(QString::fromLatin1(snip::defaults::kPreset));
   form->addRow(tr("Model preset:"), preset_combo_);
   config_edit_ = path_row(box, form, tr("…or config.json:"), tr("optional: a Hugging Face Llama config.json"),
                           tr("JSON (*.json)"));

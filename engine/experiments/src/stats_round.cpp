@@ -578,7 +578,7 @@ void record_globals(StatsRound& round, double loss0, const NextAdamStep& ns, con
                     const BackwardNoise& bn, const ForwardNoise& fn, const StatsRoundOptions& o, int64_t adam_t) {
   namespace k = keys;
   round.globals[k::kGlobalLoss0] = loss0;
-  round.globals["loss0_resid"] = fn.loss0_resid;
+  round.globals[k::kGlobalLoss0Resid] = fn.loss0_resid;
   round.globals[k::kGlobalCurvature] = fn.curvature.c;
   round.globals[k::kGlobalCurvatureSecondDiff] = fn.curvature.second_diff;
   round.globals[k::kGlobalCurvatureEtaSq] = fn.curvature.eta_sq;
@@ -590,9 +590,9 @@ void record_globals(StatsRound& round, double loss0, const NextAdamStep& ns, con
   round.globals[k::kGlobalAdamBeta1] = ac.beta1;
   round.globals[k::kGlobalAdamBeta2] = ac.beta2;
   round.globals[k::kGlobalAdamEps] = ac.eps;
-  round.globals["grad_clip_scale"] = ns.step.clip_scale;
-  round.globals["grad_norm"] = ns.step.grad_norm;
-  round.globals["adam_t"] = double(adam_t);
+  round.globals[k::kGlobalGradClipScale] = ns.step.clip_scale;
+  round.globals[k::kGlobalGradNorm] = ns.step.grad_norm;
+  round.globals[k::kGlobalAdamT] = double(adam_t);
 }
 
 // ---- stage 4: per-layer statistics on the clean pass's cached activations ----------------------

@@ -50,9 +50,16 @@ const char* method_name(Method m) {
 Method parse_method(std::string_view s) {
   for (Method m : kAllMethods)
     if (s == method_name(m)) return m;
+  throw Error("unknown method '" + std::string(s) + "' (expected one of: " + method_names() + ")");
+}
+
+std::string method_names(std::string_view separator) {
   std::string names;
-  for (Method m : kAllMethods) names += std::string(names.empty() ? "" : ", ") + method_name(m);
-  throw Error("unknown method '" + std::string(s) + "' (expected one of: " + names + ")");
+  for (Method m : kAllMethods) {
+    if (!names.empty()) names += separator;
+    names += method_name(m);
+  }
+  return names;
 }
 
 bool method_uses_ilp(Method m) {

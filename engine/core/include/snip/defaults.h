@@ -8,7 +8,8 @@
 namespace snip::defaults {
 
 // ---- training (snip train, the GUI's Run view, TrainConfig) ----
-inline constexpr int64_t kTrainSteps = 500;  // a few minutes for `small` on 2 cores
+inline constexpr const char* kPreset = "small";  // the model (snip/model_config.h presets)
+inline constexpr int64_t kTrainSteps = 500;      // a few minutes for `small` on 2 cores
 // BF16 is the reference every statistics round, plan and comparison measures against.
 inline constexpr const char* kPrecision = "bf16";
 inline constexpr const char* kRecipe = "snip";

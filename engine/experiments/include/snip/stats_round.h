@@ -54,11 +54,8 @@ struct StatsRoundOptions {
 
 // Runs one round on the batch (inputs, targets: (B, T) ids, the model's batch shape) with the
 // AdamW state `opt` (m, v, t; may be fresh with t = 0). Throws snip::Error for a non-finite
-// clean loss or gradients (naming the tensor), lr ≤ 0, or noise_passes < 1.
-//
-// Recorded beyond stats_keys.h: globals "grad_clip_scale" s (the clip factor of this batch's
-// gradient; k_t includes it: k_t = s·η_t(1−β1)/(1−β1^{t+1}), because a clipped step scales every
-// gradient error by s too) and "loss0_resid" (L(Z) through loss_from_residual, the L₀ of c).
+// clean loss or gradients (naming the tensor), lr ≤ 0, or noise_passes < 1. The
+// keys it writes are those of snip/stats_keys.h.
 StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
                                const StatsRoundOptions& options);
 

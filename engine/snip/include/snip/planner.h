@@ -41,9 +41,10 @@ enum class Method {
 inline constexpr std::array<Method, 10> kAllMethods = {
     Method::snip,   Method::min_err,      Method::min_rel_err, Method::e_layer_type, Method::e_layer_id,
     Method::random, Method::uniform_bf16, Method::uniform_fp8, Method::uniform_fp4,  Method::hawq};
-const char* method_name(Method m);        // "snip" "min-err" ... "uniform-fp4" "hawq"
-Method parse_method(std::string_view s);  // throws snip::Error listing the accepted names
-bool method_uses_ilp(Method m);           // snip, min-err, min-rel-err, hawq
+const char* method_name(Method m);                            // "snip" "min-err" ... "uniform-fp4" "hawq"
+Method parse_method(std::string_view s);                      // throws snip::Error listing the accepted names
+std::string method_names(std::string_view separator = ", ");  // every method's name, in kAllMethods order
+bool method_uses_ilp(Method m);                               // snip, min-err, min-rel-err, hawq
 
 struct PlanRequest {
   double budget = defaults::kBudget;  // ρ: required FP4 fraction of the selectable linear FLOPs, in [0, 1]

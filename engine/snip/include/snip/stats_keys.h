@@ -32,6 +32,15 @@ inline constexpr const char* kGlobalLearningRate = "lr";  // η_t at the round's
 inline constexpr const char* kGlobalAdamBeta1 = "adam_beta1";
 inline constexpr const char* kGlobalAdamBeta2 = "adam_beta2";
 inline constexpr const char* kGlobalAdamEps = "adam_eps";
+// The clean step's context, kept so a round can be checked and recomputed later:
+// L(Z) through loss_from_residual, the L₀ of c (equal to loss0 up to FP32 summation order);
+inline constexpr const char* kGlobalLoss0Resid = "loss0_resid";
+// the clip factor s of this batch's gradient (k_t includes it: k_t = s·η_t(1−β1)/(1−β1^{t+1}),
+// because a clipped step scales every gradient error by s too), the gradient's global norm
+// before clipping, and the AdamW step count t before the round's (virtual) step.
+inline constexpr const char* kGlobalGradClipScale = "grad_clip_scale";
+inline constexpr const char* kGlobalGradNorm = "grad_norm";
+inline constexpr const char* kGlobalAdamT = "adam_t";
 
 // ---- per layer (precision-independent) -------------------------------------------------
 inline constexpr const char* kLayerXNorm = "x_norm";           // ‖X_l‖
