@@ -84,7 +84,7 @@ void check_resume_settings(const snip::CompareRecord& c, const snip::cli::Option
 }
 
 std::string resume_command(int64_t id, const std::string& db) {
-  return "snip compare --resume " + std::to_string(id) + " --db " + db;
+  return "snip compare --resume " + std::to_string(id) + " --db " + snip::cli::shell_quote(db);
 }
 
 // The stored compares with their status, newest first (`snip compare --list`).

@@ -1,7 +1,9 @@
 // `snip`: the headless command-line front of SNIP Workbench. Every subcommand runs on the
 // same engine and store as the GUI; errors from bad input are printed, never crashes.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "command.h"
@@ -23,6 +25,16 @@ std::string default_db_path() {
 
 std::string default_corpus_path() {
   return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz";
+}
+
+std::string shell_quote(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("_./:=@%+,-", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 }  // namespace snip::cli

@@ -320,13 +320,14 @@ TEST(Environment, AHeldCheckpointLocationIsRefusedAndAStaleLockIsTakenOver) {
 
 // SIGTERM and SIGHUP stop `snip train` like Ctrl-C: the step finishes, the checkpoint is saved,
 // every metric row up to it is stored and the run is `interrupted`. While it runs, a second
-// `snip train` with the same --out is refused (two real processes, the lock).
+// `snip train` with the same --out is refused (two real processes, the lock). The printed resume
+// command, pasted into a shell, continues the run although its paths hold spaces.
 class StopSignal : public ::testing::TestWithParam<int> {};
 
 TEST_P(StopSignal, SavesTheCheckpointFlushesEveryRowAndMarksTheRunInterrupted) {
   const int sig = GetParam();
   TempDir d;
-  const std::string db = d / "w.db", ck = d / "ck";
+  const std::string db = d / "w db.db", ck = d / "c k";
   Child child({"train", "--preset", "tiny", "--batch-size", "2", "--seq-len", "32", "--eval-every", "0", "--steps",
                "100000", "--json", "--db", db, "--out", ck});
   ASSERT_GT(child.pid(), 0);
@@ -336,7 +337,7 @@ TEST_P(StopSignal, SavesTheCheckpointFlushesEveryRowAndMarksTheRunInterrupted) {
     stepped = line.rfind("{", 0) == 0 && line.find("\"step\":") != std::string::npos;
   ASSERT_TRUE(stepped) << child.output();
 
-  const Result second = run("train " + kTiny + " --steps 2 --db " + (d / "other.db") + " --out " + ck);
+  const Result second = run("train " + kTiny + " --steps 2 --db " + (d / "other.db") + " --out '" + ck + "'");
   EXPECT_EQ(second.status, 1) << second.out;
   EXPECT_NE(second.out.find("in use by another snip run (process " + std::to_string(child.pid()) + " holds"),
             std::string::npos)
@@ -366,6 +367,15 @@ TEST_P(StopSignal, SavesTheCheckpointFlushesEveryRowAndMarksTheRunInterrupted) {
   ASSERT_FALSE(cks.empty());
   EXPECT_EQ(cks.back().step, saved);
   EXPECT_FALSE(fs::exists(ck + ".lock"));
+
+  const std::string out = child.output(), hint = "(continue with: snip ";
+  const size_t at = out.find(hint), end = out.find(")\n", at);
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_NE(end, std::string::npos) << out;
+  const Result resumed =
+      run(out.substr(at + hint.size(), end - at - hint.size()) + " --steps " + std::to_string(saved + 1) + " --json");
+  EXPECT_EQ(resumed.status, 0) << resumed.out;
+  EXPECT_EQ(snip::read_trainer_state(ck)["step"].get<int64_t>(), saved + 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, StopSignal, ::testing::Values(SIGTERM, SIGHUP, SIGINT),
