@@ -54,9 +54,14 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 void run_quantize(const QuantizeOptions& o) {
   snip::checked_write_target(o.out);  // both outputs refused (a directory, a device) before either is written
   if (!o.codes.empty()) snip::checked_write_target(o.codes);
-  const snip::ElemFormat format = snip::parse_elem_format(o.format);
-  if (format == snip::ElemFormat::fp32)
-    throw snip::Error("--format fp32 is the identity; use one of e4m3, e5m2, e2m1, e3m2, e2m3, bf16");
+  const char* const formats = "e4m3, e5m2, e2m1, e3m2, e2m3 or bf16";
+  if (o.format == "fp32") throw snip::Error(std::string("--format fp32 is the identity; use ") + formats);
+  snip::ElemFormat format;
+  try {
+    format = snip::parse_elem_format(o.format);
+  } catch (const snip::Error&) {
+    throw snip::Error("unknown --format '" + o.format + "': use " + formats);
+  }
   const snip::Operand role = snip::parse_operand(o.role);
   const auto [rows, cols] = parse_shape(o.shape);
 

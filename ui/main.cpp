@@ -45,7 +45,10 @@ bool answer_without_display(int argc, char** argv) {
   describe(parser, options);
   if (!parser.parse(args)) return false;
   if (parser.isSet(QStringLiteral("help"))) {
-    std::fputs(qPrintable(parser.helpText()), stdout);
+    // (Without a QCoreApplication Qt cannot know the program's name and writes a placeholder.)
+    std::fputs(
+        qPrintable(parser.helpText().replace(QStringLiteral("<executable_name>"), QStringLiteral("snip-workbench"))),
+        stdout);
     return true;
   }
   if (parser.isSet(QStringLiteral("version"))) {

@@ -1,7 +1,7 @@
 # Installs the build into a throw-away staging folder (DESTDIR) under /usr/local and checks that
 # a desktop gets what it needs: both executables, the .desktop entry pointing at the installed
-# executable and icon, the SVG icon in the hicolor theme, the README the Help menu opens and the
-# bundled corpus; and that the installed workbench answers --version without a display.
+# executable and icon, the SVG icon in the hicolor theme, the README the Help menu opens (with
+# every document its links reach) and the bundled corpus; and that the installed workbench answers --version without a display.
 # cmake -DBUILD_DIR=... -DSTAGE=... -P check_install.cmake
 file(REMOVE_RECURSE "${STAGE}")
 set(ENV{DESTDIR} "${STAGE}")
@@ -17,6 +17,22 @@ foreach(f bin/snip-workbench bin/snip share/applications/snip-workbench.desktop
   if(NOT EXISTS "${root}/${f}")
     message(FATAL_ERROR "cmake --install did not install ${f} (under ${root})")
   endif()
+endforeach()
+# Every relative link of the installed documentation reaches an installed file (a link to a
+# folder of data, e.g. regimes/data/, is left to the repository).
+file(GLOB_RECURSE docs "${root}/share/doc/snip-workbench/*.md")
+foreach(doc ${docs})
+  file(READ "${doc}" text)
+  get_filename_component(dir "${doc}" DIRECTORY)
+  # (Matched from "](" but kept without the bracket: CMake lists do not split inside [ ].)
+  string(REGEX MATCHALL "\\]\\(([A-Za-z0-9_./-]+\\.(md|png))[)#]" links "${text}")
+  string(REPLACE "](" "(" links "${links}")
+  foreach(link ${links})
+    string(REGEX REPLACE "^\\(([^)#]+)[)#]$" "\\1" target "${link}")
+    if(NOT EXISTS "${dir}/${target}")
+      message(FATAL_ERROR "${doc} links to ${target}, which is not installed")
+    endif()
+  endforeach()
 endforeach()
 file(READ "${root}/share/applications/snip-workbench.desktop" desktop)
 foreach(line "[Desktop Entry]" "Type=Application" "Name=SNIP Workbench" "Exec=snip-workbench" "Icon=snip-workbench"
