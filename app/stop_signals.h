@@ -2,12 +2,13 @@
 // process to end. While an instance lives, SIGINT (Ctrl-C), SIGTERM (kill, timeout, systemd,
 // job schedulers) and SIGHUP (the terminal went away) only set a flag: the command stops after
 // the current step, saves its checkpoint, flushes its metric rows and marks the run
-// interrupted. The first signal puts the default actions back, so a second one of any of the
-// three ends the process at once. A signal ignored when the command started (SIGHUP under
+// interrupted. The first signal says so on stderr at once and puts the default actions back, so
+// a second one of any of the three ends the process at once. A signal ignored when the command started (SIGHUP under
 // nohup, SIGINT in a background job) stays ignored. The previous handlers are restored on
 // destruction.
 #pragma once
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <string>
@@ -71,6 +72,12 @@ class StopSignals {
   static void on_signal(int sig) {
     int none = 0;
     received().compare_exchange_strong(none, sig);
+    // Said at once (write(2) is async-signal-safe): a step can be long, and silence would look
+    // like the signal was lost.
+    static constexpr char kSaid[] =
+        "\nstopping after the current step (its checkpoint and rows are kept); a second signal ends it at "
+        "once\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kSaid, sizeof kSaid - 1);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
