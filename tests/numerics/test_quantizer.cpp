@@ -85,6 +85,25 @@ TEST(E8M0, BlockMax957InE4M3) {
   EXPECT_EQ(e8m0_exponent(1000, ElemFormat::e4m3, E8M0Mode::floor), 1);
 }
 
+// A block max near FLT_MAX: ceil, rceil and even ask for e = 126 in E2M1 (3e38/2^126 = 3.53
+// rounds to 4, and 4·2^126 = 2^128 is inf in FP32). e stops at 127 − emax, so every mode gives
+// a finite block: the max saturates to 6·2^125 and the small elements keep their scale.
+TEST(E8M0, ABlockMaxNearFltMaxStaysFiniteInEveryMode) {
+  const std::vector<float> x = {3.0e38f, -3.0e38f, 1.0e37f, 1.0f};
+  for (E8M0Mode mode : {E8M0Mode::floor, E8M0Mode::ceil, E8M0Mode::rceil, E8M0Mode::even})
+    for (ElemFormat f : {ElemFormat::e2m1, ElemFormat::e4m3, ElemFormat::e5m2, ElemFormat::e3m2, ElemFormat::e2m3}) {
+      const ElemInfo& info = elem_info(f);
+      EXPECT_LE(e8m0_exponent(3.0e38f, f, mode), 127 - info.emax) << e8m0_mode_name(mode);
+      EXPECT_LE(double(info.max) * std::ldexp(1.0, e8m0_exponent(FLT_MAX, f, mode)), double(FLT_MAX));
+      const std::vector<float> y = quantize(x, 1, 4, make_spec(f, ScaleKind::e8m0, 1, 32, Rounding::rne, mode));
+      for (float v : y) EXPECT_TRUE(std::isfinite(v)) << e8m0_mode_name(mode) << " " << elem_format_name(f);
+      EXPECT_EQ(y[0], -y[1]);
+      EXPECT_GT(y[0], 1.0e38f);
+    }
+  EXPECT_EQ(e8m0_exponent(3.0e38f, ElemFormat::e2m1, E8M0Mode::rceil), 125);
+  EXPECT_EQ(e8m0_exponent(3.0e38f, ElemFormat::e2m1, E8M0Mode::floor), 125);  // floor never needed the clamp
+}
+
 TEST(E8M0, ExactPowersAndFormatsWithOtherEmax) {
   // amax = 448 exactly: floor and rceil keep e = 0; ceil sees a fraction (1.75) and uses e = 1.
   EXPECT_EQ(e8m0_exponent(448, ElemFormat::e4m3, E8M0Mode::floor), 0);

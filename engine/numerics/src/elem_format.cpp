@@ -236,7 +236,7 @@ int e8m0_exponent(float amax, ElemFormat f, E8M0Mode mode) {
       break;
     }
   }
-  return e < -127 ? -127 : e > 127 ? 127 : e;
+  return e8m0_clamp(e, in);
 }
 
 float nvfp4_tensor_factor(float amax_tensor) {

@@ -352,7 +352,7 @@ inline int e8m0_exponent_fast(float amax, const QuantSpec& spec, const ElemInfo&
       break;
     }
   }
-  return e < -127 ? -127 : e > 127 ? 127 : e;
+  return e8m0_clamp(e, info);
 }
 
 // 2^e for e in [-127, 127] (2^-127 is the one subnormal).

@@ -113,7 +113,8 @@ def encode_elem(v: torch.Tensor, fmt: str) -> torch.Tensor:
 
 
 def e8m0_exponent(amax: torch.Tensor, fmt: str, mode: str) -> torch.Tensor:
-    """Exponent e of the E8M0 block scale 2^e (FORMATS.md), clamped to [-127, 127]; amax = 0 -> 0.
+    """Exponent e of the E8M0 block scale 2^e (FORMATS.md), clamped to [-127, 127 - emax] (the largest
+    element times 2^e stays finite in FP32); amax = 0 -> 0.
     amax: float32 tensor of block maxima. Returns int64."""
     info = elem_info(fmt)
     pos = amax > 0
@@ -136,7 +137,7 @@ def e8m0_exponent(amax: torch.Tensor, fmt: str, mode: str) -> torch.Tensor:
         e = _ilogb(rounded) - info.emax
     else:
         raise ValueError(f"unknown E8M0 scale mode '{mode}': use one of {', '.join(E8M0_MODES)}")
-    e = e.clamp(-127, 127)
+    e = e.clamp(-127, 127 - info.emax)
     return torch.where(pos, e, torch.zeros_like(e))
 
 

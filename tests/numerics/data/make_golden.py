@@ -103,7 +103,7 @@ def e8m0(x, fmt, bc, mode):
                 e = int(ex) - 1 + (1 if m != 0.5 else 0)
             else:
                 raise ValueError(mode)
-            e = max(-127, min(127, e))
+            e = max(-127, min(127 - emax(fmt), e))  # largest element · 2^e finite in FP32
             s = F32(2.0 ** e)
             y[r, c0:c0 + bc] = round_rne(t / s, fmt) * s
     return y

@@ -43,6 +43,13 @@ float decode_elem(uint8_t code, ElemFormat f);
 // Exponent e of the E8M0 scale 2^e for a block with max magnitude `amax` (FORMATS.md
 // "E8M0 scale"), clamped to [-127, 127]; amax = 0 gives 0.
 int e8m0_exponent(float amax, ElemFormat f, E8M0Mode mode);
+// e clamped to [−127, 127 − emax_elem]: the top keeps the largest element times 2^e finite in
+// FP32 (max_elem < 2^(emax_elem+1)), so a block whose amax is near FLT_MAX saturates to a finite
+// value instead of rounding up to 2^128 = inf (ceil, rceil and even can ask for more).
+inline int e8m0_clamp(int e, const ElemInfo& info) {
+  const int top = 127 - info.emax;
+  return e < -127 ? -127 : e > top ? top : e;
+}
 
 // NVFP4 two-level scaling (FORMATS.md steps 1-4): the tensor factor g, and per block the
 // decode scale `dec` (x̂ = q·dec) and encode scale `enc` (q = E2M1(clamp(x·enc, ±6))).
