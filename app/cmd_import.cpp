@@ -7,7 +7,9 @@
 #include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/layers.h"
 #include "snip/plan.h"
+#include "snip/planner.h"
 #include "snip/stats.h"
 #include "snip/store.h"
 
@@ -49,8 +51,22 @@ void run_import(const ImportOptions& o) {
     Item it{path, {}, {}};
     if (format == "snip-plan/1") {
       it.plan = snip::plan_from_json(text, path);
+      // Every layer name must name a linear layer of some Llama (the model is checked with --run).
+      for (const auto& [name, precision] : it.plan->layers)
+        if (!snip::parse_layer_module_name(name))
+          throw snip::Error(path + ": names '" + name +
+                            "', which is not a linear layer (expected model.layers.N.self_attn.{q,k,v,o}_proj or "
+                            "model.layers.N.mlp.{gate,up,down}_proj); nothing was imported");
     } else if (format == "snip-stats/1") {
       it.stats = snip::stats_from_json(text, path);
+      // A round no plan can be made from (no layers, a missing global) would be stored and then
+      // refused by every command that reads it.
+      try {
+        if (it.stats->layers.empty()) throw snip::Error("it holds no layer");
+        (void)snip::planner_input_from_stats(*it.stats);
+      } catch (const snip::Error& e) {
+        throw snip::Error(path + ": these statistics cannot be planned from (" + e.what() + "); nothing was imported");
+      }
     } else {
       throw snip::Error(path + ": format \"" + format + "\" cannot be imported (expected snip-plan/1 or snip-stats/1)");
     }

@@ -348,6 +348,31 @@ TEST_F(Options, StatisticsWithADuplicatedLayerOrNegativeCurvatureAreRefused) {
   EXPECT_ERROR(run("solve --stats " + p("sig_stats.json") + " --budget 0.5"), "globals.sigma_eps = -1.0 is negative");
 }
 
+// `snip import` used to store plans naming no linear layer and statistics without layers or
+// without a global the planner needs; every command that read them back refused them. Refused at
+// import, with nothing stored.
+TEST_F(Options, ImportRefusesPlansAndStatisticsNoCommandCouldUse) {
+  json bad_plan = read_json(p("plan.json"));
+  bad_plan["layers"]["model.layers.0.mlp.nonexist"] = {{"fprop", "fp4"}, {"dgrad", "fp4"}, {"wgrad", "fp4"}};
+  write_json(dir_ / "bad_plan.json", bad_plan);
+  json no_layers = read_json(p("stats.json"));
+  no_layers["layers"] = json::array();
+  write_json(dir_ / "no_layers.json", no_layers);
+  json no_curvature = read_json(p("stats.json"));
+  no_curvature["globals"].erase("curvature");
+  write_json(dir_ / "no_curvature.json", no_curvature);
+  const std::string db = p("imp_checked.db");
+  EXPECT_ERROR(run("import --db " + db + " " + p("bad_plan.json")),
+               "names 'model.layers.0.mlp.nonexist', which is not a linear layer");
+  EXPECT_ERROR(run("import --db " + db + " " + p("no_layers.json")), "cannot be planned from (it holds no layer)");
+  EXPECT_ERROR(run("import --db " + db + " " + p("stats.json") + " " + p("no_curvature.json")),
+               "globals has no \"curvature\"");
+  const Result ok = run("import --db " + db + " " + p("stats.json") + " " + p("plan.json"));
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_CONTAINS(ok.out, "imported statistics round 1 from");  // the refused imports stored nothing
+  EXPECT_CONTAINS(ok.out, "imported plan 1 from");
+}
+
 TEST_F(Options, PlansWithTwoSpellingsOfALayerABadBudgetOrRecipeAreRefused) {
   const json plan = read_json(p("plan.json"));
   json two = plan;
