@@ -53,7 +53,7 @@ void run_collect(const CollectOptions& o) {
   if (!o.out.empty()) snip::write_file_atomic(o.out, snip::stats_to_json(round));
   std::optional<int64_t> round_id;
   if (!o.db.empty()) {
-    snip::Store store(o.db);
+    snip::Store store(o.db, {.check_integrity = true});
     round_id = store.add_stats_round(round);
   }
   snip::EstimatorOptions eo;

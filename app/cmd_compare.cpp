@@ -185,7 +185,8 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
     print_report(o.checkpoint, co, rep, std::nullopt, "", o.json);
     return;
   }
-  snip::Store store(db_path, {.create = o.resume == 0});  // a resume needs the compare's database
+  snip::Store store(db_path,
+                    {.create = o.resume == 0, .check_integrity = true});  // a resume needs the compare's database
   std::unique_ptr<snip::CompareRecorder> recorder;
   if (o.resume) {
     check_resume_settings(store.compare(o.resume), rules, o);

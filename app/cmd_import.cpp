@@ -72,7 +72,7 @@ void run_import(const ImportOptions& o) {
     }
     items.push_back(std::move(it));
   }
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db);
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.check_integrity = true});
   std::optional<snip::RunInfo> run;
   if (o.run) run = store.run(*o.run);
   for (const auto& it : items) {

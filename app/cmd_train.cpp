@@ -333,7 +333,7 @@ RunRecord open_run_record(const TrainOptions& o, snip::Trainer& trainer, const s
                           const std::optional<snip::AdaptiveOptions>& adaptive) {
   RunRecord r;
   const std::string db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
-  if (!o.no_db) r.store = std::make_unique<snip::Store>(db_path);
+  if (!o.no_db) r.store = std::make_unique<snip::Store>(db_path, snip::StoreOptions{.check_integrity = true});
   // Before step 1 and before the run is recorded: what is at --out may be replaced, and the
   // location is writable and held by this run until its last checkpoint is saved.
   r.out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});

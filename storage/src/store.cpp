@@ -180,6 +180,14 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     throw Error(path +
                 ": a SQLite database of another program (not a SNIP Workbench store); it was not modified — "
                 "pass another --db");
+  if (options.check_integrity && !empty) {
+    // (A page SQLite cannot even parse throws from the query itself, with the same advice.)
+    Stmt st(db, "PRAGMA quick_check(1)");
+    const std::string verdict = st.step() ? st.column_text(0) : "no answer";
+    if (verdict != "ok")
+      throw Error(path + ": the database is damaged (SQLite's quick_check: " + verdict +
+                  "); it was not modified — restore it from a copy, or pass another --db");
+  }
 
   // WAL: readers never block the writer and see only committed transactions. synchronous =
   // NORMAL in WAL mode is safe against process crashes (kill -9); a power loss may drop the

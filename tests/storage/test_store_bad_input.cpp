@@ -82,6 +82,26 @@ TEST(StoreBadInput, TruncatedDatabaseIsReported) {
   }
 }
 
+// A page overwritten in the middle of the file: the header and schema still read, so a plain
+// open succeeds and a training would find the damage only when it writes there, at the end.
+// With check_integrity (the writers' open) it is refused at once, the file left as it was.
+TEST(StoreBadInput, DamagedPagesAreRefusedByTheWritersOpen) {
+  TempDir dir;
+  const std::string path = dir.file("damaged.db");
+  make_database(path);
+  std::string bytes = file_bytes(path);
+  ASSERT_GT(bytes.size(), 8u * 4096u);
+  for (size_t i = 3 * 4096; i < 4 * 4096; ++i) bytes[i] = char(0xDE ^ (i & 0xFF));
+  write_bytes(path, bytes);
+  const std::string err = open_error(path, {.check_integrity = true});
+  EXPECT_TRUE(contains(err, "the database is damaged")) << err;
+  EXPECT_TRUE(contains(err, "restore it from a copy")) << err;
+  EXPECT_EQ(file_bytes(path), bytes);
+  const std::string good = dir.file("good.db");
+  make_database(good);
+  EXPECT_EQ(open_error(good, {.check_integrity = true}), "");
+}
+
 TEST(StoreBadInput, OtherProgramsDatabaseIsRefused) {
   TempDir dir;
   const std::string path = dir.file("other.db");

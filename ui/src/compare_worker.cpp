@@ -40,7 +40,7 @@ void CompareWorker::run(const CompareRequest& request) {
   int64_t id = 0;
   try {
     // The worker's own connection: a Store is used from one thread only.
-    snip::Store store(request.db_path.toStdString());
+    snip::Store store(request.db_path.toStdString(), {.check_integrity = true});
     std::unique_ptr<snip::CompareRecorder> recorder;
     if (request.resume_id > 0)
       recorder = snip::CompareRecorder::resume(store, request.resume_id, request.options.jobs);

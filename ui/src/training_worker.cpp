@@ -74,7 +74,7 @@ void TrainingWorker::run(const TrainRequest& request) {
   std::unique_ptr<snip::Trainer> trainer;
   try {
     // The worker's own connection: a Store is used from one thread only.
-    store = std::make_unique<snip::Store>(request.db_path.toStdString());
+    store = std::make_unique<snip::Store>(request.db_path.toStdString(), snip::StoreOptions{.check_integrity = true});
     const std::string resume_from = request.resume_from.toStdString();
     if (resume_from.empty()) {
       trainer = std::make_unique<snip::Trainer>(request.config);  // bad config/data throws here

@@ -42,6 +42,10 @@ struct StoreOptions {
   bool create = true;                      // create the file when missing (else: error)
   int busy_timeout_ms = 5000;              // wait this long for another process's write lock
   bool mark_dead_runs_interrupted = true;  // on open: running runs whose process is gone -> interrupted
+  // On open: read every page (SQLite's quick_check, ~3 ms per MB) and refuse a damaged file
+  // before anything is written. For the commands that then write for minutes (training, a
+  // compare, a statistics round, an import), which would otherwise find the damage at the end.
+  bool check_integrity = false;
 };
 
 class Store {
