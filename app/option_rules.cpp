@@ -1,5 +1,6 @@
 #include "option_rules.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -103,6 +104,16 @@ void OptionRules::check_types() const {
     for (const std::string& text : opt->results()) {
       if (type == "UINT" && text.find('-') != std::string::npos)
         throw Error(option_name(opt) + " must be a non-negative whole number (got " + text + ")");
+      if (type == "UINT" || type == "INT") {  // beyond 64 bits, CLI11 keeps the saturated value
+        errno = 0;
+        char* end = nullptr;
+        if (type == "UINT")
+          (void)std::strtoull(text.c_str(), &end, 0);
+        else
+          (void)std::strtoll(text.c_str(), &end, 0);
+        if (errno == ERANGE)
+          throw Error(option_name(opt) + " is out of range (got " + text + "; a whole number of at most 64 bits)");
+      }
       if (type == "FLOAT") {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);

@@ -116,6 +116,11 @@ TEST_F(Options, NegativeUnsignedAndNonFiniteNumbersAreRefusedForEveryCommand) {
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget inf"), "--budget must be a finite number (got inf)");
   EXPECT_ERROR(run("solve --stats " + p("stats.json") + " --budget 0.5 --lambda nan"),
                "--lambda must be a finite number (got nan)");
+  // Past 64 bits CLI11 kept the saturated value (2^64 − 1, 2^63 − 1) without a word.
+  EXPECT_ERROR(train("--steps 1 --seed 18446744073709551616"),
+               "--seed is out of range (got 18446744073709551616; a whole number of at most 64 bits)");
+  EXPECT_ERROR(run("export --run 99999999999999999999 --db " + p("none.db")),
+               "--run is out of range (got 99999999999999999999");
 }
 
 TEST_F(Options, AdaptiveOptionsWithoutAMethodAreRefused) {

@@ -50,6 +50,22 @@ std::string message_of(const std::string& path) {
 
 // `--out link` writes through the link, as editors and cp do: the link stays a link (also a
 // relative one, and a chain), its final target gets the contents and keeps its permission bits.
+// A file in a folder that does not exist is not created with its folder (a typo would make one);
+// the error names the folder.
+TEST(AtomicFile, AMissingFolderIsNamedInTheError) {
+  const snip_test::TempDir tmp("atomic");
+  const std::string path = (tmp.path / "no-such-folder" / "a.txt").string();
+  try {
+    write_file_atomic(path, std::string_view("x"));
+    ADD_FAILURE() << "wrote into a missing folder";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the folder " + (tmp.path / "no-such-folder").string() + " does not exist"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp.path / "no-such-folder"));
+}
+
 TEST(AtomicFile, WritesThroughASymlinkToItsTarget) {
   ScratchDir d("symlink");
   fs::create_directories(d / "real");

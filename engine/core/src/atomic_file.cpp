@@ -46,6 +46,8 @@ std::string advice(int e, const std::string& path) {
   struct stat st {};
   const std::string kept = ::stat(path.c_str(), &st) == 0 ? "; the previous " + path + " is intact" : "";
   if (e == ENOSPC || e == EDQUOT) return " (the disk is full: free some space or write somewhere else" + kept + ")";
+  if (e == ENOENT || e == ENOTDIR)
+    return " (the folder " + dir_of(path) + " does not exist: create it first, or write somewhere else)";
   if (e == EROFS || e == EACCES || e == EPERM)
     return " (the location is read-only or not writable: choose a writable directory" + kept + ")";
   return kept.empty() ? "" : " (" + kept.substr(2) + ")";
