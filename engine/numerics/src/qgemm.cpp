@@ -614,7 +614,26 @@ void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const in
 }
 
 void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
-  numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_vnni<decltype(rows)::value>(ct, t); });
+  switch (mr) {
+    case 1:
+      tile_vnni<1>(ct, t);
+      break;
+    case 2:
+      tile_vnni<2>(ct, t);
+      break;
+    case 3:
+      tile_vnni<3>(ct, t);
+      break;
+    case 4:
+      tile_vnni<4>(ct, t);
+      break;
+    case 5:
+      tile_vnni<5>(ct, t);
+      break;
+    default:
+      tile_vnni<6>(ct, t);
+      break;
+  }
 }
 
 bool detect_vnni() {

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "snip/error.h"
@@ -22,27 +21,6 @@ namespace snip::numerics_detail {
 inline constexpr int kPanel = 64;    // columns of B per panel
 inline constexpr int kTileRows = 6;  // rows per register tile
 inline constexpr int kRowsPerTask = 8 * kTileRows;
-
-// f(std::integral_constant<int, mr>{}) for a tile of mr rows (1 … kTileRows; more counts as
-// kTileRows): the register-tile kernels are templates on their row count, chosen once per tile.
-template <class F>
-inline void with_tile_rows(int mr, F&& f) {
-  static_assert(kTileRows == 6, "one case per row count");
-  switch (mr) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      return f(std::integral_constant<int, 2>{});
-    case 3:
-      return f(std::integral_constant<int, 3>{});
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case 5:
-      return f(std::integral_constant<int, 5>{});
-    default:
-      return f(std::integral_constant<int, 6>{});
-  }
-}
 
 // Cache-line-aligned storage for packed operands: a 64-byte row of a panel (or a 64-byte load of
 // A) then touches one line, not two (large std::vector buffers start 16 bytes into a page).
