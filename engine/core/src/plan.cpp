@@ -29,7 +29,12 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   Plan plan;
   for (auto it = j["layers"].begin(); it != j["layers"].end(); ++it) {
     const std::string& name = it.key();
-    if (const auto id = parse_layer_module_name(name)) check_canonical_layer_name(name, *id, source);
+    const auto id = parse_layer_module_name(name);
+    if (!id)
+      throw Error(source + ": names '" + name +
+                  "', which is not a linear layer (expected model.layers.N.self_attn.{q,k,v,o}_proj or "
+                  "model.layers.N.mlp.{gate,up,down}_proj)");
+    check_canonical_layer_name(name, *id, source);
     LinearPrecision lp;
     if (it.value().is_string()) {  // shorthand: one precision for all three GEMMs
       try {

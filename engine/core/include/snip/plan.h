@@ -28,7 +28,8 @@ struct Plan {
 // The same precision on every GEMM of every layer of `dims`.
 Plan uniform_plan(const ModelDims& dims, Precision p);
 
-// JSON text <-> Plan. `source` names the file in error messages.
+// JSON text <-> Plan. `source` names the file in error messages; a layer name that is not a
+// linear layer's (model.layers.N.self_attn.q_proj, ...) is an error here, for every reader.
 Plan plan_from_json(const std::string& text, const std::string& source = "plan");
 std::string plan_to_json(const Plan& plan);
 Plan read_plan_file(const std::string& path);
