@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -47,12 +48,6 @@ std::string lookup(const std::string& path, const Table& t = table()) {
   return it == t.end() ? "" : it->second.what;
 }
 
-std::string parent_of(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 void release(Table& t, unsigned long long dev, unsigned long long ino) {
   const auto it = t.find({dev, ino});
   if (it != t.end() && --it->second.count == 0) t.erase(it);
@@ -80,15 +75,20 @@ FileInUse::~FileInUse() {
   release(input_ ? inputs() : table(), dev_, ino_);
 }
 
+FileInUse FileInUse::enter(bool input, const std::string& path, std::string what) {
+  FileInUse use;
+  if (!identity(path, use.dev_, use.ino_)) return use;  // missing (or vanished at once): nothing to protect
+  Entry& e = (input ? inputs() : table())[{use.dev_, use.ino_}];
+  if (e.count++ == 0) e.what = std::move(what);
+  use.active_ = true;
+  use.input_ = input;
+  return use;
+}
+
 FileInUse open_file_in_use(const std::string& path, std::string what, const std::function<void()>& open_it) {
   std::lock_guard lock(table_mutex());
   open_it();
-  FileInUse use;
-  if (!identity(path, use.dev_, use.ino_)) return use;  // vanished at once: nothing to protect
-  Entry& e = table()[{use.dev_, use.ino_}];
-  if (e.count++ == 0) e.what = std::move(what);
-  use.active_ = true;
-  return use;
+  return FileInUse::enter(false, path, std::move(what));
 }
 
 std::unique_lock<std::recursive_mutex> hold_files_in_use() {
@@ -109,13 +109,7 @@ std::string file_in_use(const std::string& path) {
 
 FileInUse protect_input(const std::string& path, std::string what) {
   std::lock_guard lock(table_mutex());
-  FileInUse use;
-  if (!identity(path, use.dev_, use.ino_)) return use;
-  Entry& e = inputs()[{use.dev_, use.ino_}];
-  if (e.count++ == 0) e.what = std::move(what);
-  use.active_ = true;
-  use.input_ = true;
-  return use;
+  return FileInUse::enter(true, path, std::move(what));
 }
 
 std::string write_conflict(const std::string& path) {
@@ -125,9 +119,11 @@ std::string write_conflict(const std::string& path) {
   if (std::string what = lookup(path, inputs()); !what.empty())
     return "it is " + what + ", which this command reads; writing there would replace it";
   // A new or replaced file inside an input folder (a checkpoint takes no foreign files).
-  if (std::string what = lookup(parent_of(path), inputs()); !what.empty()) {
+  const std::filesystem::path p(path);
+  const std::string parent = p.has_parent_path() ? p.parent_path().string() : ".";
+  if (std::string what = lookup(parent, inputs()); !what.empty()) {
     struct stat st {};
-    if (::stat(parent_of(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    if (::stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       return "it is inside " + what + ", which this command reads as a whole; a file written there would change it";
   }
   return "";

@@ -31,6 +31,8 @@ class FileInUse {
  private:
   friend FileInUse open_file_in_use(const std::string&, std::string, const std::function<void()>&);
   friend FileInUse protect_input(const std::string&, std::string);
+  // Registers `path` in the inputs' or the databases' table (the caller holds the table's lock).
+  static FileInUse enter(bool input, const std::string& path, std::string what);
   unsigned long long dev_ = 0, ino_ = 0;
   bool active_ = false;
   bool input_ = false;  // in the inputs' table (protect_input), not the databases'
