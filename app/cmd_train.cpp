@@ -101,7 +101,9 @@ bool given(const TrainOptions& o, const std::string& name) {
 // The run-defining settings given again on a resume, as pointers into the checkpoint's
 // training configuration (`stored`, train_config_to_json) and adaptive settings.
 std::vector<snip::GivenSetting> given_train_settings(const TrainOptions& o, const nlohmann::json& stored) {
-  return snip::cli::given_settings({{"--tokenizer", "/tokenizer", o.tokenizer},
+  // The run stores its tokenizer's canonical path (tokenizer_ref): compare the given one as that.
+  const std::string tokenizer = given(o, "--tokenizer") ? snip::tokenizer_ref(o.tokenizer).spec : o.tokenizer;
+  return snip::cli::given_settings({{"--tokenizer", "/tokenizer", tokenizer},
                                     {"--batch-size", "/batch_size", o.batch_size},
                                     {"--seq-len", "/seq_len", o.seq_len},
                                     {"--grad-accum", "/grad_accum", o.grad_accum},
@@ -367,13 +369,15 @@ snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, c
 // Runs the steps with the progress display; Ctrl-C, SIGTERM and SIGHUP stop after the current step.
 // `stop_status` gets the exit status of the signal that stopped the run (StopSignals::exit_status).
 snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, const TrainOptions& o,
-                                          const std::optional<snip::AdaptiveOptions>& adaptive, int& stop_status) {
+                                          const std::optional<snip::AdaptiveOptions>& adaptive, int& stop_status,
+                                          std::string& stop_why) {
   Progress progress(o.json);
   snip::cli::StopSignals stop_signals;
   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
     if (!stop_signals.requested()) return true;
-    training.set_stop_reason("stopped by " + stop_signals.name());
+    stop_why = "stopped by " + stop_signals.name();
+    training.set_stop_reason(stop_why);
     stop_status = stop_signals.exit_status();
     return false;
   };
@@ -405,10 +409,12 @@ void run_train(const TrainOptions& o) {
   snip::RecordedTraining training(*trainer, record.store.get(), record.run_id,
                                   recorded_training_options(o, *trainer, out, adaptive));
   int stop_status = 0;
-  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_status);
+  std::string stop_why;
+  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_status, stop_why);
   if (!outcome.finished) {
-    throw snip::cli::Interrupted{"interrupted at step " + std::to_string(outcome.step) + "; checkpoint saved to " +
-                                     out + " (continue with: " + resume_command(o, out) + ")",
+    throw snip::cli::Interrupted{stop_why + (stop_why.empty() ? "" : ": ") + "interrupted at step " +
+                                     std::to_string(outcome.step) + "; checkpoint saved to " + out +
+                                     " (continue with: " + resume_command(o, out) + ")",
                                  stop_status};
   } else if (!o.json) {
     std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)outcome.step, out.c_str());

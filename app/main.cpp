@@ -8,6 +8,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/error.h"
 #include "snip/store.h"
 #include "stop_signals.h"
@@ -37,9 +38,36 @@ std::string shell_quote(const std::string& word) {
   return q + "'";
 }
 
+namespace {
+
+// Whole numbers on the command line are decimal, whatever the option: CLI11 reads "0100" as
+// octal (64) and "0x10" as hex. A transform on every integer option of every command (one rule,
+// not one per option) strips leading zeros and refuses any other notation.
+void decimal_whole_numbers(CLI::App* app) {
+  for (CLI::Option* opt : app->get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type != "INT" && type != "UINT") continue;
+    opt->transform(
+        [](std::string text) {
+          size_t i = text.size() > 0 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+          const bool digits = i < text.size() && std::all_of(text.begin() + std::ptrdiff_t(i), text.end(),
+                                                             [](char c) { return c >= '0' && c <= '9'; });
+          if (!digits) throw CLI::ValidationError("must be a whole number in decimal digits (got " + text + ")");
+          const size_t first = text.find_first_not_of('0', i);
+          text.erase(i, (first == std::string::npos ? text.size() - 1 : first) - i);
+          return text;
+        },
+        "", "");
+  }
+  for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) decimal_whole_numbers(sub);
+}
+
+}  // namespace
+
 }  // namespace snip::cli
 
 int main(int argc, char** argv) {
+  snip::cli::ignore_sigpipe();  // a closed reader is a write error, checked (output_streams.h)
   CLI::App app{"snip: FP8/FP4 mixed-precision Llama training and the SNIP layer-precision planner (headless)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "snip 0.1.0");
@@ -61,6 +89,7 @@ int main(int argc, char** argv) {
     return true;
   };
   if (!all_checked(&app)) return 70;
+  snip::cli::decimal_whole_numbers(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,5 +104,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return snip::cli::finish_stdout();
 }

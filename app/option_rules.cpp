@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "snip/environment.h"
 #include "snip/error.h"
 
 namespace snip::cli {
@@ -158,6 +159,7 @@ void OptionRules::check() const {
 void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::function<void()> body) {
   checked_commands().insert(cmd);
   cmd->callback([rules, body = std::move(body)] {
+    check_environment();  // SNIP_* variables: a value the engine would ignore is an error, before any work
     rules->check();
     const std::vector<FileInUse> inputs = rules->protect_inputs();
     body();

@@ -6,12 +6,18 @@
 // a second one of any of the three ends the process at once. A signal ignored when the command started (SIGHUP under
 // nohup, SIGINT in a background job) stays ignored. The previous handlers are restored on
 // destruction.
+//
+// A failed write to stdout or stderr counts as a stop request too (output_streams.h): SIGPIPE
+// is ignored, so `snip train --json | head` stops like on SIGTERM, saves, says how to resume
+// and exits 141 (128 + SIGPIPE) instead of dying with nothing saved.
 #pragma once
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <string>
+
+#include "output_streams.h"
 
 namespace snip::cli {
 
@@ -38,11 +44,11 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  bool requested() const { return received().load() != 0; }
+  bool requested() const { return received().load() != 0 || output_failed(); }
   // The shell's status for a process ended by that signal (128 + its number: 130 for Ctrl-C,
   // 143 for SIGTERM, 129 for SIGHUP), which a command stopped by it exits with after saving
   // (Interrupted), so `snip train ... && next` does not go on with an unfinished run.
-  int exit_status() const { return 128 + received().load(); }
+  int exit_status() const { return received().load() != 0 ? 128 + received().load() : output_failure_status(); }
   // How the stop was asked for, for the run's message: "Ctrl-C", "SIGTERM", "SIGHUP" ("" if not).
   std::string name() const {
     switch (received().load()) {
@@ -53,7 +59,7 @@ class StopSignals {
       case SIGHUP:
         return "SIGHUP";
       default:
-        return "";
+        return output_failed() ? "a failed write (" + output_failure() + ")" : "";
     }
   }
 

@@ -6,11 +6,13 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QMessageBox>
 #include <QTimer>
 #include <cstdio>
 
 #include "main_window.h"
 #include "plan_view.h"
+#include "snip/environment.h"
 #include "workbench.h"
 
 namespace {
@@ -104,6 +106,14 @@ int main(int argc, char** argv) {
   describe(parser, options);
   parser.process(app);
 
+  try {
+    snip::check_environment();  // a SNIP_* value the engine would ignore is an error (environment.h)
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    if (!parser.isSet(options.screenshots))
+      QMessageBox::critical(nullptr, QStringLiteral("SNIP Workbench"), QString::fromUtf8(e.what()));
+    return 1;
+  }
   QString db = parser.value(options.db);
   if (db.isEmpty() && !parser.positionalArguments().isEmpty()) db = parser.positionalArguments().front();
   snip::ui::MainWindow window(db);

@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "snip/error.h"
 
 namespace snip {
 namespace {
@@ -103,10 +106,24 @@ Pool& pool() {
 
 }  // namespace
 
+int parse_thread_count(const char* value) {
+  if (!value || !*value) return 0;
+  const std::string v(value);
+  const bool digits = v.size() <= 3 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int n = digits ? std::stoi(v) : 0;
+  if (n < 1 || n > 256)
+    throw Error("SNIP_NUM_THREADS='" + v +
+                "' is not a thread count: give a whole number from 1 to 256 (or unset it for all cores)");
+  return n;
+}
+
 int pool_threads() {
   if (const char* s = std::getenv("SNIP_NUM_THREADS"); s && *s) {
-    const int n = std::atoi(s);
-    if (n >= 1 && n <= 256) return n;
+    // A bad value was refused at start-up (check_environment); a library user gets all cores.
+    try {
+      return parse_thread_count(s);
+    } catch (const Error&) {
+    }
   }
   // Asked once: glibc reads /sys/devices/system/cpu/online on every call, and the quantizer
   // and the GEMMs ask for the thread count on every call (a statistics round: thousands of

@@ -19,6 +19,10 @@ namespace snip {
 // the hardware concurrency.
 int pool_threads();
 
+// SNIP_NUM_THREADS's value as a thread count: 0 when null or empty (all cores), else a decimal
+// whole number in [1, 256]; anything else throws snip::Error naming the variable and the range.
+int parse_thread_count(const char* value);
+
 // Calls task(i) once for every i in [0, ntasks), on the pool's threads and the calling one,
 // and returns when all have finished. If tasks throw, every task still runs and the first
 // exception is rethrown here afterwards (never on a worker thread). Runs every task on the calling

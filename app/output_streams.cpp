@@ -1,0 +1,76 @@
+// See output_streams.h.
+#include "output_streams.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+namespace snip::cli {
+
+namespace {
+
+// The errno of the first failure seen, per stream (0: none seen, or not known).
+int g_errno[2] = {0, 0};
+
+// Whether `fd`'s reader went away: a pipe or socket whose other end is closed polls POLLERR.
+bool reader_gone(int fd) {
+  pollfd p{fd, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+}
+
+bool stream_failed(std::FILE* f, int index) {
+  if (!std::ferror(f)) return false;
+  if (g_errno[index] == 0) g_errno[index] = reader_gone(::fileno(f)) ? EPIPE : errno != 0 ? errno : EIO;
+  return true;
+}
+
+// Flushes `f`, keeping the errno of a failed flush.
+void flush(std::FILE* f, int index) {
+  errno = 0;
+  if (std::fflush(f) != 0 && g_errno[index] == 0) g_errno[index] = errno != 0 ? errno : EIO;
+}
+
+}  // namespace
+
+void ignore_sigpipe() {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPIPE, &sa, nullptr);
+}
+
+bool output_failed() {
+  const bool out = stream_failed(stdout, 0) || std::cout.fail();
+  const bool err = stream_failed(stderr, 1);
+  return out || err;
+}
+
+std::string output_failure() {
+  if (!output_failed()) return "";
+  const bool out = std::ferror(stdout) || std::cout.fail();
+  const int e = out ? g_errno[0] : g_errno[1];
+  std::string s = std::string(out ? "standard output" : "standard error") + ": " + std::strerror(e != 0 ? e : EIO);
+  if (e == EPIPE) s += " — its reader went away (a pipe into head, a closed terminal or socket)";
+  if (e == ENOSPC || e == EDQUOT) s += " — the disk is full; what was written is incomplete";
+  return s;
+}
+
+int output_failure_status() {
+  const bool out = std::ferror(stdout) || std::cout.fail();
+  return (out ? g_errno[0] : g_errno[1]) == EPIPE ? 128 + SIGPIPE : 1;
+}
+
+int finish_stdout() {
+  flush(stdout, 0);  // first: std::cout (synchronised with stdio) would flush it and lose the errno
+  std::cout.flush();
+  if (!output_failed()) return 0;
+  std::fprintf(stderr, "error: writing the output failed (%s); the output is incomplete\n", output_failure().c_str());
+  return output_failure_status();
+}
+
+}  // namespace snip::cli
