@@ -153,7 +153,7 @@ void print_report(const std::string& checkpoint, const snip::CompareOptions& co,
 void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& rules) {
   const std::string db_path = o.db.empty() ? snip::cli::default_db_path() : o.db;
   if (o.list) {
-    list_compares(snip::Store(db_path, {.create = o.db.empty()}));
+    list_compares(snip::Store(db_path, {.create = o.db.empty(), .read_only_if_unwritable = true}));
     return;
   }
   int done = 0, total = 0;

@@ -41,7 +41,8 @@ void run_export(const ExportOptions& o) {
   if (o.format != "json" && o.format != "csv")
     throw snip::Error("--format " + o.format + " is not supported (use json or csv)");
   // An explicit --db must exist (a typo must not silently show an empty new database).
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                    {.create = o.db.empty(), .read_only_if_unwritable = true});
   std::string text;
   if (o.run) {
     text = export_run(store, *o.run, o.format);

@@ -56,7 +56,8 @@ void list_compares(const snip::Store& store, bool json) {
 
 void run_runs(const RunsOptions& o) {
   // An explicit --db must exist (a typo must not silently show an empty new database).
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                    {.create = o.db.empty(), .read_only_if_unwritable = true});
   if (o.compares) {
     list_compares(store, o.json);
     return;

@@ -121,7 +121,8 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
 
 void run_show(const ShowOptions& o) {
   // An explicit --db must exist (a typo must not silently show an empty new database).
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.create = o.db.empty()});
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                    {.create = o.db.empty(), .read_only_if_unwritable = true});
   if (o.compare) {
     show_compare(store, *o.compare, o.json);
     return;

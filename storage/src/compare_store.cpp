@@ -126,7 +126,11 @@ int64_t Store::insert_compare(const CompareRecord& c) {
           "cooldown_steps, eval_batches, last_window, control_rel, noise_floor_train, noise_floor_val, options, "
           "created_ms, replicates, status, status_message, checkpoint_fingerprint, owner_pid, owner_host, "
           "owner_start, heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  st.bind(1, c.run_id).bind(2, c.stats_round_id).bind(3, c.checkpoint).bind(4, c.start_step).bind(5, c.budget);
+  st.bind(1, c.run_id)
+      .bind(2, c.stats_round_id)
+      .bind(3, store_detail::stored_path(c.checkpoint))
+      .bind(4, c.start_step)
+      .bind(5, c.budget);
   st.bind(6, c.recipe).bind(7, c.steps).bind(8, c.cooldown_steps).bind(9, c.eval_batches).bind(10, c.last_window);
   st.bind(11, c.control_rel).bind(12, c.noise_floor_train).bind(13, c.noise_floor_val).bind(14, c.options.dump());
   st.bind(15, now_ms()).bind(16, c.replicates).bind(17, std::string(run_status_name(c.status)));
@@ -150,7 +154,11 @@ void Store::update_compare(const CompareRecord& c) {
       "UPDATE compares SET run_id = ?, stats_round_id = ?, checkpoint = ?, start_step = ?, budget = ?, recipe = ?, "
       "steps = ?, cooldown_steps = ?, eval_batches = ?, last_window = ?, control_rel = ?, noise_floor_train = ?, "
       "noise_floor_val = ?, options = ?, replicates = ?, checkpoint_fingerprint = ?, heartbeat_ms = ? WHERE id = ?");
-  st.bind(1, c.run_id).bind(2, c.stats_round_id).bind(3, c.checkpoint).bind(4, c.start_step).bind(5, c.budget);
+  st.bind(1, c.run_id)
+      .bind(2, c.stats_round_id)
+      .bind(3, store_detail::stored_path(c.checkpoint))
+      .bind(4, c.start_step)
+      .bind(5, c.budget);
   st.bind(6, c.recipe).bind(7, c.steps).bind(8, c.cooldown_steps).bind(9, c.eval_batches).bind(10, c.last_window);
   st.bind(11, c.control_rel).bind(12, c.noise_floor_train).bind(13, c.noise_floor_val).bind(14, c.options.dump());
   st.bind(15, c.replicates).bind(16, c.checkpoint_fingerprint).bind(17, now_ms()).bind(18, c.id).run();

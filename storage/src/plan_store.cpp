@@ -1,6 +1,9 @@
 // Plans with their solver provenance, one row per (layer, GEMM role) assignment, and the
 // plan timeline of a run (which plan was in effect over which steps).
+#include <cmath>
+
 #include "snip/error.h"
+#include "snip/plan.h"
 #include "snip/store.h"
 #include "store_impl.h"
 
@@ -65,12 +68,23 @@ int64_t Store::add_plan(const Plan& plan, const PlanSolveInfo& solve) {
       throw Error(impl_->path + ": the plan names statistics round " + std::to_string(*solve.stats_round_id) +
                   ", which does not exist");
   }
+  // The store computes what it can: with the run's model, the achieved fraction from the layers.
+  double achieved = plan.achieved_fp4_fraction;
+  if (solve.run_id) {
+    const ModelDims dims = run(*solve.run_id).spec.dims;
+    std::vector<std::string> warnings;
+    achieved = fp4_flop_fraction(resolve_plan(plan, dims, &warnings), dims);
+    if (std::abs(achieved - plan.achieved_fp4_fraction) > 1e-6)
+      throw Error(impl_->path + ": the plan claims an achieved FP4 fraction of " +
+                  std::to_string(plan.achieved_fp4_fraction) + " but its layers put " + std::to_string(achieved) +
+                  " of run " + std::to_string(*solve.run_id) + "'s linear-layer FLOPs in FP4; nothing was stored");
+  }
   Stmt st(db,
           "INSERT INTO plans (run_id, stats_round_id, method, budget, achieved_fp4_fraction, recipe, provenance, "
           "options, objective, predicted_delta_loss, predicted_delta_weight, solver_status, solve_time_s, mip_gap, "
           "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   st.bind(1, solve.run_id).bind(2, solve.stats_round_id).bind(3, plan.method).bind(4, plan.budget);
-  st.bind(5, plan.achieved_fp4_fraction).bind(6, plan.recipe).bind(7, plan.provenance.dump());
+  st.bind(5, achieved).bind(6, plan.recipe).bind(7, plan.provenance.dump());
   st.bind(8, solve.options.dump()).bind(9, solve.objective).bind(10, solve.predicted_delta_loss);
   st.bind(11, solve.predicted_delta_weight).bind(12, solve.solver_status).bind(13, solve.solve_time_s);
   st.bind(14, solve.mip_gap).bind(15, now_ms()).run();

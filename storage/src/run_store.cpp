@@ -343,7 +343,7 @@ void Store::add_checkpoint(int64_t run_id, int64_t step, const std::string& path
   WriteTxn txn(db);
   store_detail::require_run(db, run_id);
   Stmt st(db, "INSERT OR REPLACE INTO checkpoints (run_id, step, path, created_ms) VALUES (?, ?, ?, ?)");
-  st.bind(1, run_id).bind(2, step).bind(3, path).bind(4, now_ms()).run();
+  st.bind(1, run_id).bind(2, step).bind(3, store_detail::stored_path(path)).bind(4, now_ms()).run();
   txn.commit();
 }
 

@@ -5,12 +5,21 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "snip/error.h"
 #include "snip/store.h"
+#include "store_impl.h"
 
 namespace snip::store_detail {
+
+std::string stored_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const std::filesystem::path full = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? path : full.string();
+}
 
 int64_t now_ms() {
   using namespace std::chrono;
@@ -24,8 +33,12 @@ Db::~Db() {
 }
 
 void Db::open(const std::string& path, int flags) {
+  open(path, path, flags);
+}
+
+void Db::open(const std::string& uri, const std::string& path, int flags) {
   path_ = path;
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_EXRESCODE, nullptr);
+  const int rc = sqlite3_open_v2(uri.c_str(), &db_, flags | SQLITE_OPEN_EXRESCODE, nullptr);
   if (rc != SQLITE_OK) fail(rc, "opening the database");
 }
 

@@ -62,6 +62,8 @@ class Db {
   Db& operator=(const Db&) = delete;
 
   void open(const std::string& path, int flags);
+  // Opens `uri` (an SQLite file: URI); messages name `path`.
+  void open(const std::string& uri, const std::string& path, int flags);
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
   void exec(std::string_view sql);

@@ -108,6 +108,49 @@ void check_existing_file(const std::string& path, uintmax_t size, bool check_siz
                 "); it was cut short by a copy or a full disk — restore it from a copy. The file was not modified.");
 }
 
+// Whether this process may write the database at `path` and create its -wal/-shm beside it
+// (a missing file: whether its folder takes a new file).
+bool folder_writable(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  return ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+bool location_writable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) return false;
+  return folder_writable(path);
+}
+
+// `path` as an SQLite URI ("file:" + the path with %, ? and # escaped), for opening flags a
+// plain file name cannot carry.
+std::string file_uri(const std::string& path, const std::string& query) {
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      static const char* hex = "0123456789ABCDEF";
+      uri += '%';
+      uri += hex[(unsigned char)c >> 4];
+      uri += hex[(unsigned char)c & 15];
+    } else {
+      uri += c;
+    }
+  }
+  return uri + query;
+}
+
+void check_readable_location(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!fs::exists(st)) throw Error(path + ": no such database (pass an existing --db file)");
+  if (fs::is_directory(st)) throw Error(path + ": is a directory; --db needs a database file path");
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw Error(path + ": cannot be read (" + ec.message() + ")");
+  std::error_code wal_ec;
+  const auto wal_size = fs::file_size(path + "-wal", wal_ec);
+  if (file_in_use(path).empty()) check_existing_file(path, size, /*check_size=*/wal_ec || wal_size == 0);
+}
+
 void check_location(const std::string& path, const StoreOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -149,7 +192,21 @@ void check_location(const std::string& path, const StoreOptions& options) {
 Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   Db& db = impl_->db;
+  const bool read_only = options.read_only ||
+                         (options.read_only_if_unwritable && std::filesystem::exists(path) && !location_writable(path));
+  impl_->read_only = read_only;
   impl_->use = open_file_in_use(path, "the experiment database " + path, [&] {
+    if (read_only) {
+      check_readable_location(path);
+      // A WAL database read-only: SQLite reads it through its -shm, which it cannot create in a
+      // read-only folder. With no -wal file nothing committed lives outside the database file, so
+      // it is read as immutable (no -shm, no locks) then.
+      std::error_code ec;
+      const bool wal = std::filesystem::exists(path + "-wal", ec);
+      db.open(file_uri(path, !wal && !folder_writable(path) ? "?immutable=1" : ""), path,
+              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
+      return;
+    }
     check_location(path, options);
     // NOMUTEX: a Store is used from one thread at a time (store.h), so SQLite's per-call
     // connection mutex is pure overhead (~5% of an insert).
@@ -180,6 +237,15 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     throw Error(path +
                 ": a SQLite database of another program (not a SNIP Workbench store); it was not modified — "
                 "pass another --db");
+  if (read_only) {
+    if (empty) throw Error(path + ": an empty file, not a SNIP Workbench database; pass another --db");
+    if (version < latest)
+      throw Error(path + ": written by an older SNIP Workbench (schema version " + std::to_string(version) +
+                  ") and opened read-only, so it cannot be upgraded here; open it once where it can be written (or "
+                  "copy it to a writable folder) to upgrade it");
+    impl_->version = latest;
+    return;
+  }
   if (options.check_integrity && !empty) {
     // (A page SQLite cannot even parse throws from the query itself, with the same advice.)
     Stmt st(db, "PRAGMA quick_check(1)");
@@ -226,6 +292,10 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
 Store::~Store() = default;
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
+
+bool Store::read_only() const {
+  return impl_->read_only;
+}
 
 const std::string& Store::path() const {
   return impl_->path;

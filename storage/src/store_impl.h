@@ -16,9 +16,15 @@ struct Store::Impl {
   std::string path;
   int version = 0;
   int busy_timeout_ms = 5000;
+  bool read_only = false;
 };
 
 namespace store_detail {
+
+// A file or folder path as the store keeps it: absolute and canonical (symbolic links and
+// "." / ".." resolved as far as the path exists), so a run, its checkpoints and a compare are
+// found again from any working directory. "" stays "".
+std::string stored_path(const std::string& path);
 
 // Parses a JSON column; a damaged value is reported with the table, column and row.
 nlohmann::json parse_json_column(const std::string& text, const std::string& where);

@@ -46,6 +46,11 @@ struct StoreOptions {
   // before anything is written. For the commands that then write for minutes (training, a
   // compare, a statistics round, an import), which would otherwise find the damage at the end.
   bool check_integrity = false;
+  // For the commands that only read (runs, show, export, compare --list): a database the user
+  // cannot write (a read-only file, folder or mount) is opened read-only instead of refused.
+  // Nothing is migrated or marked then; an older schema is refused with how to upgrade it.
+  bool read_only_if_unwritable = false;
+  bool read_only = false;  // always read-only (implies create = false)
 };
 
 class Store {
@@ -65,6 +70,7 @@ class Store {
 
   const std::string& path() const;
   int schema_version() const;
+  bool read_only() const;  // opened read-only (StoreOptions::read_only, or unwritable with read_only_if_unwritable)
   // How long a write waits for another process's write lock before throwing StoreBusy.
   void set_busy_timeout(int ms);
   int busy_timeout() const;
