@@ -39,13 +39,16 @@ void run_eval(const EvalOptions& o) {
   if (!o.grads_out.empty()) snip::checked_write_target(o.grads_out);  // refused before the evaluation
   const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
   // What is not given is the run's own (trainer_state.json), else the training defaults.
-  std::string tokenizer = o.tokenizer, recipe = o.recipe;
+  std::string tokenizer = o.tokenizer, recipe = o.recipe, tokenizer_fingerprint;
   int B = o.batch_size, T = o.seq_len;
   if (std::filesystem::exists(o.checkpoint + "/trainer_state.json")) {
     const auto state = snip::read_trainer_state(o.checkpoint);
     if (state.contains("config")) {
       const auto& c = state["config"];
-      if (tokenizer.empty()) tokenizer = c.value("tokenizer", "byte");
+      if (tokenizer.empty()) {  // the run's own, held to its fingerprint
+        tokenizer = c.value("tokenizer", "byte");
+        tokenizer_fingerprint = c.value("tokenizer_fingerprint", std::string());
+      }
       if (B <= 0) B = c.value("batch_size", 0);
       if (T <= 0) T = c.value("seq_len", 0);
     }
@@ -58,7 +61,7 @@ void run_eval(const EvalOptions& o) {
   if (o.split != "all" && o.split != "train" && o.split != "val")
     throw snip::Error("--split must be all, train or val (got \"" + o.split + "\")");
 
-  auto tok = snip::make_tokenizer(tokenizer);
+  auto tok = snip::make_recorded_tokenizer(tokenizer, tokenizer_fingerprint, o.checkpoint);
   const snip::TokenData data = snip::load_token_data(o.data, *tok, cfg.vocab_size);
   std::vector<int32_t> stream;
   if (o.split != "val") stream = data.train;

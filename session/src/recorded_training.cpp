@@ -1,6 +1,7 @@
 // RecordedTraining: a Trainer (and the adaptive controller) recorded step by step in the store.
 #include "snip/recorded_training.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -14,6 +15,12 @@
 namespace snip {
 
 namespace {
+
+std::string canonical_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? path : p.string();
+}
 
 template <typename T>
 void read_key(const nlohmann::json& j, const char* key, T* out, const std::string& source) {
@@ -202,8 +209,22 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
                              : cfg.plan.layers.empty()   ? "uniform-" + cfg.precision
                              : cfg.plan.method.empty()   ? "manual"
                                                          : cfg.plan.method;
+  std::optional<int64_t> parent;
   if (!resumed_from.empty()) {
     if (const std::optional<int64_t> id = find_run_of_checkpoint(store, resumed_from)) {
+      // From an earlier checkpoint than the run's latest, the run is claimed again only when it
+      // retrains its own trajectory (same plan, same total steps: the same rows, bit for bit, as
+      // after a kill). A resume that goes another way from there (another --plan or --steps, e.g.
+      // a second resume from one checkpoint) would overwrite the later rows with different ones:
+      // that is a branch, a new run naming its parent, and the parent keeps everything.
+      int64_t latest = -1;
+      for (const Checkpoint& ck : store.checkpoints(*id)) latest = std::max(latest, ck.step);
+      const nlohmann::json& stored = store.run(*id).spec.train_config;
+      const bool same_total = stored.contains("steps") && stored["steps"].is_number_integer() &&
+                              stored["steps"].get<int64_t>() == cfg.steps;
+      if (latest > trainer.step_count() && (plan_changed || !same_total)) parent = *id;
+    }
+    if (const std::optional<int64_t> id = parent ? std::nullopt : find_run_of_checkpoint(store, resumed_from)) {
       store.claim_run(*id, trainer.step_count());
       // The run goes on with this configuration (e.g. more --steps, another plan).
       store.set_run_config(*id, train_config, plan_changed ? method : store.run(*id).spec.method);
@@ -230,7 +251,14 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
   spec.method = method;
   spec.plan_id = description.plan_id;
   spec.notes = description.notes;
-  if (!resumed_from.empty() && spec.notes.empty()) spec.notes = "resumed from checkpoint " + resumed_from;
+  if (parent) {
+    spec.parent_run_id = parent;
+    spec.parent_step = trainer.step_count();
+  }
+  if (!resumed_from.empty() && spec.notes.empty())
+    spec.notes =
+        (parent ? "branch of run " + std::to_string(*parent) + " from its checkpoint " : "resumed from checkpoint ") +
+        canonical_path(resumed_from);
   const int64_t run_id = store.create_run(spec);
   if (description.plan_id) {
     store.set_plan_in_effect(run_id, *description.plan_id, next_step);

@@ -234,6 +234,47 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   return make_sentencepiece_tokenizer(spec);
 }
 
+namespace {
+
+std::string model_path_of(const std::string& spec) {
+  const std::string prefix = "sentencepiece:";
+  return spec.rfind(prefix, 0) == 0 ? spec.substr(prefix.size()) : spec;
+}
+
+std::string file_fingerprint(const std::string& path) {
+  const std::string bytes = read_file(path);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : bytes) h = (h ^ uint64_t(uint8_t(c))) * 0x100000001b3ull;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%zu bytes, fnv1a64 %016llx", bytes.size(), (unsigned long long)h);
+  return buf;
+}
+
+}  // namespace
+
+TokenizerRef tokenizer_ref(const std::string& spec) {
+  if (spec.empty() || spec == "byte") return {"byte", ""};
+  const std::string path = model_path_of(spec);
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  const std::string full = ec ? path : canonical.string();
+  make_sentencepiece_tokenizer(path);  // the usual errors (missing, not a model) first
+  return {full, file_fingerprint(full)};
+}
+
+std::unique_ptr<Tokenizer> make_recorded_tokenizer(const std::string& spec, const std::string& fingerprint,
+                                                   const std::string& source) {
+  auto tok = make_tokenizer(spec);
+  if (!fingerprint.empty() && spec != "byte" && !spec.empty()) {
+    const std::string now = file_fingerprint(model_path_of(spec));
+    if (now != fingerprint)
+      throw Error(source + ": the tokenizer model " + model_path_of(spec) +
+                  " is not the one this run was trained with (it was " + fingerprint + ", it is now " + now +
+                  "); put the original file back at that path");
+  }
+  return tok;
+}
+
 void train_sentencepiece(const std::string& text_path, int vocab_size, const std::string& out_prefix,
                          const std::string& model_type) {
   // 256 byte-fallback pieces + <unk>, <s>, </s> + some merges; 65536 keeps ids within llm.c's uint16.

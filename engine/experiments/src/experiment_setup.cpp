@@ -47,7 +47,7 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
                 " exceeds the model's max_position_embeddings " +
                 std::to_string(s.config.model.max_position_embeddings) + "; use a smaller --seq-len");
   if (!same_data) s.position = DataPosition{0, 0, s.config.seed};
-  auto tok = make_tokenizer(s.config.tokenizer);
+  auto tok = make_recorded_tokenizer(s.config.tokenizer, s.config.tokenizer_fingerprint, dir);
   s.data = load_token_data(s.config.data_path, *tok, s.config.model.vocab_size, s.config.val_fraction);
   const size_t need = size_t(s.config.batch_size) * size_t(s.config.seq_len) + 1;
   if (s.data.train.size() < need)

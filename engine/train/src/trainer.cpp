@@ -19,6 +19,7 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   return nlohmann::json{{"model", config_to_json(c.model)},
                         {"data_path", c.data_path},
                         {"tokenizer", c.tokenizer},
+                        {"tokenizer_fingerprint", c.tokenizer_fingerprint},
                         {"val_fraction", c.val_fraction},
                         {"batch_size", c.batch_size},
                         {"seq_len", c.seq_len},
@@ -50,6 +51,7 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& s
     c.model = config_from_json(j.at("model"), source + " (model)");
     c.data_path = j.at("data_path").get<std::string>();
     c.tokenizer = j.at("tokenizer").get<std::string>();
+    c.tokenizer_fingerprint = j.value("tokenizer_fingerprint", std::string());  // runs saved before had none
     c.val_fraction = j.at("val_fraction").get<double>();
     c.batch_size = json_integer<int>(j.at("batch_size"), source + ": batch_size", 1);
     c.seq_len = json_integer<int>(j.at("seq_len"), source + ": seq_len", 1);
@@ -146,7 +148,13 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
                   " GB; use a smaller preset or batch (large presets such as "
                   "tinyllama-1.1b are for planning from imported statistics)");
   }
-  auto tokenizer = make_tokenizer(config_.tokenizer);
+  // A new run records its tokenizer by absolute path and fingerprint; a resumed one is held to it.
+  if (config_.tokenizer_fingerprint.empty()) {
+    const TokenizerRef ref = tokenizer_ref(config_.tokenizer);
+    config_.tokenizer = ref.spec;
+    config_.tokenizer_fingerprint = ref.fingerprint;
+  }
+  auto tokenizer = make_recorded_tokenizer(config_.tokenizer, config_.tokenizer_fingerprint, "the run's tokenizer");
   if (tokenizer->vocab_size() > config_.model.vocab_size)
     throw Error("tokenizer " + tokenizer->name() + " has " + std::to_string(tokenizer->vocab_size()) +
                 " tokens but the model's vocab_size is " + std::to_string(config_.model.vocab_size) +

@@ -25,6 +25,19 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(const std::string& model
 // "byte" (or empty), a path to a .model file, or a Tokenizer::name() ("sentencepiece:<path>").
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
+// A tokenizer as a run records it, so the run means the same tokenizer from any working
+// directory: `spec` is "byte" or the model file's absolute, canonical path, and `fingerprint`
+// its size and FNV-1a 64 hash ("" for byte).
+struct TokenizerRef {
+  std::string spec;
+  std::string fingerprint;
+};
+TokenizerRef tokenizer_ref(const std::string& spec);
+// The recorded tokenizer: loads `spec` and, when `fingerprint` is not empty (older runs have
+// none), refuses a model file that is not the one the run was trained with, naming `source`.
+std::unique_ptr<Tokenizer> make_recorded_tokenizer(const std::string& spec, const std::string& fingerprint,
+                                                   const std::string& source);
+
 // A tokenized corpus split into train and validation streams.
 struct TokenData {
   std::vector<int32_t> train;

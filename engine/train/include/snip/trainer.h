@@ -28,6 +28,7 @@ struct TrainConfig {
   ModelConfig model;
   std::string data_path;  // "" = the bundled corpus
   std::string tokenizer = "byte";
+  std::string tokenizer_fingerprint;  // of the model file (TokenizerRef), set by the Trainer; "" for byte
   double val_fraction = 0.05;
   int batch_size = defaults::kBatchSize;  // B rows per micro-batch
   int seq_len = defaults::kSeqLen;        // T
