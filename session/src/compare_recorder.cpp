@@ -10,6 +10,7 @@
 
 #include "snip/checkpoint.h"
 #include "snip/error.h"
+#include "snip/files_in_use.h"
 #include "snip/paired_stats.h"
 #include "snip/recorded_training.h"
 
@@ -53,8 +54,12 @@ std::string checkpoint_fingerprint(const std::string& dir) {
     for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(p[i])) * 0x100000001b3ull;
   };
   std::vector<char> buf(1 << 20);
+  const auto hold = hold_files_in_use();  // opened raw: never a database this process holds
   for (const char* name : kCheckpointFiles) {
     const std::string path = dir + "/" + name;
+    if (const std::string what = file_in_use(path); !what.empty())
+      throw Error("cannot read " + path + ": it is " + what + ", which this program has open (is " + dir +
+                  " a snip checkpoint?)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error("cannot read " + path + " (is " + dir + " a snip checkpoint?)");
     mix(name, std::char_traits<char>::length(name) + 1);

@@ -1,6 +1,11 @@
 // snip-plan/1 reading, writing and resolution against a model.
 #include "snip/plan.h"
 
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
 #include "snip/atomic_file.h"
 #include "snip/checked.h"
 #include "snip/error.h"
@@ -18,6 +23,48 @@ Plan uniform_plan(const ModelDims& dims, Precision p) {
   plan.budget = plan.achieved_fp4_fraction;
   return plan;
 }
+
+namespace {
+
+// What the layers alone say of the achieved FP4 fraction: exactly 0 with no FP4 GEMM, exactly 1
+// with every GEMM of every layer of whole blocks in FP4, strictly between otherwise. A claim
+// that disagrees is an error; a missing one is filled in where the layers decide it.
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+void check_claimed_fraction(Plan& plan, bool claimed, const std::string& source) {
+  int fp4 = 0, all = 0;
+  std::map<int, int> per_block;
+  for (const auto& [name, lp] : plan.layers) {
+    for (Gemm g : kAllGemms) {
+      ++all;
+      fp4 += lp[g] == Precision::fp4;
+    }
+    if (auto id = parse_layer_module_name(name)) ++per_block[id->block];
+  }
+  bool whole_blocks = !per_block.empty() && per_block.rbegin()->first + 1 == int(per_block.size());
+  for (const auto& [block, n] : per_block) whole_blocks = whole_blocks && n == kLayersPerBlock;
+  const std::optional<double> exact = fp4 == 0                     ? std::optional<double>(0.0)
+                                      : fp4 == all && whole_blocks ? std::optional<double>(1.0)
+                                                                   : std::nullopt;
+  const double v = plan.achieved_fp4_fraction;
+  if (!claimed) {
+    if (exact) plan.achieved_fp4_fraction = *exact;
+    return;
+  }
+  const bool agrees = exact ? std::abs(v - *exact) <= 1e-9 : v > 0 && v < 1;
+  if (!agrees)
+    throw Error(
+        source + ": \"achieved_fp4_fraction\" is " + number_text(v) + " but its layers put " + std::to_string(fp4) +
+        " of their " + std::to_string(all) + " GEMMs in FP4" +
+        (exact ? " (exactly " + number_text(*exact) + " of the FLOPs)" : std::string(" (strictly between 0 and 1)")) +
+        "; correct the value or leave it out (it is derived from the layers)");
+}
+
+}  // namespace
 
 Plan plan_from_json(const std::string& text, const std::string& source) {
   json j = parse_json_strict(text, source);
@@ -73,6 +120,7 @@ Plan plan_from_json(const std::string& text, const std::string& source) {
   plan.recipe = get_str("recipe", "snip");
   plan.budget = get_num("budget");
   plan.achieved_fp4_fraction = get_num("achieved_fp4_fraction");
+  check_claimed_fraction(plan, j.contains("achieved_fp4_fraction") && !j["achieved_fp4_fraction"].is_null(), source);
   for (const auto& [key, v] :
        {std::pair<const char*, double>{"budget", plan.budget}, {"achieved_fp4_fraction", plan.achieved_fp4_fraction}})
     if (!(v >= 0 && v <= 1))
@@ -132,15 +180,25 @@ std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dim
     out[id->index()] = lp;
     seen[id->index()] = true;
   }
-  if (warnings) {
-    int missing = 0;
-    for (size_t i = 0; i < layers.size(); ++i)
-      if (!seen[i]) {
-        ++missing;
-        warnings->push_back("plan leaves out " + layers[i].name + "; it runs in " + precision_name(missing_default));
-      }
-    (void)missing;
-  }
+  std::vector<std::string> left_out;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (!seen[i]) left_out.push_back(layers[i].name);
+  // A plan of whole blocks 0..k-1 on a model with more blocks was made for another model (a
+  // `tiny` plan on a `medium` run would train mostly in the default and be listed as the plan).
+  // A hand-written plan of a few layers keeps its per-layer warnings.
+  std::map<int, int> per_block;
+  for (const auto& [name, lp] : plan.layers) ++per_block[parse_layer_module_name(name)->block];
+  bool whole_blocks = !per_block.empty() && per_block.rbegin()->first + 1 == int(per_block.size());
+  for (const auto& [block, n] : per_block) whole_blocks = whole_blocks && n == kLayersPerBlock;
+  if (whole_blocks && left_out.size() > kPlanMaxLeftOut)
+    throw Error("the plan gives " + std::to_string(layers.size() - left_out.size()) + " of the model's " +
+                std::to_string(layers.size()) + " linear layers (" + std::to_string(dims.num_layers) +
+                " blocks) and leaves out " + left_out.front() + " and " + std::to_string(left_out.size() - 1) +
+                " more — was it made for another model? Solve a plan for this model (snip solve), or give every "
+                "layer");
+  if (warnings)
+    for (const std::string& name : left_out)
+      warnings->push_back("plan leaves out " + name + "; it runs in " + precision_name(missing_default));
   return out;
 }
 

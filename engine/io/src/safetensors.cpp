@@ -6,8 +6,11 @@
 // section, tensors neither overlapping nor leaving holes.
 #include "snip/safetensors.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -72,10 +75,49 @@ float bf16_to_f32(uint16_t b) {
 // ---------------------------------------------------------------------------------------------
 // Writer
 
+namespace {
+
+std::string checksum_text(uLong crc) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08lx", (unsigned long)(crc & 0xffffffffu));
+  return buf;
+}
+
+std::string checksum_of(const char* data, uint64_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(data);
+  for (uint64_t left = size; left > 0;) {
+    const uInt chunk = uInt(std::min<uint64_t>(left, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    left -= chunk;
+  }
+  return checksum_text(crc);
+}
+
+}  // namespace
+
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  if (metadata.count(kDataChecksumKey))
+    throw Error(path + ": metadata key " + std::string(kDataChecksumKey) + " is the writer's own");
+  // The data section's checksum, recorded in the metadata and verified by every reader.
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) numel = d > 0 ? numel * uint64_t(d) : 0;
+    const auto* p = reinterpret_cast<const Bytef*>(t.data);
+    for (uint64_t left = numel * 4; left > 0;) {
+      const uInt chunk = uInt(std::min<uint64_t>(left, 1u << 30));
+      crc = crc32(crc, p, chunk);
+      p += chunk;
+      left -= chunk;
+    }
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta[kDataChecksumKey] = checksum_text(crc);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  header["__metadata__"] = meta;
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
@@ -236,6 +278,17 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
     throw Error(src + ": data section has " + std::to_string(data_size) + " bytes but the tensors cover only " +
                 std::to_string(covered) + hint);
 
+  // The checksum recorded when we wrote it: a file that still parses but whose numbers changed
+  // (a flipped bit, a weight set by another tool) is refused instead of used silently.
+  if (const auto it = f.metadata_.find(kDataChecksumKey); it != f.metadata_.end()) {
+    f.data_checksum_ = it->second;
+    const std::string now = checksum_of(bytes.data() + f.data_start_, data_size);
+    if (now != it->second)
+      throw Error(src + ": its tensor data does not match the checksum recorded when it was written (" +
+                  std::string(kDataChecksumKey) + " " + it->second + ", the data now gives " + now +
+                  ") — the file was changed or damaged after it was saved; restore it from a copy or retrain");
+    f.metadata_.erase(it);  // the writer's own key: metadata() is what the caller wrote
+  }
   f.bytes_ = std::move(bytes);
   return f;
 }

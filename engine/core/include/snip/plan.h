@@ -36,8 +36,11 @@ Plan read_plan_file(const std::string& path);
 void write_plan_file(const std::string& path, const Plan& plan);  // atomic
 
 // Resolves a plan against a model: one LinearPrecision per layer in index order.
-// A layer the model lacks or a block out of range is an error (snip::Error naming it);
-// layers the plan leaves out run in `missing_default` and each is reported in *warnings.
+// A layer the model lacks or a block out of range is an error (snip::Error naming it), and so
+// is a plan of whole blocks 0..k-1 that leaves out more than kPlanMaxLeftOut of the model's
+// layers (made for a model with fewer blocks); the layers a plan leaves out run in
+// `missing_default` and each is reported in *warnings.
+inline constexpr size_t kPlanMaxLeftOut = 2;
 std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dims, std::vector<std::string>* warnings,
                                           Precision missing_default = Precision::bf16);
 

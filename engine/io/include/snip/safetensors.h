@@ -16,7 +16,12 @@ struct TensorRef {
   const float* data = nullptr;  // FP32, product(shape) elements
 };
 
-// Writes FP32 tensors atomically (temp file, fsync, rename). Throws snip::Error.
+// The metadata key under which write_safetensors records the CRC-32 (zlib's, 8 hex digits) of
+// the data section. SafetensorsFile verifies it when present (files of other writers have none).
+inline constexpr const char* kDataChecksumKey = "snip_data_crc32";
+
+// Writes FP32 tensors atomically (temp file, fsync, rename), recording the data's checksum in
+// the metadata (kDataChecksumKey). Throws snip::Error.
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
@@ -31,7 +36,10 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
   bool has(const std::string& name) const;
   std::vector<int64_t> shape(const std::string& name) const;  // throws when missing
+  // The metadata as its writer gave it (without kDataChecksumKey, verified when the file was read).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The data's recorded checksum ("" for a file of another writer, which records none).
+  const std::string& data_checksum() const { return data_checksum_; }
 
   // Copies tensor `name` (dtype F32; BF16/F16 are converted) into `out`. Throws snip::Error
   // when it is missing or its shape differs from `expected_shape`, e.g.
@@ -49,6 +57,7 @@ class SafetensorsFile {
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
+  std::string data_checksum_;
 };
 
 }  // namespace snip
