@@ -10,7 +10,6 @@
 #include <QDateTime>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -35,6 +34,7 @@
 
 #include "compare_report.h"
 #include "curve_chart.h"
+#include "file_dialogs.h"
 #include "gap_chart.h"
 #include "plan_grid.h"
 #include "plan_view.h"
@@ -275,7 +275,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   export_button->setToolTip(tr("The table as CSV, in the order shown, numbers at full precision"));
   connect(export_button, &QPushButton::clicked, this, [this] {
     const QString path =
-        QFileDialog::getSaveFileName(this, tr("Export table"), QStringLiteral("compare.csv"), tr("CSV (*.csv)"));
+        snip::ui::save_file_name(this, tr("Export table"), QStringLiteral("compare.csv"), tr("CSV (*.csv)"));
     if (path.isEmpty()) return;
     try {
       export_table_csv(path);

@@ -11,7 +11,6 @@
 #include <QDesktopServices>
 #include <QDir>
 #include <QDoubleSpinBox>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFrame>
 #include <QHBoxLayout>
@@ -31,6 +30,7 @@
 #include "compare_view.h"
 #include "curve_chart.h"
 #include "export_file.h"
+#include "file_dialogs.h"
 #include "heatmap_widget.h"
 #include "monitor_view.h"
 #include "plan_view.h"
@@ -241,12 +241,12 @@ void MainWindow::build_menus() {
   file->addAction(tr("&New database…"), QKeySequence::New, this, &MainWindow::new_database_dialog);
   file->addSeparator();
   file->addAction(tr("&Import statistics/costs…"), QKeySequence(tr("Ctrl+I")), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Import statistics or costs"), {},
-                                                      tr("Statistics or costs (*.json *.csv);;All files (*)"));
+    const QString path = snip::ui::open_file_name(this, tr("Import statistics or costs"), {},
+                                                  tr("Statistics or costs (*.json *.csv);;All files (*)"));
     if (!path.isEmpty()) workbench_->import_statistics_or_costs(path);
   });
   file->addAction(tr("Import &plan…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Import a plan"), {}, tr("Plans (*.json)"));
+    const QString path = snip::ui::open_file_name(this, tr("Import a plan"), {}, tr("Plans (*.json)"));
     if (!path.isEmpty()) workbench_->import_plan(path);
   });
   file->addSeparator();
@@ -357,8 +357,8 @@ void MainWindow::select_defaults() {
 
 void MainWindow::open_database_dialog() {
   const QString path =
-      QFileDialog::getOpenFileName(this, tr("Open database"), QFileInfo(workbench_->database_path()).absolutePath(),
-                                   tr("SNIP databases (*.db *.sqlite);;All files (*)"));
+      snip::ui::open_file_name(this, tr("Open database"), QFileInfo(workbench_->database_path()).absolutePath(),
+                               tr("SNIP databases (*.db *.sqlite);;All files (*)"));
   if (path.isEmpty()) return;
   if (training()) {
     show_message(MessageLevel::warning, tr("Stop the running training before opening another database"));
@@ -369,9 +369,9 @@ void MainWindow::open_database_dialog() {
 
 void MainWindow::new_database_dialog() {
   const QString start = workbench_->store() ? QFileInfo(workbench_->database_path()).absolutePath() : QDir::homePath();
-  const QString path = QFileDialog::getSaveFileName(
-      this, tr("New database"), QDir(start).filePath(QStringLiteral("workbench.db")),
-      tr("SNIP databases (*.db *.sqlite);;All files (*)"), nullptr, QFileDialog::DontConfirmOverwrite);
+  const QString path =
+      snip::ui::save_file_name(this, tr("New database"), QDir(start).filePath(QStringLiteral("workbench.db")),
+                               tr("SNIP databases (*.db *.sqlite);;All files (*)"), QFileDialog::DontConfirmOverwrite);
   if (path.isEmpty()) return;
   if (training()) {
     show_message(MessageLevel::warning, tr("Stop the running training before opening another database"));
@@ -717,7 +717,7 @@ void MainWindow::ask_and_export(ExportKind kind) {
       name = QStringLiteral("run-%1.csv").arg(monitor_view_->shown_run()), filter = tr("CSV (*.csv)");
       break;
   }
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export"), name, filter);
+  const QString path = snip::ui::save_file_name(this, tr("Export"), name, filter);
   if (!path.isEmpty()) export_to(kind, path);
 }
 

@@ -6,7 +6,6 @@
 #include <QComboBox>
 #include <QDateTime>
 #include <QDoubleSpinBox>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGridLayout>
@@ -23,6 +22,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "file_dialogs.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
@@ -50,7 +50,7 @@ QLineEdit* path_row(QWidget* parent, QFormLayout* form, const QString& label, co
   edit->setPlaceholderText(placeholder);
   auto* browse = new QPushButton(QObject::tr("Browse…"), parent);
   QObject::connect(browse, &QPushButton::clicked, parent, [edit, parent, filter] {
-    const QString path = QFileDialog::getOpenFileName(parent, QObject::tr("Choose a file"), {}, filter);
+    const QString path = snip::ui::open_file_name(parent, QObject::tr("Choose a file"), {}, filter);
     if (!path.isEmpty()) edit->setText(path);
   });
   auto* row = new QHBoxLayout();
@@ -622,7 +622,7 @@ TrainRequest RunView::make_resume_request_for_run(qint64 run_id) const {
 
 void RunView::choose_checkpoint_and_resume() {
   if (training_) return;
-  const QString dir = QFileDialog::getExistingDirectory(
+  const QString dir = snip::ui::existing_directory(
       this, tr("Resume from checkpoint"),
       QString::fromStdString(snip::checkpoint_root_of_database(workbench_->database_path().toStdString())));
   if (!dir.isEmpty()) resume_from_checkpoint(dir);

@@ -1,12 +1,12 @@
 // Workbench: the open store, the planning source and the message channel shared by the views.
 #include "workbench.h"
 
-#include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
 #include <algorithm>
 #include <utility>
 
+#include "snip/atomic_file.h"
 #include "snip/error.h"
 
 namespace snip::ui {
@@ -61,6 +61,13 @@ Workbench::Workbench(QObject* parent) : QObject(parent) {
 Workbench::~Workbench() = default;
 
 bool Workbench::open_database(const QString& path) {
+  // The database already open: nothing to do. A second connection to it buys nothing, and the
+  // views keep what they show.
+  if (store_ && QFileInfo(path).exists() &&
+      QFileInfo(path).canonicalFilePath() == QFileInfo(database_path()).canonicalFilePath()) {
+    report(MessageLevel::info, tr("%1 is the database already open").arg(QFileInfo(path).fileName()));
+    return true;
+  }
   try {
     auto store = std::make_unique<snip::Store>(path.toStdString());
     store_ = std::move(store);
@@ -112,10 +119,9 @@ snip::PlannerInput Workbench::planner_input(const snip::EstimatorOptions& option
 
 bool Workbench::import_statistics_or_costs(const QString& path) {
   try {
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly))
-      throw snip::Error(path.toStdString() + ": cannot be read (" + file.errorString().toStdString() + ")");
-    const std::string text = file.readAll().toStdString();
+    // snip::read_file, never a raw QFile: it refuses the database this process has open, whose
+    // SQLite locks a raw open and close would drop (files_in_use.h).
+    const std::string text = snip::read_file(path.toStdString());
     const std::string source = QFileInfo(path).fileName().toStdString();
     const bool json =
         !text.empty() &&
