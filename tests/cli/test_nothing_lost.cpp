@@ -1,0 +1,331 @@
+// Nothing lost, round two (docs/BAD_INPUT.md "Streams, identity and files"), with the real
+// `snip` binary and real SQLite files:
+//  - a reader of stdout that goes away stops training like SIGTERM; any write error on stdout
+//    is an error (output_streams.h);
+//  - whole numbers are decimal (no octal), SNIP_* variables with a bad value are refused;
+//  - a run is the same run from any working directory (canonical checkpoint paths, the
+//    tokenizer by absolute path and fingerprint), and a second resume from an earlier
+//    checkpoint is a branch that names its parent;
+//  - checkpoints carry a checksum of their data, verified by every reader;
+//  - a database the user cannot write can still be listed, shown and exported;
+//  - a plan whose claimed FP4 fraction its layers contradict, or made for another model, is refused.
+// Child processes are synchronised on their output and exit, never on sleeps.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "run_command.h"
+#include "snip/store.h"
+#include "temp_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using snip_test::TempDir;
+using Result = snip_test::CommandResult;
+
+const std::string kSnip = SNIP_BIN;
+const std::string kTiny = " --preset tiny --batch-size 2 --seq-len 32 --eval-every 0 ";
+
+Result sh(const std::string& command) {
+  return snip_test::run_shell(command);
+}
+
+std::string q(const std::string& s) {
+  return "'" + s + "'";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// ---- streams ---------------------------------------------------------------------------------
+
+TEST(Streams, AReaderOfStdoutThatGoesAwayStopsTrainingLikeSigterm) {
+  TempDir dir("pipe");
+  const std::string db = dir / "runs.db", ck = dir / "ck";
+  // head takes two step lines and exits; the next line snip writes fails with EPIPE.
+  const Result r =
+      sh("bash -c " + q(kSnip + " train" + kTiny + "--steps 400 --json --db " + db + " --out " + ck + " 2>" +
+                        dir.file("err") + " | head -n 2 >/dev/null; echo status=${PIPESTATUS[0]}"));
+  EXPECT_TRUE(contains(r.out, "status=141")) << r.out << slurp(dir.file("err"));
+  const std::string err = slurp(dir.file("err"));
+  EXPECT_TRUE(contains(err, "Broken pipe")) << err;
+  EXPECT_TRUE(contains(err, "continue with:")) << err;
+  snip::Store store(db);
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, snip::RunStatus::interrupted);
+  ASSERT_FALSE(store.checkpoints(runs[0].id).empty()) << "no checkpoint recorded";
+  const int64_t saved = store.checkpoints(runs[0].id).back().step;
+  EXPECT_GE(saved, 2);
+  EXPECT_LT(saved, 400);
+  // The printed resume command goes on from there.
+  const Result resumed =
+      sh(kSnip + " train --resume " + ck + " --steps " + std::to_string(saved + 2) + " --db " + db + " --json");
+  EXPECT_EQ(resumed.status, 0) << resumed.out;
+  EXPECT_EQ(snip::Store(db).runs().size(), 1u);
+}
+
+TEST(Streams, WriteErrorsOnStdoutAreErrorsInEveryCommand) {
+  TempDir dir("full");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --db " + db + " --out " + dir.file("ck")).status, 0);
+  for (const std::string& cmd :
+       std::vector<std::string>{"runs --db " + db, "runs --db " + db + " --json", "show --run 1 --db " + db,
+                                "export --run 1 --format csv --db " + db, std::string("data peek"),
+                                "train" + kTiny + "--steps 1 --no-db --json --out " + dir.file("ck2")}) {
+    const Result r = sh("( " + kSnip + " " + cmd + " >/dev/full )");  // stderr still comes back
+    EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "No space left on device")) << cmd << "\n" << r.out;
+  }
+}
+
+// ---- numbers and the environment ---------------------------------------------------------------
+
+TEST(Numbers, WholeNumbersWithLeadingZerosAreDecimalAndOtherNotationsRefused) {
+  TempDir dir("octal");
+  const std::string db = dir / "runs.db";
+  const Result r = sh(kSnip + " train" + kTiny + "--steps 010 --db " + db + " --out " + dir.file("ck"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(snip::Store(db).runs().at(0).last_step, 10);  // not 8 (octal)
+  for (const std::string& bad : std::vector<std::string>{"0x10", "1e3", "12abc"}) {
+    const Result b = sh(kSnip + " train" + kTiny + "--steps " + bad + " --no-db --out " + dir.file("ck2"));
+    EXPECT_NE(b.status, 0) << bad;
+    EXPECT_TRUE(contains(b.out, "decimal")) << b.out;
+  }
+}
+
+TEST(Environment, SnipVariablesWithABadValueAreRefusedBeforeAnyWork) {
+  TempDir dir("env");
+  for (const std::string& v : std::vector<std::string>{"abc", "0", "300", "-2"}) {
+    const Result r = sh("SNIP_NUM_THREADS=" + v + " " + kSnip + " runs --db " + dir.file("x.db"));
+    EXPECT_EQ(r.status, 1) << v;
+    EXPECT_TRUE(contains(r.out, "SNIP_NUM_THREADS='" + v + "' is not a thread count")) << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir.file("x.db")));
+  const Result q = sh("SNIP_QGEMM=fast " + kSnip + " runs --db " + dir.file("x.db"));
+  EXPECT_EQ(q.status, 1);
+  EXPECT_TRUE(contains(q.out, "SNIP_QGEMM='fast'")) << q.out;
+  EXPECT_EQ(sh("SNIP_NUM_THREADS=2 " + kSnip + " data peek").status, 0);
+}
+
+// ---- run identity ------------------------------------------------------------------------------
+
+TEST(RunIdentity, AResumeFromAnotherFolderContinuesTheSameRun) {
+  TempDir dir("cwd");
+  fs::create_directories(dir.path / "x");
+  fs::create_directories(dir.path / "y");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh("cd " + dir.file("x") + " && " + kSnip + " train" + kTiny + "--steps 3 --db " + db + " --out ck").status,
+            0);
+  {
+    snip::Store store(db);
+    ASSERT_EQ(store.checkpoints(1).size(), 1u);
+    EXPECT_EQ(store.checkpoints(1)[0].path, fs::canonical(dir.path / "x" / "ck").string());  // not "ck"
+  }
+  const Result r =
+      sh("cd " + dir.file("y") + " && " + kSnip + " train --resume " + dir.file("x/ck") + " --steps 5 --db " + db);
+  ASSERT_EQ(r.status, 0) << r.out;
+  snip::Store store(db);
+  ASSERT_EQ(store.runs().size(), 1u) << r.out;
+  EXPECT_EQ(store.run(1).status, snip::RunStatus::finished);
+  EXPECT_EQ(store.run(1).last_step, 5);
+}
+
+TEST(RunIdentity, TwoResumesFromOneCheckpointMakeABranchAndLoseNoRows) {
+  TempDir dir("branch");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 3 --save-every 1 --db " + db + " --out " + dir.file("ck")).status,
+            0);
+  // Copy the step-3 checkpoint away so both resumes start from the same place.
+  fs::copy(dir.path / "ck", dir.path / "start", fs::copy_options::recursive);
+  {
+    snip::Store store(db);
+    store.add_checkpoint(1, 3, dir.file("start"));
+  }
+  ASSERT_EQ(
+      sh(kSnip + " train --resume " + dir.file("start") + " --steps 6 --db " + db + " --out " + dir.file("a")).status,
+      0);
+  std::vector<snip::MetricRow> first = snip::Store(db).metrics(1);
+  ASSERT_EQ(first.size(), 6u);
+  const Result b = sh(kSnip + " train --resume " + dir.file("start") + " --steps 8 --lr 1e-2 --db " + db + " --out " +
+                      dir.file("b"));
+  // (--lr differs from the run's: a contradiction even for a branch, which is the same run's settings)
+  EXPECT_NE(b.status, 0);
+  const Result b2 =
+      sh(kSnip + " train --resume " + dir.file("start") + " --steps 8 --db " + db + " --out " + dir.file("b"));
+  ASSERT_EQ(b2.status, 0) << b2.out;
+  snip::Store store(db);
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  const snip::RunInfo branch = store.run(2);
+  EXPECT_EQ(branch.spec.parent_run_id, std::optional<int64_t>(1));
+  EXPECT_EQ(branch.spec.parent_step, std::optional<int64_t>(3));
+  EXPECT_EQ(branch.last_step, 8);
+  // The parent keeps every row it had, bit for bit.
+  const std::vector<snip::MetricRow> after = store.metrics(1);
+  ASSERT_EQ(after.size(), first.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i].train_loss, first[i].train_loss) << i;
+}
+
+TEST(RunIdentity, TheRunsTokenizerIsItsOwnFromAnyFolderAndAChangedOneIsRefused) {
+  TempDir dir("tok");
+  fs::create_directories(dir.path / "x");
+  fs::create_directories(dir.path / "y");
+  {
+    std::ofstream text(dir.path / "text.txt");
+    for (int i = 0; i < 400; ++i)
+      text << "In the beginning line " << i << " the quick brown fox jumps over the lazy dog " << (i * 7919 % 1000)
+           << ".\n";
+  }
+  const std::string text = dir / "text.txt";
+  ASSERT_EQ(
+      sh("cd " + dir.file("x") + " && " + kSnip + " tokenizer train --input " + text + " --vocab-size 300 --out tok")
+          .status,
+      0);
+  ASSERT_EQ(
+      sh("cd " + dir.file("y") + " && " + kSnip + " tokenizer train --input " + text + " --vocab-size 320 --out tok")
+          .status,
+      0);
+  // tiny's shape with room for the tokenizer's 300 pieces
+  std::ofstream(dir.path / "config.json") << R"({"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 64})";
+  const Result t =
+      sh("cd " + dir.file("x") + " && " + kSnip + " train --config ../config.json --batch-size 2 " +
+         "--seq-len 32 --eval-every 0 --steps 2 --no-db --data " + text + " --tokenizer tok.model --out ck");
+  ASSERT_EQ(t.status, 0) << t.out;
+  const auto state = nlohmann::json::parse(slurp(dir.file("x/ck/trainer_state.json")));
+  EXPECT_EQ(state["config"]["tokenizer"], fs::canonical(dir.path / "x" / "tok.model").string());
+  EXPECT_FALSE(state["config"]["tokenizer_fingerprint"].get<std::string>().empty());
+  // From y (which holds another tok.model) eval and collect use x's tokenizer.
+  const Result e = sh("cd " + dir.file("y") + " && " + kSnip + " eval --checkpoint " + dir.file("x/ck") + " --data " +
+                      text + " --batches 1");
+  EXPECT_EQ(e.status, 0) << e.out;
+  // The run's tokenizer file replaced by another: refused, naming the file, before any work.
+  fs::copy_file(dir.path / "y" / "tok.model", dir.path / "x" / "tok.model", fs::copy_options::overwrite_existing);
+  for (const std::string& cmd :
+       std::vector<std::string>{"eval --checkpoint " + dir.file("x/ck") + " --data " + text + " --batches 1",
+                                "train --resume " + dir.file("x/ck") + " --steps 3 --no-db",
+                                "collect --checkpoint " + dir.file("x/ck") + " --out " + dir.file("st.json")}) {
+    const Result r = sh("cd " + dir.file("y") + " && " + kSnip + " " + cmd);
+    EXPECT_NE(r.status, 0) << cmd;
+    EXPECT_TRUE(contains(r.out, "is not the one this run was trained with")) << cmd << "\n" << r.out;
+  }
+}
+
+// ---- files that cannot be trusted ----------------------------------------------------------------
+
+TEST(Checkpoints, AChangedWeightIsRefusedByEveryReader) {
+  TempDir dir("crc");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --no-db --out " + ck).status, 0);
+  // One weight set to 1e30; the file stays a valid safetensors file.
+  const std::string path = ck + "/model.safetensors";
+  std::string bytes = slurp(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  ASSERT_TRUE(contains(bytes.substr(8, n), "snip_data_crc32"));
+  const float big = 1e30f;
+  std::memcpy(bytes.data() + 8 + n + 64, &big, 4);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  for (const std::string& cmd : std::vector<std::string>{
+           "eval --checkpoint " + ck + " --batches 1", "train --resume " + ck + " --steps 3 --no-db",
+           "collect --checkpoint " + ck + " --out " + dir.file("st.json"),
+           "validate --checkpoint " + ck + " --batches 1 --no-weight-truth"}) {
+    const Result r = sh(kSnip + " " + cmd);
+    EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "does not match the checksum recorded when it was written")) << cmd << "\n" << r.out;
+  }
+}
+
+TEST(ReadOnly, ADatabaseTheUserCannotWriteIsListedShownAndExported) {
+  TempDir dir("ro");
+  fs::create_directories(dir.path / "ro");
+  const std::string db = dir / "ro/runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --db " + db + " --out " + dir.file("ck")).status, 0);
+  ASSERT_FALSE(fs::exists(db + "-wal"));  // closed cleanly
+  std::string as_user;
+  if (::geteuid() == 0) {
+    // Root ignores permissions: run the readers as nobody, who cannot write a root-owned folder.
+    if (sh("command -v setpriv").status != 0) GTEST_SKIP() << "setpriv (util-linux) is not installed";
+    fs::permissions(dir.path, fs::perms(0755));
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  } else {
+    fs::permissions(db, fs::perms(0444));
+  }
+  fs::permissions(dir.path / "ro", fs::perms(0555));
+  const auto before = slurp(db);
+  for (const std::string& cmd :
+       std::vector<std::string>{"runs", "runs --json", "show --run 1", "export --run 1", "compare --list"}) {
+    const Result r = sh(as_user + kSnip + " " + cmd + " --db " + db);
+    EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
+  }
+  EXPECT_TRUE(contains(sh(as_user + kSnip + " runs --db " + db).out, "finished"));
+  // A command that writes says why it cannot.
+  const Result w = sh(as_user + kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + dir.file("ck3"));
+  EXPECT_NE(w.status, 0);
+  EXPECT_TRUE(contains(w.out, "read-only")) << w.out;
+  EXPECT_EQ(slurp(db), before);
+  EXPECT_EQ(fs::directory_iterator(dir.path / "ro") == fs::directory_iterator(), false);
+  EXPECT_FALSE(fs::exists(db + "-wal"));
+}
+
+// ---- plans -------------------------------------------------------------------------------------------
+
+std::string all_fp4_plan(int blocks, const std::string& claim) {
+  nlohmann::json layers = nlohmann::json::object();
+  for (int b = 0; b < blocks; ++b)
+    for (const char* l : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+      layers["model.layers." + std::to_string(b) + "." + l] = "fp4";
+  nlohmann::json j = {{"format", "snip-plan/1"}, {"method", "manual"}, {"layers", layers}};
+  if (!claim.empty()) j["achieved_fp4_fraction"] = nlohmann::json::parse(claim);
+  return j.dump();
+}
+
+TEST(Plans, AClaimedFractionTheLayersContradictIsRefusedAndAMissingOneDerived) {
+  TempDir dir("plans");
+  const std::string db = dir / "runs.db";
+  {
+    std::ofstream(dir.path / "liar.json") << all_fp4_plan(2, "0");
+    std::ofstream(dir.path / "quiet.json") << all_fp4_plan(2, "");
+  }
+  const Result liar = sh(kSnip + " import " + dir.file("liar.json") + " --db " + db);
+  EXPECT_NE(liar.status, 0);
+  EXPECT_TRUE(contains(liar.out, "\"achieved_fp4_fraction\" is 0 but its layers put 42 of their 42 GEMMs in FP4"))
+      << liar.out;
+  const Result quiet = sh(kSnip + " import " + dir.file("quiet.json") + " --db " + db + " --json");
+  ASSERT_EQ(quiet.status, 0) << quiet.out;
+  EXPECT_EQ(snip::Store(db).plan(1).plan.achieved_fp4_fraction, 1.0);
+}
+
+TEST(Plans, APlanMadeForAnotherModelIsRefusedBeforeTraining) {
+  TempDir dir("foreign");
+  {
+    std::ofstream(dir.path / "tiny.json") << all_fp4_plan(2, "1");  // tiny has 2 blocks; small has more
+  }
+  const Result r = sh(kSnip + " train --preset small --batch-size 1 --seq-len 16 --steps 1 --no-db --plan " +
+                      dir.file("tiny.json") + " --out " + dir.file("ck"));
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "was it made for another model?")) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path / "ck"));
+}
+
+}  // namespace
