@@ -280,9 +280,26 @@ void setup_compare(CLI::App& app) {
   rules->excludes("--resume", "--list", "--list only lists; drop one of them");
   rules->at_least<int64_t>("--resume", opts->resume, 1, "a compare id from snip compare --list");
   rules->at_least<int>("--jobs", opts->jobs, 1, "leave it out for one job per hardware thread");
-  rules->add([opts, r = rules.get()] {
+  rules->excludes("--list", "--no-db", "--list shows the compares stored in a database; give --db or neither");
+  rules->excludes("--list", "--checkpoint", "--list shows every stored compare; drop --checkpoint");
+  rules->ignored_unless("--oracle-batches", {"--oracle", "--resume"}, "they are the batches the oracle arm plans on");
+  rules->add([opts, r = rules.get(), cmd] {
     if (!opts->list && opts->resume == 0 && !r->given("--checkpoint"))
       throw snip::Error("compare: give --checkpoint DIR (a new compare), --resume ID (continue one) or --list");
+    if (opts->list)
+      for (const CLI::Option* opt : cmd->get_options()) {
+        const std::string name = opt->get_lnames().empty() ? "" : "--" + opt->get_lnames().front();
+        if (opt->count() > 0 && name != "--list" && name != "--db" && name != "--help")
+          snip::cli::OptionRules::warn(name + " is ignored with --list (it only lists the stored compares)");
+      }
+    if (r->given("--baselines")) {
+      bool random = false;
+      for (const std::string& b : opts->baselines) random = random || b == "random";
+      if (r->given("--seeds") && !random)
+        snip::cli::OptionRules::warn("--seeds is ignored: --baselines leaves out random, the only arm it seeds");
+      if (random && opts->seeds == 0)
+        throw snip::Error("--seeds 0 with --baselines random trains no random arm; give --seeds 1 or more");
+    }
   });
   snip::cli::run_checked(cmd, rules, [opts, rules] { run_compare_cmd(*opts, *rules); });
 }

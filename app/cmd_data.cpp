@@ -125,6 +125,10 @@ void setup_data(CLI::App& app) {
   p->add_flag("--json", peek->json, "Print one JSON object");
   auto peek_rules = source_rules(p, peek->src);
   peek_rules->at_least("--batch-size", peek->batch_size, 1).at_least("--seq-len", peek->seq_len, 1);
+  peek_rules->add([r = peek_rules.get(), peek] {
+    if (peek->val && r->given("--seed"))
+      snip::cli::OptionRules::warn("--seed is ignored with --val (validation is read in order, never shuffled)");
+  });
   snip::cli::run_checked(p, peek_rules, [peek] { run_data_peek(*peek); });
 }
 

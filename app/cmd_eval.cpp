@@ -145,7 +145,12 @@ void setup_eval(CLI::App& app) {
   rules->at_least("--batch-size", o->batch_size, 1)
       .at_least("--seq-len", o->seq_len, 1, "leave it out for the run's own")
       .at_least<int64_t>("--batches", o->batches, 1, "leave it out to evaluate every whole batch")
-      .one_of("--split", o->split, {"all", "train", "val"});
+      .one_of("--split", o->split, {"all", "train", "val"})
+      .add([o, r = rules.get()] {
+        if (r->given("--recipe") && !r->given("--plan") && (o->precision == "fp32" || o->precision == "bf16"))
+          snip::cli::OptionRules::warn("--recipe is ignored with --precision " + o->precision +
+                                       " (no scaled format: give --precision fp8 or fp4, or --plan)");
+      });
   snip::cli::run_checked(cmd, rules, [o] { run_eval(*o); });
 }
 SNIP_REGISTER_COMMAND("eval", setup_eval);

@@ -11,6 +11,7 @@
 #include "snip/planner.h"
 #include "snip/stats.h"
 #include "snip/store.h"
+#include "snip/store_export.h"
 
 namespace {
 
@@ -74,8 +75,8 @@ void run_import(const ImportOptions& o) {
       try {
         snip::resolve_plan(*it.plan, run->spec.dims, nullptr);
       } catch (const snip::Error& e) {
-        throw snip::Error(it.path + ": does not fit run " + std::to_string(run->id) + " (" + run->spec.name +
-                          "): " + e.what() + "; nothing was imported");
+        throw snip::Error(it.path + ": does not fit run " + std::to_string(run->id) + " (" +
+                          snip::printable_text(run->spec.name) + "): " + e.what() + "; nothing was imported");
       }
     }
     if (it.stats && !(it.stats->dims.hidden == run->spec.dims.hidden &&
@@ -84,7 +85,7 @@ void run_import(const ImportOptions& o) {
                       it.stats->dims.num_heads == run->spec.dims.num_heads &&
                       it.stats->dims.num_kv_heads == run->spec.dims.num_kv_heads))
       throw snip::Error(it.path + ": statistics of another model than run " + std::to_string(run->id) + " (" +
-                        run->spec.name + "); nothing was imported");
+                        snip::printable_text(run->spec.name) + "); nothing was imported");
   }
   nlohmann::json out = nlohmann::json::array();
   snip::Store::Transaction txn(store);

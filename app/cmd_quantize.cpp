@@ -51,7 +51,26 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
   return {v[0], v[1]};
 }
 
-void run_quantize(const QuantizeOptions& o) {
+// The options the resolved quantization does not use: an error where the output would claim
+// what was not done (a rounding BF16 does not have), a warning where the option has no effect.
+void check_options_used(const snip::cli::OptionRules& rules, const snip::QuantSpec& spec, snip::ElemFormat format) {
+  const bool bf16 = format == snip::ElemFormat::bf16;
+  if (bf16 && rules.given("--rounding") && spec.rounding != snip::Rounding::rne)
+    throw snip::Error("--rounding " + std::string(snip::rounding_name(spec.rounding)) +
+                      " with --format bf16: BF16 is always rounded to nearest-even here; drop --rounding");
+  if (bf16)
+    for (const char* opt : {"--recipe", "--role", "--scale-mode"})
+      if (rules.given(opt))
+        snip::cli::OptionRules::warn(std::string(opt) + " is ignored with --format bf16 (no scale, no blocks)");
+  if (!bf16 && rules.given("--scale-mode") && spec.scale != snip::ScaleKind::e8m0)
+    snip::cli::OptionRules::warn("--scale-mode is ignored: this recipe and format use no E8M0 scale (mx does)");
+  if (rules.given("--seed") && spec.rounding != snip::Rounding::stochastic)
+    snip::cli::OptionRules::warn("--seed is ignored: the rounding is " +
+                                 std::string(snip::rounding_name(spec.rounding)) +
+                                 ", not stochastic (give --rounding stochastic)");
+}
+
+void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules) {
   snip::checked_write_target(o.out);  // both outputs refused (a directory, a device) before either is written
   if (!o.codes.empty()) snip::checked_write_target(o.codes);
   const char* const formats = "e4m3, e5m2, e2m1, e3m2, e2m3 or bf16";
@@ -78,6 +97,7 @@ void run_quantize(const QuantizeOptions& o) {
   snip::QuantSpec spec = recipe.spec(p, gemm, role);
   spec.format = format;
   if (!o.rounding.empty()) spec.rounding = snip::parse_rounding(o.rounding);
+  check_options_used(rules, spec, format);
 
   const std::string data = snip::read_file(o.in);
   // rows·cols·4 from the user's numbers: checked, so an overflowing --shape cannot wrap to the file size.
@@ -166,7 +186,7 @@ void setup_quantize(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "Print the statistics as one JSON object");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
   rules->reads("--in", opts->in).writes("--out", opts->out).writes("--codes", opts->codes);
-  snip::cli::run_checked(cmd, rules, [opts] { run_quantize(*opts); });
+  snip::cli::run_checked(cmd, rules, [opts, rules] { run_quantize(*opts, *rules); });
 }
 
 SNIP_REGISTER_COMMAND("quantize", setup_quantize);

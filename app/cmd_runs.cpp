@@ -19,9 +19,9 @@ struct RunsOptions {
   bool json = false, compares = false;
 };
 
-std::string fit(std::string s, size_t width) {
-  if (s.size() > width) s = s.substr(0, width - 1) + "~";
-  return s;
+// A column of printable text, cut and padded by characters (a UTF-8 name never misaligns a row).
+std::string fit(const std::string& s, size_t width) {
+  return snip::fit_column(snip::printable_text(s), width);
 }
 
 // The stored comparisons: one line (or JSON object) each, newest first.
@@ -46,9 +46,9 @@ void list_compares(const snip::Store& store, bool json) {
                      {"created", snip::format_utc_ms(c.created_ms)}});
       continue;
     }
-    std::printf("%5lld  %5s  %-8s  %6.3f  %7lld  %6lld  %5lld  %11.4f  %-20s  %s\n", (long long)c.id,
-                c.run_id ? std::to_string(*c.run_id).c_str() : "-", fit(snip::printable_text(c.recipe), 8).c_str(),
-                c.budget, (long long)c.start_step, (long long)c.steps, (long long)c.row_count, c.noise_floor_train,
+    std::printf("%5lld  %5s  %s  %6.3f  %7lld  %6lld  %5lld  %11.4f  %-20s  %s\n", (long long)c.id,
+                c.run_id ? std::to_string(*c.run_id).c_str() : "-", fit(c.recipe, 8).c_str(), c.budget,
+                (long long)c.start_step, (long long)c.steps, (long long)c.row_count, c.noise_floor_train,
                 snip::format_utc_ms(c.created_ms).c_str(), snip::printable_text(c.checkpoint).c_str());
   }
   if (json) std::cout << out.dump(2) << "\n";
@@ -85,12 +85,10 @@ void run_runs(const RunsOptions& o) {
     }
     char loss_text[32] = "-";
     if (loss) std::snprintf(loss_text, sizeof loss_text, "%.4f", *loss);
-    std::printf("%5lld  %-24s  %-11s  %8lld  %10s  %-12s  %-6s  %-20s  %s\n", (long long)r.id,
-                fit(snip::printable_text(r.spec.name), 24).c_str(), snip::run_status_name(r.status),
-                (long long)std::max<int64_t>(r.last_step, 0), loss_text,
-                fit(r.spec.method.empty() ? "-" : snip::printable_text(r.spec.method), 12).c_str(),
-                fit(snip::printable_text(r.spec.recipe), 6).c_str(), snip::format_utc_ms(r.started_ms).c_str(),
-                snip::format_duration_ms(end - r.started_ms).c_str());
+    std::printf("%5lld  %s  %-11s  %8lld  %10s  %s  %s  %-20s  %s\n", (long long)r.id, fit(r.spec.name, 24).c_str(),
+                snip::run_status_name(r.status), (long long)std::max<int64_t>(r.last_step, 0), loss_text,
+                fit(r.spec.method.empty() ? "-" : r.spec.method, 12).c_str(), fit(r.spec.recipe, 6).c_str(),
+                snip::format_utc_ms(r.started_ms).c_str(), snip::format_duration_ms(end - r.started_ms).c_str());
   }
   if (o.json) std::cout << out.dump(2) << "\n";
 }
@@ -104,7 +102,10 @@ void setup_runs(CLI::App& app) {
       "--compares", opts->compares,
       "List the stored plan comparisons (`snip compare`) instead of runs; show one with snip show --compare ID");
   cmd->add_flag("--json", opts->json, "Print a JSON array of runs instead of a table");
-  snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd), [opts] { run_runs(*opts); });
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->excludes("--status", "--compares", "--status filters runs, and --compares lists compares instead");
+  rules->one_of("--status", opts->status, {"running", "finished", "failed", "interrupted"});
+  snip::cli::run_checked(cmd, rules, [opts] { run_runs(*opts); });
 }
 
 SNIP_REGISTER_COMMAND("runs", setup_runs);

@@ -195,6 +195,11 @@ void setup_solve(CLI::App& app) {
         if (r->given("--seed") && o->method != "random")
           snip::cli::OptionRules::warn(
               "--seed is ignored unless --method random (the other methods are deterministic)");
+        if (!o->method.empty() && !snip::method_uses_ilp(snip::parse_method(o->method)))
+          for (const char* opt : {"--allow-bf16", "--bf16-max", "--mip-gap", "--time-limit-ms", "--per-role"})
+            if (r->given(opt))
+              snip::cli::OptionRules::warn(std::string(opt) + " is ignored with --method " + o->method +
+                                           " (a rule, not the ILP: only snip, min-err, min-rel-err and hawq use it)");
       });
   snip::cli::run_checked(cmd, rules, [o] { run_solve(*o); });
 }

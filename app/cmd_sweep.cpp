@@ -175,6 +175,11 @@ void setup_sweep(CLI::App& app) {
       .add([o, r = rules.get()] {
         if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
           snip::cli::OptionRules::warn("--lambda and --no-normalize are ignored with --costs (the costs are given)");
+        if ((r->given("--seeds") || r->given("--seed")) && !o->methods.empty() &&
+            o->methods.find("random") == std::string::npos && o->methods != "all")
+          snip::cli::OptionRules::warn(
+              "--seeds and --seed are ignored unless --methods includes random (the other methods are "
+              "deterministic)");
       });
   snip::cli::run_checked(cmd, rules, [o] { run_sweep_cmd(*o); });
 }

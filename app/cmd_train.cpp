@@ -344,7 +344,9 @@ RunRecord open_run_record(const TrainOptions& o, snip::Trainer& trainer, const s
   // A name derived from the directory is made one printable line; a given --name with a
   // control character is refused by the store.
   description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
-  r.run_id = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume).id;
+  const snip::RecordedRun run = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume);
+  r.run_id = run.id;
+  if (run.resumed && !o.name.empty()) r.store->set_run_name(run.id, o.name);  // --name renames the continued run
   if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)r.run_id, r.store->path().c_str());
   return r;
 }
@@ -369,10 +371,10 @@ snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, c
 // Runs the steps with the progress display; Ctrl-C, SIGTERM and SIGHUP stop after the current step.
 // `stop_status` gets the exit status of the signal that stopped the run (StopSignals::exit_status).
 snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, const TrainOptions& o,
-                                          const std::optional<snip::AdaptiveOptions>& adaptive, int& stop_status,
+                                          const std::optional<snip::AdaptiveOptions>& adaptive,
+                                          snip::cli::StopSignals& stop_signals, int& stop_status,
                                           std::string& stop_why) {
   Progress progress(o.json);
-  snip::cli::StopSignals stop_signals;
   training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow&) {
     progress.step(m);
     if (!stop_signals.requested()) return true;
@@ -380,6 +382,14 @@ snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, cons
     training.set_stop_reason(stop_why);
     stop_status = stop_signals.exit_status();
     return false;
+  };
+  // Also asked between the micro-batches of a long step: a signal never waits for the step.
+  training.stop_requested = [&] {
+    if (!stop_signals.requested()) return false;
+    stop_why = "stopped by " + stop_signals.name();
+    training.set_stop_reason(stop_why);
+    stop_status = stop_signals.exit_status();
+    return true;
   };
   training.on_plan = [&](const snip::PlanEvent& e, int64_t) {
     if (!o.json)
@@ -399,6 +409,8 @@ snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, cons
 
 void run_train(const TrainOptions& o) {
   check_train_options(o);
+  // From the start: a signal during set-up stops the run before its first step, recorded and resumable.
+  snip::cli::StopSignals stop_signals;
   std::unique_ptr<snip::Trainer> trainer =
       o.resume.empty() ? std::make_unique<snip::Trainer>(new_train_config(o)) : resume_trainer(o);
   const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
@@ -410,7 +422,7 @@ void run_train(const TrainOptions& o) {
                                   recorded_training_options(o, *trainer, out, adaptive));
   int stop_status = 0;
   std::string stop_why;
-  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_status, stop_why);
+  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_signals, stop_status, stop_why);
   if (!outcome.finished) {
     throw snip::cli::Interrupted{stop_why + (stop_why.empty() ? "" : ": ") + "interrupted at step " +
                                      std::to_string(outcome.step) + "; checkpoint saved to " + out +
@@ -450,7 +462,19 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
       .excludes("--plan", "--method",
                 "--plan fixes the precisions while --method re-plans them; give the plan or the method")
       .excludes("--db", "--no-db", "--no-db records nothing; drop one of them")
+      .excludes("--precision", "--method",
+                "--method plans every layer's precision before step 1, so --precision would never be used")
+      .ignored_unless("--overwrite", {"--out"}, "it lets --out replace another run's checkpoint")
       .add([&o, r = r.get()] {
+        if (r->given("--eval-batches") && r->given("--eval-every") && o.eval_every == 0)
+          snip::cli::OptionRules::warn("--eval-batches is ignored with --eval-every 0 (no evaluation)");
+        if (r->given("--recipe") && !r->given("--plan") && !r->given("--method") && !r->given("--resume") &&
+            (o.precision == "fp32" || o.precision == "bf16"))
+          snip::cli::OptionRules::warn("--recipe is ignored with --precision " + o.precision +
+                                       " (no scaled format: give --precision fp8 or fp4, --plan or --method)");
+        if (r->given("--lambda") && r->given("--method") && o.method != "snip")
+          snip::cli::OptionRules::warn("--lambda is ignored with --method " + o.method +
+                                       " (it weights dW in SNIP's objective only)");
         if (r->given("--no-db") && r->given("--name"))
           throw snip::Error("--name and --no-db cannot be combined: --name names the run in the database");
         if (r->given("--lr-min") && r->given("--lr") && o.lr_min > o.lr)

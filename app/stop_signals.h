@@ -81,8 +81,8 @@ class StopSignals {
     // Said at once (write(2) is async-signal-safe): a step can be long, and silence would look
     // like the signal was lost.
     static constexpr char kSaid[] =
-        "\nstopping after the current step (its checkpoint and rows are kept); a second signal ends it at "
-        "once\n";
+        "\nstopping after the current step or micro-batch (its checkpoint and rows are kept); a second signal "
+        "ends it at once\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kSaid, sizeof kSaid - 1);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;

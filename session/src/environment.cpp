@@ -2,7 +2,9 @@
 #include "snip/environment.h"
 
 #include <cstdlib>
+#include <string>
 
+#include "snip/error.h"
 #include "snip/qgemm.h"
 #include "snip/thread_pool.h"
 
@@ -12,6 +14,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
   static const std::vector<EnvironmentVariable> vars = {
       {"SNIP_NUM_THREADS", "threads of the element-wise loops and the quantizer: 1 to 256 (unset: all cores)"},
       {"SNIP_QGEMM", "the quantized GEMMs' kernels: auto, fma, scalar or sgemm (unset: auto)"},
+      {"SNIP_FAULT_WRITE", "tests only: ENOSPC[:substring] or EROFS[:substring] injects a failed write"},
+      {"XDG_DATA_HOME", "where the default database lives (an absolute path; else ~/.local/share)"},
   };
   return vars;
 }
@@ -19,6 +23,16 @@ const std::vector<EnvironmentVariable>& environment_variables() {
 void check_environment() {
   (void)parse_thread_count(std::getenv("SNIP_NUM_THREADS"));
   (void)parse_qgemm_mode(std::getenv("SNIP_QGEMM"));
+  if (const char* f = std::getenv("SNIP_FAULT_WRITE"); f && *f) {
+    const std::string kind = std::string(f).substr(0, std::string(f).find(':'));
+    if (kind != "ENOSPC" && kind != "EROFS")
+      throw Error("SNIP_FAULT_WRITE='" + std::string(f) +
+                  "' is not a fault: give ENOSPC[:substring] or EROFS[:substring] (or unset it)");
+  }
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x && x[0] != '/')
+    throw Error("XDG_DATA_HOME='" + std::string(x) +
+                "' is not an absolute path (the XDG specification ignores a relative one, and the default database "
+                "would move with the working directory); make it absolute or unset it");
 }
 
 }  // namespace snip

@@ -365,10 +365,22 @@ TrainingOutcome RecordedTraining::run() {
       }
     }
 
+    // A stop request abandons a long step (many micro-batches) instead of waiting for it.
+    struct InterruptGuard {
+      Trainer& t;
+      ~InterruptGuard() { t.set_interrupt(nullptr); }
+    } guard{trainer_};
+    trainer_.set_interrupt([this] { return stop_.load() || (stop_requested && stop_requested()); });
     while (trainer_.step_count() < total) {
       if (!wait_while_paused()) break;
+      if (stop_requested && stop_requested()) break;
       if (controller) controller->before_step();
-      const StepMetrics m = trainer_.step();
+      StepMetrics m;
+      try {
+        m = trainer_.step();
+      } catch (const StepInterrupted&) {
+        break;  // the trainer holds the state before the step: saved below as the last good one
+      }
       if (controller) controller->after_step(m);
       MetricRow row;
       row.step = m.step;

@@ -49,13 +49,11 @@ nlohmann::json parse_json_column(const std::string& text, const std::string& whe
 }
 
 void check_run_name(const std::string& name) {
-  for (const char ch : name) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
-      throw Error("run name \"" + printable_text(name) +
-                  "\" contains a control character (a newline, tab, escape, ...); a run name is one line of "
-                  "printable text: choose another --name");
-  }
+  // printable_text changes exactly what a listing could not show as it is.
+  if (printable_text(name) != name)
+    throw Error("run name \"" + printable_text(name) +
+                "\" contains a control character (a newline, tab, escape, ...), a bidirectional mark or override, "
+                "or bytes that are not UTF-8; a run name is one line of printable UTF-8 text: choose another --name");
 }
 
 void require_run(Db& db, int64_t run_id) {

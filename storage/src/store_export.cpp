@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <vector>
 
 #include "snip/store.h"
 
@@ -12,25 +13,87 @@ namespace snip {
 
 using nlohmann::json;
 
+namespace {
+
+// The length of the UTF-8 sequence starting at s[i] and its code point, or 0 when the bytes there
+// are not valid UTF-8 (overlong forms, surrogates and values past U+10FFFF included).
+size_t utf8_sequence(std::string_view s, size_t i, uint32_t* cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t v = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (b(k) & 0x3f);
+  }
+  static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (v < kMin[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+  *cp = v;
+  return n;
+}
+
+// Code points that change how the text around them is ordered or shown without being seen:
+// the bidirectional marks, embeddings, overrides and isolates.
+bool invisible_control(uint32_t cp) {
+  return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+}  // namespace
+
 std::string printable_text(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
+  char buf[16];
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = utf8_sequence(s, i, &cp);
+    if (n == 0) {  // not UTF-8: the byte, escaped
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i]));
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (cp == '\n') {
       out += "\\n";
-    } else if (c == '\r') {
+    } else if (cp == '\r') {
       out += "\\r";
-    } else if (c == '\t') {
+    } else if (cp == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    } else if (cp < 0x20 || cp == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(cp));
+      out += buf;
+    } else if ((cp >= 0x80 && cp <= 0x9f) || invisible_control(cp)) {
+      std::snprintf(buf, sizeof buf, "\\u{%04x}", unsigned(cp));
       out += buf;
     } else {
-      out += ch;
+      out.append(s.substr(i, n));
     }
+    i += n;
   }
+  return out;
+}
+
+std::string fit_column(std::string_view text, size_t width) {
+  // Cut and pad by characters (code points), never inside a UTF-8 sequence.
+  std::string out;
+  size_t chars = 0, i = 0;
+  std::vector<size_t> starts;
+  while (i < text.size()) {
+    uint32_t cp = 0;
+    const size_t n = std::max<size_t>(1, utf8_sequence(text, i, &cp));
+    starts.push_back(i);
+    i += n;
+  }
+  if (starts.size() > width && width > 0) {
+    out = std::string(text.substr(0, starts[width - 1])) + "~";
+    chars = width;
+  } else {
+    out = std::string(text);
+    chars = starts.size();
+  }
+  if (chars < width) out.append(width - chars, ' ');
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,81 @@ TEST(Streams, WriteErrorsOnStdoutAreErrorsInEveryCommand) {
   }
 }
 
+TEST(Streams, AStopSignalInsideALongStepStopsAtTheNextMicroBatch) {
+  TempDir dir("accum");
+  const std::string db = dir / "runs.db", ck = dir / "ck", err = dir / "err";
+  // A step of a million micro-batches (minutes); SIGTERM once the run is recorded (its handler
+  // is installed before that line is printed).
+  const Result r = sh("bash -c " + q(kSnip + " train" + kTiny + "--grad-accum 1000000 --steps 2 --db " + db +
+                                     " --out " + ck + " 2>" + err + " & pid=$!; " + "until grep -q \"recording run\" " +
+                                     err + "; do sleep 0.05; done; " + "kill -TERM $pid; wait $pid; echo status=$?"));
+  EXPECT_TRUE(contains(r.out, "status=143")) << r.out << slurp(err);
+  EXPECT_TRUE(contains(slurp(err), "continue with:")) << slurp(err);
+  snip::Store store(db);
+  const snip::RunInfo run = store.run(1);
+  EXPECT_EQ(run.status, snip::RunStatus::interrupted);
+  ASSERT_EQ(store.checkpoints(1).size(), 1u);
+  EXPECT_EQ(store.checkpoints(1)[0].step, 0);  // the state before the abandoned step
+  EXPECT_EQ(run.metric_rows, 0);
+  // The checkpoint is the untouched start (step 0, data position 0), ready to resume.
+  const auto state = nlohmann::json::parse(slurp(ck + "/trainer_state.json"));
+  EXPECT_EQ(state["step"], 0) << state.dump();
+}
+
+// ---- options that would be silently ignored ----------------------------------------------------
+
+TEST(Options, EveryOptionTheCommandWouldIgnoreIsAWarningOrAnError) {
+  TempDir dir("ignored");
+  const std::string db = dir / "runs.db", ck = dir / "ck", m = dir / "m.f32";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + ck).status, 0);
+  {
+    std::ofstream out(m, std::ios::binary);
+    for (int i = 0; i < 64; ++i) {
+      const float v = 0.01f * float(i - 30);
+      out.write(reinterpret_cast<const char*>(&v), 4);
+    }
+  }
+  const std::string q4 = " quantize --shape 4x16 --in " + m + " --out " + dir.file("q.f32");
+  struct Case {
+    std::string args;
+    int status;  // 0: a warning, else the exit status of an error
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {q4 + " --format bf16 --rounding stochastic", 1, "BF16 is always rounded to nearest-even"},
+      {q4 + " --format bf16 --recipe mx", 0, "warning: --recipe is ignored with --format bf16"},
+      {q4 + " --format e4m3 --recipe tensor --scale-mode ceil", 0, "warning: --scale-mode is ignored"},
+      {q4 + " --format e4m3 --seed 7", 0, "warning: --seed is ignored: the rounding is rne"},
+      {" eval --checkpoint " + ck + " --batches 1 --recipe mx", 0,
+       "warning: --recipe is ignored with --precision fp32"},
+      {" train" + kTiny + "--steps 1 --no-db --out " + dir.file("c1") + " --recipe mx", 0,
+       "warning: --recipe is ignored with --precision bf16"},
+      {" train" + kTiny + "--steps 1 --no-db --out " + dir.file("c2") + " --method random --precision fp4", 1,
+       "--precision and --method cannot be combined"},
+      {" train --preset tiny --batch-size 2 --seq-len 32 --steps 1 --no-db --out " + dir.file("c3") +
+           " --eval-every 0 --eval-batches 3",
+       0, "warning: --eval-batches is ignored with --eval-every 0"},
+      {" train" + kTiny + "--steps 1 --no-db --overwrite", 0, "warning: --overwrite is ignored without --out"},
+      {" runs --db " + db + " --compares --status finished", 1, "--status and --compares cannot be combined"},
+      {" runs --db " + db + " --status bogus", 1, "--status 'bogus' is not one of"},
+      {" compare --list --db " + db + " --steps 5", 0, "warning: --steps is ignored with --list"},
+      {" compare --list --no-db", 1, "--list and --no-db cannot be combined"},
+      {" compare --checkpoint " + ck +
+           " --oracle-batches 4 --no-db --baselines uniform-fp4 --lambdas 0.1 --steps 1 "
+           "--replicates 1 --eval-batches 1 --cooldown 0",
+       0, "warning: --oracle-batches is ignored without --oracle"},
+      {" data peek --val --seed 3", 0, "warning: --seed is ignored with --val"},
+  };
+  for (const Case& c : cases) {
+    const Result r = sh(kSnip + c.args);
+    EXPECT_EQ(r.status, c.status) << c.args << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, c.says)) << c.args << "\n" << r.out;
+  }
+  // --name with --resume renames the continued run instead of being dropped.
+  ASSERT_EQ(sh(kSnip + " train --resume " + ck + " --steps 2 --db " + db + " --name renamed").status, 0);
+  EXPECT_EQ(snip::Store(db).run(1).spec.name, "renamed");
+}
+
 // ---- numbers and the environment ---------------------------------------------------------------
 
 TEST(Numbers, WholeNumbersWithLeadingZerosAreDecimalAndOtherNotationsRefused) {
@@ -121,6 +197,73 @@ TEST(Environment, SnipVariablesWithABadValueAreRefusedBeforeAnyWork) {
   EXPECT_EQ(q.status, 1);
   EXPECT_TRUE(contains(q.out, "SNIP_QGEMM='fast'")) << q.out;
   EXPECT_EQ(sh("SNIP_NUM_THREADS=2 " + kSnip + " data peek").status, 0);
+  const Result f = sh("SNIP_FAULT_WRITE=enospc " + kSnip + " data peek");
+  EXPECT_EQ(f.status, 1);
+  EXPECT_TRUE(contains(f.out, "SNIP_FAULT_WRITE='enospc' is not a fault")) << f.out;
+  const Result x = sh("XDG_DATA_HOME=rel " + kSnip + " runs");
+  EXPECT_EQ(x.status, 1);
+  EXPECT_TRUE(contains(x.out, "XDG_DATA_HOME='rel' is not an absolute path")) << x.out;
+}
+
+// ---- text ----------------------------------------------------------------------------------------
+
+TEST(Text, ACostsCsvWithAByteOrderMarkIsRead) {
+  TempDir dir("bom");
+  {
+    std::ofstream out(dir.path / "costs.csv", std::ios::binary);
+    out << "\xEF\xBB\xBFlayer,precision,cost,flops\n";
+    for (int b = 0; b < 2; ++b)
+      for (const char* l : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                            "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+        for (const char* p : {"fp8", "fp4"})
+          out << "model.layers." << b << "." << l << "," << p << "," << (p[2] == '4' ? 2.0 : 1.0) << ",1000\n";
+  }
+  const Result r = sh(kSnip + " solve --costs " + dir.file("costs.csv") + " --budget 0.5 --out " + dir.file("p.json"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir.path / "p.json"));
+}
+
+TEST(Text, NamesThatAreNotUtf8OrHoldBidiOverridesNeverBreakOrReorderAListing) {
+  TempDir dir("names");
+  const std::string db = dir / "runs.db";
+  // Refused where they enter ...
+  for (const std::string& name : std::vector<std::string>{"abc\xff",
+                                                          "\xE2\x80\xAE"
+                                                          "evil",
+                                                          "a\xE2\x81\xA6"
+                                                          "b"}) {
+    const Result r =
+        sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + dir.file("ck") + " --name " + q(name));
+    EXPECT_NE(r.status, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "bidirectional mark or override, or bytes that are not UTF-8")) << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir.path / "ck"));
+  // ... and a folder named so (the run takes the folder's name) is listed escaped, in one aligned row.
+  const std::string odd = "r\xE2\x80\xAEnur-\xff-\xC3\xA9t\xC3\xA9";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + q(dir.file(odd))).status, 0);
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + dir.file("plain")).status, 0);
+  const Result list = sh(kSnip + " runs --db " + db);
+  ASSERT_EQ(list.status, 0) << list.out;
+  EXPECT_TRUE(contains(list.out, "r\\u{202e}nur-\\xff-\xC3\xA9t\xC3\xA9")) << list.out;
+  EXPECT_FALSE(contains(list.out, "\xE2\x80\xAE"));
+  // Every row's STATUS column starts at the same character.
+  std::vector<size_t> status_at;
+  std::istringstream lines(list.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t chars = 0, at = std::string::npos;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if ((static_cast<unsigned char>(line[i]) & 0xc0) == 0x80) continue;
+      if (line.compare(i, 8, "finished") == 0 || line.compare(i, 6, "STATUS") == 0) {
+        at = chars;
+        break;
+      }
+      ++chars;
+    }
+    if (at != std::string::npos) status_at.push_back(at);
+  }
+  ASSERT_EQ(status_at.size(), 3u) << list.out;
+  EXPECT_EQ(status_at[0], status_at[1]);
+  EXPECT_EQ(status_at[1], status_at[2]);
 }
 
 // ---- run identity ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include "plan_view.h"
 #include "snip/compare_summary.h"
 #include "snip/layers.h"
+#include "snip/store_export.h"
 
 namespace snip::ui {
 
@@ -147,7 +148,7 @@ void add_runs(const CompareSources& s, CompareModel& m) {
     const std::string& method = r.info.spec.method;
     // Two checked runs of one method must not share a colour: the second keys on its id.
     row.colour = method_colour(used.insert(method).second ? method : method + "#" + std::to_string(r.info.id));
-    row.source = tr("run #%1 %2").arg(r.info.id).arg(QString::fromStdString(r.info.spec.name));
+    row.source = tr("run #%1 %2").arg(r.info.id).arg(QString::fromStdString(snip::printable_text(r.info.spec.name)));
     row.method = QString::fromStdString(method);
     row.achieved = r.last_rows.empty() ? NAN : r.last_rows.back().fp4_fraction;
     row.train = train_of(r);
@@ -159,10 +160,10 @@ void add_runs(const CompareSources& s, CompareModel& m) {
     } else {
       row.verdict = tr("check a uniform-bf16 run for gaps");
     }
-    row.tooltip =
-        tr("%1 · %2 · %3 steps")
-            .arg(QString::fromStdString(r.info.spec.name), QString::fromLatin1(snip::run_status_name(r.info.status)))
-            .arg(r.info.last_step);
+    row.tooltip = tr("%1 · %2 · %3 steps")
+                      .arg(QString::fromStdString(snip::printable_text(r.info.spec.name)),
+                           QString::fromLatin1(snip::run_status_name(r.info.status)))
+                      .arg(r.info.last_step);
     std::vector<QPointF> points;
     for (const auto& p : r.train_curve) points.emplace_back(double(p.step), p.value);
     m.curves.push_back(

@@ -42,6 +42,7 @@
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/layers.h"
+#include "snip/store_export.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -382,7 +383,7 @@ void CompareView::refresh_lists() {
         add_item(run_list_,
                  tr("#%1 %2 (%3)")
                      .arg(r.id)
-                     .arg(QString::fromStdString(r.spec.name))
+                     .arg(QString::fromStdString(snip::printable_text(r.spec.name)))
                      .arg(QString::fromLatin1(snip::run_status_name(r.status))),
                  r.id, checked_runs.count(r.id));
         run_state_[r.id] = QStringLiteral("%1:%2").arg(int(r.status)).arg(r.last_step);

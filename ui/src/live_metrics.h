@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "snip/store_types.h"
@@ -12,11 +13,32 @@ namespace snip::ui {
 
 class LiveMetrics {
  public:
-  // A new run; `rows` are the steps it already has (a resumed run's rows up to its checkpoint).
-  void reset(int64_t run_id, std::vector<snip::MetricRow> rows = {}) {
+  // A new run of the database `database`; `rows` are the steps it already has (a resumed run's
+  // rows up to its checkpoint). Each reset is a new generation: a view adopts a run once.
+  void reset(int64_t run_id, std::vector<snip::MetricRow> rows = {}, std::string database = {}) {
     std::lock_guard lock(mu_);
     run_id_ = run_id;
     rows_ = std::move(rows);
+    database_ = std::move(database);
+    ended_ = false;
+    ++generation_;
+  }
+  // The run's training returned (finished, stopped or failed): its final status is in the store.
+  void end() {
+    std::lock_guard lock(mu_);
+    ended_ = true;
+  }
+  bool ended() const {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+  uint64_t generation() const {
+    std::lock_guard lock(mu_);
+    return generation_;
+  }
+  std::string database() const {
+    std::lock_guard lock(mu_);
+    return database_;
   }
   void append(const snip::MetricRow& row) {
     std::lock_guard lock(mu_);
@@ -42,6 +64,9 @@ class LiveMetrics {
   mutable std::mutex mu_;
   int64_t run_id_ = 0;
   std::vector<snip::MetricRow> rows_;
+  std::string database_;
+  bool ended_ = false;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace snip::ui

@@ -2,11 +2,13 @@
 #include "monitor_view.h"
 
 #include <QComboBox>
+#include <QFileInfo>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include "snip/store_export.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -64,8 +66,16 @@ MonitorView::MonitorView(Workbench* workbench, std::shared_ptr<LiveMetrics> live
   refresh_runs();
 }
 
+bool MonitorView::live_run_is_here() const {
+  if (!live_ || live_->run_id() == 0 || live_->ended()) return false;
+  const QString here = QFileInfo(workbench_->database_path()).canonicalFilePath();
+  return !here.isEmpty() && here == QFileInfo(QString::fromStdString(live_->database())).canonicalFilePath();
+}
+
 void MonitorView::forget_run() {
-  // Another database: the shown run's id means another run (or none) there.
+  // Another database: the shown run's id means another run (or none) there, and the live
+  // buffer's run (if any) is the other database's.
+  if (live_) adopted_generation_ = live_->generation();
   run_id_ = 0;
   live_mode_ = false;
   live_taken_ = 0;
@@ -87,14 +97,17 @@ void MonitorView::refresh_runs() {
   {
     const QSignalBlocker block(run_combo_);
     run_combo_->clear();
-    for (const snip::RunInfo& r : runs)
+    run_names_.clear();
+    for (const snip::RunInfo& r : runs) {
+      run_names_[qlonglong(r.id)] = QString::fromStdString(snip::printable_text(r.spec.name));
       // Steps count from 1: a run whose last step is 5000 trained 5000 steps.
       run_combo_->addItem(tr("#%1 %2 · %3 · %4 steps")
                               .arg(r.id)
-                              .arg(QString::fromStdString(r.spec.name))
+                              .arg(run_names_[qlonglong(r.id)])
                               .arg(QString::fromLatin1(snip::run_status_name(r.status)))
                               .arg(std::max<int64_t>(0, r.last_step)),
                           qlonglong(r.id));
+    }
   }
   // A live run that ended (finished, stopped or failed) is shown from the store from now on,
   // labelled with its status, not "live".
@@ -111,7 +124,7 @@ void MonitorView::refresh_runs() {
 void MonitorView::show_run(int64_t run_id) {
   run_id_ = run_id;
   run_combo_->setCurrentIndex(std::max(0, run_combo_->findData(qlonglong(run_id))));
-  live_mode_ = live_ && live_->run_id() == run_id && run_id != 0;
+  live_mode_ = run_id != 0 && live_run_is_here() && live_->run_id() == run_id;
   live_taken_ = 0;
   set_empty_curves();
   if (live_mode_)
@@ -147,22 +160,32 @@ void MonitorView::reload_from_store() {
 }
 
 void MonitorView::poll_live() {
-  if (!live_ || !live_mode_) {
-    // A run started in this window becomes the shown run as soon as its first step arrives.
-    if (live_ && live_->run_id() != 0 && live_->run_id() != run_id_ && live_->size() > 0 && !live_mode_ &&
-        live_->run_id() > run_id_) {
+  if (!live_) return;
+  if (!live_mode_) {
+    // A run started in this window (in this database) becomes the shown run once, as soon as
+    // its first step arrives. A run the user then leaves for another is not forced back.
+    if (live_->generation() != adopted_generation_ && live_->size() > 0 && live_run_is_here()) {
+      adopted_generation_ = live_->generation();
       refresh_runs();
       show_run(live_->run_id());
     }
     return;
   }
   int64_t run_id = 0;
+  const bool ended = live_->ended();  // read first: every row appended before it is taken below
   std::vector<snip::MetricRow> rows = live_->take_from(live_taken_, &run_id);
   if (run_id != run_id_) {
     live_mode_ = false;
     return;
   }
-  if (rows.empty()) return;
+  if (rows.empty()) {
+    if (ended) {  // the run is over: shown from the store, with its final status
+      live_mode_ = false;
+      refresh_runs();
+      reload_from_store();
+    }
+    return;
+  }
   live_taken_ += rows.size();
   std::vector<QPointF> train, val, lr, grad_norm, fp4, gap;
   for (const snip::MetricRow& m : rows) {
@@ -180,6 +203,13 @@ void MonitorView::poll_live() {
   fp4_->append_points({fp4});
   bf16_gap_->append_points({gap});
   const snip::MetricRow& last = rows.back();
+  // The run list follows the live step, not the store's last refresh.
+  if (const int i = run_combo_->findData(qlonglong(run_id_)); i >= 0)
+    run_combo_->setItemText(i, tr("#%1 %2 · %3 · %4 steps")
+                                   .arg(run_id_)
+                                   .arg(run_names_.value(qlonglong(run_id_)))
+                                   .arg(QStringLiteral("running"))
+                                   .arg(last.step));
   // The one throughput figure of a training run (the status bar shows steps only).
   summary_->setText(tr("training · step %1 · loss %2 · %3 tokens/s")
                         .arg(last.step)

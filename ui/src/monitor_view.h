@@ -4,6 +4,7 @@
 // per step) and are appended to the charts, so a refresh costs the new steps, not the run's
 // length; any other run's curves come from the store, downsampled to 2,000 points per metric.
 #pragma once
+#include <QHash>
 #include <QTimer>
 #include <QWidget>
 #include <memory>
@@ -45,8 +46,13 @@ class MonitorView : public QWidget {
 
   Workbench* workbench_;
   std::shared_ptr<LiveMetrics> live_;
+  // Whether the live buffer's run belongs to the open database and is still training.
+  bool live_run_is_here() const;
+
   int64_t run_id_ = 0;
   bool live_mode_ = false;
+  uint64_t adopted_generation_ = 0;  // the live run adopted last: adopted once, never forced back
+  QHash<qlonglong, QString> run_names_;
   size_t live_taken_ = 0;
   QTimer live_timer_;
 

@@ -28,6 +28,7 @@
 #include "snip/model_config.h"
 #include "snip/recipe_name.h"
 #include "snip/recorded_training.h"
+#include "snip/store_export.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -541,7 +542,7 @@ void RunView::refresh_runs() {
       }
     }
     const QString cells[] = {QString::number(r.id),
-                             QString::fromStdString(r.spec.name),
+                             QString::fromStdString(snip::printable_text(r.spec.name)),
                              QString::fromLatin1(snip::run_status_name(r.status)),
                              QString::number(r.last_step < 0 ? 0 : r.last_step),
                              QString::fromStdString(r.spec.method),
@@ -601,7 +602,7 @@ TrainRequest RunView::make_resume_request(const QString& checkpoint_dir) const {
   if (snip::Store* store = workbench_->store()) {
     if (const std::optional<int64_t> id = snip::find_run_of_checkpoint(*store, checkpoint_dir.toStdString())) {
       const snip::RunInfo run = store->run(*id);
-      r.run_name = QString::fromStdString(run.spec.name);
+      r.run_name = QString::fromStdString(snip::printable_text(run.spec.name));
       if (run.spec.train_config.contains("adaptive"))
         r.adaptive = snip::adaptive_options_from_json(run.spec.train_config["adaptive"],
                                                       "run " + std::to_string(run.id) + " (adaptive settings)");

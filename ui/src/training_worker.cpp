@@ -103,7 +103,7 @@ void TrainingWorker::run(const TrainRequest& request) {
     const snip::RecordedRun run = snip::open_recorded_run(*store, *trainer, description, adaptive, resume_from);
     run_id = run.id;
     // A resumed run's chart starts with the steps it already has (up to the checkpoint).
-    live_->reset(run_id, run.resumed ? store->metrics(run_id) : std::vector<snip::MetricRow>{});
+    live_->reset(run_id, run.resumed ? store->metrics(run_id) : std::vector<snip::MetricRow>{}, store->path());
 
     snip::RecordedTrainingOptions options;
     options.save_every = request.save_every;
@@ -187,6 +187,7 @@ void TrainingWorker::run(const TrainRequest& request) {
     // RecordedTraining marked the run failed; the last saved checkpoint is kept as it is.
     emit run_ended(run_id, QStringLiteral("failed"), QString::fromStdString(e.what()), {});
   }
+  if (run_id != 0) live_->end();  // after the store has the run's final status
   trainer.reset();
   store.reset();
   busy_.store(false);

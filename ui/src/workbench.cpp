@@ -121,7 +121,7 @@ bool Workbench::import_statistics_or_costs(const QString& path) {
   try {
     // snip::read_file, never a raw QFile: it refuses the database this process has open, whose
     // SQLite locks a raw open and close would drop (files_in_use.h).
-    const std::string text = snip::read_file(path.toStdString());
+    const std::string text(snip::without_utf8_bom(snip::read_file(path.toStdString())));
     const std::string source = QFileInfo(path).fileName().toStdString();
     const bool json =
         !text.empty() &&

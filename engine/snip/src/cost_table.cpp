@@ -99,7 +99,7 @@ double parse_number(const std::string& s, const std::string& where, const char* 
 }  // namespace
 
 CostTable cost_table_from_csv(const std::string& text, const std::string& source) {
-  std::istringstream in(text);
+  std::istringstream in{std::string(without_utf8_bom(text))};
   std::string line;
   int line_no = 0;
   std::map<std::string, int> col;

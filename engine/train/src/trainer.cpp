@@ -234,6 +234,11 @@ StepMetrics Trainer::step() {
   const DataPosition start = train_loader_->position();
   try {
     for (int a = 0; a < config_.grad_accum; ++a) {
+      if (a > 0 && interrupt_ && interrupt_()) {
+        train_loader_->seek(start);
+        m.zero_grads();
+        throw StepInterrupted();
+      }
       train_loader_->next(inputs_.data(), targets_.data());
       const double loss = m.forward(inputs_.data(), targets_.data());
       if (!std::isfinite(loss)) {

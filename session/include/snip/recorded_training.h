@@ -138,6 +138,9 @@ class RecordedTraining {
   // round and its plan are stored (plan_id 0 without a store).
   std::function<bool(const StepMetrics&, const MetricRow&)> on_step;
   std::function<void(const PlanEvent&, int64_t plan_id)> on_plan;
+  // Called on the training thread between micro-batches (and between steps): true stops at once,
+  // abandoning a step in progress (the state before it is the one saved), like request_stop().
+  std::function<bool()> stop_requested;
 
   // Trains to the total step count or until stopped, saves the final checkpoint and marks the
   // run finished or interrupted. What would fail at the first evaluation fails before step 1.

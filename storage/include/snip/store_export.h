@@ -17,9 +17,14 @@ class Store;
 std::string format_utc_ms(int64_t unix_ms);
 // "3h 02m 11s", "4m 05s", "12.3s".
 std::string format_duration_ms(int64_t ms);
-// `s` with every control character escaped (\n, \r, \t, \xNN), so a stored string (a run
-// name, a path, a message) prints as one line and cannot forge rows of a table.
+// `s` with every control character escaped (\n, \r, \t, \xNN), bytes that are not UTF-8 as \xNN,
+// and the C1 controls and bidirectional marks, embeddings, overrides and isolates as \u{XXXX}, so
+// a stored string (a run name, a path, a message) prints as one line of text in its own order
+// and cannot forge or reorder rows of a table.
 std::string printable_text(std::string_view s);
+// One column of a listing: `text` (printable_text's output) cut to `width` characters with a
+// final "~", or padded with spaces to it; counted in characters, never cut inside one.
+std::string fit_column(std::string_view text, size_t width);
 // The run as JSON with its checkpoints (read from `store` when `run` came from runs(), which
 // leaves them out): what `snip runs --json` and `snip show --json` both print.
 nlohmann::json run_record_json(const Store& store, const RunInfo& run);

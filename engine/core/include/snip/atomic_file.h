@@ -29,4 +29,10 @@ std::string checked_write_target(const std::string& path);
 // Reads a whole file; throws snip::Error naming the path when it cannot.
 std::string read_file(const std::string& path);
 
+// `text` without a leading UTF-8 byte-order mark (EF BB BF, which spreadsheet programs on
+// Windows write before a CSV): every text format we read starts after it.
+inline std::string_view without_utf8_bom(std::string_view text) {
+  return text.substr(0, 3) == "\xEF\xBB\xBF" ? text.substr(3) : text;
+}
+
 }  // namespace snip

@@ -61,6 +61,13 @@ struct StepMetrics {
   int64_t tokens_seen = 0;
 };
 
+// Thrown by Trainer::step when its interrupt asked it to stop between two micro-batches: the
+// step was abandoned and the trainer is as it was before it (weights, moments, data position).
+class StepInterrupted : public std::exception {
+ public:
+  const char* what() const noexcept override { return "the step was abandoned between two micro-batches"; }
+};
+
 class Trainer {
  public:
   // A new run: weights initialized from config.seed, data loaded (bad data throws snip::Error).
@@ -89,6 +96,9 @@ class Trainer {
   // One optimizer step (all micro-batches). Non-finite loss or gradients throw snip::Error naming
   // the step and the first non-finite tensor; the weights are left as they were before the step.
   StepMetrics step();
+  // Asked between two micro-batches of a step (--grad-accum): true abandons the step (throws
+  // StepInterrupted, nothing of it applied), so a stop request never waits for a long step.
+  void set_interrupt(std::function<bool()> interrupt) { interrupt_ = std::move(interrupt); }
   // Runs steps until the total is reached, the callback returns false or stop is requested.
   // With save_every > 0 and an out_dir, writes a checkpoint every save_every steps. Returns true
   // when the run reached its total step count.
@@ -141,6 +151,7 @@ class Trainer {
   const std::vector<LinearPrecision>& precisions() const { return model_->precisions(); }
 
  private:
+  std::function<bool()> interrupt_;
   Trainer(TrainConfig config, bool init_weights);
   void apply_pending_plan();
   void resolve_and_store_plan(const Plan& plan, std::vector<LinearPrecision>* out);

@@ -1,0 +1,88 @@
+// The Monitor shows what is so at every moment: a run trained in the window is adopted once and
+// then left when the user picks another (never forced back), a finished run is not "training",
+// the run list follows the live step, and another database shows none of the old one's curves.
+#include <gtest/gtest.h>
+
+#include <QComboBox>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "main_window.h"
+#include "monitor_view.h"
+#include "qt_wait.h"
+#include "run_view.h"
+#include "snip/model_config.h"
+#include "snip/store.h"
+#include "test_window.h"
+#include "workbench.h"
+
+using namespace snip::ui;
+using snip_test::wait_for;
+
+namespace {
+
+// A stored, finished run of 200 steps (test data).
+int64_t stored_run(const QString& db, const std::string& name) {
+  snip::Store store(db.toStdString());
+  snip::RunSpec spec;
+  spec.name = name;
+  spec.dims = snip::preset_config("tiny").dims();
+  spec.method = "uniform-bf16";
+  const int64_t id = store.create_run(spec);
+  std::vector<snip::MetricRow> rows;
+  for (int s = 1; s <= 200; ++s)
+    rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
+  store.append_metrics(id, rows);
+  store.set_run_status(id, snip::RunStatus::finished);
+  return id;
+}
+
+TEST(MonitorTruth, ALiveRunIsAdoptedOnceEndsFinishedAndANewDatabaseShowsNoneOfIt) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  const QString db = dir.filePath("workbench.db");
+  const int64_t old_run = stored_run(db, "older");
+  auto w = snip_test::open_test_window(db);
+  MonitorView* mv = w->monitor_view();
+  RunView* rv = w->run_view();
+  rv->preset_combo()->setCurrentText("tiny");
+  rv->steps_spin()->setValue(12);
+  rv->batch_spin()->setValue(2);
+  rv->seq_spin()->setValue(32);
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  QTest::mouseClick(rv->start_button(), Qt::LeftButton);
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
+  ASSERT_EQ(ended.at(0).at(1).toString(), "finished") << ended.at(0).at(2).toString().toStdString();
+  const int64_t live_run = ended.at(0).at(0).toLongLong();
+  // Adopted, then shown from the store with its final status: finished, all 12 steps.
+  ASSERT_TRUE(wait_for([&] { return mv->shown_run() == live_run && mv->train_points() == 12; }, 5000));
+  ASSERT_TRUE(wait_for([&] { return mv->summary_text().startsWith("finished"); }, 5000))
+      << mv->summary_text().toStdString();
+  EXPECT_FALSE(mv->summary_text().contains("training"));
+  const int i = mv->run_combo()->findData(qlonglong(live_run));
+  ASSERT_GE(i, 0);
+  EXPECT_TRUE(mv->run_combo()->itemText(i).contains("finished · 12 steps"))
+      << mv->run_combo()->itemText(i).toStdString();
+  // The user picks the older run: it stays shown through many refresh ticks and a data change.
+  const int old_index = mv->run_combo()->findData(qlonglong(old_run));
+  ASSERT_GE(old_index, 0);
+  mv->run_combo()->setCurrentIndex(old_index);
+  emit mv->run_combo()->activated(old_index);
+  ASSERT_EQ(mv->shown_run(), old_run);
+  w->workbench()->poll_now();
+  for (int k = 0; k < 5; ++k) QTest::qWait(120);  // more than the 100 ms live timer, five times
+  EXPECT_EQ(mv->shown_run(), old_run);
+  EXPECT_EQ(mv->train_points(), 200u);
+  // A new, empty database: none of the old database's curves or runs.
+  const QString fresh = dir.filePath("fresh.db");
+  ASSERT_TRUE(w->workbench()->open_database(fresh));
+  for (int k = 0; k < 3; ++k) QTest::qWait(120);
+  EXPECT_EQ(mv->shown_run(), 0);
+  EXPECT_EQ(mv->train_points(), 0u);
+  EXPECT_EQ(mv->run_combo()->count(), 0);
+}
+
+}  // namespace
