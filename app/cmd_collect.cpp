@@ -15,6 +15,7 @@
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/experiment_setup.h"
+#include "snip/recorded_training.h"
 #include "snip/stats_round.h"
 #include "snip/store.h"
 
@@ -34,6 +35,14 @@ double nan_to_null_guard(double v) {
 
 void run_collect(const CollectOptions& o) {
   if (!o.out.empty()) snip::checked_write_target(o.out);  // a directory or device: refused before the round
+  // The database too, before the round (a damaged or foreign file is refused at once); the round
+  // is attached to the run whose checkpoint this is, found from any working directory.
+  std::unique_ptr<snip::Store> store;
+  std::optional<int64_t> run_id;
+  if (!o.db.empty()) {
+    store = std::make_unique<snip::Store>(o.db, snip::StoreOptions{.check_integrity = true});
+    run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
+  }
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
   std::vector<int32_t> in, tgt;
   snip::StatsRoundOptions so;
@@ -52,10 +61,7 @@ void run_collect(const CollectOptions& o) {
 
   if (!o.out.empty()) snip::write_file_atomic(o.out, snip::stats_to_json(round));
   std::optional<int64_t> round_id;
-  if (!o.db.empty()) {
-    snip::Store store(o.db, {.check_integrity = true});
-    round_id = store.add_stats_round(round);
-  }
+  if (store) round_id = store->add_stats_round(round, run_id);
   snip::EstimatorOptions eo;
   eo.lambda = o.lambda;
   eo.dw_mode = dw_mode;

@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "snip/atomic_file.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/planner.h"
@@ -58,6 +59,7 @@ void print_grid(const snip::CostTable& t, const snip::PlanResult& r) {
 }
 
 void run_solve(const SolveOptions& o) {
+  if (!o.out.empty()) snip::checked_write_target(o.out);  // before the solve (up to --time-limit-ms)
   snip::EstimatorOptions est;
   est.lambda = o.lambda;
   est.normalize = !o.no_normalize;

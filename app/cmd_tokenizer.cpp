@@ -60,6 +60,7 @@ void run_tokenizer_train(const TokenizerTrainOptions& o) {
 }
 
 void run_tokenizer_encode(const TokenizerEncodeOptions& o) {
+  snip::checked_write_target(o.out);  // before reading and encoding the whole corpus
   const auto t0 = std::chrono::steady_clock::now();
   const auto tok = snip::make_tokenizer(o.model);
   const std::string text = snip::read_text_corpus(o.input);

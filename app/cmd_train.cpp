@@ -29,6 +29,7 @@
 #include "snip/model_config.h"
 #include "snip/plan.h"
 #include "snip/planner.h"
+#include "snip/recipe_name.h"
 #include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -237,9 +238,11 @@ std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
                                     ? state["config"]
                                     : nlohmann::json::object();
   snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
+  const std::optional<snip::Plan> plan =
+      o.plan.empty() ? std::nullopt : std::optional<snip::Plan>(snip::read_plan_file(o.plan));  // before the data
   auto trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
   for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (!o.plan.empty()) trainer->set_plan(snip::read_plan_file(o.plan));
+  if (plan) trainer->set_plan(*plan);
   return trainer;
 }
 
@@ -331,15 +334,21 @@ struct RunRecord {
   snip::CheckpointLock out_lock;
 };
 
-RunRecord open_run_record(const TrainOptions& o, snip::Trainer& trainer, const std::string& out,
-                          const std::optional<snip::AdaptiveOptions>& adaptive) {
+// The database and the checkpoint location, checked before the corpus is read and the model
+// allocated: a damaged database or an unusable --out is refused before any work.
+RunRecord open_run_places(const TrainOptions& o, const std::string& out) {
   RunRecord r;
   const std::string db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
   if (!o.no_db) r.store = std::make_unique<snip::Store>(db_path, snip::StoreOptions{.check_integrity = true});
   // Before step 1 and before the run is recorded: what is at --out may be replaced, and the
   // location is writable and held by this run until its last checkpoint is saved.
   r.out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
-  if (!r.store) return r;
+  return r;
+}
+
+void record_run(RunRecord& r, const TrainOptions& o, snip::Trainer& trainer, const std::string& out,
+                const std::optional<snip::AdaptiveOptions>& adaptive) {
+  if (!r.store) return;
   snip::RunDescription description;
   // A name derived from the directory is made one printable line; a given --name with a
   // control character is refused by the store.
@@ -348,7 +357,6 @@ RunRecord open_run_record(const TrainOptions& o, snip::Trainer& trainer, const s
   r.run_id = run.id;
   if (run.resumed && !o.name.empty()) r.store->set_run_name(run.id, o.name);  // --name renames the continued run
   if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)r.run_id, r.store->path().c_str());
-  return r;
 }
 
 snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, const snip::Trainer& trainer,
@@ -411,13 +419,15 @@ void run_train(const TrainOptions& o) {
   check_train_options(o);
   // From the start: a signal during set-up stops the run before its first step, recorded and resumable.
   snip::cli::StopSignals stop_signals;
+  const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
+  if (!o.resume.empty()) (void)snip::read_run_state(o.resume);  // cheap: a broken checkpoint says so first
+  RunRecord record = open_run_places(o, out);
   std::unique_ptr<snip::Trainer> trainer =
       o.resume.empty() ? std::make_unique<snip::Trainer>(new_train_config(o)) : resume_trainer(o);
-  const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
   warn_about_plan(o, *trainer);
   if (!o.json) print_run_header(*trainer, out);
   const std::optional<snip::AdaptiveOptions> adaptive = adaptive_options(o, *trainer);
-  RunRecord record = open_run_record(o, *trainer, out, adaptive);
+  record_run(record, o, *trainer, out, adaptive);
   snip::RecordedTraining training(*trainer, record.store.get(), record.run_id,
                                   recorded_training_options(o, *trainer, out, adaptive));
   int stop_status = 0;
@@ -466,6 +476,10 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
                 "--method plans every layer's precision before step 1, so --precision would never be used")
       .ignored_unless("--overwrite", {"--out"}, "it lets --out replace another run's checkpoint")
       .add([&o, r = r.get()] {
+        // Names checked before the corpus is read (they were refused only after loading it).
+        if (!o.method.empty()) (void)snip::parse_method(o.method);
+        if (r->given("--precision")) (void)snip::parse_precision(o.precision);
+        if (r->given("--recipe")) (void)snip::parse_recipe_name(o.recipe);
         if (r->given("--eval-batches") && r->given("--eval-every") && o.eval_every == 0)
           snip::cli::OptionRules::warn("--eval-batches is ignored with --eval-every 0 (no evaluation)");
         if (r->given("--recipe") && !r->given("--plan") && !r->given("--method") && !r->given("--resume") &&

@@ -13,6 +13,7 @@
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
+#include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/validate.h"
 
@@ -31,6 +32,13 @@ nlohmann::json num_or_null(double v) {
 }
 
 void run_validate(const ValidateCliOptions& o) {
+  // The database before the work (minutes with many --batches), checked like every writer's.
+  std::unique_ptr<snip::Store> store;
+  std::optional<int64_t> run_id;
+  if (!o.db.empty()) {
+    store = std::make_unique<snip::Store>(o.db, snip::StoreOptions{.check_integrity = true});
+    run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
+  }
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
   if (!o.recipe.empty()) setup.model->set_recipe(snip::Recipe::named(o.recipe));
   snip::ValidateOptions vo;
@@ -44,18 +52,17 @@ void run_validate(const ValidateCliOptions& o) {
   const snip::ValidationReport rep = snip::run_validation(setup, vo);
 
   std::optional<int64_t> id;
-  if (!o.db.empty()) {
-    snip::Store store(o.db);
-    snip::Store::Transaction tx(store);
+  if (store) {
+    snip::Store::Transaction tx(*store);
     snip::ValidationResult r;
-    r.stats_round_id = store.add_stats_round(rep.rounds.front());
+    r.stats_round_id = store->add_stats_round(rep.rounds.front(), run_id);
     r.step = rep.step;
     r.options = rep.options;
     for (const auto& c : rep.correlations)
       if (std::isfinite(c.spearman))
         r.summary["spearman." + c.predictor + "." + c.truth + "." + c.precision] = c.spearman;
     for (const auto& e : rep.entries) r.entries.push_back({e.layer, snip::precision_name(e.precision), e.values});
-    id = store.add_validation(r);
+    id = store->add_validation(r);
     tx.commit();
   }
 

@@ -170,6 +170,50 @@ TEST(Options, EveryOptionTheCommandWouldIgnoreIsAWarningOrAnError) {
   EXPECT_EQ(snip::Store(db).run(1).spec.name, "renamed");
 }
 
+// ---- inputs before the work, bounded set-up -------------------------------------------------------
+
+TEST(BeforeTheWork, EveryInputIsCheckedBeforeTheWorkStarts) {
+  TempDir dir("before");
+  const std::string db = dir / "runs.db", ck = dir / "ck", junk = dir / "junk.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --db " + db + " --out " + ck).status, 0);
+  { std::ofstream(junk) << "this is not a database, it is a note of the user's\n"; }
+  // collect: the database is refused before the round, so its --out is never written.
+  const Result c = sh(kSnip + " collect --checkpoint " + ck + " --db " + junk + " --out " + dir.file("st.json"));
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_TRUE(contains(c.out, "not a SQLite database")) << c.out;
+  EXPECT_FALSE(fs::exists(dir.path / "st.json"));
+  // validate: the same, before its statistics rounds and truth passes.
+  const Result v =
+      sh(kSnip + " validate --checkpoint " + ck + " --db " + junk + " --batches 1 --no-weight-truth --json");
+  EXPECT_EQ(v.status, 1) << v.out;
+  EXPECT_TRUE(contains(v.out, "not a SQLite database")) << v.out;
+  EXPECT_FALSE(contains(v.out, "spearman"));
+  // train: the database, the checkpoint location and the names before the corpus is read.
+  for (const std::string& bad : std::vector<std::string>{"--db " + junk, "--method bogus", "--recipe bogus"}) {
+    const Result t = sh(kSnip + " train" + kTiny + "--steps 1 --out " + dir.file("t") + " " + bad);
+    EXPECT_EQ(t.status, 1) << bad << "\n" << t.out;
+    EXPECT_FALSE(contains(t.out, "parameters")) << "the model was built first: " << t.out;
+  }
+  EXPECT_EQ(slurp(junk), "this is not a database, it is a note of the user's\n");
+  // A round collected with --db from another folder is attached to the checkpoint's run.
+  fs::create_directories(dir.path / "elsewhere");
+  const Result a = sh("cd " + dir.file("elsewhere") + " && " + kSnip + " collect --checkpoint ../ck --db " + db +
+                      " --noise-passes 1");
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_EQ(snip::Store(db).stats_rounds(1).size(), 1u);
+}
+
+TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
+  TempDir dir("fit");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --no-db --out " + ck).status, 0);
+  const Result r = sh(kSnip + " compare --checkpoint " + ck +
+                      " --no-db --jobs 100000 --replicates 100000 --steps 100000 --eval-batches 1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "job threads needs about")) << r.out;
+  EXPECT_TRUE(contains(r.out, "give fewer --jobs")) << r.out;
+}
+
 // ---- numbers and the environment ---------------------------------------------------------------
 
 TEST(Numbers, WholeNumbersWithLeadingZerosAreDecimalAndOtherNotationsRefused) {

@@ -9,9 +9,11 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "snip/blas_threads.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
@@ -201,7 +203,22 @@ void run_jobs(const std::vector<Job>& jobs, int threads, const std::function<boo
     cv.notify_one();
   };
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  // A thread the system refuses (a thread or memory limit) leaves fewer job threads, which give
+  // the same results; none at all is an error, never std::terminate with threads left running.
+  for (int t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        running -= threads - t;
+      }
+      if (pool.empty())
+        throw Error(std::string("cannot start a training thread (") + e.what() +
+                    "); free memory or raise the process limit, or give --jobs 1");
+      break;
+    }
+  }
   std::exception_ptr first_error, stopped;
   for (;;) {
     std::vector<JobDone> batch;
@@ -364,6 +381,18 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   const CompareProgress& progress = hooks.progress;
   check_compare_options(o);
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
+  {  // Bounded set-up: the job threads' trainers and every replicate's curve, refused before any work.
+    const double arms = double(o.lambdas.size() + std::max<size_t>(o.baselines.size(), 6) + 4);
+    const double trainings = arms * o.replicates;
+    const double threads = std::min<double>(o.jobs, trainings);
+    const double per_job =
+        Trainer::memory_bytes(t0->config()) + 4.0 * double(t0->data().train.size() + t0->data().val.size());
+    const double curves = trainings * double(o.steps) * 16.0;
+    check_fits_in_memory(threads * per_job + curves,
+                         "a compare of about " + std::to_string(int64_t(trainings)) + " trainings on " +
+                             std::to_string(int64_t(threads)) + " job threads",
+                         "give fewer --jobs (each holds a whole trainer), fewer --replicates or fewer --steps");
+  }
   CompareReport rep;
   rep.start_step = t0->step_count();
   rep.budget = o.budget;

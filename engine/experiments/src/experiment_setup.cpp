@@ -15,10 +15,8 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
     throw Error(dir + ": no trainer_state.json — not a training checkpoint (make one with `snip train --out DIR`)");
   ExperimentSetup s;
   s.checkpoint = dir;
-  const nlohmann::json state = read_trainer_state(dir);
+  const nlohmann::json state = read_run_state(dir);
   const std::string source = dir + "/trainer_state.json";
-  if (!state.contains("config") || !state.contains("step") || !state.contains("data"))
-    throw Error(source + ": not a snip trainer state (missing config/step/data)");
   s.config = train_config_from_json(state["config"], source);
   s.config.model = read_checkpoint_config(dir);
   try {

@@ -239,6 +239,13 @@ nlohmann::json read_trainer_state(const std::string& dir) {
   }
 }
 
+nlohmann::json read_run_state(const std::string& dir) {
+  nlohmann::json state = read_trainer_state(dir);
+  if (!state.is_object() || !state.contains("config") || !state.contains("step") || !state.contains("data"))
+    throw Error(dir + "/trainer_state.json: not a snip trainer state (missing config/step/data)");
+  return state;
+}
+
 void read_checkpoint_model(const std::string& dir, Llama& model) {
   read_model_weights(dir + "/model.safetensors", model);
 }

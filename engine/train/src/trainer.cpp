@@ -116,6 +116,16 @@ std::string Trainer::CorpusFingerprint::str() const {
   return std::to_string(tokens) + " tokens, fnv1a64 " + hex();
 }
 
+double Trainer::memory_bytes(const TrainConfig& c) {
+  const ModelConfig& mc = c.model;
+  const double BT = double(c.batch_size) * c.seq_len;
+  const double acts =
+      double(mc.num_hidden_layers) * (BT * (6.0 * mc.hidden_size + 4.0 * mc.intermediate_size) +
+                                      double(c.batch_size) * mc.num_attention_heads * double(c.seq_len) * c.seq_len) +
+      3.0 * BT * mc.vocab_size;
+  return 4.0 * (4.0 * double(mc.num_parameters()) + acts);
+}
+
 Trainer::Trainer(TrainConfig config) : Trainer(std::move(config), true) {}
 
 Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(config)) {
@@ -133,12 +143,7 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
     throw Error("validation fraction must be between 0 and 1");
   {  // refuse what cannot fit before allocating it (e.g. the tinyllama-1.1b preset, meant for planning)
     const ModelConfig& mc = config_.model;
-    const double BT = double(config_.batch_size) * config_.seq_len;
-    const double acts = double(mc.num_hidden_layers) * (BT * (6.0 * mc.hidden_size + 4.0 * mc.intermediate_size) +
-                                                        double(config_.batch_size) * mc.num_attention_heads *
-                                                            double(config_.seq_len) * config_.seq_len) +
-                        3.0 * BT * mc.vocab_size;
-    const double need = 4.0 * (4.0 * double(mc.num_parameters()) + acts);
+    const double need = memory_bytes(config_);
     const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
     if (have > 0 && need > 0.8 * have)
       throw Error("training this model needs about " + std::to_string(int64_t(need / 1e9)) + " GB (" +
@@ -388,10 +393,8 @@ std::string resume_data_path(const nlohmann::json& data, const TrainConfig& cfg,
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps, const std::string& data_path) {
   const ModelConfig model_cfg = read_checkpoint_config(dir);
-  const nlohmann::json state = read_trainer_state(dir);
+  const nlohmann::json state = read_run_state(dir);
   const std::string source = dir + "/trainer_state.json";
-  if (!state.contains("config") || !state.contains("step") || !state.contains("data"))
-    throw Error(source + ": not a snip trainer state (missing config/step/data)");
   TrainConfig cfg = train_config_from_json(state["config"], source);
   if (!(cfg.model == model_cfg))
     throw Error(dir +

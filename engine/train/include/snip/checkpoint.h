@@ -78,6 +78,9 @@ class CheckpointLock {
 // Loads the parts of a checkpoint; each throws snip::Error naming what is missing or wrong.
 ModelConfig read_checkpoint_config(const std::string& dir);
 nlohmann::json read_trainer_state(const std::string& dir);
+// The same, refusing a file that is not a snip trainer state (no config, step or data position):
+// what every reader that resumes or continues a run needs, checked before it loads anything else.
+nlohmann::json read_run_state(const std::string& dir);
 void read_checkpoint_model(const std::string& dir, Llama& model);
 void read_checkpoint_optimizer(const std::string& dir, const Llama& model, AdamW<float>& opt);
 

@@ -80,6 +80,9 @@ class Trainer {
   // from another place; its fingerprint must still match.
   static std::unique_ptr<Trainer> resume(const std::string& checkpoint_dir, int64_t total_steps = 0,
                                          const std::string& data_path = "");
+  // The memory one trainer of `config` needs (weights, gradients, AdamW moments, activations),
+  // in bytes: what the constructor refuses when it cannot fit, and what a compare multiplies.
+  static double memory_bytes(const TrainConfig& config);
 
   // Returning false from the callback cancels the run after that step.
   using Callback = std::function<bool(const StepMetrics&)>;
