@@ -70,7 +70,8 @@ nlohmann::json compare_row_json(const Row& r, const ArmStatistics& s, bool snip_
                       {"gap_val_bf16", num_or_null(r.gap_val_bf16)},
                       {"same_plan_as", r.same_plan_as},
                       {"snip_reference", snip_reference},
-                      {"replicates", s.train.gaps.size()}};
+                      {"replicates", s.train.asked},
+                      {"replicates_finished", s.train.finished}};
   if constexpr (requires { r.control; }) j["control"] = r.control;  // version-3 compares had control arms
   put_gap_stats(j, s.train, "train", "");
   put_gap_stats(j, s.val, "val", "_val");
@@ -79,6 +80,7 @@ nlohmann::json compare_row_json(const Row& r, const ArmStatistics& s, bool snip_
 
 // "+0.0123 ± 0.0045", or "+0.0123" without an interval.
 inline std::string mean_pm(const Interval& iv) {
+  if (!iv.has_data()) return "—";  // nothing finished
   char buf[64];
   if (iv.has_interval())
     std::snprintf(buf, sizeof buf, "%+.4f ± %.4f", iv.mean, iv.ci95);
@@ -103,13 +105,20 @@ void print_compare_rows(const Rows& rows, const std::vector<ArmStatistics>& stat
     const auto& r = rows[i];
     const ArmStatistics& s = stats[i];
     auto diff = [&](const GapStats& g) { return g.diff_vs_snip ? mean_pm(*g.diff_vs_snip) : std::string("—"); };
-    auto verdict = [&](const GapStats& g) { return g.verdict ? std::string(verdict_name(*g.verdict)) : "reference"; };
+    auto verdict = [&](const GapStats& g) {
+      if (!g.verdict) return std::string("reference");
+      if (*g.verdict == Verdict::incomplete)
+        return "incomplete " + std::to_string(g.finished) + "/" + std::to_string(g.asked);
+      return std::string(verdict_name(*g.verdict));
+    };
     std::string extra;
     if (!r.same_plan_as.empty()) extra = "  (same plan as " + r.same_plan_as + ")";
     if constexpr (requires { r.control; })
       if (r.control) extra += "  (control)";
-    std::printf("  %s %6.3f %9.4f  %s%s%s%s%s%s%s\n", pad(r.method.substr(0, 24), 24).c_str(), r.achieved_fraction,
-                r.train_loss_last, pad(mean_pm(s.train.gap), 18).c_str(), pad(diff(s.train), 18).c_str(),
+    char train[32] = "        —";  // an arm without a finished training has no loss yet
+    if (std::isfinite(r.train_loss_last)) std::snprintf(train, sizeof train, "%9.4f", r.train_loss_last);
+    std::printf("  %s %6.3f %s  %s%s%s%s%s%s%s\n", pad(r.method.substr(0, 24), 24).c_str(), r.achieved_fraction, train,
+                pad(mean_pm(s.train.gap), 18).c_str(), pad(diff(s.train), 18).c_str(),
                 pad(i == snip_row ? "reference" : verdict(s.train), 18).c_str(), pad(mean_pm(s.val.gap), 18).c_str(),
                 pad(diff(s.val), 18).c_str(), (i == snip_row ? std::string("reference") : verdict(s.val)).c_str(),
                 extra.c_str());
@@ -120,11 +129,19 @@ void print_compare_rows(const Rows& rows, const std::vector<ArmStatistics>& stat
 // itself can be told from BF16.
 template <class Rows>
 void print_compare_notes(const Rows& rows, const std::vector<ArmStatistics>& stats, size_t snip_row) {
-  const size_t k = stats.empty() ? 0 : stats.front().train.gaps.size();
+  const size_t k = stats.empty() ? 0 : size_t(stats.front().train.asked);
   std::printf(
       "%zu replicate%s per arm, paired by replicate; ± is the 95%% Student-t half-width; verdicts compare "
       "each arm with %s (worse/better: the paired interval lies above/below 0)\n",
       k, k == 1 ? "" : "s", rows[snip_row].method.c_str());
+  int finished = 0, asked = 0;
+  for (size_t i = 0; i < stats.size(); ++i)
+    if (rows[i].same_plan_as.empty()) finished += stats[i].train.finished, asked += stats[i].train.asked;
+  if (finished < asked)
+    std::printf(
+        "incomplete: %d of %d trainings finished; the table shows what finished, and an arm whose replicates (or "
+        "its references') have not all finished has no verdict (\"incomplete k/K\") and no conclusion is drawn\n",
+        finished, asked);
   if (k < 2)
     std::printf(
         "one replicate: no interval can be computed, so every verdict is \"indistinguishable\" "

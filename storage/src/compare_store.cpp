@@ -2,6 +2,7 @@
 // experiment in `compares`, one per arm in `compare_rows` with the arm's train-loss curve as a
 // blob of float64 values (host byte order, little-endian on every supported platform).
 #include <cstring>
+#include <limits>
 
 #include "snip/error.h"
 #include "snip/store.h"
@@ -20,7 +21,7 @@ constexpr const char* kCompareColumns =
     "c.id, c.run_id, c.stats_round_id, c.checkpoint, c.start_step, c.budget, c.recipe, c.steps, c.cooldown_steps, "
     "c.eval_batches, c.last_window, c.control_rel, c.noise_floor_train, c.noise_floor_val, c.options, c.created_ms, "
     "(SELECT COUNT(*) FROM compare_rows r WHERE r.compare_id = c.id), c.replicates, c.status, c.status_message, "
-    "c.checkpoint_fingerprint";
+    "c.checkpoint_fingerprint, (SELECT COUNT(*) FROM compare_replicates x WHERE x.compare_id = c.id)";
 
 CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
   CompareRecord c;
@@ -46,6 +47,7 @@ CompareRecord read_compare_row(const Stmt& st, const std::string& db_path) {
   c.status = parse_run_status(st.column_text(18));
   c.status_message = st.column_text(19);
   c.checkpoint_fingerprint = st.column_text(20);
+  c.stored_trainings = st.column_int64(21);
   return c;
 }
 
@@ -266,16 +268,29 @@ std::vector<CompareRecord> Store::list_compares(std::optional<int64_t> run_id) c
   return out;
 }
 
+namespace {
+
+CompareReplicateRecord unfinished_replicate() {
+  CompareReplicateRecord x;
+  x.train_loss_last = x.val_loss_plan = x.val_loss_bf16 = std::numeric_limits<double>::quiet_NaN();
+  x.finished = false;
+  return x;
+}
+
+}  // namespace
+
 std::vector<CompareRowRecord> Store::compare_rows(int64_t compare_id) const {
   auto& db = impl_->db;
   ReadTxn snapshot(db);
   const std::string where = impl_->path + ": compare " + std::to_string(compare_id);
   bool finished = true;
+  int64_t asked = 0;
   {
-    Stmt e(db, "SELECT status FROM compares WHERE id = ?");
+    Stmt e(db, "SELECT status, replicates FROM compares WHERE id = ?");
     e.bind(1, compare_id);
     if (!e.step()) throw Error(where + " does not exist (see `snip runs` or `snip show --compare`)");
     finished = e.column_text(0) == "finished";
+    asked = e.column_int64(1);
   }
   Stmt st(db,
           "SELECT position, method, lambda, seed, achieved_fp4_fraction, train_loss_last, val_loss_plan, "
@@ -312,16 +327,30 @@ std::vector<CompareRowRecord> Store::compare_rows(int64_t compare_id) const {
     const std::string at = where + " row " + std::to_string(pos) + " replicate " + std::to_string(k);
     if (pos < 0 || pos >= int64_t(out.size())) throw Error(at + ": no such row (damaged database)");
     CompareRowRecord& r = out[size_t(pos)];
-    if (k != int64_t(r.replicates.size()) + 1) {
-      if (!finished) continue;  // trained out of order before a stop: a resume fills the gap
+    if (finished && k != int64_t(r.replicates.size()) + 1)
       throw Error(at + ": replicate numbers have a gap (damaged database)");
-    }
+    if (!finished && (k < 1 || k > asked)) throw Error(at + ": no such replicate (damaged database)");
     CompareReplicateRecord x;
     x.train_loss_last = reps.column_double(2);
     x.val_loss_plan = reps.column_double(3);
     x.val_loss_bf16 = reps.column_double(4);
     x.train_curve = read_curve(reps, 5, at);
-    r.replicates.push_back(std::move(x));
+    if (finished) {
+      r.replicates.push_back(std::move(x));
+    } else {  // in replicate order, whichever finished first (trainings run in parallel)
+      r.replicates.resize(size_t(asked), unfinished_replicate());
+      r.replicates[size_t(k - 1)] = std::move(x);
+    }
+  }
+  // An unfinished compare: every arm has its K replicates, those not trained yet as placeholders
+  // (an arm that never started has all K), so what finished is shown and nothing else concluded.
+  if (!finished) {
+    for (CompareRowRecord& r : out) r.replicates.resize(size_t(asked), unfinished_replicate());
+    // A row with an earlier row's plan is not trained: it has that row's replicates.
+    for (CompareRowRecord& r : out)
+      if (!r.same_plan_as.empty())
+        for (const CompareRowRecord& o : out)
+          if (o.method == r.same_plan_as && o.same_plan_as.empty()) r.replicates = o.replicates;
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -212,6 +213,68 @@ TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "job threads needs about")) << r.out;
   EXPECT_TRUE(contains(r.out, "give fewer --jobs")) << r.out;
+}
+
+// ---- an incomplete compare -------------------------------------------------------------------------
+
+TEST(IncompleteCompare, ShowsWhatFinishedAndConcludesNothingFromWhatDidNot) {
+  TempDir dir("partial");
+  const std::string db = dir / "runs.db";
+  {
+    snip::Store store(db);
+    snip::CompareRecord c;
+    c.checkpoint = dir / "ck";
+    c.budget = 0.5;
+    c.recipe = "snip";
+    c.steps = 10;
+    c.cooldown_steps = 0;
+    c.eval_batches = 1;
+    c.last_window = 5;
+    c.replicates = 3;
+    c.status = snip::RunStatus::running;
+    for (const char* m : {"uniform-bf16", "snip \u03bb=0.1", "min-err", "uniform-fp4"}) {
+      snip::CompareRowRecord r;
+      r.method = m;
+      if (std::string(m).rfind("snip", 0) == 0) r.lambda = 0.1;
+      r.train_loss_last = r.val_loss_plan = r.val_loss_bf16 = std::numeric_limits<double>::quiet_NaN();
+      c.rows.push_back(r);
+    }
+    c.options = {{"snip_reference", "snip \u03bb=0.1"}};
+    const int64_t id = store.insert_compare(c);
+    // Stopped after five trainings, out of order (two jobs): bf16 and SNIP have all three
+    // replicates, min-err only its second, uniform FP4 none.
+    auto put = [&](int64_t pos, int64_t k, double loss) {
+      snip::CompareReplicateRecord x;
+      x.train_loss_last = loss;
+      x.val_loss_plan = loss + 0.01;
+      x.val_loss_bf16 = loss + 0.02;
+      x.train_curve = {loss + 1, loss};
+      store.add_compare_replicate(id, pos, k, x);
+    };
+    for (int k = 1; k <= 3; ++k) put(0, k, 3.0 + 0.01 * k), put(1, k, 3.1 + 0.012 * k);
+    put(2, 2, 3.3);
+    store.set_compare_status(id, snip::RunStatus::interrupted, "stopped by the test");
+  }
+  const Result text = sh(kSnip + " show --compare 1 --db " + db);
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_FALSE(contains(text.out, "nan")) << text.out;
+  EXPECT_TRUE(contains(text.out, "incomplete: 7 of 12 trainings finished")) << text.out;
+  EXPECT_TRUE(contains(text.out, "incomplete 1/3")) << text.out;  // min-err
+  EXPECT_TRUE(contains(text.out, "incomplete 0/3")) << text.out;  // uniform FP4
+  EXPECT_FALSE(contains(text.out, "precision does not matter")) << text.out;
+  const Result json = sh(kSnip + " show --compare 1 --db " + db + " --json");
+  ASSERT_EQ(json.status, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  EXPECT_EQ(j["rows"][0]["replicates_finished"], 3);
+  EXPECT_EQ(j["rows"][2]["replicates_finished"], 1);
+  EXPECT_EQ(j["rows"][2]["verdict"], "incomplete");
+  EXPECT_EQ(j["rows"][3]["verdict"], "incomplete");
+  EXPECT_TRUE(j["rows"][3]["gap_train_mean"].is_null());
+  // The finished pair of min-err is shown: its gap to BF16 at replicate 2.
+  EXPECT_NEAR(j["rows"][2]["gap_train_mean"].get<double>(), 3.3 - 3.02, 1e-12);
+  // SNIP (complete, against a complete BF16) keeps its interval.
+  EXPECT_FALSE(j["rows"][1]["gap_train_ci95"].is_null());
 }
 
 // ---- numbers and the environment ---------------------------------------------------------------

@@ -311,16 +311,22 @@ TEST(StoreCompare, ARunningCompareKeepsEachTrainingAndEndsInterruptedWhenItsProc
   EXPECT_EQ(running.checkpoint_fingerprint, c.checkpoint_fingerprint);
   EXPECT_THROW(store.claim_compare(id + 1), Error);
 
-  // replicate 2 of row 1 before its replicate 1 (parallel jobs): kept, shown once the gap fills
+  // replicate 2 of row 1 before its replicate 1 (parallel jobs): shown in its place at once, the
+  // others as placeholders (every arm of an unfinished compare has its K replicates)
   const CompareReplicateRecord x2 = sample_row(1, 5).replicates[1], x1 = sample_row(1, 5).replicates[0];
   store.add_compare_replicate(id, 1, 2, x2);
-  EXPECT_TRUE(store.compare_rows(id)[1].replicates.empty());
+  ASSERT_EQ(store.compare_rows(id)[1].replicates.size(), 3u);
+  EXPECT_FALSE(store.compare_rows(id)[1].replicates[0].finished);
+  EXPECT_EQ(store.compare_rows(id)[1].replicates[1], x2);
+  EXPECT_FALSE(store.compare_rows(id)[0].replicates[0].finished);  // an arm not started: K placeholders
+  EXPECT_EQ(store.compare_rows(id)[0].replicates.size(), 3u);
   ASSERT_EQ(store.compare_replicates(id).size(), 1u);
   EXPECT_EQ(store.compare_replicates(id)[0].replicate, 2);
   EXPECT_EQ(store.compare_replicates(id)[0].result, x2);
   store.add_compare_replicate(id, 1, 1, x1);
-  ASSERT_EQ(store.compare_rows(id)[1].replicates.size(), 2u);
+  ASSERT_EQ(store.compare_rows(id)[1].replicates.size(), 3u);
   EXPECT_EQ(store.compare_rows(id)[1].replicates[0], x1);
+  EXPECT_EQ(store.compare_rows(id)[1].replicates[1], x2);
   EXPECT_THROW(store.add_compare_replicate(id, 7, 1, x1), Error);  // no such row
 
   // a dead owner: interrupted on the next open, with the resume command

@@ -55,7 +55,9 @@ void set_arm_verdict(ReportRow& row, const snip::CompareRowRecord& r, const snip
     row.verdict = tr("SNIP reference");
     row.verdict_colour = QColor(31, 119, 180);
   } else if (train.verdict) {
-    row.verdict = verdict_text(*train.verdict, replicates);
+    row.verdict = *train.verdict == snip::Verdict::incomplete
+                      ? tr("incomplete · %1 of %2 replicates finished").arg(train.finished).arg(train.asked)
+                      : verdict_text(*train.verdict, replicates);
     row.verdict_colour = verdict_colour(*train.verdict);
   }
   if (!r.same_plan_as.empty()) row.verdict += tr(" · same plan as %1").arg(QString::fromStdString(r.same_plan_as));
@@ -65,7 +67,7 @@ void set_arm_verdict(ReportRow& row, const snip::CompareRowRecord& r, const snip
 QStringList compare_notes(const snip::CompareRecord& c, const std::vector<snip::ArmStatistics>& stats,
                           size_t snip_row) {
   QStringList notes;
-  const int k = stats.empty() ? 0 : int(stats.front().train.gaps.size());
+  const int k = stats.empty() ? 0 : stats.front().train.asked;
   const QString snip_name = QString::fromStdString(c.rows[snip_row].method).toHtmlEscaped();
   notes << tr("<b>Compare #%1</b>: %2 steps per arm from step %3%4, ρ %5, recipe %6; %7 per arm, paired by "
               "replicate; ± is the 95% Student-t half-width; verdicts compare each arm's train loss with %8.")
@@ -77,6 +79,16 @@ QStringList compare_notes(const snip::CompareRecord& c, const std::vector<snip::
                .arg(QString::fromStdString(c.recipe).toHtmlEscaped())
                .arg(k == 1 ? tr("1 replicate") : tr("%1 replicates").arg(k))
                .arg(snip_name);
+  int finished = 0, asked = 0;
+  for (size_t i = 0; i < stats.size(); ++i)
+    if (c.rows[i].same_plan_as.empty()) finished += stats[i].train.finished, asked += stats[i].train.asked;
+  if (finished < asked)
+    notes << tr("<b>Incomplete</b> (%1): %2 of %3 trainings finished. The table shows what finished; an arm whose "
+                "replicates (or its references') have not all finished has no verdict, and no conclusion is drawn "
+                "from it.")
+                 .arg(QString::fromLatin1(snip::run_status_name(c.status)))
+                 .arg(finished)
+                 .arg(asked);
   if (k < 2)
     notes << tr(
         "No interval (1 replicate): every verdict is “indistinguishable”; run the compare with 3 or more "
@@ -178,7 +190,7 @@ void add_compare(const snip::CompareRecord& c, bool prefix_bars, CompareModel& m
   const size_t bf16_row = snip::find_bf16_row(c.rows), snip_row = snip::find_snip_row(c.rows, c.options);
   const std::vector<snip::ArmStatistics> stats = snip::compare_row_statistics(c.rows, bf16_row, snip_row);
   m.notes << compare_notes(c, stats, snip_row);
-  const int k = int(stats.front().train.gaps.size());
+  const int k = stats.front().train.asked;
   const int window = int(std::min<int64_t>(c.steps, std::max<int64_t>(1, c.last_window)));
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const snip::CompareRowRecord& r = c.rows[i];
@@ -209,14 +221,28 @@ void add_compare(const snip::CompareRecord& c, bool prefix_bars, CompareModel& m
     if (!r.control)
       m.gap_bars.push_back(GapBar{prefix_bars ? tr("#%1 %2").arg(c.id).arg(row.method) : row.method, row.colour,
                                   st.train.gap, st.val.gap, i == snip_row});
-    if (!r.same_plan_as.empty() || r.train_curve.empty()) continue;  // the same curve is drawn once
+    if (!r.same_plan_as.empty()) continue;  // the same curve is drawn once
+    // An unfinished compare's arm has no mean curve yet: the mean of its finished replicates'.
+    std::vector<double> mean_curve = r.train_curve;
+    if (mean_curve.empty()) {
+      int n = 0;
+      for (const snip::CompareReplicateRecord& x : r.replicates) {
+        if (!x.finished || x.train_curve.empty()) continue;
+        if (mean_curve.empty()) mean_curve.assign(x.train_curve.size(), 0.0);
+        if (x.train_curve.size() != mean_curve.size()) continue;
+        for (size_t s = 0; s < mean_curve.size(); ++s) mean_curve[s] += x.train_curve[s];
+        ++n;
+      }
+      for (double& v : mean_curve) v /= std::max(n, 1);
+    }
+    if (mean_curve.empty()) continue;  // nothing finished: nothing to draw
     auto to_points = [&](const std::vector<double>& losses) {
       std::vector<QPointF> points;
       points.reserve(losses.size());
       for (size_t s = 0; s < losses.size(); ++s) points.emplace_back(double(c.start_step + int64_t(s) + 1), losses[s]);
       return points;
     };
-    Curve curve{tr("#%1 %2").arg(c.id).arg(row.method), to_points(r.train_curve), row.colour, {}};
+    Curve curve{tr("#%1 %2").arg(c.id).arg(row.method), to_points(mean_curve), row.colour, {}};
     for (const snip::CompareReplicateRecord& x : r.replicates)
       if (!x.train_curve.empty()) curve.replicates.push_back(to_points(x.train_curve));
     m.curves.push_back(std::move(curve));
@@ -298,12 +324,14 @@ QColor verdict_colour(snip::Verdict v) {
       return QColor(200, 60, 40);
     case snip::Verdict::indistinguishable:
       return QColor(120, 120, 120);
+    case snip::Verdict::incomplete:
+      return QColor(160, 130, 40);
   }
   return {};
 }
 
 QString mean_pm(const snip::Interval& iv) {
-  if (!std::isfinite(iv.mean)) return QStringLiteral("—");
+  if (!iv.has_data() || !std::isfinite(iv.mean)) return QStringLiteral("—");
   return iv.has_interval() && std::isfinite(iv.ci95) ? QString::asprintf("%+.4f ± %.4f", iv.mean, iv.ci95)
                                                      : QString::asprintf("%+.4f", iv.mean);
 }

@@ -367,6 +367,7 @@ void CompareView::refresh_lists() {
   run_list_->clear();
   compare_list_->clear();
   run_state_.clear();
+  compare_state_.clear();
   auto add_item = [](QListWidget* list, const QString& text, int64_t id, bool on) {
     auto* item = new QListWidgetItem(text, list);
     item->setData(Qt::UserRole, qlonglong(id));
@@ -388,8 +389,11 @@ void CompareView::refresh_lists() {
                  r.id, checked_runs.count(r.id));
         run_state_[r.id] = QStringLiteral("%1:%2").arg(int(r.status)).arg(r.last_step);
       }
-      for (const snip::CompareRecord& c : store->list_compares())
+      for (const snip::CompareRecord& c : store->list_compares()) {
         add_item(compare_list_, compare_label(c) + compare_status_suffix(c), c.id, checked_compares.count(c.id));
+        // A running compare's table changes with every training it stores: part of what is shown.
+        compare_state_[c.id] = QStringLiteral("%1:%2").arg(int(c.status)).arg(c.stored_trainings);
+      }
     } catch (const std::exception& e) {
       workbench_->report(MessageLevel::error,
                          tr("Reading plans, runs and compare experiments failed: %1").arg(error_text(e)));
@@ -406,7 +410,10 @@ QString CompareView::selection_key() const {
     const auto it = run_state_.find(id);
     key += QStringLiteral("r%1=%2,").arg(id).arg(it == run_state_.end() ? QString() : it->second);
   }
-  for (int64_t id : checked(compare_list_)) key += QStringLiteral("c%1,").arg(id);
+  for (int64_t id : checked(compare_list_)) {
+    const auto it = compare_state_.find(id);
+    key += QStringLiteral("c%1=%2,").arg(id).arg(it == compare_state_.end() ? QString() : it->second);
+  }
   return key;
 }
 

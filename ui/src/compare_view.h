@@ -160,8 +160,9 @@ class CompareView : public QWidget {
   // What the shown table was built from; a data change that leaves it equal skips the rebuild
   // (the 1.5 s poll during training must not re-read every checked run).
   QString built_from_;
-  std::map<int64_t, QString> run_state_;  // run id -> "status:last_step" from the last refresh
-  bool stale_ = false;                    // data changed while hidden
+  std::map<int64_t, QString> run_state_;      // run id -> "status:last_step" from the last refresh
+  std::map<int64_t, QString> compare_state_;  // compare id -> "status:stored trainings"
+  bool stale_ = false;                        // data changed while hidden
 };
 
 }  // namespace snip::ui

@@ -19,6 +19,8 @@ const char* verdict_name(Verdict v) {
       return "worse";
     case Verdict::indistinguishable:
       return "indistinguishable";
+    case Verdict::incomplete:
+      return "incomplete";
   }
   return "?";
 }
@@ -69,7 +71,20 @@ Verdict verdict_of(const Interval& diff) {
   return Verdict::indistinguishable;
 }
 
-std::vector<GapStats> arm_statistics(const std::vector<Replicates>& arms, size_t bf16, size_t snip) {
+namespace {
+
+// Mean ± half-width of what finished; no values: n = 0 and NaN (nothing to show).
+Interval mean_ci95_or_none(const std::vector<double>& values) {
+  if (!values.empty()) return mean_ci95(values);
+  Interval iv;
+  iv.mean = iv.sd = iv.ci95 = std::numeric_limits<double>::quiet_NaN();
+  return iv;
+}
+
+}  // namespace
+
+std::vector<GapStats> arm_statistics(const std::vector<Replicates>& arms, size_t bf16, size_t snip,
+                                     const std::vector<Finished>& finished) {
   if (bf16 >= arms.size() || snip >= arms.size())
     throw Error("arm statistics: the BF16 or SNIP reference arm index is out of range");
   const size_t k = arms[bf16].size();
@@ -78,22 +93,41 @@ std::vector<GapStats> arm_statistics(const std::vector<Replicates>& arms, size_t
     if (arms[a].size() != k)
       throw Error("arm statistics: arm " + std::to_string(a) + " has " + std::to_string(arms[a].size()) +
                   " replicates, the BF16 arm " + std::to_string(k) + " (every arm needs the same replicates)");
+  if (!finished.empty() && finished.size() != arms.size())
+    throw Error("arm statistics: a finished mask for " + std::to_string(finished.size()) + " of " +
+                std::to_string(arms.size()) + " arms");
+  auto done = [&](size_t a, size_t r) { return finished.empty() || (r < finished[a].size() && finished[a][r]); };
+  auto complete = [&](size_t a) {
+    for (size_t r = 0; r < k; ++r)
+      if (!done(a, r)) return false;
+    return true;
+  };
+  // a_r − b_r over the replicates finished on both sides.
+  auto pairs = [&](size_t a, size_t b) {
+    std::vector<double> d;
+    for (size_t r = 0; r < k; ++r)
+      if (done(a, r) && done(b, r)) d.push_back(arms[a][r] - arms[b][r]);
+    return d;
+  };
   std::vector<GapStats> out(arms.size());
   for (size_t a = 0; a < arms.size(); ++a) {
     GapStats& s = out[a];
-    s.gaps = paired_differences(arms[a], arms[bf16]);
-    s.gap = mean_ci95(s.gaps);
+    s.asked = int(k);
+    for (size_t r = 0; r < k; ++r) s.finished += done(a, r);
+    s.gaps = pairs(a, bf16);
+    s.gap = mean_ci95_or_none(s.gaps);
     if (a == snip) continue;
-    s.diff_vs_snip = mean_ci95(paired_differences(arms[a], arms[snip]));
-    s.verdict = verdict_of(*s.diff_vs_snip);
+    s.diff_vs_snip = mean_ci95_or_none(pairs(a, snip));
+    s.verdict = complete(a) && complete(snip) && complete(bf16) ? verdict_of(*s.diff_vs_snip) : Verdict::incomplete;
   }
   return out;
 }
 
 std::vector<ArmStatistics> compare_statistics(const std::vector<Replicates>& train, const std::vector<Replicates>& val,
-                                              size_t bf16, size_t snip) {
+                                              size_t bf16, size_t snip, const std::vector<Finished>& finished) {
   if (train.size() != val.size()) throw Error("compare statistics: train and validation losses of different arms");
-  const std::vector<GapStats> t = arm_statistics(train, bf16, snip), v = arm_statistics(val, bf16, snip);
+  const std::vector<GapStats> t = arm_statistics(train, bf16, snip, finished),
+                              v = arm_statistics(val, bf16, snip, finished);
   std::vector<ArmStatistics> out(t.size());
   for (size_t a = 0; a < t.size(); ++a) out[a] = {t[a], v[a]};
   return out;

@@ -154,8 +154,9 @@ class Store {
   int64_t insert_compare(const CompareRecord& compare);
   // Newest first, without rows (row_count says how many); only those of run_id when given.
   std::vector<CompareRecord> list_compares(std::optional<int64_t> run_id = std::nullopt) const;
-  // Report order; throws when missing. The replicates of an unfinished compare's arm are those
-  // stored before its first missing one (compare_replicates has them all).
+  // Report order; throws when missing. An unfinished compare's arms have all K replicates in
+  // replicate order, those not trained yet as placeholders (CompareReplicateRecord::finished
+  // false, NaN losses); a row with an earlier row's plan has that row's.
   std::vector<CompareRowRecord> compare_rows(int64_t compare_id) const;
   CompareRecord compare(int64_t compare_id) const;  // with rows; throws when missing
   void delete_compare(int64_t compare_id);          // with its rows (plans stay)

@@ -156,6 +156,9 @@ struct CompareReplicateRecord {
   double val_loss_plan = 0.0;       // after the LR cooldown, forward under the plan
   double val_loss_bf16 = 0.0;       // after the LR cooldown, forward in BF16
   std::vector<double> train_curve;  // train loss of each step
+  // false: a placeholder for a training of an unfinished compare that has not run (its losses
+  // are NaN); compare_rows gives such a compare every arm's K replicates in replicate order.
+  bool finished = true;
   bool operator==(const CompareReplicateRecord&) const = default;
 };
 
@@ -220,6 +223,7 @@ struct CompareRecord {
   nlohmann::json options = nlohmann::json::object();  // anything else (seeds, λ list, ...)
   int64_t created_ms = 0;                             // set by the store
   int64_t row_count = 0;                              // set by the store (list_compares leaves rows empty)
+  int64_t stored_trainings = 0;                       // set by the store: (arm, replicate) trainings stored
   std::vector<CompareRowRecord> rows;
 };
 

@@ -16,19 +16,39 @@
 
 namespace snip {
 
-// Every arm's statistics from its replicates. A row without replicates (stored before schema
+// Whether a replicate has finished: a stored one of an unfinished compare may be a placeholder
+// for a training that has not run (CompareReplicateRecord::finished); one just trained has.
+template <class Replicate>
+bool replicate_finished(const Replicate& x) {
+  if constexpr (requires { x.finished; })
+    return x.finished;
+  else
+    return true;
+}
+
+// Every arm's statistics from its replicates; what has not finished is left out (paired_stats.h:
+// no data, and an `incomplete` verdict). A row without replicates (stored before schema
 // version 4) counts as one replicate of its own values.
 template <class Rows>
 std::vector<ArmStatistics> compare_row_statistics(const Rows& rows, size_t bf16_row, size_t snip_row) {
   std::vector<Replicates> train, val;
+  std::vector<Finished> finished;
   for (const auto& r : rows) {
     Replicates t, v;
-    for (const auto& x : r.replicates) t.push_back(x.train_loss_last), v.push_back(x.val_loss_plan);
-    if (r.replicates.empty()) t = {r.train_loss_last}, v = {r.val_loss_plan};
+    Finished f;
+    for (const auto& x : r.replicates)
+      t.push_back(x.train_loss_last), v.push_back(x.val_loss_plan), f.push_back(replicate_finished(x));
+    if (r.replicates.empty()) t = {r.train_loss_last}, v = {r.val_loss_plan}, f = {true};
     train.push_back(std::move(t));
     val.push_back(std::move(v));
+    finished.push_back(std::move(f));
   }
-  return compare_statistics(train, val, bf16_row, snip_row);
+  return compare_statistics(train, val, bf16_row, snip_row, finished);
+}
+
+// Whether every replicate of the arm and of the BF16 arm finished (all its pairs are there).
+inline bool arm_complete(const ArmStatistics& s) {
+  return s.train.finished == s.train.asked && int(s.train.gaps.size()) == s.train.asked;
 }
 
 // The uniform-BF16 row (the zero of the gaps) and the SNIP reference row of a stored table: the
@@ -60,7 +80,7 @@ struct Regret {
 template <class Rows>
 std::optional<Regret> oracle_regret(const Rows& rows, const std::vector<ArmStatistics>& stats, size_t snip_row) {
   for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].method == "oracle")
+    if (rows[i].method == "oracle" && arm_complete(stats[i]) && arm_complete(stats[snip_row]))
       return Regret{mean_ci95(paired_differences(stats[snip_row].train.gaps, stats[i].train.gaps)),
                     mean_ci95(paired_differences(stats[snip_row].val.gaps, stats[i].val.gaps))};
   return std::nullopt;
@@ -75,7 +95,8 @@ inline constexpr const char* kPrecisionDoesNotMatter =
 // intervals contain 0; with one replicate there is no interval, so they cannot be told apart
 // either).
 inline bool precision_does_not_matter(const ArmStatistics& uniform_fp4) {
-  return verdict_of(uniform_fp4.train.gap) == Verdict::indistinguishable &&
+  return arm_complete(uniform_fp4) &&  // never before uniform FP4 (and BF16) have run
+         verdict_of(uniform_fp4.train.gap) == Verdict::indistinguishable &&
          verdict_of(uniform_fp4.val.gap) == Verdict::indistinguishable;
 }
 
