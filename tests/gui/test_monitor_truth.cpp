@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <QComboBox>
+#include <QDialog>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextBrowser>
 
 #include "main_window.h"
 #include "monitor_view.h"
@@ -83,6 +85,38 @@ TEST(MonitorTruth, ALiveRunIsAdoptedOnceEndsFinishedAndANewDatabaseShowsNoneOfIt
   EXPECT_EQ(mv->shown_run(), 0);
   EXPECT_EQ(mv->train_points(), 0u);
   EXPECT_EQ(mv->run_combo()->count(), 0);
+}
+
+TEST(WindowTruth, TheQuickStartOfferOnAnEmptyDatabaseIsWholeAtOnce) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto w = snip_test::open_test_window(dir.filePath("empty.db"));
+  QCoreApplication::processEvents();
+  ASSERT_TRUE(w->message_bar()->isVisible());
+  const QPushButton* offer = nullptr;
+  for (const QPushButton* b : w->message_bar()->findChildren<QPushButton*>())
+    if (b->text() == "Quick start" && b->isVisible()) offer = b;
+  ASSERT_NE(offer, nullptr) << w->message_text().toStdString();
+  // Laid out inside the bar without a resize: wholly visible.
+  const QRect inside = offer->geometry();
+  EXPECT_GE(inside.left(), 0);
+  EXPECT_LE(inside.right(), w->message_bar()->width());
+  EXPECT_GT(inside.width(), 0);
+  EXPECT_LE(inside.bottom(), w->message_bar()->height());
+}
+
+TEST(WindowTruth, HelpShowsTheReadmeInTheApplication) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto w = snip_test::open_test_window(dir.filePath("w.db"));
+  w->show_documentation();  // what F1 runs
+  QCoreApplication::processEvents();
+  ASSERT_NE(w->documentation_window(), nullptr) << w->message_text().toStdString();
+  EXPECT_TRUE(w->documentation_window()->isVisible());
+  const auto* browser = w->documentation_window()->findChild<QTextBrowser*>("documentation");
+  ASSERT_NE(browser, nullptr);
+  EXPECT_TRUE(browser->toPlainText().contains("SNIP Workbench"));
+  EXPECT_GT(browser->toPlainText().size(), 1000);
 }
 
 }  // namespace

@@ -487,9 +487,9 @@ TEST_F(UsabilityTest, TheRunFormIsRememberedBetweenLaunches) {
   w->close();
 }
 
-// ---- 8. the message bar moves nothing; 1024×700 ---------------------------------------------
+// ---- 8. the message bar moves nothing and covers nothing; 1024×700 -------------------------------
 
-TEST_F(UsabilityTest, MessageBarFloatsAndMovesNothing) {
+TEST_F(UsabilityTest, MessageBarMovesNothingAndCoversNothing) {
   const QString db = dir_.filePath("w.db");
   seed_database(db, "tiny", "r", 5);
   auto w = open_window(db, {1024, 700});
@@ -497,22 +497,38 @@ TEST_F(UsabilityTest, MessageBarFloatsAndMovesNothing) {
   w->show_view("run");
   const QRect tabs_before = w->tabs()->geometry();
   const QPoint button_before = w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0));
-  w->show_message(MessageLevel::warning, "A long warning that wraps: " + QString("word ").repeated(60));
+  const QString long_text = "A long warning that wraps: " + QString("word ").repeated(60);
+  w->show_message(MessageLevel::warning, long_text);
   QCoreApplication::processEvents();
   ASSERT_TRUE(w->message_bar()->isVisible());
   EXPECT_EQ(w->tabs()->geometry(), tabs_before);
   EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
-  const QRect bar = w->message_bar()->geometry();
-  EXPECT_EQ(bar.bottom(), w->centralWidget()->height() - 1);  // on the bottom edge, whole width
+  // Below the views, the whole width: no control under it.
+  const QRect bar(w->message_bar()->mapTo(w.get(), QPoint(0, 0)), w->message_bar()->size());
+  const QRect tabs(w->tabs()->mapTo(w.get(), QPoint(0, 0)), w->tabs()->size());
+  EXPECT_FALSE(bar.intersects(tabs)) << "bar " << bar.y() << "+" << bar.height() << ", tabs end " << tabs.bottom();
   EXPECT_EQ(bar.width(), w->centralWidget()->width());
-  // Tall enough for the whole wrapped text.
+  // The whole text is one click away (and in the tooltip).
   const QLabel* label = w->message_bar()->findChild<QLabel*>();
   ASSERT_TRUE(label);
-  EXPECT_GE(label->height(), label->heightForWidth(label->width()));
+  EXPECT_EQ(label->toolTip(), long_text);
+  bool more = false;
+  for (const QPushButton* b : w->message_bar()->findChildren<QPushButton*>())
+    more = more || (b->text() == "More…" && b->isVisible());
+  EXPECT_TRUE(more);
   ASSERT_TRUE(w->grab().save(shot_path("message-bar-1024x700")));
+  // A one-line message has no More… button; the strip's height does not change either way.
+  w->show_message(MessageLevel::warning, "short");
+  QCoreApplication::processEvents();
+  EXPECT_EQ(w->tabs()->geometry(), tabs_before);
+  bool more_now = false;
+  for (const QPushButton* b : w->message_bar()->findChildren<QPushButton*>())
+    more_now = more_now || (b->text() == "More…" && b->isVisible());
+  EXPECT_FALSE(more_now);
   w->message_bar()->hide();
   QCoreApplication::processEvents();
   EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
+  EXPECT_EQ(w->tabs()->geometry(), tabs_before);
   w->close();
 }
 

@@ -8,7 +8,7 @@
 
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDesktopServices>
+#include <QDialog>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
@@ -21,8 +21,10 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
+#include <QStyle>
 #include <QSvgGenerator>
 #include <QTabWidget>
+#include <QTextBrowser>
 #include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -98,9 +100,12 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   request_short_ui_slice();
 
   auto* central = new QWidget(this);
-  // Message bar: non-blocking, closable, floating over the bottom edge of the views (not in the
-  // layout: a bar that pushed the views down and then hid moved every button under the mouse).
-  auto* bar_frame = new QFrame(central);
+  // Message bar: non-blocking, closable, in a strip of its own under the views whose height never
+  // changes: two lines of text beside a button, whether or not a message is shown. So it never
+  // covers a control (a bar floating over the views did) and a message coming and going never
+  // moves a button under the mouse. A longer message shows its first lines and a "More…" button.
+  message_strip_ = new QWidget(central);
+  auto* bar_frame = new QFrame(message_strip_);
   bar_frame->setFrameStyle(QFrame::StyledPanel | QFrame::Raised);
   message_bar_ = bar_frame;
   message_bar_->setAutoFillBackground(true);
@@ -114,7 +119,19 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   close_button->setText(QStringLiteral("✕"));
   close_button->setAutoRaise(true);
   close_button->setToolTip(tr("Dismiss"));
+  message_more_ = new QPushButton(tr("More…"), message_bar_);
+  message_more_->setToolTip(tr("The whole message"));
+  message_more_->hide();
+  connect(message_more_, &QPushButton::clicked, this, [this] {
+    QMessageBox box(message_level_ == MessageLevel::error     ? QMessageBox::Critical
+                    : message_level_ == MessageLevel::warning ? QMessageBox::Warning
+                                                              : QMessageBox::Information,
+                    tr("SNIP Workbench"), message_label_->toolTip(), QMessageBox::Ok, this);
+    box.setTextInteractionFlags(Qt::TextSelectableByMouse);
+    box.exec();
+  });
   bar_layout->addWidget(message_label_, 1);
+  bar_layout->addWidget(message_more_);
   bar_layout->addWidget(close_button);
   message_bar_->hide();
   connect(close_button, &QToolButton::clicked, message_bar_, &QWidget::hide);
@@ -139,8 +156,17 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   central_layout->setContentsMargins(0, 0, 0, 0);
   central_layout->setSpacing(0);
   central_layout->addWidget(tabs_, 1);
+  auto* strip_layout = new QVBoxLayout(message_strip_);
+  strip_layout->setContentsMargins(0, 0, 0, 0);
+  strip_layout->addWidget(message_bar_);
+  {  // two lines of text beside a button: the strip's height whether or not a message is shown
+    QPushButton probe(tr("Quick start"));
+    const int text = 2 * message_label_->fontMetrics().lineSpacing();
+    message_strip_->setFixedHeight(std::max(probe.sizeHint().height(), text) + 8 +
+                                   2 * message_bar_->style()->pixelMetric(QStyle::PM_DefaultFrameWidth));
+  }
+  central_layout->addWidget(message_strip_);
   setCentralWidget(central);
-  central->installEventFilter(this);  // resizes re-place the floating message bar
 
   status_db_ = new QLabel(this);
   status_training_ = new QLabel(tr("idle"), this);
@@ -296,15 +322,39 @@ void MainWindow::build_menus() {
   });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
-  QAction* docs = help->addAction(tr("&Documentation (README)"), this, [this] {
-    const QString readme = readme_path();
-    if (readme.isEmpty() || !QDesktopServices::openUrl(QUrl::fromLocalFile(readme)))
-      show_message(MessageLevel::warning, readme.isEmpty() ? tr("The README was not installed with this copy")
-                                                           : tr("No program to open %1 was found").arg(readme));
-  });
+  QAction* docs = help->addAction(tr("&Documentation (README)"), this, [this] { show_documentation(); });
   docs->setShortcut(QKeySequence::HelpContents);
   help->addAction(tr("&About SNIP Workbench"), this,
                   [this] { QMessageBox::about(this, tr("About SNIP Workbench"), about_text()); });
+}
+
+void MainWindow::show_documentation() {
+  const QString readme = readme_path();
+  if (readme.isEmpty()) {
+    show_message(MessageLevel::warning, tr("The README was not installed with this copy"));
+    return;
+  }
+  // In the application: no browser or Markdown viewer is needed. Links to the other documents
+  // (docs/*.md) open in the same window; web links in the desktop's browser, where there is one.
+  if (!docs_window_) {
+    docs_window_ = new QDialog(this, Qt::Window);
+    docs_window_->setWindowTitle(tr("SNIP Workbench — documentation"));
+    docs_window_->resize(900, 700);
+    auto* browser = new QTextBrowser(docs_window_);
+    browser->setObjectName(QStringLiteral("documentation"));
+    browser->setOpenExternalLinks(true);
+    auto* back = new QPushButton(tr("Back"), docs_window_);
+    connect(back, &QPushButton::clicked, browser, &QTextBrowser::backward);
+    connect(browser, &QTextBrowser::backwardAvailable, back, &QPushButton::setEnabled);
+    back->setEnabled(false);
+    auto* layout = new QVBoxLayout(docs_window_);
+    layout->addWidget(back, 0, Qt::AlignLeft);
+    layout->addWidget(browser, 1);
+    browser->setSource(QUrl::fromLocalFile(readme), QTextDocument::MarkdownResource);
+  }
+  docs_window_->show();
+  docs_window_->raise();
+  docs_window_->activateWindow();
 }
 
 QString MainWindow::readme_path() {
@@ -326,7 +376,7 @@ QString MainWindow::about_text() const {
                 .arg(QUrl::fromLocalFile(readme).toString().toHtmlEscaped());
     if (QFileInfo(docs).isDir())
       text += tr(" · <a href=\"%1\">docs folder</a>").arg(QUrl::fromLocalFile(docs).toString().toHtmlEscaped());
-    text += tr(" (F1 opens the README)");
+    text += tr(" (F1 shows the README here)");
   }
   text += tr("<br><br>Database: %1")
               .arg(workbench_->store() ? workbench_->database_path().toHtmlEscaped() : tr("none open"));
@@ -441,8 +491,14 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
     b->deleteLater();
   }
   message_actions_.clear();
+  message_label_->setToolTip(text);
+  message_level_ = level;
+  message_more_->hide();
   message_bar_->show();
   place_message_bar();
+  // More than the strip's two lines: the whole text one click away.
+  message_more_->setVisible(message_label_->heightForWidth(std::max(1, message_label_->width())) >
+                            message_label_->height());
   if (level == MessageLevel::info)
     message_hide_timer_.start(kInfoMessageMs);
   else
@@ -450,17 +506,10 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
 }
 
 void MainWindow::place_message_bar() {
-  QWidget* central = centralWidget();
-  if (!central || !message_bar_->isVisible()) return;
-  const int w = central->width();
-  const int h = message_bar_->hasHeightForWidth() ? message_bar_->heightForWidth(w) : message_bar_->sizeHint().height();
-  message_bar_->setGeometry(0, central->height() - h, w, h);
-  message_bar_->raise();
-}
-
-bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
-  if (watched == centralWidget() && event->type() == QEvent::Resize) place_message_bar();
-  return QMainWindow::eventFilter(watched, event);
+  // In the layout: a new button or a longer text re-lays the strip at once (the offer of a quick
+  // start on an empty database showed its button only after a resize when the bar floated).
+  message_strip_->updateGeometry();
+  if (QLayout* l = message_strip_->layout()) l->activate();
 }
 
 void MainWindow::offer_quick_start_on_an_empty_database() {

@@ -14,6 +14,7 @@
 #include "training_worker.h"
 #include "workbench.h"
 
+class QDialog;
 class QHBoxLayout;
 class QLabel;
 class QPushButton;
@@ -109,7 +110,11 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
-  bool eventFilter(QObject* watched, QEvent* event) override;
+
+ public:
+  // Help › Documentation (F1): the README rendered in a window of the application.
+  void show_documentation();
+  QDialog* documentation_window() const { return docs_window_; }
 
  private:
   void build_menus();
@@ -150,6 +155,10 @@ class MainWindow : public QMainWindow {
   PlanView* plan_view_ = nullptr;
   CompareView* compare_view_ = nullptr;
   QWidget* message_bar_ = nullptr;
+  QWidget* message_strip_ = nullptr;     // the message bar's place in the layout
+  QPushButton* message_more_ = nullptr;  // "More…": the whole of a message longer than the strip
+  MessageLevel message_level_ = MessageLevel::info;
+  QDialog* docs_window_ = nullptr;  // Help › Documentation, made on first use
   QLabel* message_label_ = nullptr;
   QHBoxLayout* message_layout_ = nullptr;
   QList<QPushButton*> message_actions_;
