@@ -11,7 +11,12 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
+#include <QtCharts/QChart>
+#include <QtCharts/QLogValueAxis>
+#include <cmath>
 
+#include "curve_chart.h"
+#include "heatmap_widget.h"
 #include "main_window.h"
 #include "monitor_view.h"
 #include "qt_wait.h"
@@ -117,6 +122,57 @@ TEST(WindowTruth, HelpShowsTheReadmeInTheApplication) {
   ASSERT_NE(browser, nullptr);
   EXPECT_TRUE(browser->toPlainText().contains("SNIP Workbench"));
   EXPECT_GT(browser->toPlainText().size(), 1000);
+}
+
+TEST(WindowTruth, TheWindowFitsASmallScreen) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto w = snip_test::open_test_window(dir.filePath("w.db"));
+  const QSize least = w->minimumSizeHint().expandedTo(w->minimumSize());
+  EXPECT_LE(least.width(), 1000) << least.width() << "x" << least.height();
+  EXPECT_LE(least.height(), 600) << least.width() << "x" << least.height();
+  w->resize(1000, 600);
+  QCoreApplication::processEvents();
+  EXPECT_EQ(w->size(), QSize(1000, 600));
+}
+
+TEST(WindowTruth, ALogScaleKeepsItsAxisLabels) {
+  CurveChart chart(QStringLiteral("Loss"), QStringLiteral("nats"));
+  std::vector<QPointF> points;
+  for (int s = 1; s <= 100; ++s) points.emplace_back(s, 3.0 + 3.0 / s);  // 3.03 .. 6: no power of ten inside
+  chart.set_curves({Curve{QStringLiteral("train"), points, {}}});
+  chart.set_log_scale(true);
+  chart.redraw_now();
+  QLogValueAxis* axis = nullptr;
+  for (QAbstractAxis* a : chart.chart()->axes(Qt::Vertical)) axis = qobject_cast<QLogValueAxis*>(a);
+  ASSERT_NE(axis, nullptr);
+  // Labelled ticks are the powers of the base inside the range.
+  const double b = axis->base();
+  const int labels =
+      int(std::floor(std::log(axis->max()) / std::log(b)) - std::ceil(std::log(axis->min()) / std::log(b))) + 1;
+  EXPECT_GE(labels, 3) << "base " << b << " range " << axis->min() << ".." << axis->max();
+}
+
+TEST(WindowTruth, TheClickThatActivatesTheWindowDoesNotPinALayer) {
+  HeatmapWidget map;
+  HeatmapData d;
+  d.rows = 2;
+  d.cols = 7;
+  d.values.assign(14, 1.0);
+  map.set_data(d);
+  map.resize(400, 200);
+  map.show();
+  QSignalSpy clicked(&map, &HeatmapWidget::cell_clicked);
+  // The window comes to the front with this click (activation, then the press, no move between).
+  QApplication::setActiveWindow(&map);
+  QEvent activation(QEvent::ActivationChange);
+  QCoreApplication::sendEvent(&map, &activation);
+  if (!map.isActiveWindow()) GTEST_SKIP() << "this platform does not activate windows";
+  QTest::mouseClick(&map, Qt::LeftButton, {}, map.cell_rect(3).center());
+  EXPECT_EQ(clicked.count(), 0) << "the focusing click acted on a cell";
+  // The next click is meant.
+  QTest::mouseClick(&map, Qt::LeftButton, {}, map.cell_rect(3).center());
+  EXPECT_EQ(clicked.count(), 1);
 }
 
 }  // namespace

@@ -493,10 +493,20 @@ void CurveChart::redraw_now() {
       set_nice_range(axis, xr.lo, xr.hi > xr.lo ? xr.hi : xr.lo + 1.0);
   }
   if (!y_axes.isEmpty()) {
-    if (auto* axis = qobject_cast<QValueAxis*>(y_axes.first()))
+    if (auto* axis = qobject_cast<QValueAxis*>(y_axes.first())) {
       set_nice_range(axis, y_lo, y_hi);
-    else
+    } else if (auto* log_axis = qobject_cast<QLogValueAxis*>(y_axes.first())) {
+      // A log axis labels the powers of its base inside the range: base 10 over a decade or more,
+      // else a base that puts about four labelled ticks in the range (a loss from 3 to 6 showed
+      // no label at all with base 10).
+      const double ratio = y_hi / y_lo;
+      const bool decades = ratio >= 10.0;
+      log_axis->setBase(decades ? 10.0 : std::pow(ratio, 0.25));
+      log_axis->setMinorTickCount(decades ? -1 : 0);
+      log_axis->setRange(y_lo, y_hi);
+    } else {
       y_axes.first()->setRange(y_lo, y_hi);
+    }
   }
   replace_band_series(bands);
   bool any_points = false;

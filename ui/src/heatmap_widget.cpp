@@ -284,6 +284,7 @@ void HeatmapWidget::select_cell(int cell) {
 }
 
 void HeatmapWidget::keyPressEvent(QKeyEvent* event) {
+  focus_click_pending_ = false;
   const int cells = data_.rows * data_.cols;
   if (cells <= 0) return QWidget::keyPressEvent(event);
   const int r = selected_ < 0 ? 0 : selected_ / data_.cols, c = selected_ < 0 ? 0 : selected_ % data_.cols;
@@ -329,6 +330,7 @@ void HeatmapWidget::focusOutEvent(QFocusEvent* event) {
 }
 
 void HeatmapWidget::mouseMoveEvent(QMouseEvent* event) {
+  focus_click_pending_ = false;  // the pointer moved in an active window: the next click is meant
   const int cell = cell_at(event->position().toPoint());
   if (cell != hover_) {
     hover_ = cell;
@@ -344,11 +346,22 @@ void HeatmapWidget::mouseMoveEvent(QMouseEvent* event) {
 void HeatmapWidget::mousePressEvent(QMouseEvent* event) {
   if (event->button() != Qt::LeftButton) return;
   const int cell = cell_at(event->position().toPoint());
+  // The click that brought the window to the front only focuses it: it selects the cell but
+  // does not act on it (it pinned a layer the user had not meant to touch).
+  const bool focus_click = focus_click_pending_;
+  focus_click_pending_ = false;
   if (cell >= 0) {
     selected_ = cell;  // the keyboard goes on from the clicked cell
     update();
-    emit cell_clicked(cell);
+    if (!focus_click) emit cell_clicked(cell);
   }
+}
+
+void HeatmapWidget::changeEvent(QEvent* event) {
+  QWidget::changeEvent(event);
+  // The window became active: a press that comes before the pointer moves or a key is pressed is
+  // the click that activated it.
+  if (event->type() == QEvent::ActivationChange) focus_click_pending_ = isActiveWindow();
 }
 
 void HeatmapWidget::leaveEvent(QEvent*) {

@@ -67,6 +67,7 @@ class HeatmapWidget : public QWidget {
   void cell_selected(int cell);
 
  protected:
+  void changeEvent(QEvent* event) override;
   void paintEvent(QPaintEvent*) override;
   void mouseMoveEvent(QMouseEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
@@ -78,6 +79,7 @@ class HeatmapWidget : public QWidget {
   void focusOutEvent(QFocusEvent*) override;
 
  private:
+  bool focus_click_pending_ = false;  // the window was just activated: the next press only focuses
   struct Geometry {
     QRect grid;      // cell area
     QRect colorbar;  // colour scale

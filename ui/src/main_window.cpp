@@ -19,6 +19,7 @@
 #include <QMessageBox>
 #include <QPainter>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QStyle>
@@ -146,11 +147,20 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   sensitivity_view_ = new SensitivityView(workbench_, this);
   plan_view_ = new PlanView(workbench_, this);
   compare_view_ = new CompareView(workbench_, this);
-  tabs_->addTab(run_view_, tr("&Run"));
-  tabs_->addTab(monitor_view_, tr("&Monitor"));
-  tabs_->addTab(sensitivity_view_, tr("&Sensitivity"));
-  tabs_->addTab(plan_view_, tr("&Plan"));
-  tabs_->addTab(compare_view_, tr("&Compare"));
+  // Each view scrolls when the window is smaller than the view's minimum: the window itself can
+  // be made as small as a small screen (it could not go below 1158×682, off a 1024-wide screen).
+  auto scrolled = [this](QWidget* view) {
+    auto* area = new QScrollArea(this);
+    area->setFrameShape(QFrame::NoFrame);
+    area->setWidgetResizable(true);
+    area->setWidget(view);
+    return area;
+  };
+  tabs_->addTab(scrolled(run_view_), tr("&Run"));
+  tabs_->addTab(scrolled(monitor_view_), tr("&Monitor"));
+  tabs_->addTab(scrolled(sensitivity_view_), tr("&Sensitivity"));
+  tabs_->addTab(scrolled(plan_view_), tr("&Plan"));
+  tabs_->addTab(scrolled(compare_view_), tr("&Compare"));
 
   auto* central_layout = new QVBoxLayout(central);
   central_layout->setContentsMargins(0, 0, 0, 0);
