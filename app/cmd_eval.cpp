@@ -61,6 +61,14 @@ void run_eval(const EvalOptions& o) {
   if (o.split != "all" && o.split != "train" && o.split != "val")
     throw snip::Error("--split must be all, train or val (got \"" + o.split + "\")");
 
+  // Everything that can be refused before the corpus is read and the model allocated.
+  const snip::Recipe eval_recipe = snip::Recipe::named(recipe);
+  std::vector<std::string> warnings;
+  const std::vector<snip::LinearPrecision> precisions =
+      !o.plan.empty()
+          ? snip::resolve_plan(snip::read_plan_file(o.plan), cfg.dims(), &warnings)
+          : std::vector<snip::LinearPrecision>(size_t(snip::kLayersPerBlock * cfg.num_hidden_layers),
+                                               snip::LinearPrecision::uniform(snip::parse_precision(o.precision)));
   auto tok = snip::make_recorded_tokenizer(tokenizer, tokenizer_fingerprint, o.checkpoint);
   const snip::TokenData data = snip::load_token_data(o.data, *tok, cfg.vocab_size);
   std::vector<int32_t> stream;
@@ -69,14 +77,8 @@ void run_eval(const EvalOptions& o) {
 
   snip::Llama model(cfg, B, T);
   snip::read_checkpoint_model(o.checkpoint, model);
-  model.set_recipe(snip::Recipe::named(recipe));
-  std::vector<std::string> warnings;
-  if (!o.plan.empty()) {
-    model.set_precisions(snip::resolve_plan(snip::read_plan_file(o.plan), cfg.dims(), &warnings));
-  } else {
-    model.set_precisions(std::vector<snip::LinearPrecision>(
-        size_t(7 * cfg.num_hidden_layers), snip::LinearPrecision::uniform(snip::parse_precision(o.precision))));
-  }
+  model.set_recipe(eval_recipe);
+  model.set_precisions(precisions);
   for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
 
   snip::BatchLoader loader(&stream, B, T, 0, /*shuffle=*/false);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -99,15 +100,21 @@ void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules)
   if (!o.rounding.empty()) spec.rounding = snip::parse_rounding(o.rounding);
   check_options_used(rules, spec, format);
 
-  const std::string data = snip::read_file(o.in);
   // rows·cols·4 from the user's numbers: checked, so an overflowing --shape cannot wrap to the file size.
   const int64_t elements = snip::mul_or_throw<int64_t>(rows, cols, "--shape " + o.shape);
   const uint64_t need = uint64_t(snip::mul_or_throw<int64_t>(elements, 4, "--shape " + o.shape + " in bytes"));
-  if (data.size() != need)
-    throw snip::Error(o.in + " has " + std::to_string(data.size()) + " bytes but --shape " + o.shape + " needs " +
+  // The file's size and the memory before anything is read (reading was a third of the memory).
+  std::error_code size_ec;
+  const uintmax_t size = std::filesystem::file_size(o.in, size_ec);
+  if (!size_ec && size != need)
+    throw snip::Error(o.in + " has " + std::to_string(size) + " bytes but --shape " + o.shape + " needs " +
                       std::to_string(need) + " (rows·cols·4 bytes of raw little-endian float32); check --shape");
   snip::check_fits_in_memory(double(need) * (o.codes.empty() ? 3.0 : 3.25), "quantizing a " + o.shape + " matrix",
                              "quantize a smaller matrix");
+  const std::string data = snip::read_file(o.in);
+  if (data.size() != need)
+    throw snip::Error(o.in + " has " + std::to_string(data.size()) + " bytes but --shape " + o.shape + " needs " +
+                      std::to_string(need) + " (rows·cols·4 bytes of raw little-endian float32); check --shape");
   std::vector<float> x(static_cast<size_t>(elements)), y(static_cast<size_t>(elements));
   std::memcpy(x.data(), data.data(), data.size());
   std::vector<uint8_t> codes(o.codes.empty() ? 0 : static_cast<size_t>(elements));

@@ -171,6 +171,12 @@ void setup_sweep(CLI::App& app) {
       .between("--bf16-max", o->bf16_max, 0.0, 1.0)
       .at_least("--stages", o->stages, 1)
       .at_least("--seeds", o->seeds, 1, "the random baseline needs at least one seed per budget")
+      .add([o] {
+        if (o->seeds > 1000)  // bounded set-up: the sweep compares every budget's points pairwise
+          throw snip::Error("--seeds must be at most 1000 (got " + std::to_string(o->seeds) +
+                            "): the sweep compares each budget's points pairwise, so 1,000 seeds already take about "
+                            "a second per budget and 100,000 about ten minutes");
+      })
       .ignored_unless("--bf16-max", {"--allow-bf16"}, "it limits BF16, which only --allow-bf16 lets the planner use")
       .add([o, r = rules.get()] {
         if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))

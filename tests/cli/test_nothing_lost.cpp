@@ -213,6 +213,16 @@ TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "job threads needs about")) << r.out;
   EXPECT_TRUE(contains(r.out, "give fewer --jobs")) << r.out;
+  // A sweep of 100,000 random seeds per budget (pairwise comparisons: hours) is refused at once.
+  const Result s = sh(kSnip + " sweep --costs " + dir.file("none.csv") + " --seeds 100000");
+  EXPECT_EQ(s.status, 1) << s.out;
+  EXPECT_TRUE(contains(s.out, "--seeds must be at most 1000")) << s.out;
+  // quantize: a --shape its file does not have is refused before the file is read.
+  { std::ofstream(dir.path / "m.f32") << "12345678"; }
+  const Result q = sh(kSnip + " quantize --format e4m3 --shape 100000x100000 --in " + dir.file("m.f32") + " --out " +
+                      dir.file("q.f32"));
+  EXPECT_EQ(q.status, 1) << q.out;
+  EXPECT_TRUE(contains(q.out, "has 8 bytes but --shape 100000x100000 needs 40000000000")) << q.out;
 }
 
 // ---- an incomplete compare -------------------------------------------------------------------------
