@@ -217,6 +217,10 @@ TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
   const Result s = sh(kSnip + " sweep --costs " + dir.file("none.csv") + " --seeds 100000");
   EXPECT_EQ(s.status, 1) << s.out;
   EXPECT_TRUE(contains(s.out, "--seeds must be at most 1000")) << s.out;
+  // collect: a statistics round that cannot fit, before the corpus is read.
+  const Result c = sh(kSnip + " collect --checkpoint " + ck + " --batch-size 100000 --seq-len 64");
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_TRUE(contains(c.out, "a statistics round of this model at batch 100000x64 needs about")) << c.out;
   // quantize: a --shape its file does not have is refused before the file is read.
   { std::ofstream(dir.path / "m.f32") << "12345678"; }
   const Result q = sh(kSnip + " quantize --format e4m3 --shape 100000x100000 --in " + dir.file("m.f32") + " --out " +

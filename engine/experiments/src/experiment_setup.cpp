@@ -45,6 +45,13 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
                 " exceeds the model's max_position_embeddings " +
                 std::to_string(s.config.model.max_position_embeddings) + "; use a smaller --seq-len");
   if (!same_data) s.position = DataPosition{0, 0, s.config.seed};
+  // Bounded set-up, before the corpus is read: the trainer's own memory plus what a statistics
+  // round adds (a clean and a noisy gradient per precision, the Hessian probes' weight copies):
+  // about 24 more bytes per parameter.
+  check_fits_in_memory(Trainer::memory_bytes(s.config) + 24.0 * double(s.config.model.num_parameters()),
+                       "a statistics round of this model at batch " + std::to_string(s.config.batch_size) + "x" +
+                           std::to_string(s.config.seq_len),
+                       "use a smaller --batch-size or --seq-len");
   auto tok = make_recorded_tokenizer(s.config.tokenizer, s.config.tokenizer_fingerprint, dir);
   s.data = load_token_data(s.config.data_path, *tok, s.config.model.vocab_size, s.config.val_fraction);
   const size_t need = size_t(s.config.batch_size) * size_t(s.config.seq_len) + 1;
