@@ -549,6 +549,10 @@ TEST_F(Tmpfs, ReadOnlyMountWhileSavingACheckpointOrOpeningTheDatabase) {
   EXPECT_EQ(run_snip(resume_args(ck, db, 4), dir_ / "ro-db", &err), 1);
   EXPECT_CONTAINS(err, "error: " + db.string() + ": the database file is read-only (Read-only file system)");
   EXPECT_CONTAINS(err, "make it writable or copy it elsewhere");
+  // The commands that only read still work on it (opened read-only), and write nothing.
+  EXPECT_EQ(run_snip({"runs", "--db", db.string()}, dir_ / "ro-runs", &err), 0) << err;
+  EXPECT_EQ(run_snip({"show", "--run", "1", "--db", db.string()}, dir_ / "ro-show", &err), 0) << err;
+  EXPECT_EQ(run_snip({"export", "--run", "1", "--db", db.string()}, dir_ / "ro-export", &err), 0) << err;
   EXPECT_EQ(snapshot(ck), before);
   EXPECT_EQ(load_checkpoint(ck), 2);
   ASSERT_TRUE(remount(/*read_only=*/false));
