@@ -24,10 +24,6 @@ std::string default_db_path() {
   return snip::default_database_path();
 }
 
-std::string default_corpus_path() {
-  return std::string(SNIP_RESOURCE_DIR) + "/corpus/kjv.txt.gz";
-}
-
 std::string shell_quote(const std::string& word) {
   const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](unsigned char c) {
     return std::isalnum(c) || std::strchr("_./:=@%+,-", c) != nullptr;

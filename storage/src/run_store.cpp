@@ -334,10 +334,6 @@ void Store::claim_run(int64_t run_id, std::optional<int64_t> resume_from_step) {
   txn.commit();
 }
 
-void Store::touch_run(int64_t run_id) {
-  Stmt(impl_->db, "UPDATE runs SET heartbeat_ms = ? WHERE id = ?").bind(1, now_ms()).bind(2, run_id).run();
-}
-
 void Store::add_checkpoint(int64_t run_id, int64_t step, const std::string& path) {
   auto& db = impl_->db;
   WriteTxn txn(db);

@@ -191,10 +191,6 @@ void Workbench::report(MessageLevel level, const QString& text) {
   emit message(level, text);
 }
 
-void Workbench::set_poll_interval_ms(int ms) {
-  poll_timer_.setInterval(ms);
-}
-
 void Workbench::poll_now() {
   if (!store_) return;
   // A fingerprint of what the views show; any change (another process writing) refreshes them.

@@ -63,7 +63,6 @@ class Workbench : public QObject {
   void report(MessageLevel level, const QString& text);
 
   // Polls the database for changes made by other processes (the headless `snip` CLI).
-  void set_poll_interval_ms(int ms);
   void poll_now();
 
  signals:

@@ -187,7 +187,7 @@ void Trainer::resolve_and_store_plan(const Plan& plan, std::vector<LinearPrecisi
   const ModelDims dims = config_.model.dims();
   std::vector<std::string> warnings;
   if (plan.layers.empty()) {
-    *out = std::vector<LinearPrecision>(size_t(7 * dims.num_layers),
+    *out = std::vector<LinearPrecision>(size_t(kLayersPerBlock * dims.num_layers),
                                         LinearPrecision::uniform(parse_precision(config_.precision)));
   } else {
     *out = resolve_plan(plan, dims, &warnings);

@@ -96,8 +96,6 @@ class Store {
   // checkpoint's step), the metrics and timeline entries after that step are dropped, since
   // those steps are trained again. Throws snip::Error when a live process still owns the run.
   void claim_run(int64_t run_id, std::optional<int64_t> resume_from_step = std::nullopt);
-  // Records that this process is alive and still writing run_id.
-  void touch_run(int64_t run_id);
   void add_checkpoint(int64_t run_id, int64_t step, const std::string& path);
   std::vector<Checkpoint> checkpoints(int64_t run_id) const;
   // Deletes a run with its metrics, checkpoints, timeline and validation results; its plans

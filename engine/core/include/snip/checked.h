@@ -19,10 +19,6 @@ template <class T>
 bool checked_mul(T a, T b, T* out) {
   return !__builtin_mul_overflow(a, b, out);
 }
-template <class T>
-bool checked_add(T a, T b, T* out) {
-  return !__builtin_add_overflow(a, b, out);
-}
 
 // a·b, or snip::Error "<what> overflows (a × b)" when it does not fit in T.
 template <class T>
