@@ -62,6 +62,7 @@ struct TrainOptions {
   bool overwrite = false;  // --out may replace another run's snip checkpoint
   int64_t save_every = 0;
   bool save_every_given = false;  // else a resumed run keeps the interval its checkpoint carries
+  bool steps_given = false;       // --steps on the command line (on --resume: the new total)
   int64_t eval_every = snip::defaults::kEvalEvery;
   int eval_batches = snip::defaults::kEvalBatches;
   uint64_t seed = snip::defaults::kSeed;
@@ -238,6 +239,14 @@ std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
                                     ? state["config"]
                                     : nlohmann::json::object();
   snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
+  // --steps sets the new total: at or below the checkpoint's step there is nothing to train, and
+  // the checkpoint would be rewritten with a total below its own step.
+  if (o.steps_given && state.contains("step") && state["step"].is_number_integer() &&
+      o.steps <= state["step"].get<int64_t>())
+    throw snip::Error("--steps " + std::to_string(o.steps) + " is not beyond the checkpoint's step " +
+                      std::to_string(state["step"].get<int64_t>()) +
+                      ": --steps is the run's new total; give a larger one, or leave it out for the run's own (" +
+                      std::to_string(stored.value("steps", int64_t(0))) + ")");
   const std::optional<snip::Plan> plan =
       o.plan.empty() ? std::nullopt : std::optional<snip::Plan>(snip::read_plan_file(o.plan));  // before the data
   auto trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
@@ -353,7 +362,7 @@ void record_run(RunRecord& r, const TrainOptions& o, snip::Trainer& trainer, con
   // A name derived from the directory is made one printable line; a given --name with a
   // control character is refused by the store.
   description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
-  const snip::RecordedRun run = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume);
+  const snip::RecordedRun run = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume, out);
   r.run_id = run.id;
   if (run.resumed && !o.name.empty()) r.store->set_run_name(run.id, o.name);  // --name renames the continued run
   if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)r.run_id, r.store->path().c_str());
@@ -571,6 +580,7 @@ void setup_train(CLI::App& app) {
   snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();
     o->save_every_given = cmd->count("--save-every") > 0;
+    o->steps_given = cmd->count("--steps") > 0;
     for (const char* name : kRunDefiningOptions)
       if (cmd->count(name) > 0) o->given.push_back(name);
     run_train(*o);

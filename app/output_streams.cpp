@@ -46,9 +46,17 @@ void ignore_sigpipe() {
 
 bool output_failed() {
   const bool out = stream_failed(stdout, 0) || std::cout.fail();
-  const bool err = stream_failed(stderr, 1);
+  // stderr only carries progress and messages: a closed or full one is no reason to stop, but a
+  // reader that went away (`2>&1 | head`) is the same request as on stdout.
+  const bool err = stream_failed(stderr, 1) && g_errno[1] == EPIPE;
   return out || err;
 }
+
+namespace {
+bool stdout_failed() {
+  return stream_failed(stdout, 0) || std::cout.fail();
+}
+}  // namespace
 
 std::string output_failure() {
   if (!output_failed()) return "";
@@ -68,7 +76,7 @@ int output_failure_status() {
 int finish_stdout() {
   flush(stdout, 0);  // first: std::cout (synchronised with stdio) would flush it and lose the errno
   std::cout.flush();
-  if (!output_failed()) return 0;
+  if (!stdout_failed()) return 0;
   std::fprintf(stderr, "error: writing the output failed (%s); the output is incomplete\n", output_failure().c_str());
   return output_failure_status();
 }

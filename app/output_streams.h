@@ -17,7 +17,8 @@ namespace snip::cli {
 // Ignores SIGPIPE (write errors become EPIPE, checked here). Called once, first thing in main.
 void ignore_sigpipe();
 
-// Whether a write to stdout or stderr has failed so far. Cheap: reads stdio's error flags.
+// Whether a write to stdout has failed so far, or one to stderr because its reader went away
+// (a closed or full stderr alone is no reason to stop). Cheap: reads stdio's error flags.
 bool output_failed();
 
 // The failed stream and the reason, as a clause ("standard output: Broken pipe — its reader went

@@ -194,7 +194,8 @@ void record_file_plan(Store& store, int64_t run_id, const Plan& plan, int64_t fi
 }  // namespace
 
 RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDescription& description,
-                              const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from) {
+                              const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from,
+                              const std::string& checkpoint_dir) {
   // What is recorded is what the next step trains under: a plan handed to the resumed trainer
   // (snip train --resume ck --plan p.json) replaces the checkpoint's from the next step.
   TrainConfig cfg = trainer.config();
@@ -223,6 +224,12 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
       const bool same_total = stored.contains("steps") && stored["steps"].is_number_integer() &&
                               stored["steps"].get<int64_t>() == cfg.steps;
       if (latest > trainer.step_count() && (plan_changed || !same_total)) parent = *id;
+      if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
+        throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
+                    " with other settings starts a branch of run " + std::to_string(*id) +
+                    " (which has gone on to step " + std::to_string(latest) + "), and its checkpoints written into " +
+                    resumed_from + " would replace run " + std::to_string(*id) +
+                    "'s checkpoint there; give the branch a folder of its own with --out");
     }
     if (const std::optional<int64_t> id = parent ? std::nullopt : find_run_of_checkpoint(store, resumed_from)) {
       store.claim_run(*id, trainer.step_count());

@@ -440,6 +440,18 @@ TEST(RunIdentity, TwoResumesFromOneCheckpointMakeABranchAndLoseNoRows) {
   EXPECT_EQ(branch.spec.parent_run_id, std::optional<int64_t>(1));
   EXPECT_EQ(branch.spec.parent_step, std::optional<int64_t>(3));
   EXPECT_EQ(branch.last_step, 8);
+  // A branch may not write into the checkpoint it branches from (run 1's, and run 2's start).
+  const auto start_bytes = slurp(dir.file("start") + "/model.safetensors");
+  const Result in_place = sh(kSnip + " train --resume " + dir.file("start") + " --steps 9 --db " + db);
+  EXPECT_NE(in_place.status, 0) << in_place.out;
+  EXPECT_TRUE(contains(in_place.out, "starts a branch of run 1")) << in_place.out;
+  EXPECT_TRUE(contains(in_place.out, "give the branch a folder of its own with --out")) << in_place.out;
+  EXPECT_EQ(slurp(dir.file("start") + "/model.safetensors"), start_bytes);
+  EXPECT_EQ(snip::Store(db).runs().size(), 2u);
+  // --steps at or below the checkpoint's step trains nothing: refused, the checkpoint untouched.
+  const Result back = sh(kSnip + " train --resume " + dir.file("a") + " --steps 5 --db " + db);
+  EXPECT_NE(back.status, 0) << back.out;
+  EXPECT_TRUE(contains(back.out, "--steps 5 is not beyond the checkpoint's step 6")) << back.out;
   // The parent keeps every row it had, bit for bit.
   const std::vector<snip::MetricRow> after = store.metrics(1);
   ASSERT_EQ(after.size(), first.size());
@@ -515,8 +527,58 @@ TEST(Checkpoints, AChangedWeightIsRefusedByEveryReader) {
            "validate --checkpoint " + ck + " --batches 1 --no-weight-truth"}) {
     const Result r = sh(kSnip + " " + cmd);
     EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
-    EXPECT_TRUE(contains(r.out, "does not match the checksum recorded when it was written")) << cmd << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "does not match the checksum recorded when it was written") ||
+                contains(r.out, "do not match the checksum recorded when it was written"))
+        << cmd << "\n"
+        << r.out;
   }
+}
+
+TEST(Checkpoints, SwappedTensorsAnEditedStateOrAnotherConfigAreRefused) {
+  TempDir dir("state");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --no-db --out " + ck).status, 0);
+  auto copy = [&](const std::string& name) {
+    fs::copy(ck, dir.path / name, fs::copy_options::recursive);
+    return dir.file(name);
+  };
+  // Two tensors of one shape, their names swapped in the header (same length: the file stays valid).
+  const std::string swapped = copy("swapped");
+  {
+    std::string bytes = slurp(swapped + "/model.safetensors");
+    const std::string a = "layers.0.self_attn.q_proj", b = "layers.0.self_attn.o_proj";
+    const size_t i = bytes.find(a), j = bytes.find(b);
+    ASSERT_NE(i, std::string::npos);
+    ASSERT_NE(j, std::string::npos);
+    bytes.replace(i, a.size(), b);
+    bytes.replace(j, b.size(), a);
+    std::ofstream(swapped + "/model.safetensors", std::ios::binary | std::ios::trunc) << bytes;
+  }
+  // The learning rate edited in trainer_state.json.
+  const std::string edited = copy("edited");
+  {
+    auto state = nlohmann::json::parse(slurp(edited + "/trainer_state.json"));
+    state["config"]["schedule"]["lr"] = 0.3;
+    std::ofstream(edited + "/trainer_state.json", std::ios::trunc) << state.dump(2);
+  }
+  // Another rope_theta in config.json.
+  const std::string config = copy("config");
+  {
+    auto c = nlohmann::json::parse(slurp(config + "/config.json"));
+    c["rope_theta"] = 20000.0;
+    std::ofstream(config + "/config.json", std::ios::trunc) << c.dump(2);
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {swapped, "do not match the checksum recorded when it was written"},
+      {edited, "do not match the checksum recorded when it was saved"},
+      {config, "config.json differs from the model config in trainer_state.json"}};
+  for (const auto& [c, says] : cases)
+    for (const std::string& cmd : std::vector<std::string>{"eval --checkpoint " + c + " --batches 1",
+                                                           "train --resume " + c + " --steps 4 --no-db"}) {
+      const Result r = sh(kSnip + " " + cmd);
+      EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
+      EXPECT_TRUE(contains(r.out, says)) << cmd << "\n" << r.out;
+    }
 }
 
 TEST(ReadOnly, ADatabaseTheUserCannotWriteIsListedShownAndExported) {

@@ -507,8 +507,11 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
   message_bar_->show();
   place_message_bar();
   // More than the strip's two lines: the whole text one click away.
-  message_more_->setVisible(message_label_->heightForWidth(std::max(1, message_label_->width())) >
-                            message_label_->height());
+  // (The label's own width is not laid out yet here: the room it gets beside the buttons.)
+  const int room = std::max(message_strip_->width(), width()) - 8 -
+                   message_more_->sizeHint().width() * (2 + int(message_actions_.size()));
+  message_more_->setVisible(message_label_->heightForWidth(std::max(100, room)) >
+                            2 * message_label_->fontMetrics().lineSpacing());
   if (level == MessageLevel::info)
     message_hide_timer_.start(kInfoMessageMs);
   else

@@ -69,7 +69,9 @@ bool Workbench::open_database(const QString& path) {
     return true;
   }
   try {
-    auto store = std::make_unique<snip::Store>(path.toStdString());
+    // A database the user cannot write is opened read-only (its runs, plans and compares can be
+    // looked at; training and imports say that they need a writable copy).
+    auto store = std::make_unique<snip::Store>(path.toStdString(), snip::StoreOptions{.read_only_if_unwritable = true});
     store_ = std::move(store);
   } catch (const std::exception& e) {
     // The store refuses a damaged file before writing to it; say so, and how to go on in the GUI
@@ -88,6 +90,11 @@ bool Workbench::open_database(const QString& path) {
   }
   last_open_error_.clear();
   last_fingerprint_.clear();
+  if (store_->read_only())
+    report(MessageLevel::warning,
+           tr("%1 is opened read-only (you cannot write it): runs, plans and compares can be looked at; to train or "
+              "import, copy it to a writable folder and open the copy.")
+               .arg(QFileInfo(path).fileName()));
   last_counter_.reset();
   // Nothing of the previous database stays on screen: its round (or imported costs) would be
   // planned on as if it belonged to this one. The views follow planning_source_changed, then

@@ -83,16 +83,38 @@ std::string checksum_text(uLong crc) {
   return buf;
 }
 
-std::string checksum_of(const char* data, uint64_t size) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = reinterpret_cast<const Bytef*>(data);
+uLong crc_update(uLong crc, const void* data, uint64_t size) {
+  const auto* p = static_cast<const Bytef*>(data);
   for (uint64_t left = size; left > 0;) {
     const uInt chunk = uInt(std::min<uint64_t>(left, 1u << 30));
     crc = crc32(crc, p, chunk);
     p += chunk;
     left -= chunk;
   }
-  return checksum_text(crc);
+  return crc;
+}
+
+// The tensor table as the checksum covers it, by name: dtype, shape and offsets of each (so
+// swapped names or shapes of equal size are caught, not only changed numbers).
+struct TableEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+std::string table_text(const std::map<std::string, TableEntry>& table) {
+  std::string s;
+  for (const auto& [name, e] : table) {
+    s += name + '\0' + e.dtype + '\0';
+    for (int64_t d : e.shape) s += std::to_string(d) + ',';
+    s += '\0' + std::to_string(e.begin) + '\0' + std::to_string(e.end) + '\n';
+  }
+  return s;
+}
+
+// The checksum of a file: its data section, then its tensor table.
+std::string checksum_of(uLong data_crc, const std::map<std::string, TableEntry>& table) {
+  const std::string t = table_text(table);
+  return checksum_text(crc_update(data_crc, t.data(), t.size()));
 }
 
 }  // namespace
@@ -101,24 +123,11 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
                        const std::map<std::string, std::string>& metadata) {
   if (metadata.count(kDataChecksumKey))
     throw Error(path + ": metadata key " + std::string(kDataChecksumKey) + " is the writer's own");
-  // The data section's checksum, recorded in the metadata and verified by every reader.
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (const auto& t : tensors) {
-    uint64_t numel = 1;
-    for (int64_t d : t.shape) numel = d > 0 ? numel * uint64_t(d) : 0;
-    const auto* p = reinterpret_cast<const Bytef*>(t.data);
-    for (uint64_t left = numel * 4; left > 0;) {
-      const uInt chunk = uInt(std::min<uint64_t>(left, 1u << 30));
-      crc = crc32(crc, p, chunk);
-      p += chunk;
-      left -= chunk;
-    }
-  }
-  std::map<std::string, std::string> meta = metadata;
-  meta[kDataChecksumKey] = checksum_text(crc);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  header["__metadata__"] = meta;
+  header["__metadata__"] = nullptr;  // first, filled in below with the checksum
   std::set<std::string> seen;
+  std::map<std::string, TableEntry> table;
+  uLong crc = crc32(0L, Z_NULL, 0);
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     if (t.name.empty() || t.name == "__metadata__")
@@ -133,8 +142,14 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
     }
     if (numel > 0 && t.data == nullptr) throw Error(path + ": tensor " + t.name + " has no data");
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + numel * 4}}};
+    table[t.name] = TableEntry{"F32", t.shape, offset, offset + numel * 4};
+    if (numel) crc = crc_update(crc, t.data, numel * 4);  // the data section, in file order
     offset += numel * 4;
   }
+  // The checksum of the data and the tensor table, recorded in the metadata, verified by every reader.
+  std::map<std::string, std::string> meta = metadata;
+  meta[kDataChecksumKey] = checksum_of(crc, table);
+  header["__metadata__"] = meta;
   std::string json = header.dump();
   // Pad with spaces so the data section starts 8-byte aligned, as Hugging Face's writer does.
   json.append((8 - json.size() % 8) % 8, ' ');
@@ -282,11 +297,15 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
   // (a flipped bit, a weight set by another tool) is refused instead of used silently.
   if (const auto it = f.metadata_.find(kDataChecksumKey); it != f.metadata_.end()) {
     f.data_checksum_ = it->second;
-    const std::string now = checksum_of(bytes.data() + f.data_start_, data_size);
+    std::map<std::string, TableEntry> table;
+    for (const auto& [name, e] : f.entries_) table[name] = TableEntry{e.dtype, e.shape, e.begin, e.end};
+    const std::string now =
+        checksum_of(crc_update(crc32(0L, Z_NULL, 0), bytes.data() + f.data_start_, data_size), table);
     if (now != it->second)
-      throw Error(src + ": its tensor data does not match the checksum recorded when it was written (" +
+      throw Error(src + ": its tensors do not match the checksum recorded when it was written (" +
                   std::string(kDataChecksumKey) + " " + it->second + ", the data now gives " + now +
-                  ") — the file was changed or damaged after it was saved; restore it from a copy or retrain");
+                  ") — its numbers or its tensor table were changed or damaged after it was saved; restore it from a "
+                  "copy or retrain");
     f.metadata_.erase(it);  // the writer's own key: metadata() is what the caller wrote
   }
   f.bytes_ = std::move(bytes);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -18,6 +19,23 @@
 #include "snip/safetensors.h"
 
 namespace snip {
+
+namespace {
+
+// `state` with kStateChecksumKey set to the CRC-32 of the rest (its compact dump, keys sorted).
+nlohmann::json with_state_checksum(nlohmann::json state) {
+  state.erase(kStateChecksumKey);
+  const std::string text = state.dump();
+  char buf[16];
+  std::snprintf(
+      buf, sizeof buf, "%08lx",
+      (unsigned long)(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(text.data()), uInt(text.size())) &
+                      0xffffffffu));
+  state[kStateChecksumKey] = buf;
+  return state;
+}
+
+}  // namespace
 namespace fs = std::filesystem;
 
 namespace {
@@ -178,7 +196,7 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
     for (auto& r : tensor_refs(model, opt.v(), "exp_avg_sq.")) moments.push_back(r);
     write_safetensors(tmp + "/optimizer.safetensors", moments,
                       {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
-    write_file_atomic(tmp + "/trainer_state.json", trainer_state.dump(2) + "\n");
+    write_file_atomic(tmp + "/trainer_state.json", with_state_checksum(trainer_state).dump(2) + "\n");
     fsync_dir(tmp);
   } catch (const Error& e) {
     fs::remove_all(tmp, ec);
@@ -227,16 +245,42 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
 ModelConfig read_checkpoint_config(const std::string& dir) {
   if (!fs::is_directory(dir))
     throw Error("checkpoint " + dir + " is not a directory (expected config.json, model.safetensors, ...)");
-  return read_config_file(dir + "/config.json");
+  const ModelConfig config = read_config_file(dir + "/config.json");
+  // A training checkpoint's two records of the model must agree, for every reader (eval used
+  // an edited config.json silently while resume refused it).
+  std::error_code ec;
+  if (fs::exists(dir + "/trainer_state.json", ec)) {
+    const nlohmann::json state = read_trainer_state(dir);
+    if (state.is_object() && state.contains("config") && state["config"].is_object() &&
+        state["config"].contains("model") &&
+        !(config_from_json(state["config"]["model"], dir + "/trainer_state.json (model)") == config))
+      throw Error(dir +
+                  ": config.json differs from the model config in trainer_state.json — the checkpoint is "
+                  "inconsistent (edited or damaged after it was saved); restore it from a copy");
+  }
+  return config;
 }
 
 nlohmann::json read_trainer_state(const std::string& dir) {
   const std::string path = dir + "/trainer_state.json";
+  nlohmann::json state;
   try {
-    return nlohmann::json::parse(read_file(path));
+    state = nlohmann::json::parse(read_file(path));
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not valid JSON (" + e.what() + ")");
   }
+  // The checksum recorded when it was saved: an edited value (a learning rate, the step, the data
+  // position) would silently change the run a resume continues.
+  if (state.is_object() && state.contains(kStateChecksumKey)) {
+    const nlohmann::json recorded = state[kStateChecksumKey];
+    if (!(with_state_checksum(state)[kStateChecksumKey] == recorded))
+      throw Error(path + ": its contents do not match the checksum recorded when it was saved (" +
+                  std::string(kStateChecksumKey) +
+                  ") — the file was edited or damaged; restore the checkpoint from a "
+                  "copy (settings a resume may change are given as options: --steps, --plan)");
+    state.erase(kStateChecksumKey);
+  }
+  return state;
 }
 
 nlohmann::json read_run_state(const std::string& dir) {

@@ -107,8 +107,12 @@ struct RecordedRun {
 // with its starting plan (description.plan_id, or the config's plan stored as a "file" plan)
 // in effect from the trainer's next step. Throws snip::Error when another live process still
 // writes the claimed run.
+// A resume that starts a branch may not write its checkpoints into `checkpoint_dir` when that is
+// the checkpoint it branches from (it would replace the parent's checkpoint): snip::Error, nothing
+// recorded.
 RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDescription& description,
-                              const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from = "");
+                              const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from = "",
+                              const std::string& checkpoint_dir = "");
 
 struct RecordedTrainingOptions {
   int64_t save_every = 0;                   // also a checkpoint every N steps (0: only at the end / on stop)

@@ -17,7 +17,9 @@ struct TensorRef {
 };
 
 // The metadata key under which write_safetensors records the CRC-32 (zlib's, 8 hex digits) of
-// the data section. SafetensorsFile verifies it when present (files of other writers have none).
+// the data section followed by the tensor table (names, dtypes, shapes, offsets), so changed
+// numbers and swapped or renamed tensors are both caught. SafetensorsFile verifies it when
+// present (files of other writers have none).
 inline constexpr const char* kDataChecksumKey = "snip_data_crc32";
 
 // Writes FP32 tensors atomically (temp file, fsync, rename), recording the data's checksum in

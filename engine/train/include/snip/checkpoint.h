@@ -77,6 +77,9 @@ class CheckpointLock {
 
 // Loads the parts of a checkpoint; each throws snip::Error naming what is missing or wrong.
 ModelConfig read_checkpoint_config(const std::string& dir);
+// The key under which save_checkpoint records the CRC-32 of trainer_state.json's other contents;
+// read_trainer_state verifies it (and returns the state without it).
+inline constexpr const char* kStateChecksumKey = "snip_crc32";
 nlohmann::json read_trainer_state(const std::string& dir);
 // The same, refusing a file that is not a snip trainer state (no config, step or data position):
 // what every reader that resumes or continues a run needs, checked before it loads anything else.
