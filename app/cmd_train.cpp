@@ -444,11 +444,12 @@ void run_train(const TrainOptions& o) {
   const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_signals, stop_status, stop_why);
   if (!outcome.finished) {
     throw snip::cli::Interrupted{stop_why + (stop_why.empty() ? "" : ": ") + "interrupted at step " +
-                                     std::to_string(outcome.step) + "; checkpoint saved to " + out +
-                                     " (continue with: " + resume_command(o, out) + ")",
+                                     std::to_string(outcome.step) + "; checkpoint saved to " +
+                                     snip::printable_text(out) + " (continue with: " + resume_command(o, out) + ")",
                                  stop_status};
   } else if (!o.json) {
-    std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)outcome.step, out.c_str());
+    std::fprintf(stderr, "done: %lld steps; checkpoint saved to %s\n", (long long)outcome.step,
+                 snip::printable_text(out).c_str());
   }
 }
 

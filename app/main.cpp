@@ -2,7 +2,10 @@
 // same engine and store as the GUI; errors from bad input are printed, never crashes.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -39,9 +42,25 @@ namespace {
 // Whole numbers on the command line are decimal, whatever the option: CLI11 reads "0100" as
 // octal (64) and "0x10" as hex. A transform on every integer option of every command (one rule,
 // not one per option) strips leading zeros and refuses any other notation.
+// Real numbers likewise: decimal notation only (CLI11 took hexadecimal floats), no spaces around
+// them (it took a leading one and refused a trailing one with a raw message), -0 is 0, and a
+// value too small for a double is an error instead of a silent 0.
+std::string decimal_real_number(std::string text) {
+  const bool decimal = !text.empty() && text.find_first_of("xXpP \t") == std::string::npos;
+  errno = 0;
+  char* end = nullptr;
+  const double v = decimal ? std::strtod(text.c_str(), &end) : 0.0;
+  if (!decimal || end == text.c_str() || *end != '\0')
+    throw CLI::ValidationError("must be a number in decimal notation, like 0.5 or 1e-3 (got '" + text + "')");
+  if (errno == ERANGE && std::abs(v) < 1.0)
+    throw CLI::ValidationError("is too small for a double (got " + text + "); give 0 or a larger value");
+  return v == 0.0 ? std::string("0") : text;
+}
+
 void decimal_whole_numbers(CLI::App* app) {
   for (CLI::Option* opt : app->get_options()) {
     const std::string type = opt->get_type_name();
+    if (type == "FLOAT") opt->transform(decimal_real_number, "", "");
     if (type != "INT" && type != "UINT") continue;
     opt->transform(
         [](std::string text) {

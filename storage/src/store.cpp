@@ -53,7 +53,25 @@ void check_run_name(const std::string& name) {
   if (printable_text(name) != name)
     throw Error("run name \"" + printable_text(name) +
                 "\" contains a control character (a newline, tab, escape, ...), a bidirectional mark or override, "
-                "or bytes that are not UTF-8; a run name is one line of printable UTF-8 text: choose another --name");
+                "an invisible character, or bytes that are not UTF-8; a run name is one line of printable UTF-8 text: "
+                "choose another --name");
+  // At least one visible character: blank names (spaces, no-break spaces) cannot be told apart.
+  bool visible = false;
+  for (size_t i = 0; i < name.size() && !visible; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c == ' ') continue;
+    if (c == 0xc2 && i + 1 < name.size() && static_cast<unsigned char>(name[i + 1]) == 0xa0) {  // U+00A0
+      ++i;
+      continue;
+    }
+    if (c == 0xe3 && name.compare(i, 3, "\xE3\x80\x80") == 0) {  // U+3000 ideographic space
+      i += 2;
+      continue;
+    }
+    visible = true;
+  }
+  if (!name.empty() && !visible)
+    throw Error("run name \"" + name + "\" has no visible character; choose another --name");
 }
 
 void require_run(Db& db, int64_t run_id) {
@@ -136,6 +154,19 @@ std::string file_uri(const std::string& path, const std::string& query) {
   return uri + query;
 }
 
+// A read-only open that failed: with a write-ahead log pending in a folder the user cannot write,
+// say so and how to read it (SQLite must create the -shm index beside it); else rethrow `e`.
+[[noreturn]] void throw_pending_wal(const std::string& path, const Error& e) {
+  std::error_code ec;
+  if (std::filesystem::exists(path + "-wal", ec) && !folder_writable(path))
+    throw Error(path + ": its latest changes are still in its write-ahead log (" + path +
+                "-wal), which cannot be read in a folder you cannot write (SQLite must create its -shm index beside "
+                "it); copy the database together with its -wal file to a writable folder and open the copy. Nothing "
+                "was changed. (" +
+                e.what() + ")");
+  throw e;
+}
+
 void check_readable_location(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -201,8 +232,12 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
       // it is read as immutable (no -shm, no locks) then.
       std::error_code ec;
       const bool wal = std::filesystem::exists(path + "-wal", ec);
-      db.open(file_uri(path, !wal && !folder_writable(path) ? "?immutable=1" : ""), path,
-              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
+      try {
+        db.open(file_uri(path, !wal && !folder_writable(path) ? "?immutable=1" : ""), path,
+                SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
+      } catch (const Error& e) {
+        throw_pending_wal(path, e);
+      }
       return;
     }
     check_location(path, options);
@@ -216,7 +251,13 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
   db.exec("PRAGMA foreign_keys = ON");
 
   // Reading the header and the schema catches "not a database" and damage before any write.
-  const int64_t version = db.query_int64("PRAGMA user_version");
+  int64_t version = 0;
+  try {
+    version = db.query_int64("PRAGMA user_version");
+  } catch (const Error& e) {
+    if (read_only) throw_pending_wal(path, e);
+    throw;
+  }
   const int64_t app_id = db.query_int64("PRAGMA application_id");
   const int64_t tables = db.query_int64("SELECT count(*) FROM sqlite_schema");
   const int latest = int(store_detail::schema_steps().size());

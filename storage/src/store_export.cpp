@@ -37,7 +37,16 @@ size_t utf8_sequence(std::string_view s, size_t i, uint32_t* cp) {
 // the bidirectional marks, embeddings, overrides and isolates.
 bool invisible_control(uint32_t cp) {
   return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-         (cp >= 0x2066 && cp <= 0x2069);
+         (cp >= 0x2066 && cp <= 0x2069) ||
+         // zero-width space, joiners, word joiner and the byte-order mark: invisible, they make
+         // two different names look the same
+         (cp >= 0x200b && cp <= 0x200d) || cp == 0x2060 || cp == 0xfeff;
+}
+
+// Combining marks take no column of their own (é written as e + U+0301).
+bool combining_mark(uint32_t cp) {
+  return (cp >= 0x0300 && cp <= 0x036f) || (cp >= 0x1ab0 && cp <= 0x1aff) || (cp >= 0x1dc0 && cp <= 0x1dff) ||
+         (cp >= 0x20d0 && cp <= 0x20ff) || (cp >= 0xfe20 && cp <= 0xfe2f);
 }
 
 }  // namespace
@@ -83,7 +92,7 @@ std::string fit_column(std::string_view text, size_t width) {
   while (i < text.size()) {
     uint32_t cp = 0;
     const size_t n = std::max<size_t>(1, utf8_sequence(text, i, &cp));
-    starts.push_back(i);
+    if (!combining_mark(cp) || starts.empty()) starts.push_back(i);  // a mark belongs to its base character
     i += n;
   }
   if (starts.size() > width && width > 0) {

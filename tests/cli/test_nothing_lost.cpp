@@ -299,6 +299,12 @@ TEST(Numbers, WholeNumbersWithLeadingZerosAreDecimalAndOtherNotationsRefused) {
   const Result r = sh(kSnip + " train" + kTiny + "--steps 010 --db " + db + " --out " + dir.file("ck"));
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(snip::Store(db).runs().at(0).last_step, 10);  // not 8 (octal)
+  // Real numbers: decimal notation, no spaces, -0 is 0, and no silent underflow to 0.
+  for (const std::string& bad : std::vector<std::string>{"0x1p-1", "'0.5 '", "' 0.5'", "1e-400"}) {
+    const Result b = sh(kSnip + " solve --costs " + dir.file("none.csv") + " --budget " + bad);
+    EXPECT_NE(b.status, 0) << bad;
+    EXPECT_TRUE(contains(b.out, "decimal notation") || contains(b.out, "too small for a double")) << b.out;
+  }
   for (const std::string& bad : std::vector<std::string>{"0x10", "1e3", "12abc"}) {
     const Result b = sh(kSnip + " train" + kTiny + "--steps " + bad + " --no-db --out " + dir.file("ck2"));
     EXPECT_NE(b.status, 0) << bad;
@@ -348,7 +354,9 @@ TEST(Text, NamesThatAreNotUtf8OrHoldBidiOverridesNeverBreakOrReorderAListing) {
   TempDir dir("names");
   const std::string db = dir / "runs.db";
   // Refused where they enter ...
-  for (const std::string& name : std::vector<std::string>{"abc\xff",
+  for (const std::string& name : std::vector<std::string>{"a\xE2\x80\x8B"
+                                                          "b",
+                                                          "abc\xff",
                                                           "\xE2\x80\xAE"
                                                           "evil",
                                                           "a\xE2\x81\xA6"
@@ -356,8 +364,12 @@ TEST(Text, NamesThatAreNotUtf8OrHoldBidiOverridesNeverBreakOrReorderAListing) {
     const Result r =
         sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + dir.file("ck") + " --name " + q(name));
     EXPECT_NE(r.status, 0) << r.out;
-    EXPECT_TRUE(contains(r.out, "bidirectional mark or override, or bytes that are not UTF-8")) << r.out;
+    EXPECT_TRUE(contains(r.out, "bidirectional mark or override")) << r.out;
   }
+  const Result blank =
+      sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + dir.file("ck") + " --name '   '");
+  EXPECT_NE(blank.status, 0);
+  EXPECT_TRUE(contains(blank.out, "has no visible character")) << blank.out;
   EXPECT_FALSE(fs::exists(dir.path / "ck"));
   // ... and a folder named so (the run takes the folder's name) is listed escaped, in one aligned row.
   const std::string odd = "r\xE2\x80\xAEnur-\xff-\xC3\xA9t\xC3\xA9";
