@@ -22,6 +22,7 @@
 #include "run_view.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
+#include "stored_run.h"
 #include "test_window.h"
 
 using namespace snip::ui;
@@ -41,17 +42,7 @@ void write_file(const QString& path, const QByteArray& bytes) {
 
 // A real store with one run and 200 metric rows.
 void make_store(const QString& path) {
-  snip::Store store(path.toStdString());
-  snip::RunSpec spec;
-  spec.name = "a run";
-  spec.dims = snip::preset_config("tiny").dims();
-  spec.method = "uniform-bf16";
-  const int64_t id = store.create_run(spec);
-  std::vector<snip::MetricRow> rows;
-  for (int s = 1; s <= 200; ++s)
-    rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
-  store.append_metrics(id, rows);
-  store.set_run_status(id, snip::RunStatus::finished);
+  snip_test::stored_finished_run(path);
 }
 
 class DatabaseErrorTest : public ::testing::Test {

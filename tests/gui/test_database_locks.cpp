@@ -18,6 +18,7 @@
 #include "main_window.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
+#include "stored_run.h"
 #include "test_window.h"
 #include "workbench.h"
 
@@ -41,12 +42,7 @@ int locks_held_on(const std::string& path) {
 }
 
 void make_store(const QString& path) {
-  snip::Store store(path.toStdString());
-  snip::RunSpec spec;
-  spec.name = "a run";
-  spec.dims = snip::preset_config("tiny").dims();
-  spec.method = "uniform-bf16";
-  store.set_run_status(store.create_run(spec), snip::RunStatus::finished);
+  snip_test::stored_finished_run(path);
 }
 
 class DatabaseLocks : public ::testing::Test {

@@ -23,6 +23,7 @@
 #include "run_view.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
+#include "stored_run.h"
 #include "test_window.h"
 #include "workbench.h"
 
@@ -31,27 +32,13 @@ using snip_test::wait_for;
 
 namespace {
 
-// A stored, finished run of 200 steps (test data).
-int64_t stored_run(const QString& db, const std::string& name) {
-  snip::Store store(db.toStdString());
-  snip::RunSpec spec;
-  spec.name = name;
-  spec.dims = snip::preset_config("tiny").dims();
-  spec.method = "uniform-bf16";
-  const int64_t id = store.create_run(spec);
-  std::vector<snip::MetricRow> rows;
-  for (int s = 1; s <= 200; ++s)
-    rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
-  store.append_metrics(id, rows);
-  store.set_run_status(id, snip::RunStatus::finished);
-  return id;
-}
+using snip_test::stored_finished_run;
 
 TEST(MonitorTruth, ALiveRunIsAdoptedOnceEndsFinishedAndANewDatabaseShowsNoneOfIt) {
   QTemporaryDir dir;
   ASSERT_TRUE(dir.isValid());
   const QString db = dir.filePath("workbench.db");
-  const int64_t old_run = stored_run(db, "older");
+  const int64_t old_run = stored_finished_run(db, "older");
   auto w = snip_test::open_test_window(db);
   MonitorView* mv = w->monitor_view();
   RunView* rv = w->run_view();
