@@ -82,6 +82,23 @@ TEST(Streams, AReaderOfStdoutThatGoesAwayStopsTrainingLikeSigterm) {
   EXPECT_EQ(snip::Store(db).runs().size(), 1u);
 }
 
+TEST(Streams, AClosedOrFullStderrDoesNotStopTraining) {
+  TempDir dir("stderr");
+  const std::string db = dir / "runs.db";
+  for (const std::string& redirect : std::vector<std::string>{"2>&-", "2>/dev/full"}) {
+    const std::string ck = dir.file("ck" + std::to_string(redirect.size()));
+    const Result r = sh("( " + kSnip + " train" + kTiny + "--steps 3 --db " + db + " --out " + ck + " " + redirect +
+                        "; echo status=$? )");
+    EXPECT_TRUE(contains(r.out, "status=0")) << redirect << "\n" << r.out;
+  }
+  snip::Store store(db);
+  ASSERT_EQ(store.runs().size(), 2u);
+  for (const snip::RunInfo& run : store.runs()) {
+    EXPECT_EQ(run.status, snip::RunStatus::finished);
+    EXPECT_EQ(run.last_step, 3);
+  }
+}
+
 TEST(Streams, WriteErrorsOnStdoutAreErrorsInEveryCommand) {
   TempDir dir("full");
   const std::string db = dir / "runs.db";
