@@ -35,21 +35,26 @@ std::string number_text(double v) {
   return buf;
 }
 
+// Whether the plan names every linear layer of blocks 0..k-1 and nothing else: a whole model's plan.
+bool whole_blocks(const Plan& plan) {
+  std::map<int, int> per_block;
+  for (const auto& [name, lp] : plan.layers)
+    if (auto id = parse_layer_module_name(name)) ++per_block[id->block];
+  bool whole = !per_block.empty() && per_block.rbegin()->first + 1 == int(per_block.size());
+  for (const auto& [block, n] : per_block) whole = whole && n == kLayersPerBlock;
+  return whole;
+}
+
 void check_claimed_fraction(Plan& plan, bool claimed, const std::string& source) {
   int fp4 = 0, all = 0;
-  std::map<int, int> per_block;
-  for (const auto& [name, lp] : plan.layers) {
+  for (const auto& [name, lp] : plan.layers)
     for (Gemm g : kAllGemms) {
       ++all;
       fp4 += lp[g] == Precision::fp4;
     }
-    if (auto id = parse_layer_module_name(name)) ++per_block[id->block];
-  }
-  bool whole_blocks = !per_block.empty() && per_block.rbegin()->first + 1 == int(per_block.size());
-  for (const auto& [block, n] : per_block) whole_blocks = whole_blocks && n == kLayersPerBlock;
-  const std::optional<double> exact = fp4 == 0                     ? std::optional<double>(0.0)
-                                      : fp4 == all && whole_blocks ? std::optional<double>(1.0)
-                                                                   : std::nullopt;
+  const std::optional<double> exact = fp4 == 0                           ? std::optional<double>(0.0)
+                                      : fp4 == all && whole_blocks(plan) ? std::optional<double>(1.0)
+                                                                         : std::nullopt;
   const double v = plan.achieved_fp4_fraction;
   if (!claimed) {
     if (exact) plan.achieved_fp4_fraction = *exact;
@@ -186,11 +191,7 @@ std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dim
   // A plan of whole blocks 0..k-1 on a model with more blocks was made for another model (a
   // `tiny` plan on a `medium` run would train mostly in the default and be listed as the plan).
   // A hand-written plan of a few layers keeps its per-layer warnings.
-  std::map<int, int> per_block;
-  for (const auto& [name, lp] : plan.layers) ++per_block[parse_layer_module_name(name)->block];
-  bool whole_blocks = !per_block.empty() && per_block.rbegin()->first + 1 == int(per_block.size());
-  for (const auto& [block, n] : per_block) whole_blocks = whole_blocks && n == kLayersPerBlock;
-  if (whole_blocks && left_out.size() > kPlanMaxLeftOut)
+  if (whole_blocks(plan) && left_out.size() > kPlanMaxLeftOut)
     throw Error("the plan gives " + std::to_string(layers.size() - left_out.size()) + " of the model's " +
                 std::to_string(layers.size()) + " linear layers (" + std::to_string(dims.num_layers) +
                 " blocks) and leaves out " + left_out.front() + " and " + std::to_string(left_out.size() - 1) +
