@@ -21,6 +21,7 @@
 #include "command.h"
 #include "given_settings.h"
 #include "option_rules.h"
+#include "snip/isa.h"
 #include "snip/adaptive.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
@@ -295,6 +296,7 @@ void warn_about_plan(const TrainOptions& o, const snip::Trainer& trainer) {
 }
 
 void print_run_header(const snip::Trainer& trainer, const std::string& out) {
+  if (const std::string slow = snip::slow_tier_notice_once(); !slow.empty()) std::fprintf(stderr, "%s\n", slow.c_str());
   const auto& cfg = trainer.config();
   const snip::Plan next_plan = trainer.next_plan();  // a resume's --plan takes effect at the next step
   std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",

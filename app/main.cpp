@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   snip::cli::ignore_sigpipe();  // a closed reader is a write error, checked (output_streams.h)
   CLI::App app{"snip: FP8/FP4 mixed-precision Llama training and the SNIP layer-precision planner (headless)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "snip 0.1.0");
+  app.set_version_flag("--version", "snip " SNIP_VERSION " (snip info shows the CPU and kernels)");
   auto& registry = snip::cli::command_registry();
   std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& reg : registry) reg.setup(app);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "snip/error.h"
+#include "snip/isa.h"
 #include "snip/qgemm.h"
 #include "snip/thread_pool.h"
 
@@ -13,6 +14,8 @@ namespace snip {
 const std::vector<EnvironmentVariable>& environment_variables() {
   static const std::vector<EnvironmentVariable> vars = {
       {"SNIP_NUM_THREADS", "threads of the element-wise loops and the quantizer: 1 to 256 (unset: all cores)"},
+      {"SNIP_ISA", "the kernels' instruction-set tier: portable, avx2, avx512, avx512vnni, avx512bf16 or auto (unset: "
+                   "auto, the CPU's best)"},
       {"SNIP_QGEMM", "the quantized GEMMs' kernels: auto, fma, scalar or sgemm (unset: auto)"},
       {"SNIP_FAULT_WRITE", "tests only: ENOSPC[:substring] or EROFS[:substring] injects a failed write"},
       {"XDG_DATA_HOME", "where the default database lives (an absolute path; else ~/.local/share)"},
@@ -22,6 +25,7 @@ const std::vector<EnvironmentVariable>& environment_variables() {
 
 void check_environment() {
   (void)parse_thread_count(std::getenv("SNIP_NUM_THREADS"));
+  (void)parse_isa_tier(std::getenv("SNIP_ISA"), cpu_isa_tier());
   (void)parse_qgemm_mode(std::getenv("SNIP_QGEMM"));
   if (const char* f = std::getenv("SNIP_FAULT_WRITE"); f && *f) {
     const std::string kind = std::string(f).substr(0, std::string(f).find(':'));

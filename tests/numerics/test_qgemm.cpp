@@ -13,6 +13,7 @@
 
 #include "snip/elem_format.h"
 #include "snip/error.h"
+#include "isa_tiers.h"
 #include "snip/qgemm.h"
 #include "snip/qlinear.h"
 
@@ -227,26 +228,55 @@ const ShapeCase kShapes[] = {{"snip", Gemm::fprop, 150, 90, 70},
                              {"block:row", Gemm::fprop, 17, 70, 389},
                              {"channel:sr", Gemm::dgrad, 15, 40, 130}};
 
-TEST(QGemm, VnniAndScalarKernelsGiveTheSameBitsForAnyThreadCount) {
+TEST(QGemm, EveryTiersKernelGivesThePortableBitsForAnyThreadCount) {
   ModeGuard guard;
-  if (!qgemm_cpu_has_vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI; only the scalar kernel runs here";
+  test::IsaGuard isa;
+  const std::vector<IsaTier> tiers = test::runnable_tiers();
+  if (tiers.size() < 2) GTEST_SKIP() << "this CPU runs only the portable kernel";
   for (const ShapeCase& c : kShapes) {
     SCOPED_TRACE(std::string(c.recipe) + " " + gemm_name(c.g) + " " + std::to_string(c.M) + "x" + std::to_string(c.N) +
                  "x" + std::to_string(c.K));
     const GemmSetup s = setup(c.recipe, c.g, c.M, c.N, c.K, 21);
-    set_qgemm_mode(QGemmMode::scalar);
+    set_isa_tier(IsaTier::portable);
     set_quant_threads(1);
-    const std::vector<float> scalar1 = run(s);
-    set_qgemm_mode(QGemmMode::automatic);
-    const std::vector<float> vnni1 = run(s);
-    set_quant_threads(2);
-    const std::vector<float> vnni2 = run(s);
-    set_quant_threads(3);
-    const std::vector<float> vnni3 = run(s);
-    ASSERT_EQ(0, std::memcmp(scalar1.data(), vnni1.data(), scalar1.size() * 4));
-    ASSERT_EQ(0, std::memcmp(vnni1.data(), vnni2.data(), vnni1.size() * 4));
-    ASSERT_EQ(0, std::memcmp(vnni1.data(), vnni3.data(), vnni1.size() * 4));
+    const std::vector<float> portable = run(s);
+    for (IsaTier tier : tiers) {
+      set_isa_tier(tier);
+      for (int threads : {1, 2, 3}) {
+        set_quant_threads(threads);
+        const std::vector<float> got = run(s);
+        ASSERT_EQ(0, std::memcmp(portable.data(), got.data(), portable.size() * 4))
+            << isa_tier_name(tier) << ", " << threads << " threads";
+      }
+    }
   }
+}
+
+// The AVX2 kernel's int16 lanes hold the sums of up to 32 quads of k before widening: K long
+// enough for several widenings per chunk, with every code at its extreme (±12 against 0 or 24
+// after the offset), is where an overflow or a lost widening would show.
+TEST(QGemm, Avx2KernelsInt16SumsAreExactAtTheExtremeCodes) {
+  ModeGuard guard;
+  test::IsaGuard isa;
+  if (isa_tier() < IsaTier::avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  const int64_t M = 7, N = 70, K = 4096;
+  std::vector<int8_t> a(size_t(M * K)), b(size_t(N * K));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = (i / 5) % 2 ? 12 : -12;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = (i / 3) % 3 == 0 ? -12 : 12;
+  std::vector<float> sa(size_t(M), 1.0f), sb(size_t(N), 1.0f);
+  E2M1Operand A, B;
+  A.code2 = a.data(), A.code_rs = K, A.scales = sa.data(), A.scale_rs = 1, A.block_i = 1, A.block_k = K;
+  B.code2 = b.data(), B.code_rs = K, B.scales = sb.data(), B.scale_rs = 1, B.block_i = 1, B.block_k = K;
+  std::vector<float> got(size_t(M * N)), want(got.size());
+  set_isa_tier(IsaTier::avx2);
+  qgemm_e2m1(got.data(), N, M, N, K, A, B);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t s = 0;
+      for (int64_t k = 0; k < K; ++k) s += int64_t(a[size_t(m * K + k)]) * b[size_t(n * K + k)];
+      want[size_t(m * N + n)] = float(s) * 0.25f;
+    }
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "output " << i;
 }
 
 TEST(QGemm, WithinTheDocumentedBoundOfTheExactProductOfTheSameQuantizedOperands) {

@@ -14,6 +14,7 @@
 
 #include "snip/elem_format.h"
 #include "snip/error.h"
+#include "isa_tiers.h"
 #include "snip/qgemm.h"
 #include "snip/qlinear.h"
 
@@ -197,6 +198,7 @@ TEST(QGemmBf16Quantize, CodesTimesScalesAreFakeQuantizeBitForBit) {
 
 TEST(QGemmBf16, KernelsGiveTheSameBitsForAnyThreadCount) {
   ModeGuard guard;
+  test::IsaGuard isa;
   for (const ShapeCase& c : kShapes) {
     SCOPED_TRACE(trace(c));
     const GemmSetup s = setup(c.recipe, c.p, c.g, c.M, c.N, c.K, 21);
@@ -207,21 +209,20 @@ TEST(QGemmBf16, KernelsGiveTheSameBitsForAnyThreadCount) {
     set_quant_threads(2);
     const std::vector<float> scalar2 = run(s);
     ASSERT_EQ(0, std::memcmp(scalar1.data(), scalar2.data(), scalar1.size() * 4));
-    if (!qgemm_cpu_has_avx512f()) continue;
-    set_qgemm_mode(QGemmMode::fma);
-    for (int threads : {1, 2, 3}) {
-      set_quant_threads(threads);
-      const std::vector<float> fma = run(s);
-      EXPECT_EQ(qgemm_bf16_last_kernel(), Bf16Kernel::fma);
-      ASSERT_EQ(0, std::memcmp(scalar1.data(), fma.data(), scalar1.size() * 4)) << threads << " threads";
-    }
-    if (!qgemm_cpu_has_avx512bf16()) continue;
     set_qgemm_mode(QGemmMode::automatic);
-    for (int threads : {1, 2, 3}) {
-      set_quant_threads(threads);
-      const std::vector<float> dp = run(s);
-      EXPECT_EQ(qgemm_bf16_last_kernel(), Bf16Kernel::dpbf16);
-      ASSERT_EQ(0, std::memcmp(scalar1.data(), dp.data(), scalar1.size() * 4)) << threads << " threads";
+    for (IsaTier tier : test::runnable_tiers()) {
+      set_isa_tier(tier);
+      const Bf16Kernel want = tier >= IsaTier::avx512bf16 ? Bf16Kernel::dpbf16
+                              : tier >= IsaTier::avx512   ? Bf16Kernel::fma
+                              : tier >= IsaTier::avx2     ? Bf16Kernel::avx2
+                                                          : Bf16Kernel::scalar;
+      for (int threads : {1, 2, 3}) {
+        set_quant_threads(threads);
+        const std::vector<float> got = run(s);
+        EXPECT_EQ(qgemm_bf16_last_kernel(), want) << isa_tier_name(tier);
+        ASSERT_EQ(0, std::memcmp(scalar1.data(), got.data(), scalar1.size() * 4))
+            << isa_tier_name(tier) << ", " << threads << " threads";
+      }
     }
   }
 }
@@ -307,7 +308,7 @@ TEST(QGemmBf16, SubnormalRangeOperandsAvoidTheFlushingInstruction) {
   B.values = b.data(), B.rs = K;
   std::vector<float> fast(size_t(M * N)), ref(fast.size());
   ASSERT_TRUE(qgemm_bf16(fast.data(), N, M, N, K, A, B));
-  if (qgemm_cpu_has_avx512f()) {
+  if (isa_tier() >= IsaTier::avx512) {
     EXPECT_EQ(qgemm_bf16_last_kernel(), Bf16Kernel::fma);
   }
   set_qgemm_mode(QGemmMode::scalar);
@@ -322,7 +323,7 @@ TEST(QGemmBf16, SubnormalRangeOperandsAvoidTheFlushingInstruction) {
   for (auto& v : b) v *= 0x1p64f;
   set_qgemm_mode(QGemmMode::automatic);
   ASSERT_TRUE(qgemm_bf16(fast.data(), N, M, N, K, A, B));
-  if (qgemm_cpu_has_avx512bf16()) {
+  if (isa_tier() >= IsaTier::avx512bf16) {
     EXPECT_EQ(qgemm_bf16_last_kernel(), Bf16Kernel::dpbf16);
   }
 }

@@ -39,6 +39,7 @@
 #include "plan_view.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
+#include "snip/isa.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
@@ -390,6 +391,9 @@ QString MainWindow::about_text() const {
   }
   text += tr("<br><br>Database: %1")
               .arg(workbench_->store() ? workbench_->database_path().toHtmlEscaped() : tr("none open"));
+  // The CPU and the kernel each precision runs on (the same lines as `snip info`).
+  text += QStringLiteral("<br><br>") +
+          QString::fromStdString(snip::isa_report()).toHtmlEscaped().trimmed().replace(QLatin1Char('\n'), QStringLiteral("<br>"));
   return text;
 }
 

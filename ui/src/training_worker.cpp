@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "snip/isa.h"
 #include "snip/checkpoint.h"
 #include "snip/error.h"
 #include "snip/recorded_training.h"
@@ -86,6 +87,7 @@ void TrainingWorker::run(const TrainRequest& request) {
                           " — choose another checkpoint directory, or start a new run");
       }
     }
+    if (const std::string slow = slow_tier_notice_once(); !slow.empty()) emit warning(QString::fromStdString(slow));
     for (const std::string& w : trainer->plan_warnings()) emit warning(QString::fromStdString(w));
     for (const std::string& w : trainer->resume_warnings()) emit warning(QString::fromStdString(w));
     // A resumed run goes on with the adaptive settings its checkpoint carries.

@@ -16,6 +16,7 @@
 #include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/hutchinson.h"
+#include "snip/isa.h"
 #include "snip/llama_ops.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
@@ -73,11 +74,7 @@ bool g_concurrent_maps_off = false;  // detail::set_stats_round_concurrent_maps(
 
 bool vector_sums() {
 #if defined(__x86_64__)
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  }();
-  return has && !g_vector_sums_off;
+  return isa_at_least(IsaTier::avx512) && !g_vector_sums_off;
 #else
   return false;
 #endif

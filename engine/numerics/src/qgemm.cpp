@@ -26,6 +26,7 @@
 #include "parallel.h"
 #include "qgemm_common.h"
 #include "snip/error.h"
+#include "snip/isa.h"
 #include "snip/thread_pool.h"
 
 namespace snip {
@@ -255,7 +256,7 @@ class BSink final : public numerics_detail::RowCodeSink {
   bool sums_done() const { return blocks_.load(std::memory_order_relaxed); }
 
  private:
-  static bool vector_placement() { return qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni(); }
+  static bool vector_placement() { return isa_at_least(IsaTier::avx512vnni); }
 
   Packed& P_;
   const bool rows_are_i_;
@@ -420,6 +421,96 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
 }
 #undef SNIP_ROWS
 #undef SNIP_DPBUSD
+
+// AVX2 kernel (x86-64-v3): vpmaddubsw multiplies A's unsigned bytes a + 12 ∈ [0, 24] by B's
+// signed codes b ∈ [−12, 12] and adds adjacent pairs into int16 lanes: |pair| ≤ 2·24·12 = 576,
+// so it never saturates. The int16 lanes then sum up to kQuadsPerWiden quads of k (at most
+// 32·576 = 18,432 < 2^15, FORMATS.md 6.4) before vpmaddwd widens pairs into the int32 sums:
+// the same exact integers as vpdpbusd, then the same FP32 scaling. 16 columns at a time: 6 rows
+// × 2 vectors of int16 sums stay in registers, the int32 sums in a small array.
+#define SNIP_AVX2_TARGET __attribute__((target("avx2,fma")))
+constexpr int64_t kQuadsPerWiden = 32;
+#define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+template <int MR>
+SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
+  const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+  const __m256 fzero = _mm256_setzero_ps();
+  const int64_t kq = t.kcp / 4;
+  alignas(32) int32_t s32[MR][16];
+  for (int jb = 0; jb < 4; ++jb) {  // 16-column blocks of the panel
+    for (int64_t c = 0; c < t.nch; ++c) {
+      const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
+      const int8_t* bc = t.b + c * kq * kNR * 4 + jb * 64;
+      const uint8_t* ac = t.a + c * t.kcp;
+      const __m256i z0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c * kNR + jb * 16));
+      const __m256i z1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c * kNR + jb * 16 + 8));
+      for (int r = 0; r < MR; ++r) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s32[r]), z0);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s32[r] + 8), z1);
+      }
+      for (int64_t q0 = 0; q0 < nq; q0 += kQuadsPerWiden) {
+        const int64_t q1 = std::min(nq, q0 + kQuadsPerWiden);
+#define SNIP_DECL(r) __m256i h##r##0 = zero, h##r##1 = zero;
+        SNIP_ROWS(SNIP_DECL)
+#undef SNIP_DECL
+        const int8_t* bq = bc + q0 * kNR * 4;
+        const uint8_t* ap = ac + 4 * q0;
+        for (int64_t q = q0; q < q1; ++q, ap += 4, bq += kNR * 4) {
+          const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq));
+          const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 32));
+#define SNIP_ROW(r)                                                  \
+  if constexpr (MR > r) {                                            \
+    int32_t a4;                                                      \
+    std::memcpy(&a4, ap + r * t.lda, 4);                             \
+    const __m256i av = _mm256_set1_epi32(a4);                        \
+    h##r##0 = _mm256_add_epi16(h##r##0, _mm256_maddubs_epi16(av, b0)); \
+    h##r##1 = _mm256_add_epi16(h##r##1, _mm256_maddubs_epi16(av, b1)); \
+  }
+          SNIP_ROWS(SNIP_ROW)
+#undef SNIP_ROW
+        }
+#define SNIP_WIDEN(r)                                                                             \
+  if constexpr (MR > r) {                                                                         \
+    __m256i* w = reinterpret_cast<__m256i*>(s32[r]);                                              \
+    _mm256_store_si256(w, _mm256_add_epi32(_mm256_load_si256(w), _mm256_madd_epi16(h##r##0, ones)));         \
+    _mm256_store_si256(w + 1, _mm256_add_epi32(_mm256_load_si256(w + 1), _mm256_madd_epi16(h##r##1, ones))); \
+  }
+        SNIP_ROWS(SNIP_WIDEN)
+#undef SNIP_WIDEN
+      }
+      const float* sb = t.sb + c * kNR + jb * 16;
+      const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
+      for (int r = 0; r < MR; ++r) {
+        const __m256 sar = _mm256_set1_ps(t.sa[r * t.nch + c]);
+        float* o = ct + r * kNR + jb * 16;
+        const __m256 t0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s32[r]))),
+                                        _mm256_mul_ps(sar, sb0));
+        const __m256 t1 = _mm256_mul_ps(
+            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s32[r] + 8))), _mm256_mul_ps(sar, sb1));
+        _mm256_storeu_ps(o, _mm256_add_ps(c == 0 ? fzero : _mm256_loadu_ps(o), t0));
+        _mm256_storeu_ps(o + 8, _mm256_add_ps(c == 0 ? fzero : _mm256_loadu_ps(o + 8), t1));
+      }
+    }
+  }
+}
+#undef SNIP_ROWS
+
+void tile_avx2_any(float* ct, const TileArgs& t, int mr) {
+  switch (mr) {
+    case 1:
+      return tile_avx2<1>(ct, t);
+    case 2:
+      return tile_avx2<2>(ct, t);
+    case 3:
+      return tile_avx2<3>(ct, t);
+    case 4:
+      return tile_avx2<4>(ct, t);
+    case 5:
+      return tile_avx2<5>(ct, t);
+    default:
+      return tile_avx2<6>(ct, t);
+  }
+}
 #pragma GCC diagnostic pop
 
 // ---- B's strips with their column sums (BSink::place_block) --------------------------------
@@ -607,7 +698,7 @@ SNIP_VNNI_TARGET void place_a_k_rows(Packed& P, int64_t r0, int64_t r1, int64_t 
 #pragma GCC diagnostic pop
 
 void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
-  if (qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni())
+  if (isa_at_least(IsaTier::avx512vnni))
     place_a_k_rows(P_, r0, r1, c0, c1, codes, ld);
   else
     place_block_portable(r0, r1, c0, c1, codes, ld);
@@ -636,11 +727,6 @@ void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
   }
 }
 
-bool detect_vnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-}
 void BSink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
   blocks_.store(true, std::memory_order_relaxed);
   if (rows_are_i_)
@@ -658,8 +744,8 @@ void BSink::place_block(int64_t, int64_t, int64_t, int64_t, const int8_t*, int64
 void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {
   place_block_portable(r0, r1, c0, c1, codes, ld);
 }
-bool detect_vnni() {
-  return false;
+void tile_avx2_any(float*, const TileArgs&, int) {
+  SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
 }
 #endif
 
@@ -673,11 +759,6 @@ QGemmMode parse_qgemm_mode(const char* value) {
   if (v == "sgemm") return QGemmMode::sgemm;
   if (v == "fma") return QGemmMode::fma;
   throw Error("SNIP_QGEMM='" + v + "' is not a GEMM mode: use auto, fma, scalar or sgemm (or unset it)");
-}
-
-bool qgemm_cpu_has_vnni() {
-  static const bool has = detect_vnni();
-  return has;
 }
 
 void set_qgemm_mode(QGemmMode m) {
@@ -779,7 +860,7 @@ std::string E2M1Gemm::packing_difference(const E2M1Gemm& other) const {
 
 void E2M1Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
-  const bool vnni = qgemm_mode() != QGemmMode::scalar && qgemm_cpu_has_vnni();
+  const IsaTier tier = isa_tier();
   const int64_t lda = P.lda();
   numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
     const TileArgs t{P.a.data() + m0 * lda,
@@ -792,8 +873,10 @@ void E2M1Gemm::run(float* C, int64_t ldc) {
                      P.kcp,
                      P.kc,
                      P.K};
-    if (vnni)
+    if (tier >= IsaTier::avx512vnni)
       tile_vnni_any(ct, t, mr);
+    else if (tier >= IsaTier::avx2)
+      tile_avx2_any(ct, t, mr);
     else
       tile_scalar(ct, t, mr);
   });

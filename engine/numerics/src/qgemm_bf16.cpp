@@ -31,6 +31,7 @@
 #include "parallel.h"
 #include "qgemm_common.h"
 #include "snip/error.h"
+#include "snip/isa.h"
 #include "snip/qgemm.h"
 #include "snip/target_clones.h"
 #include "snip/thread_pool.h"
@@ -40,6 +41,7 @@ namespace snip {
 namespace {
 
 constexpr int kNR = numerics_detail::kPanel;
+constexpr int kTileRowsMax = numerics_detail::kTileRows;
 
 thread_local Bf16Kernel g_last_kernel = Bf16Kernel::scalar;
 
@@ -565,6 +567,105 @@ SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
 #undef SNIP_SCALE1
 #undef SNIP_ROWS
 #undef SNIP_DPBF16
+
+// AVX2 kernel (x86-64-v3): 256-bit FMAs in vdpbf16ps's order, as tile_fma. The tile's A rows are
+// widened to FP32 once per tile (aw: [row][lda]), so an A element is one broadcast load. 16
+// columns at a time: per k pair, B's odd elements (2 vectors, widened by a mask) meet each row's
+// odd A element, then B's even elements (reloaded and shifted) meet the even one: 12
+// accumulators, 2 B vectors and one broadcast, within AVX2's 16 registers.
+#define SNIP_AVX2_TARGET __attribute__((target("avx2,fma")))
+#define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+template <int MR>
+SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t, const float* aw) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i hi_mask = _mm256_set1_epi32(int32_t(0xFFFF0000u));
+  const int64_t kq = t.kcp / 2;
+  for (int jb = 0; jb < 4; ++jb) {
+    for (int64_t c = 0; c < t.nch; ++c) {
+      const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
+      const uint16_t* bq = t.b + c * kq * kNR * 2 + jb * 32;
+      const float* ap = aw + c * t.kcp;
+#define SNIP_DECL(r) __m256 acc##r##0 = zero, acc##r##1 = zero;
+      SNIP_ROWS(SNIP_DECL)
+#undef SNIP_DECL
+      for (int64_t q = 0; q < nq; ++q, ap += 2, bq += kNR * 2) {
+        {
+          const __m256 b0 = _mm256_castsi256_ps(
+              _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)), hi_mask));
+          const __m256 b1 = _mm256_castsi256_ps(
+              _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16)), hi_mask));
+#define SNIP_ROW(r)                                             \
+  if constexpr (MR > r) {                                       \
+    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda + 1);  \
+    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);             \
+    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);             \
+  }
+          SNIP_ROWS(SNIP_ROW)
+#undef SNIP_ROW
+        }
+        // B is loaded again for the even elements rather than kept: 4 live B vectors would
+        // leave too few registers for the accumulators.
+        asm volatile("" ::: "memory");
+        {
+          const __m256 b0 =
+              _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)), 16));
+          const __m256 b1 = _mm256_castsi256_ps(
+              _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16)), 16));
+#define SNIP_ROW(r)                                         \
+  if constexpr (MR > r) {                                   \
+    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda);  \
+    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);         \
+    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);         \
+  }
+          SNIP_ROWS(SNIP_ROW)
+#undef SNIP_ROW
+        }
+      }
+      const float* sb = t.sb + c * kNR + jb * 16;
+      const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
+#define SNIP_SCALE(r)                                                                   \
+  if constexpr (MR > r) {                                                               \
+    const __m256 sar = _mm256_set1_ps(t.sa[r * t.nch + c]);                             \
+    float* o = ct + r * kNR + jb * 16;                                                  \
+    const __m256 t0 = _mm256_mul_ps(acc##r##0, _mm256_mul_ps(sar, sb0));                \
+    const __m256 t1 = _mm256_mul_ps(acc##r##1, _mm256_mul_ps(sar, sb1));                \
+    _mm256_storeu_ps(o, _mm256_add_ps(c == 0 ? zero : _mm256_loadu_ps(o), t0));         \
+    _mm256_storeu_ps(o + 8, _mm256_add_ps(c == 0 ? zero : _mm256_loadu_ps(o + 8), t1)); \
+  }
+      SNIP_ROWS(SNIP_SCALE)
+#undef SNIP_SCALE
+    }
+  }
+}
+#undef SNIP_ROWS
+
+// The tile's rows of A widened to FP32 (BF16 bits << 16), for tile_avx2's broadcasts.
+SNIP_AVX2_TARGET void widen_rows(float* __restrict aw, const uint16_t* __restrict a, int64_t lda, int mr) {
+  for (int64_t i = 0; i < mr * lda; ++i) {
+    const uint32_t bits = uint32_t(a[i]) << 16;
+    std::memcpy(aw + i, &bits, 4);
+  }
+}
+
+void tile_avx2_any(float* ct, const TileArgs& t, int mr) {
+  thread_local std::vector<float> aw;
+  if (int64_t(aw.size()) < mr * t.lda) aw.resize(size_t(kTileRowsMax * t.lda));
+  widen_rows(aw.data(), t.a, t.lda, mr);
+  switch (mr) {
+    case 1:
+      return tile_avx2<1>(ct, t, aw.data());
+    case 2:
+      return tile_avx2<2>(ct, t, aw.data());
+    case 3:
+      return tile_avx2<3>(ct, t, aw.data());
+    case 4:
+      return tile_avx2<4>(ct, t, aw.data());
+    case 5:
+      return tile_avx2<5>(ct, t, aw.data());
+    default:
+      return tile_avx2<6>(ct, t, aw.data());
+  }
+}
 #pragma GCC diagnostic pop
 
 void tile_dpbf16_any(float* ct, const TileArgs& t, int mr) {
@@ -600,17 +701,6 @@ void tile_fma_any(float* ct, const TileArgs& t, int mr) {
   }
 }
 
-bool detect_avx512f() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-}
-bool detect_bf16() {
-  if (!detect_avx512f()) return false;
-  // GCC 12's __builtin_cpu_supports has no "avx512bf16": CPUID leaf 7 sub-leaf 1, EAX bit 5.
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  __asm__("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(1));
-  return (eax >> 5) & 1u;
-}
 #else
 void tile_dpbf16_any(float*, const TileArgs&, int) {
   SNIP_ASSERT_MSG(false, "no AVX512-BF16 kernel on this CPU");
@@ -618,34 +708,21 @@ void tile_dpbf16_any(float*, const TileArgs&, int) {
 void tile_fma_any(float*, const TileArgs&, int) {
   SNIP_ASSERT_MSG(false, "no AVX-512 kernel on this CPU");
 }
-bool detect_avx512f() {
-  return false;
-}
-bool detect_bf16() {
-  return false;
+void tile_avx2_any(float*, const TileArgs&, int) {
+  SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
 }
 #endif
 
 Bf16Kernel choose_kernel(const ElemRange& ra, const ElemRange& rb) {
-  const QGemmMode mode = qgemm_mode();
-  if (mode == QGemmMode::scalar || !qgemm_cpu_has_avx512f()) return Bf16Kernel::scalar;
-  if (mode != QGemmMode::fma && qgemm_cpu_has_avx512bf16() &&
-      qgemm_bf16_dpbf16_safe(ra.emin, rb.emin, ra.subnormal || rb.subnormal))
+  const IsaTier tier = isa_tier();
+  if (tier >= IsaTier::avx512bf16 && qgemm_bf16_dpbf16_safe(ra.emin, rb.emin, ra.subnormal || rb.subnormal))
     return Bf16Kernel::dpbf16;
-  return Bf16Kernel::fma;
+  if (tier >= IsaTier::avx512) return Bf16Kernel::fma;
+  if (tier >= IsaTier::avx2) return Bf16Kernel::avx2;
+  return Bf16Kernel::scalar;
 }
 
 }  // namespace
-
-bool qgemm_cpu_has_avx512f() {
-  static const bool has = detect_avx512f();
-  return has;
-}
-
-bool qgemm_cpu_has_avx512bf16() {
-  static const bool has = detect_bf16();
-  return has;
-}
 
 bool qgemm_bf16_dpbf16_safe(int ea_min, int eb_min, bool any_subnormal) {
   return !any_subnormal && ea_min + eb_min >= 142;
@@ -780,6 +857,9 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
         break;
       case Bf16Kernel::fma:
         tile_fma_any(ct, t, mr);
+        break;
+      case Bf16Kernel::avx2:
+        tile_avx2_any(ct, t, mr);
         break;
       case Bf16Kernel::scalar:
         tile_scalar(ct, t, mr);

@@ -15,6 +15,7 @@
 #include "float_bits.h"
 #include "snip/blas_threads.h"
 #include "snip/elem_format.h"
+#include "snip/isa.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
 #include "snip/parallel.h"
@@ -583,7 +584,7 @@ int64_t sum_sq_diff_v8(double*, const float*, const float*, int64_t) {
 
 double sum_sq_diff(const float* y, const float* x, int64_t n) {
   double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t c = qgemm_cpu_has_avx512f() ? sum_sq_diff_v8(s, y, x, n) : 0; c < n; ++c) {
+  for (int64_t c = isa_at_least(IsaTier::avx512) ? sum_sq_diff_v8(s, y, x, n) : 0; c < n; ++c) {
     const double d = double(y[c]) - double(x[c]);
     s[c % 8] += d * d;
   }

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "quant_kernels.h"
+#include "snip/isa.h"
 #include "snip/qgemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -515,8 +516,7 @@ TileBf16Kernel avx512_tile_bf16_kernel(bool divide, Rounding r) {
   return cpu_has_avx512f() ? pick_tiles<TileBf16Kernel, TileBf16F>(divide, r) : nullptr;
 }
 bool use_avx512_quant_kernels() {
-  static const bool has = cpu_has_avx512f();
-  return has && qgemm_mode() != QGemmMode::scalar;
+  return isa_at_least(IsaTier::avx512);
 }
 
 #else  // no x86-64 GCC/Clang: the portable kernels only

@@ -59,8 +59,8 @@ TileBf16Kernel avx512_tile_bf16_kernel(bool divide, Rounding r);
 using StripAmaxKernel = void (*)(uint32_t*, const float*, int64_t, int64_t, int64_t, int64_t);
 StripAmaxKernel avx512_strip_amax_kernel();
 
-// Whether the quantizer runs the AVX-512 kernels: the CPU has AVX-512F and the GEMM mode is not
-// `scalar` (SNIP_QGEMM=scalar / set_qgemm_mode, which forces every portable path at once).
+// Whether the quantizer runs the AVX-512 kernels: the instruction-set tier (snip/isa.h) is
+// avx512 or above (SNIP_ISA=portable or avx2, or SNIP_QGEMM=scalar, force the portable kernels).
 bool use_avx512_quant_kernels();
 
 }  // namespace snip::detail

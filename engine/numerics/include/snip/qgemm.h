@@ -2,8 +2,8 @@
 //
 // Every E2M1 value times 2 is an integer in [-12, 12], so the dot product of two operands over
 // a run of K that shares one scale per operand (a "chunk") is an exact int32 sum of products of
-// int8 codes. The GEMM computes those sums (AVX512-VNNI vpdpbusd where the CPU has it, a
-// portable scalar loop otherwise, the same integers either way), scales each by the two
+// int8 codes. The GEMM computes those sums (AVX512-VNNI vpdpbusd, AVX2 vpmaddubsw or a portable
+// scalar loop, by instruction-set tier: snip/isa.h; the same integers either way), scales each by the two
 // operands' block scales and accumulates the chunks of K in FP32 in increasing order:
 //     C[m,n] = (…((0 + S₀·p₀) + S₁·p₁) + …),  p_c = fl(sa[m,c] · fl(sb[n,c]·0.25)),
 // every product and sum rounded to FP32, no FMA. The same operations in the same order on every
@@ -100,10 +100,10 @@ E2M1Gemm& e2m1_gemm_workspace();
 //     S_j = the sequential FP32 sum over k pairs (2t, 2t+1) of the chunk:
 //           s ← fma(a[2t+1], b[2t+1], s); s ← fma(a[2t], b[2t], s),   s starting at +0
 // (exactly the order of AVX512-BF16 vdpbf16ps), then C ← fl(C + fl(S_j · fl(sa_j · sb_j))) for
-// j = 0, 1, … with C starting at +0. Three kernels compute these same IEEE operations:
-// vdpbf16ps (when the CPU has AVX512_BF16 and its flushing of subnormal inputs and results
-// cannot change a result, see qgemm_bf16_dpbf16_safe), AVX-512F FMAs on the widened operands,
-// and a portable scalar loop (std::fma). The result is bit-identical on every CPU and for every
+// j = 0, 1, … with C starting at +0. Four kernels compute these same IEEE operations:
+// vdpbf16ps (tier avx512bf16, where its flushing of subnormal inputs and results cannot change
+// a result, see qgemm_bf16_dpbf16_safe), AVX-512F FMAs on the widened operands (tier avx512),
+// AVX2 FMAs (tier avx2) and a portable scalar loop (std::fma). The result is bit-identical on every CPU and for every
 // thread count.
 
 // One operand as a logical (i, k) matrix, k the reduction dimension. Element (i, k) is the BF16
@@ -179,7 +179,7 @@ class Bf16Gemm {
 Bf16Gemm& bf16_gemm_workspace();
 
 // Which kernel the last qgemm_bf16 call on this thread ran (for tests).
-enum class Bf16Kernel : uint8_t { dpbf16, fma, scalar };
+enum class Bf16Kernel : uint8_t { dpbf16, fma, avx2, scalar };
 Bf16Kernel qgemm_bf16_last_kernel();
 
 // Whether vdpbf16ps (which treats subnormal inputs and results as zero) gives the IEEE result
@@ -190,11 +190,10 @@ Bf16Kernel qgemm_bf16_last_kernel();
 bool qgemm_bf16_dpbf16_safe(int ea_min, int eb_min, bool any_subnormal);
 
 // Which GEMM the quantized linear layers use for FP4, FP8 and BF16 operands:
-//  automatic: FP4 on the integer GEMM (VNNI kernel when the CPU has AVX512-VNNI, else scalar);
-//             FP8 and BF16 on qgemm_bf16 (vdpbf16ps where the CPU has AVX512_BF16 and it is
-//             safe, else the AVX-512F FMA kernel, else scalar);
-//  fma:       as automatic, but qgemm_bf16 never uses vdpbf16ps (as on a CPU without it);
-//  scalar:    the portable scalar kernels (same bits, slow; for tests);
+//  automatic: FP4 on the integer GEMM, FP8 and BF16 on qgemm_bf16, each on the kernel of the
+//             instruction-set tier (snip/isa.h: SNIP_ISA, else the CPU's best);
+//  fma:       as automatic, with the tier at most avx512vnni (qgemm_bf16 never uses vdpbf16ps);
+//  scalar:    the portable kernels, as SNIP_ISA=portable (same bits, slow; for tests);
 //  sgemm:     the previous path: dequantize to FP32 and cblas_sgemm (different summation order).
 // The default is read once from SNIP_QGEMM=auto|fma|scalar|sgemm (unset: automatic).
 enum class QGemmMode : uint8_t { automatic, scalar, sgemm, fma };
@@ -202,8 +201,5 @@ void set_qgemm_mode(QGemmMode m);
 // SNIP_QGEMM's value as a mode (null or empty: automatic); anything else throws snip::Error.
 QGemmMode parse_qgemm_mode(const char* value);
 QGemmMode qgemm_mode();
-bool qgemm_cpu_has_vnni();
-bool qgemm_cpu_has_avx512bf16();
-bool qgemm_cpu_has_avx512f();
 
 }  // namespace snip
