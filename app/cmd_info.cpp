@@ -11,9 +11,8 @@ namespace {
 
 void setup_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Show the CPU's instruction sets and the kernel each precision runs on");
-  snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd), [] {
-    std::printf("snip %s\n%s", SNIP_VERSION, snip::isa_report().c_str());
-  });
+  snip::cli::run_checked(cmd, std::make_shared<snip::cli::OptionRules>(cmd),
+                         [] { std::printf("snip %s\n%s", SNIP_VERSION, snip::isa_report().c_str()); });
 }
 
 }  // namespace

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "isa_tiers.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
-#include "isa_tiers.h"
 #include "snip/qgemm.h"
 #include "snip/qlinear.h"
 
@@ -252,31 +252,35 @@ TEST(QGemm, EveryTiersKernelGivesThePortableBitsForAnyThreadCount) {
   }
 }
 
-// The AVX2 kernel's int16 lanes hold the sums of up to 32 quads of k before widening: K long
-// enough for several widenings per chunk, with every code at its extreme (±12 against 0 or 24
-// after the offset), is where an overflow or a lost widening would show.
-TEST(QGemm, Avx2KernelsInt16SumsAreExactAtTheExtremeCodes) {
+// The AVX2 and portable kernels' int16 lanes hold the sums of up to 32 and 28 quads of k before
+// widening: K long enough for several widenings per chunk, with every code at its extreme (±12
+// against 0 or 24 after the offset), is where an overflow or a lost widening would show.
+TEST(QGemm, Int16SumsAreExactAtTheExtremeCodesOnEveryTier) {
   ModeGuard guard;
   test::IsaGuard isa;
-  if (isa_tier() < IsaTier::avx2) GTEST_SKIP() << "this CPU has no AVX2";
   const int64_t M = 7, N = 70, K = 4096;
   std::vector<int8_t> a(size_t(M * K)), b(size_t(N * K));
-  for (size_t i = 0; i < a.size(); ++i) a[i] = (i / 5) % 2 ? 12 : -12;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = (i / 3) % 3 == 0 ? -12 : 12;
+  // Rows 0 and 1 of A and columns 0 and 1 of B are constant (+12 and −12: every product of row 0
+  // and column 0 is the largest, 24·12 after the offset); the rest mix signs.
+  for (size_t i = 0; i < a.size(); ++i) a[i] = int64_t(i) < K ? 12 : int64_t(i) < 2 * K ? -12 : (i / 5) % 2 ? 12 : -12;
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = int64_t(i) < K ? 12 : int64_t(i) < 2 * K ? -12 : (i / 3) % 3 == 0 ? -12 : 12;
   std::vector<float> sa(size_t(M), 1.0f), sb(size_t(N), 1.0f);
   E2M1Operand A, B;
   A.code2 = a.data(), A.code_rs = K, A.scales = sa.data(), A.scale_rs = 1, A.block_i = 1, A.block_k = K;
   B.code2 = b.data(), B.code_rs = K, B.scales = sb.data(), B.scale_rs = 1, B.block_i = 1, B.block_k = K;
   std::vector<float> got(size_t(M * N)), want(got.size());
-  set_isa_tier(IsaTier::avx2);
-  qgemm_e2m1(got.data(), N, M, N, K, A, B);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       int64_t s = 0;
       for (int64_t k = 0; k < K; ++k) s += int64_t(a[size_t(m * K + k)]) * b[size_t(n * K + k)];
       want[size_t(m * N + n)] = float(s) * 0.25f;
     }
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "output " << i;
+  for (IsaTier tier : test::runnable_tiers()) {
+    set_isa_tier(tier);
+    qgemm_e2m1(got.data(), N, M, N, K, A, B);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << isa_tier_name(tier) << ", output " << i;
+  }
 }
 
 TEST(QGemm, WithinTheDocumentedBoundOfTheExactProductOfTheSameQuantizedOperands) {

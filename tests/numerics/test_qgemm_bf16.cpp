@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "isa_tiers.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
-#include "isa_tiers.h"
 #include "snip/qgemm.h"
 #include "snip/qlinear.h"
 

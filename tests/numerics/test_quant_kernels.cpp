@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_tiers.h"
 #include "quant_kernels.h"
 #include "snip/elem_format.h"
 #include "snip/qgemm.h"
@@ -230,8 +231,9 @@ struct ModeGuard {
   ~ModeGuard() { set_qgemm_mode(QGemmMode::automatic); }
 };
 
-TEST(QuantKernels, ForcedPortableDispatchGivesTheSameCodesAndValues) {
+TEST(QuantKernels, EveryTierGivesThePortableCodesAndValues) {
   ModeGuard guard;
+  test::IsaGuard isa;
   const int64_t rows = 131, cols = 260;  // partial blocks and vector tails everywhere
   std::mt19937 gen(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -259,9 +261,9 @@ TEST(QuantKernels, ForcedPortableDispatchGivesTheSameCodesAndValues) {
                  rounding_name(c.r));
     const RngKey key{77, 3, 2, 1};
     const size_t ns = size_t(e2m1_scale_count(rows, cols, spec));
-    auto run = [&](QGemmMode mode, std::vector<float>& y, std::vector<int8_t>& code2, std::vector<uint16_t>& bf,
+    auto run = [&](IsaTier tier, std::vector<float>& y, std::vector<int8_t>& code2, std::vector<uint16_t>& bf,
                    std::vector<float>& scales) {
-      set_qgemm_mode(mode);
+      set_isa_tier(tier);
       y.assign(x.size(), 0.0f);
       fake_quantize(y.data(), x.data(), rows, cols, spec, key, "t");
       scales.assign(ns, 0.0f);
@@ -275,12 +277,15 @@ TEST(QuantKernels, ForcedPortableDispatchGivesTheSameCodesAndValues) {
     std::vector<float> y_auto, y_port, s_auto, s_port;
     std::vector<int8_t> c_auto, c_port;
     std::vector<uint16_t> b_auto, b_port;
-    run(QGemmMode::automatic, y_auto, c_auto, b_auto, s_auto);
-    run(QGemmMode::scalar, y_port, c_port, b_port, s_port);
-    EXPECT_EQ(std::memcmp(y_auto.data(), y_port.data(), x.size() * 4), 0);
-    EXPECT_EQ(c_auto, c_port);
-    EXPECT_EQ(b_auto, b_port);
-    EXPECT_EQ(std::memcmp(s_auto.data(), s_port.data(), ns * 4), 0);
+    run(IsaTier::portable, y_port, c_port, b_port, s_port);
+    for (IsaTier tier : test::runnable_tiers()) {
+      SCOPED_TRACE(isa_tier_name(tier));
+      run(tier, y_auto, c_auto, b_auto, s_auto);
+      EXPECT_EQ(std::memcmp(y_auto.data(), y_port.data(), x.size() * 4), 0);
+      EXPECT_EQ(c_auto, c_port);
+      EXPECT_EQ(b_auto, b_port);
+      EXPECT_EQ(std::memcmp(s_auto.data(), s_port.data(), ns * 4), 0);
+    }
     // The codes are not trivially equal: SR and the scales really produce a spread of codes.
     if (c.f == ElemFormat::e2m1) {
       int distinct = 0;

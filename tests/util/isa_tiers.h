@@ -1,6 +1,7 @@
 // The instruction-set tiers this CPU runs (snip/isa.h), for tests that hold every tier's kernels
 // to the portable twin's bits, and a guard that restores the tier and GEMM mode a test changed.
 #pragma once
+#include <cstdlib>
 #include <vector>
 
 #include "snip/isa.h"
@@ -8,10 +9,11 @@
 
 namespace snip::test {
 
-// portable … the tier in force when the test started (SNIP_ISA may cap it, e.g. in CI's runs).
+// portable … the CPU's best tier, or SNIP_ISA's when it caps it (whatever a test set since).
 inline std::vector<IsaTier> runnable_tiers() {
+  const IsaTier top = parse_isa_tier(std::getenv("SNIP_ISA"), cpu_isa_tier());
   std::vector<IsaTier> tiers;
-  for (int t = 0; t <= int(isa_tier()); ++t) tiers.push_back(IsaTier(t));
+  for (int t = 0; t <= int(top); ++t) tiers.push_back(IsaTier(t));
   return tiers;
 }
 

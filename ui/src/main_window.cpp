@@ -39,9 +39,9 @@
 #include "plan_view.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
-#include "snip/isa.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/isa.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
 
@@ -392,8 +392,10 @@ QString MainWindow::about_text() const {
   text += tr("<br><br>Database: %1")
               .arg(workbench_->store() ? workbench_->database_path().toHtmlEscaped() : tr("none open"));
   // The CPU and the kernel each precision runs on (the same lines as `snip info`).
-  text += QStringLiteral("<br><br>") +
-          QString::fromStdString(snip::isa_report()).toHtmlEscaped().trimmed().replace(QLatin1Char('\n'), QStringLiteral("<br>"));
+  text += QStringLiteral("<br><br>") + QString::fromStdString(snip::isa_report())
+                                           .toHtmlEscaped()
+                                           .trimmed()
+                                           .replace(QLatin1Char('\n'), QStringLiteral("<br>"));
   return text;
 }
 

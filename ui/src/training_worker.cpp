@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "snip/isa.h"
 #include "snip/checkpoint.h"
 #include "snip/error.h"
+#include "snip/isa.h"
 #include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/trainer.h"

@@ -159,7 +159,8 @@ PrecisionKernel precision_kernel(const std::string& precision, IsaTier t) {
     return {"integer E2M1 GEMM, portable C++", "portable"};
   }
   if (sgemm) return {"dequantize, then FP32 cblas_sgemm (SNIP_QGEMM=sgemm)", ""};
-  if (t >= IsaTier::avx512bf16) return {"BF16-element GEMM, AVX512_BF16 vdpbf16ps (FMA kernel for subnormal ranges)", ""};
+  if (t >= IsaTier::avx512bf16)
+    return {"BF16-element GEMM, AVX512_BF16 vdpbf16ps (FMA kernel for subnormal ranges)", ""};
   if (t >= IsaTier::avx512) return {"BF16-element GEMM, AVX-512 FMA", ""};
   if (t >= IsaTier::avx2) return {"BF16-element GEMM, AVX2 FMA", ""};
   return {"BF16-element GEMM, portable C++", "portable"};

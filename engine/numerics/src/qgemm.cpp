@@ -333,23 +333,46 @@ struct TileArgs {
   int64_t nch, kcp, kc, K;
 };
 
-// Portable kernel: the same int32 sums and FP32 operations as the VNNI kernel.
+// Portable kernel: the same int32 sums and FP32 operations as the VNNI kernel, the 64 columns
+// of a row side by side so the compiler vectorizes them (integer sums in any order are exact).
+// B's chunk is widened to int16 once per tile ([quad][k of the quad][64]); a quad's four
+// products sum to at most 4·288 = 1,152 in magnitude, so int16 lanes hold kPortableQuads = 28
+// quads (32,256 < 2^15, FORMATS.md 6.4) before they are added to the int32 sums.
+constexpr int64_t kPortableQuads = 28;
 void tile_scalar(float* ct, const TileArgs& t, int mr) {
   for (int i = 0; i < mr * kNR; ++i) ct[i] = 0.0f;
   const int64_t kq = t.kcp / 4;
+  thread_local std::vector<int16_t> bw;
+  if (int64_t(bw.size()) < kq * 4 * kNR) bw.resize(size_t(kq * 4 * kNR));
   for (int64_t c = 0; c < t.nch; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
     const int8_t* bc = t.b + c * kq * kNR * 4;
+    for (int64_t q = 0; q < nq; ++q)
+      for (int u = 0; u < 4; ++u) {
+        int16_t* w = bw.data() + (4 * q + u) * kNR;
+        const int8_t* bq = bc + q * kNR * 4 + u;
+        for (int j = 0; j < kNR; ++j) w[j] = bq[4 * j];
+      }
     for (int r = 0; r < mr; ++r) {
       const uint8_t* ar = t.a + r * t.lda + c * t.kcp;
       const float sar = t.sa[r * t.nch + c];
+      int32_t s[kNR];
+      for (int j = 0; j < kNR; ++j) s[j] = t.corr[c * kNR + j];
+      for (int64_t q0 = 0; q0 < nq; q0 += kPortableQuads) {
+        int16_t h[kNR] = {};
+        for (int64_t q = q0; q < std::min(nq, q0 + kPortableQuads); ++q) {
+          const int16_t a0 = ar[4 * q], a1 = ar[4 * q + 1], a2 = ar[4 * q + 2], a3 = ar[4 * q + 3];
+          const int16_t* w = bw.data() + 4 * q * kNR;
+          for (int j = 0; j < kNR; ++j)
+            h[j] = int16_t(h[j] + a0 * w[j] + a1 * w[kNR + j] + a2 * w[2 * kNR + j] + a3 * w[3 * kNR + j]);
+        }
+        for (int j = 0; j < kNR; ++j) s[j] += h[j];
+      }
+      float* o = ct + r * kNR;
       for (int j = 0; j < kNR; ++j) {
-        int32_t s = t.corr[c * kNR + j];
-        for (int64_t q = 0; q < nq; ++q)
-          for (int u = 0; u < 4; ++u) s += int32_t(ar[4 * q + u]) * int32_t(bc[q * kNR * 4 + j * 4 + u]);
         const float p = sar * t.sb[c * kNR + j];
-        const float term = float(s) * p;
-        ct[r * kNR + j] = ct[r * kNR + j] + term;
+        const float term = float(s[j]) * p;
+        o[j] = o[j] + term;
       }
     }
   }
@@ -458,20 +481,20 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
         for (int64_t q = q0; q < q1; ++q, ap += 4, bq += kNR * 4) {
           const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq));
           const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 32));
-#define SNIP_ROW(r)                                                  \
-  if constexpr (MR > r) {                                            \
-    int32_t a4;                                                      \
-    std::memcpy(&a4, ap + r * t.lda, 4);                             \
-    const __m256i av = _mm256_set1_epi32(a4);                        \
+#define SNIP_ROW(r)                                                    \
+  if constexpr (MR > r) {                                              \
+    int32_t a4;                                                        \
+    std::memcpy(&a4, ap + r * t.lda, 4);                               \
+    const __m256i av = _mm256_set1_epi32(a4);                          \
     h##r##0 = _mm256_add_epi16(h##r##0, _mm256_maddubs_epi16(av, b0)); \
     h##r##1 = _mm256_add_epi16(h##r##1, _mm256_maddubs_epi16(av, b1)); \
   }
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
         }
-#define SNIP_WIDEN(r)                                                                             \
-  if constexpr (MR > r) {                                                                         \
-    __m256i* w = reinterpret_cast<__m256i*>(s32[r]);                                              \
+#define SNIP_WIDEN(r)                                                                                        \
+  if constexpr (MR > r) {                                                                                    \
+    __m256i* w = reinterpret_cast<__m256i*>(s32[r]);                                                         \
     _mm256_store_si256(w, _mm256_add_epi32(_mm256_load_si256(w), _mm256_madd_epi16(h##r##0, ones)));         \
     _mm256_store_si256(w + 1, _mm256_add_epi32(_mm256_load_si256(w + 1), _mm256_madd_epi16(h##r##1, ones))); \
   }
@@ -485,8 +508,9 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
         float* o = ct + r * kNR + jb * 16;
         const __m256 t0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s32[r]))),
                                         _mm256_mul_ps(sar, sb0));
-        const __m256 t1 = _mm256_mul_ps(
-            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s32[r] + 8))), _mm256_mul_ps(sar, sb1));
+        const __m256 t1 =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s32[r] + 8))),
+                          _mm256_mul_ps(sar, sb1));
         _mm256_storeu_ps(o, _mm256_add_ps(c == 0 ? fzero : _mm256_loadu_ps(o), t0));
         _mm256_storeu_ps(o + 8, _mm256_add_ps(c == 0 ? fzero : _mm256_loadu_ps(o + 8), t1));
       }

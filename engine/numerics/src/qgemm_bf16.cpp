@@ -33,7 +33,6 @@
 #include "snip/error.h"
 #include "snip/isa.h"
 #include "snip/qgemm.h"
-#include "snip/target_clones.h"
 #include "snip/thread_pool.h"
 
 namespace snip {
@@ -54,10 +53,12 @@ inline float bf16_value(uint16_t h) {
 // What packing learned about one operand's elements.
 struct ElemRange {
   int emin = 255;          // smallest BF16 biased exponent of a non-zero element (255: none)
+  int emax = 0;            // largest biased exponent of a non-zero element (255: an infinity or NaN)
   bool subnormal = false;  // a non-zero element with exponent field 0
   bool inexact = false;    // an FP32 value that is not a BF16 value
   void add(const ElemRange& o) {
     emin = std::min(emin, o.emin);
+    emax = std::max(emax, o.emax);
     subnormal |= o.subnormal;
     inexact |= o.inexact;
   }
@@ -81,6 +82,7 @@ struct ElemReader {
       const int e = (h >> 7) & 0xFF;
       if (e == 0) r.subnormal = true;
       r.emin = std::min(r.emin, e == 0 ? 255 : e);
+      r.emax = std::max(r.emax, e);
     }
     return h;
   }
@@ -90,13 +92,14 @@ struct ElemReader {
 // source, recording the range. Branch-free so the compiler vectorizes it (packing reads every
 // element of both operands once).
 void read_run(uint16_t* __restrict d, const Bf16Operand& o, int64_t at, int64_t len, ElemRange& r) {
-  uint32_t low = 0, emin = 255, sub = 0;
+  uint32_t low = 0, emin = 255, emax = 0, sub = 0;
   auto note = [&](uint32_t h) {
     const uint32_t e = (h >> 7) & 0xFFu;
     const uint32_t nz = (h & 0x7FFFu) != 0 ? 1u : 0u;
     sub |= nz & (e == 0 ? 1u : 0u);
     const uint32_t ee = nz && e != 0 ? e : 255u;
     emin = ee < emin ? ee : emin;
+    emax = e > emax ? e : emax;
   };
   if (o.bits) {
     const uint16_t* src = o.bits + at;
@@ -118,6 +121,7 @@ void read_run(uint16_t* __restrict d, const Bf16Operand& o, int64_t at, int64_t 
   r.inexact |= low != 0;
   r.subnormal |= sub != 0;
   r.emin = std::min(r.emin, int(emin));
+  r.emax = std::max(r.emax, int(emax));
 }
 
 struct Packed : numerics_detail::PackGeometry {
@@ -247,18 +251,23 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
 }  // namespace
 
 namespace detail {
-// The smallest non-zero normal magnitude's bits (0x7FFF: none) and whether a subnormal is among
-// the n BF16 values: a min and an or over 16-bit lanes, so every clone vectorizes it (and an
-// order-free reduction gives the same answer in every clone).
-SNIP_TARGET_CLONES uint32_t bf16_range_bits(const uint16_t* __restrict h, int64_t n) {
-  uint16_t mn = 0x7FFF, sub = 0;
+// The smallest non-zero normal magnitude's bits (0x7FFF: none, bits 0-14), whether a subnormal
+// is among the n BF16 values (bit 16) and the largest magnitude's exponent (bits 17-24): a min, a
+// max and an or over 16-bit lanes, so every tier's copy vectorizes it (and an order-free reduction
+// gives the same answer in every copy).
+SNIP_TIER_COPIES(uint32_t, bf16_range_bits, (const uint16_t* __restrict h, int64_t n), {
+  uint16_t mn = 0x7FFF, mx = 0, sub = 0;
   for (int64_t u = 0; u < n; ++u) {
     const uint16_t a = uint16_t(h[u] & 0x7FFFu);
     const uint16_t normal = a >= 0x80u ? a : uint16_t(0x7FFF);
     mn = normal < mn ? normal : mn;
+    mx = a > mx ? a : mx;
     sub |= uint16_t(uint16_t(a - 1u) < 0x7Fu ? 1u : 0u);
   }
-  return uint32_t(mn) | (uint32_t(sub) << 16);
+  return uint32_t(mn) | (uint32_t(sub) << 16) | (uint32_t(mx >> 7) << 17);
+})
+uint32_t bf16_range_bits(const uint16_t* h, int64_t n) {
+  return SNIP_TIER_PICK(bf16_range_bits)(h, n);
 }
 }  // namespace detail
 
@@ -269,7 +278,8 @@ ElemRange range_of_bits(const uint16_t* codes, int64_t n) {
   const uint32_t bits = detail::bf16_range_bits(codes, n);
   ElemRange r;
   r.emin = int((bits & 0x7FFFu) >> 7);  // 0x7FFF >> 7 = 255: no non-zero normal element
-  r.subnormal = (bits >> 16) != 0;
+  r.subnormal = ((bits >> 16) & 1u) != 0;
+  r.emax = int(bits >> 17);
   return r;
 }
 
@@ -430,29 +440,57 @@ struct TileArgs {
   int64_t nch, kcp, kc, K;
 };
 
-// Portable kernel: the operations of the definition, one output at a time.
-void tile_scalar(float* ct, const TileArgs& t, int mr) {
+// Portable kernel: the operations of the definition, the 64 columns of a row side by side so
+// the compiler vectorizes them (each column's sum still runs over k in order). Where every
+// product of two elements is exact in FP32 (products_exact), fma(a, b, s) = fl(fl(a·b) + s), so
+// the kernel multiplies and adds: a CPU without FMA (SSE2) vectorizes that, not std::fma.
+// B's chunk is widened to FP32 once per tile ([k pair][odd, even][64]), so the rows' inner
+// loops are plain loads, multiplies and adds.
+template <bool kExactProducts>
+void tile_scalar_rows(float* ct, const TileArgs& t, int mr) {
   for (int i = 0; i < mr * kNR; ++i) ct[i] = 0.0f;
   const int64_t kq = t.kcp / 2;
+  thread_local std::vector<float> bw;
+  if (int64_t(bw.size()) < kq * 2 * kNR) bw.resize(size_t(kq * 2 * kNR));
   for (int64_t c = 0; c < t.nch; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
     const uint16_t* bc = t.b + c * kq * kNR * 2;
+    for (int64_t q = 0; q < nq; ++q) {
+      float* w = bw.data() + q * 2 * kNR;
+      const uint16_t* bq = bc + q * kNR * 2;
+      for (int j = 0; j < kNR; ++j) w[j] = bf16_value(bq[2 * j + 1]), w[kNR + j] = bf16_value(bq[2 * j]);
+    }
     for (int r = 0; r < mr; ++r) {
       const uint16_t* ar = t.a + r * t.lda + c * t.kcp;
       const float sar = t.sa[r * t.nch + c];
-      for (int j = 0; j < kNR; ++j) {
-        float s = 0.0f;
-        for (int64_t q = 0; q < nq; ++q) {
-          const uint16_t* bq = bc + q * kNR * 2 + j * 2;
-          s = std::fma(bf16_value(ar[2 * q + 1]), bf16_value(bq[1]), s);
-          s = std::fma(bf16_value(ar[2 * q]), bf16_value(bq[0]), s);
+      float s[kNR] = {};
+      for (int64_t q = 0; q < nq; ++q) {
+        const float ao = bf16_value(ar[2 * q + 1]), ae = bf16_value(ar[2 * q]);
+        const float* w = bw.data() + q * 2 * kNR;
+        for (int j = 0; j < kNR; ++j) {
+          const float bo = w[j], be = w[kNR + j];
+          if constexpr (kExactProducts) {
+            s[j] = s[j] + ao * bo;
+            s[j] = s[j] + ae * be;
+          } else {
+            s[j] = std::fma(ae, be, std::fma(ao, bo, s[j]));
+          }
         }
+      }
+      float* o = ct + r * kNR;
+      for (int j = 0; j < kNR; ++j) {
         const float p = sar * t.sb[c * kNR + j];
-        const float term = s * p;
-        ct[r * kNR + j] = ct[r * kNR + j] + term;
+        const float term = s[j] * p;
+        o[j] = o[j] + term;
       }
     }
   }
+}
+void tile_scalar(float* ct, const TileArgs& t, int mr, bool products_exact) {
+  if (products_exact)
+    tile_scalar_rows<true>(ct, t, mr);
+  else
+    tile_scalar_rows<false>(ct, t, mr);
 }
 
 #if defined(__x86_64__)
@@ -590,15 +628,15 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t, const float* aw) {
 #undef SNIP_DECL
       for (int64_t q = 0; q < nq; ++q, ap += 2, bq += kNR * 2) {
         {
-          const __m256 b0 = _mm256_castsi256_ps(
-              _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)), hi_mask));
+          const __m256 b0 =
+              _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)), hi_mask));
           const __m256 b1 = _mm256_castsi256_ps(
               _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16)), hi_mask));
-#define SNIP_ROW(r)                                             \
-  if constexpr (MR > r) {                                       \
-    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda + 1);  \
-    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);             \
-    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);             \
+#define SNIP_ROW(r)                                            \
+  if constexpr (MR > r) {                                      \
+    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda + 1); \
+    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);            \
+    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);            \
   }
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
@@ -609,13 +647,13 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t, const float* aw) {
         {
           const __m256 b0 =
               _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq)), 16));
-          const __m256 b1 = _mm256_castsi256_ps(
-              _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16)), 16));
-#define SNIP_ROW(r)                                         \
-  if constexpr (MR > r) {                                   \
-    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda);  \
-    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);         \
-    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);         \
+          const __m256 b1 =
+              _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 16)), 16));
+#define SNIP_ROW(r)                                        \
+  if constexpr (MR > r) {                                  \
+    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda); \
+    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);        \
+    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);        \
   }
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
@@ -726,6 +764,11 @@ Bf16Kernel choose_kernel(const ElemRange& ra, const ElemRange& rb) {
 
 bool qgemm_bf16_dpbf16_safe(int ea_min, int eb_min, bool any_subnormal) {
   return !any_subnormal && ea_min + eb_min >= 142;
+}
+
+bool qgemm_bf16_products_exact(int ea_min, int ea_max, int eb_min, int eb_max) {
+  if (ea_min == 255 || eb_min == 255) return ea_max < 255 && eb_max < 255;  // an all-zero operand
+  return ea_min + eb_min >= 119 && ea_max + eb_max <= 380;
 }
 
 Bf16Kernel qgemm_bf16_last_kernel() {
@@ -839,6 +882,8 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
   if (P.ra.inexact || P.rb.inexact) return false;
   const Bf16Kernel kernel = choose_kernel(P.ra, P.rb);
+  const bool exact =
+      qgemm_bf16_products_exact(P.ra.subnormal ? 1 : P.ra.emin, P.ra.emax, P.rb.subnormal ? 1 : P.rb.emin, P.rb.emax);
   g_last_kernel = kernel;
   const int64_t lda = P.lda();
   numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
@@ -862,7 +907,7 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
         tile_avx2_any(ct, t, mr);
         break;
       case Bf16Kernel::scalar:
-        tile_scalar(ct, t, mr);
+        tile_scalar(ct, t, mr, exact);
         break;
     }
   });

@@ -15,9 +15,9 @@
 #include "float_bits.h"
 #include "snip/blas_threads.h"
 #include "snip/elem_format.h"
-#include "snip/isa.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
+#include "snip/isa.h"
 #include "snip/parallel.h"
 #include "snip/qgemm.h"
 

@@ -29,8 +29,8 @@
 #include "quant_kernels.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
+#include "snip/isa.h"
 #include "snip/quant.h"
-#include "snip/target_clones.h"
 #include "snip/thread_pool.h"
 
 namespace snip {
@@ -57,15 +57,15 @@ int quant_threads() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One binary, per-CPU kernels: SNIP_TARGET_CLONES, snip/target_clones.h.
+// One binary, per-tier kernels: SNIP_TIER_COPIES, snip/isa.h.
 
-// Fast kernels. Each has external linkage and GCC target_clones, so one binary runs the
-// AVX-512 or AVX2 version where available and the SSE2 baseline elsewhere (the default build
-// has no -march). All clones do the same IEEE operations in the same order (no FMA
-// contraction, see CMakeLists.txt), so they give the same bits; the AVX-512 clone makes the
-// stochastic-rounding kernels (two 32-bit multiply hashes per element, compute-bound) ~1.4×
-// faster than AVX2. These are the portable kernels: on CPUs with AVX-512F the quantizer runs
-// the hand-vectorized copies in quant_avx512.cpp instead (same bits, tested against these).
+// Fast kernels. Each is compiled for the SSE2 baseline, AVX2 and AVX-512 (the default build
+// has no -march) and the copy of the instruction-set tier in force runs (SNIP_TIER_PICK). All
+// copies do the same IEEE operations in the same order (no FMA contraction, see CMakeLists.txt),
+// so they give the same bits; the AVX-512 copy makes the stochastic-rounding kernels (two
+// 32-bit multiply hashes per element, compute-bound) ~1.4× faster than AVX2. These are the
+// portable kernels: at tier avx512 and above the quantizer runs the hand-vectorized copies in
+// quant_avx512.cpp instead (same bits, tested against these).
 namespace detail {
 
 inline uint32_t fmix32(uint32_t h) {
@@ -138,10 +138,10 @@ inline __attribute__((always_inline)) void row_body(OutT* __restrict y, const fl
 }
 
 #define SNIP_ROW_KERNEL(NAME, DIV, VEC, ROUND)                                                                        \
-  SNIP_TARGET_CLONES void NAME(float* __restrict y, const float* __restrict x, const float* in_s, const float* out_s, \
-                               int64_t n, const RowParams& p, uint64_t i0) {                                          \
-    row_body<DIV, VEC, ROUND>(y, x, in_s, out_s, n, p, i0);                                                           \
-  }
+  SNIP_TIER_COPIES(void, NAME,                                                                                        \
+                   (float* __restrict y, const float* __restrict x, const float* in_s, const float* out_s, int64_t n, \
+                    const RowParams& p, uint64_t i0),                                                                 \
+                   { row_body<DIV, VEC, ROUND>(y, x, in_s, out_s, n, p, i0); })
 SNIP_ROW_KERNEL(row_div_s_rne, true, false, Rounding::rne)
 SNIP_ROW_KERNEL(row_div_s_sr, true, false, Rounding::stochastic)
 SNIP_ROW_KERNEL(row_div_s_away, true, false, Rounding::away)
@@ -157,12 +157,14 @@ SNIP_ROW_KERNEL(row_mul_v_away, false, true, Rounding::away)
 #undef SNIP_ROW_KERNEL
 
 // The same kernels writing E2M1 codes 2q (quantize_e2m1_code2), plus RowParams::code_offset.
-#define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                               \
-  SNIP_TARGET_CLONES void NAME(int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
-                               const RowParams& p, uint64_t i0) {                                             \
-    const float one = 1.0f;                                                                                   \
-    row_body<DIV, VEC, ROUND, int8_t>(y, x, in_s, &one, n, p, i0);                                            \
-  }
+#define SNIP_CODE_KERNEL(NAME, DIV, VEC, ROUND)                                                                        \
+  SNIP_TIER_COPIES(void, NAME,                                                                                         \
+                   (int8_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, const RowParams& p, \
+                    uint64_t i0),                                                                                      \
+                   {                                                                                                   \
+                     const float one = 1.0f;                                                                           \
+                     row_body<DIV, VEC, ROUND, int8_t>(y, x, in_s, &one, n, p, i0);                                    \
+                   })
 SNIP_CODE_KERNEL(code_div_s_rne, true, false, Rounding::rne)
 SNIP_CODE_KERNEL(code_div_s_sr, true, false, Rounding::stochastic)
 SNIP_CODE_KERNEL(code_div_s_away, true, false, Rounding::away)
@@ -178,12 +180,14 @@ SNIP_CODE_KERNEL(code_mul_v_away, false, true, Rounding::away)
 #undef SNIP_CODE_KERNEL
 
 // The same kernels writing BF16 codes (quantize_bf16_codes).
-#define SNIP_BF16_KERNEL(NAME, DIV, VEC, ROUND)                                                                 \
-  SNIP_TARGET_CLONES void NAME(uint16_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
-                               const RowParams& p, uint64_t i0) {                                               \
-    const float one = 1.0f;                                                                                     \
-    row_body<DIV, VEC, ROUND, uint16_t>(y, x, in_s, &one, n, p, i0);                                            \
-  }
+#define SNIP_BF16_KERNEL(NAME, DIV, VEC, ROUND)                                                      \
+  SNIP_TIER_COPIES(void, NAME,                                                                       \
+                   (uint16_t* __restrict y, const float* __restrict x, const float* in_s, int64_t n, \
+                    const RowParams& p, uint64_t i0),                                                \
+                   {                                                                                 \
+                     const float one = 1.0f;                                                         \
+                     row_body<DIV, VEC, ROUND, uint16_t>(y, x, in_s, &one, n, p, i0);                \
+                   })
 SNIP_BF16_KERNEL(bf16c_div_s_rne, true, false, Rounding::rne)
 SNIP_BF16_KERNEL(bf16c_div_s_sr, true, false, Rounding::stochastic)
 SNIP_BF16_KERNEL(bf16c_div_s_away, true, false, Rounding::away)
@@ -199,42 +203,78 @@ SNIP_BF16_KERNEL(bf16c_mul_v_away, false, true, Rounding::away)
 #undef SNIP_BF16_KERNEL
 
 Bf16CodeKernel pick_bf16_code_kernel(bool divide, bool vec, Rounding r) {
-  static const Bf16CodeKernel table[2][2][3] = {
-      {{bf16c_mul_s_rne, bf16c_mul_s_sr, bf16c_mul_s_away}, {bf16c_mul_v_rne, bf16c_mul_v_sr, bf16c_mul_v_away}},
-      {{bf16c_div_s_rne, bf16c_div_s_sr, bf16c_div_s_away}, {bf16c_div_v_rne, bf16c_div_v_sr, bf16c_div_v_away}}};
-  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+  static const Bf16CodeKernel table[3][2][2][3] = {
+      {{{bf16c_mul_s_rne_portable, bf16c_mul_s_sr_portable, bf16c_mul_s_away_portable},
+        {bf16c_mul_v_rne_portable, bf16c_mul_v_sr_portable, bf16c_mul_v_away_portable}},
+       {{bf16c_div_s_rne_portable, bf16c_div_s_sr_portable, bf16c_div_s_away_portable},
+        {bf16c_div_v_rne_portable, bf16c_div_v_sr_portable, bf16c_div_v_away_portable}}},
+      {{{bf16c_mul_s_rne_avx2, bf16c_mul_s_sr_avx2, bf16c_mul_s_away_avx2},
+        {bf16c_mul_v_rne_avx2, bf16c_mul_v_sr_avx2, bf16c_mul_v_away_avx2}},
+       {{bf16c_div_s_rne_avx2, bf16c_div_s_sr_avx2, bf16c_div_s_away_avx2},
+        {bf16c_div_v_rne_avx2, bf16c_div_v_sr_avx2, bf16c_div_v_away_avx2}}},
+      {{{bf16c_mul_s_rne_avx512, bf16c_mul_s_sr_avx512, bf16c_mul_s_away_avx512},
+        {bf16c_mul_v_rne_avx512, bf16c_mul_v_sr_avx512, bf16c_mul_v_away_avx512}},
+       {{bf16c_div_s_rne_avx512, bf16c_div_s_sr_avx512, bf16c_div_s_away_avx512},
+        {bf16c_div_v_rne_avx512, bf16c_div_v_sr_avx512, bf16c_div_v_away_avx512}}}};
+  return table[tier_copy()][divide ? 1 : 0][vec ? 1 : 0][int(r)];
 }
 
 CodeKernel pick_code_kernel(bool divide, bool vec, Rounding r) {
-  static const CodeKernel table[2][2][3] = {
-      {{code_mul_s_rne, code_mul_s_sr, code_mul_s_away}, {code_mul_v_rne, code_mul_v_sr, code_mul_v_away}},
-      {{code_div_s_rne, code_div_s_sr, code_div_s_away}, {code_div_v_rne, code_div_v_sr, code_div_v_away}}};
-  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+  static const CodeKernel table[3][2][2][3] = {
+      {{{code_mul_s_rne_portable, code_mul_s_sr_portable, code_mul_s_away_portable},
+        {code_mul_v_rne_portable, code_mul_v_sr_portable, code_mul_v_away_portable}},
+       {{code_div_s_rne_portable, code_div_s_sr_portable, code_div_s_away_portable},
+        {code_div_v_rne_portable, code_div_v_sr_portable, code_div_v_away_portable}}},
+      {{{code_mul_s_rne_avx2, code_mul_s_sr_avx2, code_mul_s_away_avx2},
+        {code_mul_v_rne_avx2, code_mul_v_sr_avx2, code_mul_v_away_avx2}},
+       {{code_div_s_rne_avx2, code_div_s_sr_avx2, code_div_s_away_avx2},
+        {code_div_v_rne_avx2, code_div_v_sr_avx2, code_div_v_away_avx2}}},
+      {{{code_mul_s_rne_avx512, code_mul_s_sr_avx512, code_mul_s_away_avx512},
+        {code_mul_v_rne_avx512, code_mul_v_sr_avx512, code_mul_v_away_avx512}},
+       {{code_div_s_rne_avx512, code_div_s_sr_avx512, code_div_s_away_avx512},
+        {code_div_v_rne_avx512, code_div_v_sr_avx512, code_div_v_away_avx512}}}};
+  return table[tier_copy()][divide ? 1 : 0][vec ? 1 : 0][int(r)];
 }
 
 RowKernel pick_row_kernel(bool divide, bool vec, Rounding r) {
-  static const RowKernel table[2][2][3] = {
-      {{row_mul_s_rne, row_mul_s_sr, row_mul_s_away}, {row_mul_v_rne, row_mul_v_sr, row_mul_v_away}},
-      {{row_div_s_rne, row_div_s_sr, row_div_s_away}, {row_div_v_rne, row_div_v_sr, row_div_v_away}}};
-  return table[divide ? 1 : 0][vec ? 1 : 0][int(r)];
+  static const RowKernel table[3][2][2][3] = {
+      {{{row_mul_s_rne_portable, row_mul_s_sr_portable, row_mul_s_away_portable},
+        {row_mul_v_rne_portable, row_mul_v_sr_portable, row_mul_v_away_portable}},
+       {{row_div_s_rne_portable, row_div_s_sr_portable, row_div_s_away_portable},
+        {row_div_v_rne_portable, row_div_v_sr_portable, row_div_v_away_portable}}},
+      {{{row_mul_s_rne_avx2, row_mul_s_sr_avx2, row_mul_s_away_avx2},
+        {row_mul_v_rne_avx2, row_mul_v_sr_avx2, row_mul_v_away_avx2}},
+       {{row_div_s_rne_avx2, row_div_s_sr_avx2, row_div_s_away_avx2},
+        {row_div_v_rne_avx2, row_div_v_sr_avx2, row_div_v_away_avx2}}},
+      {{{row_mul_s_rne_avx512, row_mul_s_sr_avx512, row_mul_s_away_avx512},
+        {row_mul_v_rne_avx512, row_mul_v_sr_avx512, row_mul_v_away_avx512}},
+       {{row_div_s_rne_avx512, row_div_s_sr_avx512, row_div_s_away_avx512},
+        {row_div_v_rne_avx512, row_div_v_sr_avx512, row_div_v_away_avx512}}}};
+  return table[tier_copy()][divide ? 1 : 0][vec ? 1 : 0][int(r)];
 }
 
 // Max of |x| as FP32 bits (order-preserving for non-negative floats; >= kInfBits: non-finite).
-SNIP_TARGET_CLONES uint32_t amax_bits(const float* __restrict x, int64_t n) {
+SNIP_TIER_COPIES(uint32_t, amax_bits, (const float* __restrict x, int64_t n), {
   uint32_t mx = 0;
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t a = fbits(x[c]) & kAbsMask;
     mx = a > mx ? a : mx;
   }
   return mx;
+})
+uint32_t amax_bits(const float* x, int64_t n) {
+  return SNIP_TIER_PICK(amax_bits)(x, n);
 }
 
 // colmax[c] = max(colmax[c], |x[c]| bits).
-SNIP_TARGET_CLONES void colmax_update(uint32_t* __restrict colmax, const float* __restrict x, int64_t n) {
+SNIP_TIER_COPIES(void, colmax_update, (uint32_t* __restrict colmax, const float* __restrict x, int64_t n), {
   for (int64_t c = 0; c < n; ++c) {
     const uint32_t a = fbits(x[c]) & kAbsMask;
     colmax[c] = a > colmax[c] ? a : colmax[c];
   }
+})
+void colmax_update(uint32_t* colmax, const float* x, int64_t n) {
+  SNIP_TIER_PICK(colmax_update)(colmax, x, n);
 }
 
 // BF16 RNE on the 16 dropped bits, saturating to ±0x7F7F0000; returns |x| bits max (finiteness).
@@ -256,12 +296,16 @@ inline __attribute__((always_inline)) uint32_t bf16_body(OutT* __restrict y, con
   return mx;
 }
 
-SNIP_TARGET_CLONES uint32_t bf16_row(float* __restrict y, const float* __restrict x, int64_t n) {
-  return bf16_body(y, x, n);
+SNIP_TIER_COPIES(uint32_t, bf16_row, (float* __restrict y, const float* __restrict x, int64_t n),
+                 { return bf16_body(y, x, n); })
+uint32_t bf16_row(float* y, const float* x, int64_t n) {
+  return SNIP_TIER_PICK(bf16_row)(y, x, n);
 }
 
-SNIP_TARGET_CLONES uint32_t bf16_bits_row(uint16_t* __restrict y, const float* __restrict x, int64_t n) {
-  return bf16_body(y, x, n);
+SNIP_TIER_COPIES(uint32_t, bf16_bits_row, (uint16_t* __restrict y, const float* __restrict x, int64_t n),
+                 { return bf16_body(y, x, n); })
+uint32_t bf16_bits_row(uint16_t* y, const float* x, int64_t n) {
+  return SNIP_TIER_PICK(bf16_bits_row)(y, x, n);
 }
 
 }  // namespace detail

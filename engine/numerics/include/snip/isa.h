@@ -58,6 +58,36 @@ PrecisionKernel precision_kernel(const std::string& precision, IsaTier t);
 // statistics sums at that tier. For `snip info` and the GUI's Help › About.
 std::string isa_report();
 
+// ---- Compiler-vectorized loops, one copy per tier ------------------------------------------
+// The portable twins are plain C++ loops that the compiler vectorizes. SNIP_TIER_COPIES(RET,
+// NAME, PARAMS, body…) compiles one body three times: NAME_portable (the build's baseline, SSE2
+// on x86-64), NAME_avx2 and NAME_avx512; SNIP_TIER_PICK(NAME) is the copy of the tier in force,
+// so SNIP_ISA=portable runs the baseline copy even on a CPU with AVX-512 (what a CPU without
+// AVX2 runs) and every tier can be benchmarked on one machine. All copies do the same IEEE
+// operations in the same order (no FMA contraction: -ffp-contract=off, no vectorized
+// reductions that reassociate floating-point sums), so they give the same bits. Off x86-64 the
+// three copies are the same portable code.
+#if defined(__x86_64__)
+#define SNIP_COPY_AVX2 __attribute__((target("avx2")))
+#define SNIP_COPY_AVX512 __attribute__((target("avx512f")))
+#else
+#define SNIP_COPY_AVX2
+#define SNIP_COPY_AVX512
+#endif
+// clang-format off
+#define SNIP_TIER_COPIES(RET, NAME, PARAMS, ...)       \
+  RET NAME##_portable PARAMS __VA_ARGS__                \
+  SNIP_COPY_AVX2 RET NAME##_avx2 PARAMS __VA_ARGS__     \
+  SNIP_COPY_AVX512 RET NAME##_avx512 PARAMS __VA_ARGS__
+// clang-format on
+// 0, 1, 2: the portable, avx2 or avx512 copy for the tier in force.
+inline int tier_copy() {
+  const IsaTier t = isa_tier();
+  return t >= IsaTier::avx512 ? 2 : t >= IsaTier::avx2 ? 1 : 0;
+}
+#define SNIP_TIER_PICK(NAME) \
+  (::snip::tier_copy() == 2 ? NAME##_avx512 : ::snip::tier_copy() == 1 ? NAME##_avx2 : NAME##_portable)
+
 // Once per process: the line to show when quantized precisions run on a slow tier (the
 // portable twins), else empty. Later calls return empty.
 std::string slow_tier_notice_once();

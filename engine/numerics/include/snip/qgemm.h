@@ -189,6 +189,15 @@ Bf16Kernel qgemm_bf16_last_kernel();
 // ea_min + eb_min ≥ 142 (FORMATS.md 6.5).
 bool qgemm_bf16_dpbf16_safe(int ea_min, int eb_min, bool any_subnormal);
 
+// Whether every product of an element of A and one of B is exact in FP32, so fma(a, b, s) =
+// fl(fl(a·b) + s) and the portable kernel may multiply, then add. The operands' non-zero
+// elements have "exponents" ea_min … ea_max, eb_min … eb_max (BF16 biased exponents, a subnormal
+// counting as 1; min 255: no non-zero element). A BF16 element is a multiple of 2^(e−134), so a
+// product is a multiple of 2^(ea+eb−268): representable (normal or subnormal, a multiple of
+// 2^−149) when ea_min + eb_min ≥ 119; it is below 2^(ea_max+eb_max−252), finite when
+// ea_max + eb_max ≤ 380; infinities and NaNs (exponent 255) never qualify (FORMATS.md 6.5).
+bool qgemm_bf16_products_exact(int ea_min, int ea_max, int eb_min, int eb_max);
+
 // Which GEMM the quantized linear layers use for FP4, FP8 and BF16 operands:
 //  automatic: FP4 on the integer GEMM, FP8 and BF16 on qgemm_bf16, each on the kernel of the
 //             instruction-set tier (snip/isa.h: SNIP_ISA, else the CPU's best);
