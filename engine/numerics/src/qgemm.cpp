@@ -331,6 +331,7 @@ struct TileArgs {
   const int32_t* corr;
   const float* sb;
   int64_t nch, kcp, kc, K;
+  int64_t ldo;  // the output tile's row stride
 };
 
 // Portable kernel: the same int32 sums and FP32 operations as the VNNI kernel, the 64 columns
@@ -340,7 +341,7 @@ struct TileArgs {
 // quads (32,256 < 2^15, FORMATS.md 6.4) before they are added to the int32 sums.
 constexpr int64_t kPortableQuads = 28;
 void tile_scalar(float* ct, const TileArgs& t, int mr) {
-  for (int i = 0; i < mr * kNR; ++i) ct[i] = 0.0f;
+  for (int r = 0; r < mr; ++r) std::fill(ct + r * t.ldo, ct + r * t.ldo + kNR, 0.0f);
   const int64_t kq = t.kcp / 4;
   thread_local std::vector<int16_t> bw;
   if (int64_t(bw.size()) < kq * 4 * kNR) bw.resize(size_t(kq * 4 * kNR));
@@ -368,7 +369,7 @@ void tile_scalar(float* ct, const TileArgs& t, int mr) {
         }
         for (int j = 0; j < kNR; ++j) s[j] += h[j];
       }
-      float* o = ct + r * kNR;
+      float* o = ct + r * t.ldo;
       for (int j = 0; j < kNR; ++j) {
         const float p = sar * t.sb[c * kNR + j];
         const float term = float(s[j]) * p;
@@ -393,7 +394,7 @@ void tile_scalar(float* ct, const TileArgs& t, int mr) {
 template <int MR>
 SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
-  for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + i * 16, zero);
+  for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + (i / 4) * t.ldo + (i % 4) * 16, zero);
   const int64_t kq = t.kcp / 4;
   for (int64_t c = 0; c < t.nch; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
@@ -429,7 +430,7 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
 #define SNIP_SCALE1(r, j)                                                                        \
   {                                                                                              \
     const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(acc##r##j), _mm512_mul_ps(sar, sb##j)); \
-    float* o = ct + r * kNR + 16 * j;                                                            \
+    float* o = ct + r * t.ldo + 16 * j;                                                            \
     _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));                                \
   }
 #define SNIP_SCALE(r)                                                       \
@@ -453,6 +454,16 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
 // × 2 vectors of int16 sums stay in registers, the int32 sums in a small array.
 #define SNIP_AVX2_TARGET __attribute__((target("avx2,fma")))
 constexpr int64_t kQuadsPerWiden = 32;
+// h += maddubs(a, b) as one asm block with its own scratch register: with the intrinsics GCC 12
+// computed all 12 products first and spilled half the accumulators to the stack (12 int16
+// sums, 2 B vectors, a broadcast and a scratch are exactly AVX2's 16 registers).
+#define SNIP_MADD_ADD(h, a, b)                                          \
+  {                                                                     \
+    __m256i scratch;                                                    \
+    asm("vpmaddubsw %[bv], %[av], %[t]\n\tvpaddw %[t], %[acc], %[acc]" \
+        : [acc] "+x"(h), [t] "=&x"(scratch)                             \
+        : [av] "x"(a), [bv] "x"(b));                                    \
+  }
 #define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 template <int MR>
 SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
@@ -486,8 +497,8 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
     int32_t a4;                                                        \
     std::memcpy(&a4, ap + r * t.lda, 4);                               \
     const __m256i av = _mm256_set1_epi32(a4);                          \
-    h##r##0 = _mm256_add_epi16(h##r##0, _mm256_maddubs_epi16(av, b0)); \
-    h##r##1 = _mm256_add_epi16(h##r##1, _mm256_maddubs_epi16(av, b1)); \
+    SNIP_MADD_ADD(h##r##0, av, b0);                                    \
+    SNIP_MADD_ADD(h##r##1, av, b1);                                    \
   }
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
@@ -505,7 +516,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
       const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
       for (int r = 0; r < MR; ++r) {
         const __m256 sar = _mm256_set1_ps(t.sa[r * t.nch + c]);
-        float* o = ct + r * kNR + jb * 16;
+        float* o = ct + r * t.ldo + jb * 16;
         const __m256 t0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s32[r]))),
                                         _mm256_mul_ps(sar, sb0));
         const __m256 t1 =
@@ -518,6 +529,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   }
 }
 #undef SNIP_ROWS
+#undef SNIP_MADD_ADD
 
 void tile_avx2_any(float* ct, const TileArgs& t, int mr) {
   switch (mr) {
@@ -886,7 +898,7 @@ void E2M1Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
   const IsaTier tier = isa_tier();
   const int64_t lda = P.lda();
-  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t m0, int64_t p, int mr) {
+  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr) {
     const TileArgs t{P.a.data() + m0 * lda,
                      lda,
                      P.sa.data() + m0 * P.nch,
@@ -896,7 +908,8 @@ void E2M1Gemm::run(float* C, int64_t ldc) {
                      P.nch,
                      P.kcp,
                      P.kc,
-                     P.K};
+                     P.K,
+                     ldo};
     if (tier >= IsaTier::avx512vnni)
       tile_vnni_any(ct, t, mr);
     else if (tier >= IsaTier::avx2)

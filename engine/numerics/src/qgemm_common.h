@@ -214,9 +214,11 @@ void place_b(T* b, const PackGeometry& P, int64_t r0, int64_t r1, const T* src, 
   }
 }
 
-// C (row stride ldc) from register tiles: tile(ct, m0, panel, mr) fills ct (mr rows × 64) for
-// rows m0 … m0+mr−1 and the panel's columns. One task per (panel, 48-row group) on the shared
-// pool; each output is computed by exactly one task, so the result does not depend on threads.
+// C (row stride ldc) from register tiles: tile(out, ldo, m0, panel, mr) writes the mr rows × 64
+// columns of rows m0 … m0+mr−1 and the panel's columns to out (row stride ldo): straight into C
+// where the panel is whole, else into a local tile that is copied out. One task per (panel,
+// 48-row group) on the shared pool; each output is computed by exactly one task, so the result
+// does not depend on threads.
 template <class Tile>
 void run_tiles(const PackGeometry& G, float* C, int64_t ldc, int threads, Tile&& tile) {
   const int64_t M = G.M, N = G.N;
@@ -230,7 +232,11 @@ void run_tiles(const PackGeometry& G, float* C, int64_t ldc, int threads, Tile&&
     alignas(64) float ct[kTileRows * kPanel];
     for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kTileRows) {
       const int mr = int(std::min<int64_t>(kTileRows, M - m0));
-      tile(ct, m0, p, mr);
+      if (ncols == kPanel) {
+        tile(C + m0 * ldc + n0, ldc, m0, p, mr);
+        continue;
+      }
+      tile(ct, int64_t(kPanel), m0, p, mr);
       for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kPanel, size_t(ncols) * sizeof(float));
     }
   };
