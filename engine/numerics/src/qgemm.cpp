@@ -430,7 +430,7 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
 #define SNIP_SCALE1(r, j)                                                                        \
   {                                                                                              \
     const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(acc##r##j), _mm512_mul_ps(sar, sb##j)); \
-    float* o = ct + r * t.ldo + 16 * j;                                                            \
+    float* o = ct + r * t.ldo + 16 * j;                                                          \
     _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));                                \
   }
 #define SNIP_SCALE(r)                                                       \
@@ -457,12 +457,12 @@ constexpr int64_t kQuadsPerWiden = 32;
 // h += maddubs(a, b) as one asm block with its own scratch register: with the intrinsics GCC 12
 // computed all 12 products first and spilled half the accumulators to the stack (12 int16
 // sums, 2 B vectors, a broadcast and a scratch are exactly AVX2's 16 registers).
-#define SNIP_MADD_ADD(h, a, b)                                          \
-  {                                                                     \
-    __m256i scratch;                                                    \
+#define SNIP_MADD_ADD(h, a, b)                                         \
+  {                                                                    \
+    __m256i scratch;                                                   \
     asm("vpmaddubsw %[bv], %[av], %[t]\n\tvpaddw %[t], %[acc], %[acc]" \
-        : [acc] "+x"(h), [t] "=&x"(scratch)                             \
-        : [av] "x"(a), [bv] "x"(b));                                    \
+        : [acc] "+x"(h), [t] "=&x"(scratch)                            \
+        : [av] "x"(a), [bv] "x"(b));                                   \
   }
 #define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 template <int MR>
@@ -492,13 +492,13 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
         for (int64_t q = q0; q < q1; ++q, ap += 4, bq += kNR * 4) {
           const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq));
           const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 32));
-#define SNIP_ROW(r)                                                    \
-  if constexpr (MR > r) {                                              \
-    int32_t a4;                                                        \
-    std::memcpy(&a4, ap + r * t.lda, 4);                               \
-    const __m256i av = _mm256_set1_epi32(a4);                          \
-    SNIP_MADD_ADD(h##r##0, av, b0);                                    \
-    SNIP_MADD_ADD(h##r##1, av, b1);                                    \
+#define SNIP_ROW(r)                           \
+  if constexpr (MR > r) {                     \
+    int32_t a4;                               \
+    std::memcpy(&a4, ap + r * t.lda, 4);      \
+    const __m256i av = _mm256_set1_epi32(a4); \
+    SNIP_MADD_ADD(h##r##0, av, b0);           \
+    SNIP_MADD_ADD(h##r##1, av, b1);           \
   }
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW

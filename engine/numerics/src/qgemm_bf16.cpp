@@ -512,7 +512,7 @@ void tile_scalar(float* ct, const TileArgs& t, int mr, bool products_exact) {
 #define SNIP_SCALE1(r, j)                                                    \
   {                                                                          \
     const __m512 term = _mm512_mul_ps(acc##r##j, _mm512_mul_ps(sar, sb##j)); \
-    float* o = ct + r * t.ldo + 16 * j;                                        \
+    float* o = ct + r * t.ldo + 16 * j;                                      \
     const __m512 prev = c == 0 ? zero : _mm512_loadu_ps(o);                  \
     _mm512_storeu_ps(o, _mm512_add_ps(prev, term));                          \
   }
@@ -598,14 +598,14 @@ SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t, const float* aw) {
       SNIP_WIDEN(2)
       SNIP_WIDEN(3)
 #undef SNIP_WIDEN
-#define SNIP_ROW(r)                                                                      \
-  if constexpr (MR > r) {                                                                \
-    const __m512 ao = _mm512_set1_ps(ap[r * t.lda + 1]);                                 \
-    const __m512 ae = _mm512_set1_ps(ap[r * t.lda]);                                     \
-    acc##r##0 = _mm512_fmadd_ps(ae, be0, _mm512_fmadd_ps(ao, bo0, acc##r##0));           \
-    acc##r##1 = _mm512_fmadd_ps(ae, be1, _mm512_fmadd_ps(ao, bo1, acc##r##1));           \
-    acc##r##2 = _mm512_fmadd_ps(ae, be2, _mm512_fmadd_ps(ao, bo2, acc##r##2));           \
-    acc##r##3 = _mm512_fmadd_ps(ae, be3, _mm512_fmadd_ps(ao, bo3, acc##r##3));           \
+#define SNIP_ROW(r)                                                            \
+  if constexpr (MR > r) {                                                      \
+    const __m512 ao = _mm512_set1_ps(ap[r * t.lda + 1]);                       \
+    const __m512 ae = _mm512_set1_ps(ap[r * t.lda]);                           \
+    acc##r##0 = _mm512_fmadd_ps(ae, be0, _mm512_fmadd_ps(ao, bo0, acc##r##0)); \
+    acc##r##1 = _mm512_fmadd_ps(ae, be1, _mm512_fmadd_ps(ao, bo1, acc##r##1)); \
+    acc##r##2 = _mm512_fmadd_ps(ae, be2, _mm512_fmadd_ps(ao, bo2, acc##r##2)); \
+    acc##r##3 = _mm512_fmadd_ps(ae, be3, _mm512_fmadd_ps(ao, bo3, acc##r##3)); \
   }
       SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
@@ -680,7 +680,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t, const float* aw) {
 #define SNIP_SCALE(r)                                                                   \
   if constexpr (MR > r) {                                                               \
     const __m256 sar = _mm256_set1_ps(t.sa[r * t.nch + c]);                             \
-    float* o = ct + r * t.ldo + jb * 16;                                                  \
+    float* o = ct + r * t.ldo + jb * 16;                                                \
     const __m256 t0 = _mm256_mul_ps(acc##r##0, _mm256_mul_ps(sar, sb0));                \
     const __m256 t1 = _mm256_mul_ps(acc##r##1, _mm256_mul_ps(sar, sb1));                \
     _mm256_storeu_ps(o, _mm256_add_ps(c == 0 ? zero : _mm256_loadu_ps(o), t0));         \
