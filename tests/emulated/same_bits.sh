@@ -21,6 +21,16 @@ if ! grep -q "^instruction-set tier: avx2 (the CPU's best)" <<<"$info"; then
   exit 1
 fi
 
+# A tier this CPU lacks is refused, naming its best.
+if above="$(SNIP_ISA=avx512 "$qemu" -cpu Haswell "$snip" info 2>&1)"; then
+  echo "FAIL: SNIP_ISA=avx512 was accepted on the emulated Haswell" >&2
+  exit 1
+fi
+if ! grep -q "its best tier is avx2" <<<"$above"; then
+  echo "FAIL: SNIP_ISA=avx512 on the emulated Haswell did not name its best tier: $above" >&2
+  exit 1
+fi
+
 native_tiers="$("$snip" info | sed -n 's/^instruction-set tier: \([a-z0-9]*\).*/\1/p')"
 all=(portable avx2 avx512 avx512vnni avx512bf16)
 tiers=()

@@ -318,6 +318,9 @@ TEST_F(UsabilityTest, AboutNamesTheVersionAndLinksTheDocs) {
   EXPECT_TRUE(QFileInfo::exists(readme));
   EXPECT_TRUE(about.contains(QUrl::fromLocalFile(readme).toString())) << about.toStdString();
   EXPECT_TRUE(about.contains("docs folder")) << about.toStdString();
+  // The CPU and the kernel each precision runs on, as `snip info` prints them.
+  EXPECT_TRUE(about.contains(QStringLiteral("instruction-set tier: "))) << about.toStdString();
+  EXPECT_TRUE(about.contains(QStringLiteral("FP4 GEMMs: "))) << about.toStdString();
   w->close();
 }
 
