@@ -69,7 +69,7 @@ TEST(InstructionSetTiers, ARunOnThePortableTierSaysSoOnce) {
   const auto slow = sh("SNIP_ISA=portable " + kSnip + args + (dir.path / "a").string());
   ASSERT_EQ(slow.status, 0) << slow.out;
   EXPECT_EQ(count(slow.out, "run on the portable kernels"), 1u) << slow.out;
-  EXPECT_NE(slow.out.find("several times slower than FP32"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("3-4x slower than FP32"), std::string::npos) << slow.out;
   if (snip::cpu_isa_tier() == snip::IsaTier::portable) return;
   const auto fast = sh("env -u SNIP_ISA -u SNIP_QGEMM " + kSnip + args + (dir.path / "b").string());
   ASSERT_EQ(fast.status, 0) << fast.out;

@@ -188,7 +188,7 @@ std::string slow_tier_notice_once() {
   if (g_noticed.exchange(true)) return {};
   return std::string("note: the quantized GEMMs run on the portable kernels (") +
          (cpu_isa_tier() == IsaTier::portable ? "this CPU has no AVX2+FMA" : "SNIP_ISA or SNIP_QGEMM asks for them") +
-         "): expect FP4, FP8 and BF16 steps several times slower than FP32 (docs/PERFORMANCE.md)";
+         "): expect FP4, FP8 and BF16 steps about 3-4x slower than FP32 (README, Performance)";
 }
 
 }  // namespace snip
