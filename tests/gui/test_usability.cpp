@@ -17,6 +17,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
@@ -321,6 +322,10 @@ TEST_F(UsabilityTest, AboutNamesTheVersionAndLinksTheDocs) {
   // The CPU and the kernel each precision runs on, as `snip info` prints them.
   EXPECT_TRUE(about.contains(QStringLiteral("instruction-set tier: "))) << about.toStdString();
   EXPECT_TRUE(about.contains(QStringLiteral("FP4 GEMMs: "))) << about.toStdString();
+  QMessageBox box(QMessageBox::Information, QStringLiteral("About SNIP Workbench"), about, QMessageBox::Ok, w.get());
+  box.show();
+  QApplication::processEvents();
+  ASSERT_TRUE(box.grab().save(shot_path("about")));
   w->close();
 }
 
