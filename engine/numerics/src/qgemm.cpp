@@ -532,20 +532,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
 #undef SNIP_MADD_ADD
 
 void tile_avx2_any(float* ct, const TileArgs& t, int mr) {
-  switch (mr) {
-    case 1:
-      return tile_avx2<1>(ct, t);
-    case 2:
-      return tile_avx2<2>(ct, t);
-    case 3:
-      return tile_avx2<3>(ct, t);
-    case 4:
-      return tile_avx2<4>(ct, t);
-    case 5:
-      return tile_avx2<5>(ct, t);
-    default:
-      return tile_avx2<6>(ct, t);
-  }
+  numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_avx2<decltype(rows)::value>(ct, t); });
 }
 #pragma GCC diagnostic pop
 
@@ -741,26 +728,7 @@ void ASink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const in
 }
 
 void tile_vnni_any(float* ct, const TileArgs& t, int mr) {
-  switch (mr) {
-    case 1:
-      tile_vnni<1>(ct, t);
-      break;
-    case 2:
-      tile_vnni<2>(ct, t);
-      break;
-    case 3:
-      tile_vnni<3>(ct, t);
-      break;
-    case 4:
-      tile_vnni<4>(ct, t);
-      break;
-    case 5:
-      tile_vnni<5>(ct, t);
-      break;
-    default:
-      tile_vnni<6>(ct, t);
-      break;
-  }
+  numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_vnni<decltype(rows)::value>(ct, t); });
 }
 
 void BSink::place_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, const int8_t* codes, int64_t ld) {

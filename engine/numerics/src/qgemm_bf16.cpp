@@ -699,54 +699,15 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
 #undef SNIP_ROWS
 
 void tile_avx2_any(float* ct, const TileArgs& t, int mr) {
-  switch (mr) {
-    case 1:
-      return tile_avx2<1>(ct, t);
-    case 2:
-      return tile_avx2<2>(ct, t);
-    case 3:
-      return tile_avx2<3>(ct, t);
-    case 4:
-      return tile_avx2<4>(ct, t);
-    case 5:
-      return tile_avx2<5>(ct, t);
-    default:
-      return tile_avx2<6>(ct, t);
-  }
+  numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_avx2<decltype(rows)::value>(ct, t); });
 }
 #pragma GCC diagnostic pop
 
 void tile_dpbf16_any(float* ct, const TileArgs& t, int mr) {
-  switch (mr) {
-    case 1:
-      return tile_dpbf16<1>(ct, t);
-    case 2:
-      return tile_dpbf16<2>(ct, t);
-    case 3:
-      return tile_dpbf16<3>(ct, t);
-    case 4:
-      return tile_dpbf16<4>(ct, t);
-    case 5:
-      return tile_dpbf16<5>(ct, t);
-    default:
-      return tile_dpbf16<6>(ct, t);
-  }
+  numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_dpbf16<decltype(rows)::value>(ct, t); });
 }
 void tile_fma_any(float* ct, const TileArgs& t, int mr) {
-  switch (mr) {
-    case 1:
-      return tile_fma<1>(ct, t);
-    case 2:
-      return tile_fma<2>(ct, t);
-    case 3:
-      return tile_fma<3>(ct, t);
-    case 4:
-      return tile_fma<4>(ct, t);
-    case 5:
-      return tile_fma<5>(ct, t);
-    default:
-      return tile_fma<6>(ct, t);
-  }
+  numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_fma<decltype(rows)::value>(ct, t); });
 }
 
 #else

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "snip/error.h"
@@ -211,6 +212,26 @@ void place_b(T* b, const PackGeometry& P, int64_t r0, int64_t r1, const T* src, 
         for (int v = 0; v < G; ++v) d[G * j + v] = s[v * ld + n0 + j];
     }
     k += whole_group ? G : 1;
+  }
+}
+
+// f(std::integral_constant<int, mr>{}) for a tile of mr rows (1 … kTileRows): the kernels are
+// templates on their row count, so every row count gets its own fully unrolled copy.
+template <class F>
+inline void with_tile_rows(int mr, F&& f) {
+  switch (mr) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 5:
+      return f(std::integral_constant<int, 5>{});
+    default:
+      return f(std::integral_constant<int, kTileRows>{});
   }
 }
 
