@@ -264,7 +264,9 @@ void setup_compare(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--baselines", opts->baselines,
                   "Baseline arms to train, comma-separated, from random, min-err, min-rel-err, hawq, e-layer-type, "
-                  "e-layer-id, uniform-fp8, uniform-fp4 (default: all); uniform-bf16 and SNIP always run")
+                  "e-layer-id, uniform-fp8, uniform-fp4 (default: these), and the per-role arms fp4-fprop-only, "
+                  "fp4-dgrad-only, fp4-wgrad-only (FP4 in one GEMM role, FP8 in the others; only when named); "
+                  "uniform-bf16 and SNIP always run")
       ->delimiter(',');
   cmd->add_option("--seeds", opts->seeds, "Seeds of the random baseline")->check(CLI::Range(0, 100));
   cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")

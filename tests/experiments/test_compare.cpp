@@ -183,6 +183,16 @@ TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
   o.baselines = {"random", "min-err", "uniform-fp4"};
   o.random_seeds = 2;
   const snip::CompareReport b = snip::run_compare(dir, o);
+  // A per-role arm runs only when named: uniform FP4 in dgrad, FP8 in fprop and wgrad.
+  o.baselines = {"fp4-dgrad-only", "uniform-fp4"};
+  const snip::CompareReport c = snip::run_compare(dir, o);
+  ASSERT_EQ(c.rows.size(), 4u);
+  EXPECT_EQ(c.rows[3].method, "fp4-dgrad-only");
+  for (const auto& [name, lp] : c.rows[3].plan.layers)
+    EXPECT_EQ(lp, (snip::LinearPrecision{snip::Precision::fp8, snip::Precision::fp4, snip::Precision::fp8})) << name;
+  EXPECT_NEAR(c.rows[3].achieved_fraction, 1.0 / 3.0, 1e-12);
+  EXPECT_EQ(c.rows[2].replicates[0].train_curve, a.rows[2].replicates[0].train_curve);  // uniform FP4 unchanged
+  EXPECT_NE(c.rows[3].replicates[0].train_curve, c.rows[2].replicates[0].train_curve);
   o.baselines = {"uniform-fp4", "fp4-everywhere"};
   try {
     snip::run_compare(dir, o);

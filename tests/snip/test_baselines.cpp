@@ -152,6 +152,39 @@ TEST(Uniform, OnePrecisionAndSaysWhenBudgetIsMissed) {
   EXPECT_TRUE(u4.notes.empty());
 }
 
+// fp4-<role>-only: FP4 in exactly that GEMM role of every layer, FP8 in the other two, a third of
+// the FLOPs in FP4 (the three roles of a layer have the same FLOPs); a pinned layer keeps its pin
+// on every GEMM, and the method names parse back.
+TEST(RoleArms, Fp4InOneRoleFp8InTheOthersAndAThirdOfTheFlops) {
+  const CostTable t = random_table(3, 11);
+  PlanRequest req;
+  req.budget = 0.75;
+  const std::string pinned = layer_module_name(1, LayerType::up);
+  for (Gemm role : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad}) {
+    SCOPED_TRACE(gemm_name(role));
+    const PlanResult r = plan_fp4_in_role(t, req, role);
+    EXPECT_EQ(r.method, std::string("fp4-") + gemm_name(role) + "-only");
+    EXPECT_EQ(parse_method(r.method), role == Gemm::fprop   ? Method::fp4_fprop_only
+                                      : role == Gemm::dgrad ? Method::fp4_dgrad_only
+                                                            : Method::fp4_wgrad_only);
+    ASSERT_EQ(r.plan.layers.size(), t.layers.size());
+    for (const auto& [name, lp] : r.plan.layers)
+      for (Gemm g : {Gemm::fprop, Gemm::dgrad, Gemm::wgrad})
+        EXPECT_EQ(lp[g], g == role ? Precision::fp4 : Precision::fp8) << name << " " << gemm_name(g);
+    EXPECT_NEAR(r.achieved_fraction, 1.0 / 3.0, 1e-12);
+    EXPECT_FALSE(r.meets_budget());  // ρ 0.75 is not a third: a reference point, and it says so
+    bool says = false;
+    for (const std::string& n : r.notes) says = says || n.find("reference point") != std::string::npos;
+    EXPECT_TRUE(says);
+
+    PlanRequest with_pin = req;
+    with_pin.pins[pinned] = Precision::fp8;
+    const PlanResult p = plan_fp4_in_role(t, with_pin, role);
+    EXPECT_EQ(p.plan.layers.at(pinned), LinearPrecision::uniform(Precision::fp8));
+    EXPECT_LT(p.achieved_fraction, r.achieved_fraction);
+  }
+}
+
 TEST(IdenticalPlans, GroupedAsOneEvidence) {
   const PlannerInput in = planner_input_from_stats(test::random_round(2, 8));
   PlanRequest req;

@@ -100,10 +100,11 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   auto* adaptive_grid = new QGridLayout(adaptive_box_);
   adaptive_grid->setContentsMargins(0, 0, 0, 0);
   adaptive_method_ = new QComboBox(adaptive_box_);
-  // The methods that re-make a plan from each round (uniform-* would never change).
+  // The methods that re-make a plan from each round (uniform-* and fp4-<role>-only never change).
   for (snip::Method m : snip::kAllMethods) {
     const QString name = QString::fromLatin1(snip::method_name(m));
-    if (!name.startsWith(QLatin1String("uniform"))) adaptive_method_->addItem(name);
+    if (!name.startsWith(QLatin1String("uniform")) && !name.endsWith(QLatin1String("-only")))
+      adaptive_method_->addItem(name);
   }
   adaptive_method_->setToolTip(tr("How each round's plan is made: SNIP's ILP on Q = ΔL̂ + λ·ΔŴ, or a baseline"));
   adaptive_lambda_ = new QDoubleSpinBox(adaptive_box_);

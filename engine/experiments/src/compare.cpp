@@ -335,16 +335,26 @@ CostTable oracle_cost_table(const ValidationReport& truth, const CostTable& like
 }
 
 const std::vector<std::string>& compare_baseline_names() {
-  static const std::vector<std::string> names = {"random",       "min-err",    "min-rel-err", "hawq",
-                                                 "e-layer-type", "e-layer-id", "uniform-fp8", "uniform-fp4"};
+  static const std::vector<std::string> names = {"random",         "min-err",        "min-rel-err",   "hawq",
+                                                 "e-layer-type",   "e-layer-id",     "uniform-fp8",   "uniform-fp4",
+                                                 "fp4-fprop-only", "fp4-dgrad-only", "fp4-wgrad-only"};
+  return names;
+}
+
+const std::vector<std::string>& compare_role_arm_names() {
+  static const std::vector<std::string> names = {"fp4-fprop-only", "fp4-dgrad-only", "fp4-wgrad-only"};
   return names;
 }
 
 namespace {
 
-// Whether the arm `name` ("random s2", "min-err", ...) is one of o.baselines (empty: all).
+// Whether the arm `name` ("random s2", "min-err", ...) is one of o.baselines (empty: all but the
+// per-role arms).
 bool baseline_selected(const CompareOptions& o, const std::string& name) {
-  if (o.baselines.empty()) return true;
+  if (o.baselines.empty()) {
+    const auto& roles = compare_role_arm_names();
+    return std::find(roles.begin(), roles.end(), name) == roles.end();
+  }
   const std::string family = name.rfind("random", 0) == 0 ? "random" : name;
   return std::find(o.baselines.begin(), o.baselines.end(), family) != o.baselines.end();
 }
@@ -382,7 +392,10 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   check_compare_options(o);
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
   {  // Bounded set-up: the job threads' trainers and every replicate's curve, refused before any work.
-    const double arms = double(o.lambdas.size() + std::max<size_t>(o.baselines.size(), 6) + 4);
+    const size_t baselines = o.baselines.empty() ? compare_baseline_names().size() - compare_role_arm_names().size() +
+                                                       size_t(std::max(0, o.random_seeds))
+                                                 : o.baselines.size() + size_t(std::max(0, o.random_seeds));
+    const double arms = double(o.lambdas.size() + baselines + 2);
     const double trainings = arms * o.replicates;
     const double threads = std::min<double>(o.jobs, trainings);
     const double per_job =
@@ -453,6 +466,9 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   add("e-layer-id", base, Method::e_layer_id);
   add("uniform-fp8", base, Method::uniform_fp8);
   add("uniform-fp4", base, Method::uniform_fp4);
+  add("fp4-fprop-only", base, Method::fp4_fprop_only);
+  add("fp4-dgrad-only", base, Method::fp4_dgrad_only);
+  add("fp4-wgrad-only", base, Method::fp4_wgrad_only);
   if (o.oracle) {
     if (progress) progress(0, 0, "oracle: measuring every layer's loss damage");
     add_result("oracle", oracle_plan(dir, rep.recipe, o, base.snip, req), Method::snip, 1, std::nullopt);

@@ -262,4 +262,49 @@ PlanResult plan_uniform(const CostTable& costs, const PlanRequest& req, Precisio
   return r;
 }
 
+PlanResult plan_fp4_in_role(const CostTable& costs, const PlanRequest& req, Gemm role) {
+  PlanRequest any = req;
+  any.budget = 0;  // a reference point, as the uniform plans
+  Setup s = make_setup(costs, any);
+  std::vector<Precision> prec(s.units.size(), Precision::fp8);
+  for (size_t u = 0; u < s.units.size(); ++u)
+    if (s.units[u].pin) prec[u] = *s.units[u].pin;
+  const std::string name = std::string("fp4-") + gemm_name(role) + "-only";
+  PlanResult r;
+  r.method = name;
+  r.status = "rule";
+  r.choice = to_choice(costs, s, prec);
+  // The planner's roles are fprop and backward (dgrad and wgrad share a precision and a cost):
+  // fp4-fprop-only is a choice like any other; dgrad or wgrad alone is set in the plan after.
+  if (role == Gemm::fprop)
+    for (const Unit& unit : s.units)
+      if (!unit.pin)
+        for (int l : unit.layers) r.choice[size_t(l)][int(Role::fprop)] = Precision::fp4;
+  finish_result(r, costs, req);
+  if (role != Gemm::fprop) {
+    double fp4 = 0, all = 0;
+    for (const Unit& unit : s.units)
+      for (int l : unit.layers) {
+        const double f = costs.layers[size_t(l)].flops;  // the layer's 3 GEMMs, a third each
+        all += f;
+        if (unit.pin) {
+          if (*unit.pin == Precision::fp4) fp4 += f;
+          continue;
+        }
+        r.plan.layers[costs.layers[size_t(l)].name][role] = Precision::fp4;
+        fp4 += f / 3.0;
+      }
+    r.achieved_fraction = all > 0 ? fp4 / all : 0.0;
+    r.plan.achieved_fp4_fraction = r.achieved_fraction;
+    r.predicted_q = r.predicted_dl = r.predicted_dw = kNaN;  // priced only for dgrad and wgrad together
+    for (const char* k : {"predicted_q", "predicted_dl", "predicted_dw"}) r.plan.provenance.erase(k);
+    r.notes.push_back(name + ": the estimator prices dgrad and wgrad together, so this plan has no prediction");
+  }
+  if (!r.meets_budget())
+    r.notes.push_back(name + " does not meet budget " + fmt(req.budget) + " (FP4 fraction " + fmt(r.achieved_fraction) +
+                      "); it is a reference point");
+  if (!r.notes.empty()) r.plan.provenance["notes"] = r.notes;
+  return r;
+}
+
 }  // namespace snip

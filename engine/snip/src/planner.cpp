@@ -43,6 +43,12 @@ const char* method_name(Method m) {
       return "uniform-fp4";
     case Method::hawq:
       return "hawq";
+    case Method::fp4_fprop_only:
+      return "fp4-fprop-only";
+    case Method::fp4_dgrad_only:
+      return "fp4-dgrad-only";
+    case Method::fp4_wgrad_only:
+      return "fp4-wgrad-only";
   }
   return "?";
 }
@@ -878,6 +884,15 @@ PlanResult make_plan(const PlannerInput& input, Method method, const PlanRequest
       break;
     case Method::uniform_fp4:
       r = plan_uniform(input.snip, req, Precision::fp4);
+      break;
+    case Method::fp4_fprop_only:
+      r = plan_fp4_in_role(input.snip, req, Gemm::fprop);
+      break;
+    case Method::fp4_dgrad_only:
+      r = plan_fp4_in_role(input.snip, req, Gemm::dgrad);
+      break;
+    case Method::fp4_wgrad_only:
+      r = plan_fp4_in_role(input.snip, req, Gemm::wgrad);
       break;
   }
   r.solve_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -52,8 +52,9 @@ struct CompareOptions {
   // `jobs` is, and every training owns its model, optimizer and data loader.
   int jobs = 1;
   // The baseline arms to train (compare_baseline_names(); "random" means every random seed);
-  // empty: all. uniform-bf16 (the zero of the gaps) and the SNIP arms always run. Fewer arms
-  // buy more replicates on a small machine.
+  // empty: all but the per-role arms (compare_role_arm_names(), asked for by name). uniform-bf16
+  // (the zero of the gaps) and the SNIP arms always run. Fewer arms buy more replicates on a
+  // small machine.
   std::vector<std::string> baselines;
 };
 
@@ -71,6 +72,10 @@ int oracle_first_batch(const CompareOptions& options);
 
 // Every baseline family run_compare knows, in report order.
 const std::vector<std::string>& compare_baseline_names();
+// The arms with uniform FP4 in one GEMM role and FP8 in the others (fp4-fprop-only,
+// fp4-dgrad-only, fp4-wgrad-only): which role carries FP4's damage. Run only when named in
+// CompareOptions::baselines.
+const std::vector<std::string>& compare_role_arm_names();
 
 // One training of one arm.
 struct CompareReplicate {

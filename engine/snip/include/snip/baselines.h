@@ -27,4 +27,8 @@ PlanResult plan_random(const CostTable& costs, const PlanRequest& request, uint6
 // uniform-*: one precision everywhere (pins still honoured). A note says when ρ is not met.
 PlanResult plan_uniform(const CostTable& costs, const PlanRequest& request, Precision p);
 
+// fp4-<role>-only: FP4 in GEMM role `role` of every layer, FP8 in the other two (pinned layers
+// keep their pin on every GEMM). A note says when ρ is not met.
+PlanResult plan_fp4_in_role(const CostTable& costs, const PlanRequest& request, Gemm role);
+
 }  // namespace snip

@@ -26,6 +26,8 @@ namespace snip {
 
 // hawq: HAWQ-V3 (Yao et al. 2021), the ILP on tr(H_W)/|W|·‖Q(W) − W‖²; needs a statistics round
 // with the weight-Hessian trace (hessian_probes > 0).
+// fp4-<role>-only: uniform FP4 in one GEMM role of every layer, FP8 in the other two: which role
+// carries FP4's damage (a third of the FLOPs each; a reference point, not a budget solution).
 enum class Method {
   snip,
   min_err,
@@ -36,11 +38,15 @@ enum class Method {
   uniform_bf16,
   uniform_fp8,
   uniform_fp4,
-  hawq
+  hawq,
+  fp4_fprop_only,
+  fp4_dgrad_only,
+  fp4_wgrad_only
 };
-inline constexpr std::array<Method, 10> kAllMethods = {
-    Method::snip,   Method::min_err,      Method::min_rel_err, Method::e_layer_type, Method::e_layer_id,
-    Method::random, Method::uniform_bf16, Method::uniform_fp8, Method::uniform_fp4,  Method::hawq};
+inline constexpr std::array<Method, 13> kAllMethods = {
+    Method::snip,           Method::min_err,        Method::min_rel_err,   Method::e_layer_type, Method::e_layer_id,
+    Method::random,         Method::uniform_bf16,   Method::uniform_fp8,   Method::uniform_fp4,  Method::hawq,
+    Method::fp4_fprop_only, Method::fp4_dgrad_only, Method::fp4_wgrad_only};
 const char* method_name(Method m);                            // "snip" "min-err" ... "uniform-fp4" "hawq"
 Method parse_method(std::string_view s);                      // throws snip::Error listing the accepted names
 std::string method_names(std::string_view separator = ", ");  // every method's name, in kAllMethods order
