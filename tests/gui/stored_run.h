@@ -1,5 +1,6 @@
-// A stored, finished run of the `tiny` shape with 200 metric rows (test data), for the GUI tests
-// that need a database with something in it. Returns the run's id.
+// A stored, finished run of the `tiny` shape with `steps` metric rows (test data), for the GUI
+// tests that need a database with something in it; written through a connection of its own, as
+// the headless `snip train` writes. Returns the run's id.
 #pragma once
 #include <QString>
 #include <optional>
@@ -11,7 +12,7 @@
 
 namespace snip_test {
 
-inline int64_t stored_finished_run(const QString& db, const std::string& name = "a run") {
+inline int64_t stored_finished_run(const QString& db, const std::string& name = "a run", int steps = 200) {
   snip::Store store(db.toStdString());
   snip::RunSpec spec;
   spec.name = name;
@@ -19,7 +20,7 @@ inline int64_t stored_finished_run(const QString& db, const std::string& name = 
   spec.method = "uniform-bf16";
   const int64_t id = store.create_run(spec);
   std::vector<snip::MetricRow> rows;
-  for (int s = 1; s <= 200; ++s)
+  for (int s = 1; s <= steps; ++s)
     rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
   store.append_metrics(id, rows);
   store.set_run_status(id, snip::RunStatus::finished);

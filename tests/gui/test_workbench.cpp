@@ -38,6 +38,7 @@
 #include "snip/run_recorder.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
+#include "stored_run.h"
 #include "synthetic_stats.h"
 #include "test_window.h"
 
@@ -383,20 +384,8 @@ TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {
 TEST_F(WorkbenchTest, RunsWrittenByAnotherProcessAppear) {
   auto w = open_window();
   const int rows_before = w->run_view()->runs_table()->rowCount();
-  {
-    // What the headless `snip train` does: its own connection, a run and committed metrics.
-    snip::Store cli(db_.toStdString());
-    snip::RunSpec spec;
-    spec.name = "from the CLI";
-    spec.dims = snip::preset_config("tiny").dims();
-    spec.method = "uniform-bf16";
-    const int64_t id = cli.create_run(spec);
-    std::vector<snip::MetricRow> rows;
-    for (int s = 1; s <= 40; ++s)
-      rows.push_back(snip::MetricRow{s, 5.0 / s, std::nullopt, 1e-3, 1.0, 1000, 0.0, std::nullopt});
-    cli.append_metrics(id, rows);
-    cli.set_run_status(id, snip::RunStatus::finished);
-  }
+  // What the headless `snip train` does: its own connection, a run and committed metrics.
+  snip_test::stored_finished_run(db_, "from the CLI", 40);
   w->workbench()->poll_now();  // the timer does this every 1.5 s
   EXPECT_EQ(w->run_view()->runs_table()->rowCount(), rows_before + 1);
   EXPECT_EQ(w->run_view()->runs_table()->item(0, 1)->text(), "from the CLI");
