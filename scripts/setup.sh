@@ -12,7 +12,7 @@ packages=(
   libsentencepiece-dev libboost-math-dev
   xvfb xauth fonts-dejavu-core
   zlib1g-dev python3-numpy python3-torch
-  python3-matplotlib  # bench/experiments/plot_regimes.py: error bars and categorical axes the Qt chart lacks
+  python3-matplotlib  # experiments/plot_regimes.py: error bars and categorical axes the Qt chart lacks
   clang-format
   qemu-user  # tests/emulated: the suite's subset on an emulated CPU without AVX-512 (qemu-x86_64 -cpu Haswell)
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the regime map's tables and plots (bench/experiments/REGIMES.md) from the stored
+# Regenerates the regime map's tables and plots (experiments/REGIMES.md) from the stored
 # compares (data/*.json: snip show --compare ID --json) and the from-scratch runs paired by seed
 # (data/runs/*.jsonl: the step lines of snip train --json).
 set -euo pipefail

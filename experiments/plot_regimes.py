@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plots and tables of the regime map (bench/experiments/REGIMES.md) from stored compares.
+"""Plots and tables of the regime map (experiments/REGIMES.md) from stored compares.
 
 Input: the JSON of stored `snip compare` tables, one file each, as printed by
     snip show --db regimes.db --compare ID --json > NAME.json
@@ -14,7 +14,7 @@ uniform FP4's gap in intervals, SNIP's verdicts and regret to the oracle), and
 
 Uses python3-matplotlib (Debian package; scripts/setup.sh installs it): the plots need error
 bars, categorical and log axes, which the Qt chart widget of ui/ does not draw.
-Run with the system interpreter: /usr/bin/python3 bench/experiments/plot_regimes.py ...
+Run with the system interpreter: /usr/bin/python3 experiments/plot_regimes.py ...
 """
 import argparse
 import json
