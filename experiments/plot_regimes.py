@@ -220,7 +220,7 @@ def plot_gap_vs_step(c, path, window=10):
     ax.axhline(0, color="0.7", lw=0.8)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"train-loss gap to BF16 ({window}-step running mean)")
-    ax.set_title(f"{c['_name']}: recipe {c['recipe']}, budget {c['budget']}, K = {c['replicates']} "
+    ax.set_title(f"{c['_name']}\nrecipe {c['recipe']}, budget {c['budget']}, K = {c['replicates']} "
                  "(paired by replicate; band: 95% t)", fontsize=10)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
