@@ -32,7 +32,7 @@ inline nlohmann::json interval_half_width(const Interval& iv) {
   return iv.has_interval() ? num_or_null(iv.ci95) : nlohmann::json(nullptr);
 }
 
-// The statistics of one loss under the JSON names of issue 16 (`suffix` "" for train, "_val").
+// The statistics of one loss under the JSON names `snip compare --json` prints (`suffix` "" for train, "_val").
 inline void put_gap_stats(nlohmann::json& j, const GapStats& s, const std::string& loss, const std::string& suffix) {
   nlohmann::json gaps = nlohmann::json::array();
   for (double g : s.gaps) gaps.push_back(num_or_null(g));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of every parser of outside input (issue 7): builds the fuzz targets with
+# Bounded libFuzzer run of every parser of outside input: builds the fuzz targets with
 # clang + ASan + UBSan in build-fuzz, runs each for SECONDS (default 60) on a copy of its seed
 # corpus (tests/fuzz/corpus/<target>/), and prints one table row per target: executions, time,
 # corpus growth, and the crash file if it found one. Exit status 1 when any target crashed.

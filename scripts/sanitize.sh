@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs of the test suite (issue 7), each in its own build directory, gcc, -O1 -g
+# Sanitizer runs of the test suite, each in its own build directory, gcc, -O1 -g
 # (top-level CMakeLists.txt), GUI, benchmarks and fuzzers not built:
 #   asan: -DSNIP_ASAN=ON (AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer with
 #         -fno-sanitize-recover=all), build-asan: every test binary and `snip` (which the CLI

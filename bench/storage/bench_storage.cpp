@@ -1,7 +1,7 @@
 // Store throughput: per-step metric inserts (batched transactions vs the reference of one
 // commit per row) and drawing a 100k-step curve (downsampled to 2,000 points vs the
 // reference full load). Every measured path is first checked against its reference; the
-// ratios are printed after the benchmarks. Targets (issue 4): ≥ 200k rows/s batched,
+// ratios are printed after the benchmarks. Targets: ≥ 200k rows/s batched,
 // ≤ 50 ms per downsampled curve.
 //
 //   bench_storage [--db-dir DIR] [google-benchmark flags]   (DIR: where the test database lives)

@@ -1,4 +1,4 @@
-// Issue 14, sections 3 and 4 through the real `snip` binary: no input crashes it (planner edge
+// Crashes and ignored or contradictory options, through the real `snip` binary: no input crashes it (planner edge
 // cases, integers that overflow or change sign on the way in, sizes that cannot be allocated),
 // and no option is silently ignored or silently loses a contradiction (app/option_rules.h), nor
 // is a data file that contradicts itself (plans, statistics, model configs). Each test asserts the

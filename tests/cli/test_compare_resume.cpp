@@ -1,4 +1,4 @@
-// A compare survives interruption (issue 16 §1): stored as it runs (snip::CompareRecorder), a
+// A compare survives interruption: stored as it runs (snip::CompareRecorder), a
 // compare stopped after a known training is `interrupted` with its finished trainings kept;
 // `snip compare --resume ID` trains only the rest and stores what an uninterrupted compare
 // stores, bit for bit (with another --jobs, too); contradicting options, a changed checkpoint

@@ -1,4 +1,4 @@
-// The user's own environment (issue 14, docs/BAD_INPUT.md "Environment"), with the real `snip`
+// The user's own environment (docs/BAD_INPUT.md "Environment"), with the real `snip`
 // binary: existing paths at --out are refused before step 1 (nothing of the user's replaced,
 // no run recorded), symbolic links are written through and FIFOs refused, a second run on a
 // held checkpoint location is refused, SIGTERM/SIGHUP stop a run like Ctrl-C (checkpoint,

@@ -1,4 +1,4 @@
-// A resumed run is the same run (issue 14, sections 2 and 5): an adaptive SNIP run interrupted
+// A resumed run is the same run: an adaptive SNIP run interrupted
 // at several steps and resumed from its checkpoint alone (`snip train --resume DIR --db F`)
 // ends with the uninterrupted run's weights byte for byte, the same metric rows, statistics
 // rounds and plan timeline; a contradicting option, a changed or moved corpus are errors;

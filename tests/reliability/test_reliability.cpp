@@ -1,4 +1,4 @@
-// Fault injection and recovery (issue 7; rows in docs/BAD_INPUT.md), always through the real
+// Fault injection and recovery (rows in docs/BAD_INPUT.md), always through the real
 // `snip train` binary:
 //  - KillTraining: SIGKILL at random moments in a bounded loop. After every kill the last
 //    checkpoint loads and the database passes PRAGMA integrity_check; resuming until the end

@@ -382,7 +382,7 @@ double largest_reachable(const CostTable& t, const PlanRequest& req) {
   return fp4 / all;
 }
 
-// Issue 14: a budget equal to the largest fraction the pins still allow leaves GLPK's presolver
+// A budget equal to the largest fraction the pins still allow leaves GLPK's presolver
 // no free column (`glp_add_cols: ncs = 0`, the process aborted). It has exactly one answer.
 TEST(IlpEdge, BudgetAtTheLargestFractionThePinsAllowHasOneAnswer) {
   const CostTable t = random_table(2, 11);

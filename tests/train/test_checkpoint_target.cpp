@@ -1,4 +1,4 @@
-// Where a checkpoint may go (issue 14, docs/BAD_INPUT.md "Environment"): the pre-flight
+// Where a checkpoint may go (docs/BAD_INPUT.md "Environment"): the pre-flight
 // check_checkpoint_target refuses, before any training, anything that is not this run's to
 // replace or cannot be written; its lock refuses a second run on the same location; and
 // write_checkpoint itself never swaps out and removes anything but a snip checkpoint.

@@ -1,4 +1,4 @@
-"""snip_torch: the SNIP Workbench's bridge into PyTorch training (issue 8).
+"""snip_torch: the SNIP Workbench's bridge into PyTorch training.
 
 - formats / quant: FORMATS.md numerics, bit-identical to `snip quantize`.
 - apply_plan: fake-quantized linear layers following a `snip-plan/1` file.
