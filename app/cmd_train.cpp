@@ -35,6 +35,7 @@
 #include "snip/store.h"
 #include "snip/store_export.h"
 #include "snip/trainer.h"
+#include "snip/training_session.h"
 #include "stop_signals.h"
 
 namespace {
@@ -75,8 +76,8 @@ struct TrainOptions {
   // Adaptive SNIP (METHOD.md section 9): a statistics round + ILP re-solve every N steps.
   std::string method;
   double budget = snip::defaults::kBudget;
-  int64_t replan_every = 0;
-  int64_t bf16_probe_every = 0;
+  int64_t replan_every = snip::defaults::kReplanEvery;
+  int64_t bf16_probe_every = snip::defaults::kBf16ProbeEvery;
   double lambda = snip::defaults::kLambda;
   bool ties = false;
   std::vector<std::string> given;  // options the user set explicitly
@@ -231,8 +232,8 @@ void check_train_options(const TrainOptions& o) {
     throw snip::Error("--replan-every and --bf16-probe-every must be ≥ 0");
 }
 
-// A saved run continued with its own settings; the options given again must agree with them.
-std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
+// A saved run is continued with its own settings: the options given again must agree with them.
+void check_resume_options(const TrainOptions& o) {
   if (!o.preset.empty() || !o.config.empty())
     throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
   const nlohmann::json state = snip::read_trainer_state(o.resume);
@@ -248,12 +249,6 @@ std::unique_ptr<snip::Trainer> resume_trainer(const TrainOptions& o) {
                       std::to_string(state["step"].get<int64_t>()) +
                       ": --steps is the run's new total; give a larger one, or leave it out for the run's own (" +
                       std::to_string(stored.value("steps", int64_t(0))) + ")");
-  const std::optional<snip::Plan> plan =
-      o.plan.empty() ? std::nullopt : std::optional<snip::Plan>(snip::read_plan_file(o.plan));  // before the data
-  auto trainer = snip::Trainer::resume(o.resume, o.steps, given(o, "--data") ? o.data : "");
-  for (const auto& w : trainer->resume_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (plan) trainer->set_plan(*plan);
-  return trainer;
 }
 
 // The training configuration of a new run from the options.
@@ -271,11 +266,7 @@ snip::TrainConfig new_train_config(const TrainOptions& o) {
   c.schedule.kind = o.schedule;
   c.schedule.lr = o.lr;
   c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / snip::defaults::kLrMinDivisor;
-  c.schedule.warmup = std::min(o.warmup, c.steps);
-  if (o.warmup > c.steps)
-    std::fprintf(stderr, "warning: --warmup %lld is longer than the run; warming up over all %lld steps\n",
-                 (long long)o.warmup, (long long)c.steps);
-  c.schedule.total = c.steps;
+  c.schedule.warmup = o.warmup;  // the session shortens one longer than the run, with a warning
   c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
   c.grad_clip = o.clip;
   c.seed = o.seed;
@@ -287,16 +278,7 @@ snip::TrainConfig new_train_config(const TrainOptions& o) {
   return c;
 }
 
-void warn_about_plan(const TrainOptions& o, const snip::Trainer& trainer) {
-  for (const auto& w : trainer.plan_warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  const snip::TrainConfig& c = trainer.config();
-  if (!o.plan.empty() && !c.plan.recipe.empty() && c.plan.recipe != c.recipe)
-    std::fprintf(stderr, "warning: %s was made for recipe %s; training uses recipe %s (set --recipe %s to match it)\n",
-                 o.plan.c_str(), c.plan.recipe.c_str(), c.recipe.c_str(), c.plan.recipe.c_str());
-}
-
 void print_run_header(const snip::Trainer& trainer, const std::string& out) {
-  if (const std::string slow = snip::slow_tier_notice_once(); !slow.empty()) std::fprintf(stderr, "%s\n", slow.c_str());
   const auto& cfg = trainer.config();
   const snip::Plan next_plan = trainer.next_plan();  // a resume's --plan takes effect at the next step
   std::fprintf(stderr, "training %lld parameters on %s: %d x %d tokens x %d accum, %lld steps, %s -> %s\n",
@@ -307,84 +289,39 @@ void print_run_header(const snip::Trainer& trainer, const std::string& out) {
                out.c_str());
 }
 
-// Adaptive planning as given (--method), or on --resume as the checkpoint's run had it.
-std::optional<snip::AdaptiveOptions> adaptive_options(const TrainOptions& o, const snip::Trainer& trainer) {
-  std::optional<snip::AdaptiveOptions> adaptive;
+// The run as the options describe it: the one request both fronts give the training session.
+snip::RunRequest run_request(const TrainOptions& o, const std::string& out) {
+  snip::RunRequest r;
+  if (o.resume.empty()) {
+    r.config = new_train_config(o);
+  } else {
+    check_resume_options(o);
+    r.resume_from = o.resume;
+    r.resume_total_steps = o.steps;
+    r.resume_data = given(o, "--data") ? o.data : "";
+    if (!o.plan.empty()) r.resume_plan = snip::read_plan_file(o.plan);  // before the data
+    r.given_adaptive = given_adaptive_settings(o);
+  }
   if (!o.method.empty()) {  // the option rules refuse the other adaptive options without it (or --resume)
-    snip::AdaptiveOptions ao;
-    ao.method = snip::parse_method(o.method);
-    ao.request.budget = o.budget;
-    ao.request.ties = o.ties;
-    ao.request.seed = trainer.config().seed;
-    ao.estimator.lambda = o.lambda;
-    ao.replan_every = o.replan_every;
-    ao.bf16_probe_every = o.bf16_probe_every;
-    adaptive = ao;
+    snip::AdaptiveOptions a;
+    a.method = snip::parse_method(o.method);
+    a.request.budget = o.budget;
+    a.request.ties = o.ties;
+    a.estimator.lambda = o.lambda;
+    a.replan_every = o.replan_every;
+    a.bf16_probe_every = o.bf16_probe_every;
+    r.adaptive = a;
   }
-  if (o.resume.empty()) return adaptive;
-  // the run goes on with the checkpoint's adaptive settings
-  std::vector<std::string> warnings;
-  adaptive = snip::resumed_adaptive_options(trainer, o.resume, adaptive, given_adaptive_settings(o), &warnings);
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  if (!adaptive && !given_adaptive_settings(o).empty())
-    throw snip::Error(o.resume + " is not an adaptive run, so " + given_adaptive_settings(o).front().option +
-                      " has nothing to change; give --method too to re-plan it from here on");
-  if (adaptive && !o.plan.empty())
-    throw snip::Error("--plan with --resume of an adaptive run: its plans come from its statistics rounds, so " +
-                      o.plan +
-                      " would be replaced at the next round; resume without --plan, or start a new run "
-                      "with --plan");
-  return adaptive;
-}
-
-// Where the run is recorded (the experiment store: the run, its metrics, checkpoints, and for an
-// adaptive run its rounds and plans), and the checkpoint location held for it.
-struct RunRecord {
-  std::unique_ptr<snip::Store> store;  // null with --no-db
-  int64_t run_id = 0;
-  snip::CheckpointLock out_lock;
-};
-
-// The database and the checkpoint location, checked before the corpus is read and the model
-// allocated: a damaged database or an unusable --out is refused before any work.
-RunRecord open_run_places(const TrainOptions& o, const std::string& out) {
-  RunRecord r;
-  const std::string db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
-  if (!o.no_db) r.store = std::make_unique<snip::Store>(db_path, snip::StoreOptions{.check_integrity = true});
-  // Before step 1 and before the run is recorded: what is at --out may be replaced, and the
-  // location is writable and held by this run until its last checkpoint is saved.
-  r.out_lock = snip::check_checkpoint_target(out, {o.overwrite, o.resume, db_path});
+  r.db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
+  // A name derived from the directory is made one printable line; a given --name with a control
+  // character is refused by the store.
+  r.description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
+  r.rename_on_resume = !o.name.empty();  // --name renames the continued run
+  r.checkpoint_dir = out;
+  r.overwrite = o.overwrite;
+  if (o.save_every_given) r.save_every = o.save_every;
+  r.stop_reason = "stopped by Ctrl-C";
   return r;
-}
-
-void record_run(RunRecord& r, const TrainOptions& o, snip::Trainer& trainer, const std::string& out,
-                const std::optional<snip::AdaptiveOptions>& adaptive) {
-  if (!r.store) return;
-  snip::RunDescription description;
-  // A name derived from the directory is made one printable line; a given --name with a
-  // control character is refused by the store.
-  description.name = o.name.empty() ? snip::printable_text(std::filesystem::path(out).filename().string()) : o.name;
-  const snip::RecordedRun run = snip::open_recorded_run(*r.store, trainer, description, adaptive, o.resume, out);
-  r.run_id = run.id;
-  if (run.resumed && !o.name.empty()) r.store->set_run_name(run.id, o.name);  // --name renames the continued run
-  if (!o.json) std::fprintf(stderr, "recording run %lld in %s\n", (long long)r.run_id, r.store->path().c_str());
-}
-
-snip::RecordedTrainingOptions recorded_training_options(const TrainOptions& o, const snip::Trainer& trainer,
-                                                        const std::string& out,
-                                                        const std::optional<snip::AdaptiveOptions>& adaptive) {
-  snip::RecordedTrainingOptions options;
-  options.save_every = o.save_every;
-  if (!o.resume.empty() && !o.save_every_given) {  // the resumed run keeps its checkpoint interval
-    const nlohmann::json& extra = trainer.state_extra();
-    if (extra.contains("save_every") && extra["save_every"].is_number_integer() &&
-        extra["save_every"].get<int64_t>() > 0)
-      options.save_every = extra["save_every"].get<int64_t>();
-  }
-  options.checkpoint_dir = out;
-  options.adaptive = adaptive;
-  options.stop_reason = "stopped by Ctrl-C";
-  return options;
 }
 
 // Runs the steps with the progress display; Ctrl-C, SIGTERM and SIGHUP stop after the current step.
@@ -431,19 +368,18 @@ void run_train(const TrainOptions& o) {
   // From the start: a signal during set-up stops the run before its first step, recorded and resumable.
   snip::cli::StopSignals stop_signals;
   const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
-  if (!o.resume.empty()) (void)snip::read_run_state(o.resume);  // cheap: a broken checkpoint says so first
-  RunRecord record = open_run_places(o, out);
-  std::unique_ptr<snip::Trainer> trainer =
-      o.resume.empty() ? std::make_unique<snip::Trainer>(new_train_config(o)) : resume_trainer(o);
-  warn_about_plan(o, *trainer);
-  if (!o.json) print_run_header(*trainer, out);
-  const std::optional<snip::AdaptiveOptions> adaptive = adaptive_options(o, *trainer);
-  record_run(record, o, *trainer, out, adaptive);
-  snip::RecordedTraining training(*trainer, record.store.get(), record.run_id,
-                                  recorded_training_options(o, *trainer, out, adaptive));
+  snip::TrainingSession session(run_request(o, out),
+                                [](const std::string& w) { std::fprintf(stderr, "warning: %s\n", w.c_str()); });
+  if (!o.json) {
+    print_run_header(session.trainer(), out);
+    if (session.store())
+      std::fprintf(stderr, "recording run %lld in %s\n", (long long)session.run_id(), session.store()->path().c_str());
+  }
+  snip::RecordedTraining& training = session.training();
   int stop_status = 0;
   std::string stop_why;
-  const snip::TrainingOutcome outcome = train_with_progress(training, o, adaptive, stop_signals, stop_status, stop_why);
+  const snip::TrainingOutcome outcome =
+      train_with_progress(training, o, session.adaptive(), stop_signals, stop_status, stop_why);
   if (!outcome.finished) {
     throw snip::cli::Interrupted{stop_why + (stop_why.empty() ? "" : ": ") + "interrupted at step " +
                                      std::to_string(outcome.step) + "; checkpoint saved to " +
@@ -571,9 +507,11 @@ void setup_train(CLI::App& app) {
                       format_number(snip::defaults::kBudget) + ")");
   cmd->add_option("--replan-every", o->replan_every,
                   "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
-                  "re-solves; 0 with --method: plan once before the first step");
+                  "re-solves (default " +
+                      std::to_string(snip::defaults::kReplanEvery) + "; 0: plan once before the first step)");
   cmd->add_option("--bf16-probe-every", o->bf16_probe_every,
-                  "Every N steps, also run a BF16 forward on the same batch and record the live loss gap");
+                  "Every N steps, also run a BF16 forward on the same batch and record the live loss gap (default " +
+                      std::to_string(snip::defaults::kBf16ProbeEvery) + "; 0: never)");
   cmd->add_option("--lambda", o->lambda,
                   "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
                       format_number(snip::defaults::kLambda) +

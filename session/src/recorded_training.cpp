@@ -72,6 +72,10 @@ AdaptiveOptions adaptive_options_from_json(const nlohmann::json& j, const std::s
   read_key(j, "method", &method, source);
   o.method = parse_method(method);
   read_key(j, "budget", &o.request.budget, source);
+  // A key missing from what an older run stored had the defaults of its time: re-plan every 100
+  // steps, no probe (not today's defaults).
+  o.replan_every = 100;
+  o.bf16_probe_every = 0;
   read_key(j, "replan_every", &o.replan_every, source);
   read_key(j, "bf16_probe_every", &o.bf16_probe_every, source);
   read_key(j, "lambda", &o.estimator.lambda, source);

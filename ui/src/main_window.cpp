@@ -40,6 +40,7 @@
 #include "run_view.h"
 #include "sensitivity_view.h"
 #include "snip/atomic_file.h"
+#include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/isa.h"
 #include "snip/model_config.h"
@@ -568,10 +569,8 @@ void MainWindow::start_quick_start(const QuickStartOptions& options) {
   snip::AdaptiveOptions a;
   a.method = snip::Method::snip;
   a.request.budget = options.budget;
-  a.request.seed = r.config.seed;
   a.replan_every = options.replan_every;
   a.bf16_probe_every = std::max(1, options.replan_every / 4);
-  a.stats.seed = r.config.seed;
   r.config.precision = "bf16";  // until the first plan, made before step 1
   r.adaptive = a;
   r.method = QStringLiteral("snip");
@@ -595,12 +594,11 @@ TrainRequest MainWindow::quick_start_request(const QString& name) const {
   c.steps = quick_options_.steps;
   c.batch_size = quick_options_.batch;
   c.seq_len = std::min(quick_options_.seq_len, c.model.max_position_embeddings);
-  c.seed = 1337;
+  c.seed = snip::defaults::kSeed;
   c.eval_every = std::max(1, quick_options_.steps / 8);
-  c.schedule.lr = 3e-3;
-  c.schedule.lr_min = 3e-4;
-  c.schedule.total = c.steps;
-  c.schedule.warmup = std::min<int64_t>(c.schedule.warmup, std::max<int64_t>(1, c.steps / 10));
+  c.schedule.lr = snip::defaults::kLearningRate;
+  c.schedule.lr_min = snip::defaults::kLearningRate / snip::defaults::kLrMinDivisor;
+  c.schedule.warmup = std::min(snip::defaults::kWarmup, c.steps);
   r.run_name = name;
   r.adaptive.reset();
   r.plan_id.reset();

@@ -121,11 +121,11 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   adaptive_budget_->setToolTip(tr("FP4 FLOP fraction ρ every plan must reach"));
   adaptive_replan_ = new QSpinBox(adaptive_box_);
   adaptive_replan_->setRange(0, 1000000);
-  adaptive_replan_->setValue(100);
+  adaptive_replan_->setValue(int(snip::defaults::kReplanEvery));
   adaptive_replan_->setToolTip(tr("Steps between statistics rounds and re-solves (0: plan once at the start)"));
   adaptive_probe_ = new QSpinBox(adaptive_box_);
   adaptive_probe_->setRange(0, 1000000);
-  adaptive_probe_->setValue(25);
+  adaptive_probe_->setValue(int(snip::defaults::kBf16ProbeEvery));
   adaptive_probe_->setToolTip(tr("Steps between BF16 probes: the live loss gap to a BF16 forward (0: never)"));
   const snip::StatsRoundOptions round_defaults;
   adaptive_noise_passes_ = new QSpinBox(adaptive_box_);
@@ -439,8 +439,7 @@ TrainRequest RunView::make_request() const {
   c.eval_every = eval_spin_->value();
   c.schedule.lr = lr_spin_->value();
   c.schedule.lr_min = lr_spin_->value() / snip::defaults::kLrMinDivisor;
-  c.schedule.total = c.steps;
-  c.schedule.warmup = std::min<int64_t>(c.schedule.warmup, std::max<int64_t>(1, c.steps / 10));
+  c.schedule.warmup = std::min(snip::defaults::kWarmup, c.steps);  // no warmup field: the default, within the run
   if (c.model.max_position_embeddings > 0 && c.seq_len > c.model.max_position_embeddings)
     throw snip::Error("sequence length " + std::to_string(c.seq_len) + " exceeds the model's max_position_embeddings " +
                       std::to_string(c.model.max_position_embeddings) + ": choose T ≤ " +
@@ -484,13 +483,11 @@ TrainRequest RunView::make_request() const {
       a.request.budget = adaptive_budget_->value() / 100.0;
       a.request.ties = adaptive_ties_->isChecked();
       a.request.per_role = adaptive_per_role_->isChecked();
-      a.request.seed = c.seed;
       a.replan_every = adaptive_replan_->value();
       a.bf16_probe_every = adaptive_probe_->value();
       a.estimator.lambda = adaptive_lambda_->value();
       a.stats.noise_passes = adaptive_noise_passes_->value();
       a.stats.sigma_eta_rel = adaptive_sigma_->value();
-      a.stats.seed = c.seed;
       c.precision = "bf16";  // until the first plan, made before step 1
       r.adaptive = a;
       r.method = adaptive_method_->currentText();
@@ -597,7 +594,6 @@ TrainRequest RunView::make_resume_request(const QString& checkpoint_dir) const {
   r.resume_from = checkpoint_dir;
   r.db_path = workbench_->database_path();
   r.checkpoint_root = QString::fromStdString(snip::checkpoint_root_of_database(r.db_path.toStdString()));
-  r.save_every = save_spin_->value();
   r.run_name = QStringLiteral("resumed · %1").arg(QFileInfo(checkpoint_dir).fileName());
   // A checkpoint of an adaptive run of this database goes on re-planning with that run's settings.
   if (snip::Store* store = workbench_->store()) {

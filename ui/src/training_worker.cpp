@@ -19,6 +19,7 @@
 #include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
+#include "snip/training_session.h"
 
 namespace snip::ui {
 
@@ -42,6 +43,21 @@ void yield_cpu_to_ui_thread() {
   }
 }
 }  // namespace
+
+snip::RunRequest session_request(const TrainRequest& request) {
+  snip::RunRequest r;
+  r.config = request.config;
+  r.resume_from = request.resume_from.toStdString();
+  r.db_path = request.db_path.toStdString();
+  r.description.name = request.run_name.toStdString();
+  r.description.method = request.method.toStdString();
+  r.description.plan_id = request.plan_id;
+  r.adaptive = request.adaptive;
+  r.checkpoint_root = request.checkpoint_root.toStdString();
+  r.save_every = request.save_every;
+  r.stop_reason = "stopped by the user";
+  return r;
+}
 
 TrainingWorker::TrainingWorker(std::shared_ptr<LiveMetrics> live) : live_(std::move(live)) {
   qRegisterMetaType<snip::ui::TrainRequest>();
@@ -71,70 +87,24 @@ void TrainingWorker::run(const TrainRequest& request) {
   busy_.store(true);
   yield_cpu_to_ui_thread();
   int64_t run_id = 0;
-  std::unique_ptr<snip::Store> store;
-  std::unique_ptr<snip::Trainer> trainer;
+  std::unique_ptr<snip::TrainingSession> session;
   try {
-    // The worker's own connection: a Store is used from one thread only.
-    store = std::make_unique<snip::Store>(request.db_path.toStdString(), snip::StoreOptions{.check_integrity = true});
-    const std::string resume_from = request.resume_from.toStdString();
-    if (resume_from.empty()) {
-      trainer = std::make_unique<snip::Trainer>(request.config);  // bad config/data throws here
-    } else {
-      try {
-        trainer = snip::Trainer::resume(resume_from);
-      } catch (const std::exception& e) {
-        throw snip::Error(std::string("cannot resume from ") + resume_from + ": " + e.what() +
-                          " — choose another checkpoint directory, or start a new run");
-      }
-    }
-    if (const std::string slow = slow_tier_notice_once(); !slow.empty()) emit warning(QString::fromStdString(slow));
-    for (const std::string& w : trainer->plan_warnings()) emit warning(QString::fromStdString(w));
-    for (const std::string& w : trainer->resume_warnings()) emit warning(QString::fromStdString(w));
-    // A resumed run goes on with the adaptive settings its checkpoint carries.
-    std::optional<snip::AdaptiveOptions> adaptive = request.adaptive;
-    if (!resume_from.empty()) {
-      std::vector<std::string> warnings;
-      adaptive = snip::resumed_adaptive_options(*trainer, resume_from, request.adaptive, {}, &warnings);
-      for (const std::string& w : warnings) emit warning(QString::fromStdString(w));
-    }
-
-    snip::RunDescription description;
-    description.name = request.run_name.toStdString();
-    description.method = request.method.toStdString();
-    description.plan_id = request.plan_id;
-    const snip::RecordedRun run = snip::open_recorded_run(*store, *trainer, description, adaptive, resume_from);
-    run_id = run.id;
+    // The worker's own connection (the session opens it): a Store is used from one thread only.
+    snip::RunRequest run_request = session_request(request);
+    run_request.recorder.on_busy = [this](const std::string& msg) { emit warning(QString::fromStdString(msg)); };
+    session = std::make_unique<snip::TrainingSession>(
+        std::move(run_request), [this](const std::string& w) { emit warning(QString::fromStdString(w)); });
+    run_id = session->run_id();
+    snip::Store& store = *session->store();
     // A resumed run's chart starts with the steps it already has (up to the checkpoint).
-    live_->reset(run_id, run.resumed ? store->metrics(run_id) : std::vector<snip::MetricRow>{}, store->path());
-
-    snip::RecordedTrainingOptions options;
-    options.save_every = request.save_every;
-    options.checkpoint_dir = snip::run_checkpoint_folder(request.checkpoint_root.toStdString(), run_id, resume_from,
-                                                         run.resumed);  // step-<N> below
-    options.checkpoint_per_step = true;
-    // Before step 1: the folder is this run's, writable, and held until the last checkpoint.
-    snip::CheckpointLock checkpoint_lock;
-    try {
-      snip::CheckpointTargetOptions target;
-      target.per_step = true;
-      target.resumed_from = resume_from;
-      target.db_path = request.db_path.toStdString();
-      checkpoint_lock = snip::check_checkpoint_target(options.checkpoint_dir, target);
-    } catch (const std::exception& e) {
-      store->set_run_status(run_id, snip::RunStatus::failed, e.what());
-      throw;
-    }
-    options.adaptive = adaptive;
-    options.stop_reason = "stopped by the user";
-    options.recorder.on_busy = [this](const std::string& msg) { emit warning(QString::fromStdString(msg)); };
-    std::filesystem::create_directories(options.checkpoint_dir);
-    snip::RecordedTraining training(*trainer, store.get(), run_id, options);
+    live_->reset(run_id, session->resumed() ? store.metrics(run_id) : std::vector<snip::MetricRow>{}, store.path());
+    snip::RecordedTraining& training = session->training();
 
     QElapsedTimer since_progress;
     since_progress.start();
     QElapsedTimer wall;
     wall.start();
-    const int64_t first_step = trainer->step_count();
+    const int64_t first_step = session->trainer().step_count();
     QThread* thread = QThread::currentThread();
     training.on_step = [&](const snip::StepMetrics& m, const snip::MetricRow& row) {
       live_->append(row);
@@ -190,8 +160,7 @@ void TrainingWorker::run(const TrainRequest& request) {
     emit run_ended(run_id, QStringLiteral("failed"), QString::fromStdString(e.what()), {});
   }
   if (run_id != 0) live_->end();  // after the store has the run's final status
-  trainer.reset();
-  store.reset();
+  session.reset();
   busy_.store(false);
 }
 

@@ -17,6 +17,7 @@
 #include "live_metrics.h"
 #include "snip/adaptive.h"
 #include "snip/trainer.h"
+#include "snip/training_session.h"
 
 namespace snip {
 class RecordedTraining;
@@ -29,8 +30,10 @@ struct TrainRequest {
   QString resume_from;       // continue the run saved in this checkpoint directory
   QString db_path;
   QString run_name;
-  QString checkpoint_root;         // checkpoints go to snip::run_checkpoint_folder(<root>, ...)/step-<N>
-  int64_t save_every = 0;          // periodic checkpoints (0: only at the end / on stop)
+  QString checkpoint_root;  // checkpoints go to snip::run_checkpoint_folder(<root>, ...)/step-<N>
+  // Periodic checkpoints (0: only at the end / on stop); none: 0 for a new run, the checkpoint's
+  // own interval on resume.
+  std::optional<int64_t> save_every;
   QString method;                  // stored with the run: "uniform-fp4", "plan", ... ("": derived)
   std::optional<int64_t> plan_id;  // stored plan the run starts with
   // Adaptive SNIP (METHOD.md 9): statistics round + ILP every replan_every steps, optional BF16
@@ -40,6 +43,10 @@ struct TrainRequest {
   // from there. Lets a script or a test stop a run at a known step whatever the machine's speed.
   int64_t pause_after_step = 0;
 };
+
+// The request as the training session takes it (snip/training_session.h): the one entry point
+// `snip train` shares.
+snip::RunRequest session_request(const TrainRequest& request);
 
 // A step as the UI sees it (throttled: at most one per kProgressIntervalMs).
 struct StepUpdate {

@@ -34,5 +34,11 @@ inline constexpr double kBudget = 0.75;
 // reference of a comparison.
 inline constexpr double kLambda = 0.1;
 inline constexpr double kBf16MaxFraction = 0.1;  // with BF16 as a third choice: at most this FLOP fraction
+// Adaptive SNIP (snip train --method, the GUI's "Adaptive" precision): a statistics round and a
+// re-plan every kReplanEvery steps (0: plan once, before step 1), and a BF16 forward on the same
+// batch every kBf16ProbeEvery steps for the live loss gap (0: never). A round costs about five
+// BF16 steps and a probe one forward: about 6% of a run at these intervals.
+inline constexpr int64_t kReplanEvery = 100;
+inline constexpr int64_t kBf16ProbeEvery = 25;
 
 }  // namespace snip::defaults

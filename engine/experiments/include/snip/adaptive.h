@@ -25,6 +25,7 @@
 #include <optional>
 #include <vector>
 
+#include "snip/defaults.h"
 #include "snip/planner.h"
 #include "snip/stats_round.h"
 #include "snip/trainer.h"
@@ -36,8 +37,8 @@ struct AdaptiveOptions {
   PlanRequest request;           // budget ρ, ties, stages, pins, seed ...
   EstimatorOptions estimator;    // λ (default 0.1)
   StatsRoundOptions stats;       // precisions, noise passes, seed (step/lr/batch come from the trainer)
-  int64_t replan_every = 100;    // steps between rounds; ≤ 0: plan once, before the first step
-  int64_t bf16_probe_every = 0;  // steps between BF16 probes; ≤ 0: never
+  int64_t replan_every = defaults::kReplanEvery;         // steps between rounds; ≤ 0: plan once, before step 1
+  int64_t bf16_probe_every = defaults::kBf16ProbeEvery;  // steps between BF16 probes; ≤ 0: never
 };
 
 struct PlanEvent {
