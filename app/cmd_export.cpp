@@ -1,11 +1,16 @@
 // `snip export`: writes a run's metrics (CSV: one row per step; JSON: the run with its
-// metrics and plan timeline) or a plan (snip-plan/1 JSON, or CSV: one row per layer × role).
+// metrics and plan timeline) or a plan (snip-plan/1 JSON, CSV: one row per layer × role, or with
+// --to the per-module format of Megatron-LM, Transformer Engine or torchao: plan_export.h).
+#include <cctype>
+#include <cstdio>
 #include <iostream>
 
 #include "command.h"
 #include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/model_config.h"
+#include "snip/plan_export.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
 
@@ -14,10 +19,34 @@ namespace {
 struct ExportOptions {
   std::string db;
   std::optional<int64_t> run;
-  std::optional<int64_t> plan;
+  std::string plan;  // a plan id of the database, or a snip-plan/1 file
   std::string format = "json";
+  std::string to;      // megatron, te, torchao
+  std::string preset;  // the model the plan is for (--to); default: its blocks at the plan's count
+  std::string config;
   std::string out;
 };
+
+bool is_id(const std::string& s) {
+  if (s.empty() || s.size() > 18) return false;
+  for (const char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// The model a plan is exported for: --preset/--config, else one with the plan's number of blocks
+// (the formats name modules by block; their shapes do not matter to them).
+snip::ModelDims export_dims(const ExportOptions& o, const snip::Plan& plan) {
+  if (!o.preset.empty()) return snip::preset_config(o.preset).dims();
+  if (!o.config.empty()) return snip::read_config_file(o.config).dims();
+  int blocks = 0;
+  for (const auto& [name, lp] : plan.layers)
+    if (const auto id = snip::parse_layer_module_name(name)) blocks = std::max(blocks, id->block + 1);
+  if (blocks == 0) throw snip::Error("the plan names no layer; give --preset or --config for the model");
+  snip::ModelDims d = snip::preset_config("tiny").dims();
+  d.num_layers = blocks;
+  return d;
+}
 
 std::string export_run(snip::Store& store, int64_t run_id, const std::string& format) {
   const auto r = store.run(run_id);
@@ -40,15 +69,30 @@ std::string export_run(snip::Store& store, int64_t run_id, const std::string& fo
 void run_export(const ExportOptions& o) {
   if (o.format != "json" && o.format != "csv")
     throw snip::Error("--format " + o.format + " is not supported (use json or csv)");
+  const bool to_stack = !o.to.empty();
+  const snip::PlanStack stack = to_stack ? snip::parse_plan_stack(o.to) : snip::PlanStack::megatron;
+  std::optional<snip::Plan> file_plan;
+  if (!o.plan.empty() && !is_id(o.plan)) file_plan = snip::read_plan_file(o.plan);
+  if (file_plan && !o.db.empty())
+    std::fprintf(stderr, "warning: --db is ignored: --plan %s is a plan file, not a plan of the database\n",
+                 o.plan.c_str());
+  std::optional<snip::Store> store;
   // An explicit --db must exist (a typo must not silently show an empty new database).
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
-                    {.create = o.db.empty(), .read_only_if_unwritable = true});
+  if (!file_plan)
+    store.emplace(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                  snip::StoreOptions{.create = o.db.empty(), .read_only_if_unwritable = true});
   std::string text;
   if (o.run) {
-    text = export_run(store, *o.run, o.format);
+    text = export_run(*store, *o.run, o.format);
   } else {
-    const auto p = store.plan(*o.plan);
-    text = o.format == "csv" ? snip::plan_to_csv(p.plan) : snip::plan_to_json(p.plan);
+    const snip::Plan plan = file_plan ? *file_plan : store->plan(std::stoll(o.plan)).plan;
+    if (to_stack) {
+      std::vector<std::string> warnings;
+      text = snip::export_plan(plan, export_dims(o, plan), stack, &warnings);
+      for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    } else {
+      text = o.format == "csv" ? snip::plan_to_csv(plan) : snip::plan_to_json(plan);
+    }
   }
   if (o.out.empty() || o.out == "-") {
     std::cout << text;
@@ -61,19 +105,34 @@ void setup_export(CLI::App& app) {
   auto opts = std::make_shared<ExportOptions>();
   auto* cmd = app.add_subcommand(
       "export",
-      "Export a run's per-step metrics (CSV/JSON) or a plan (snip-plan/1 JSON or CSV per layer and GEMM role)");
+      "Export a run's per-step metrics (CSV/JSON) or a plan (snip-plan/1 JSON, CSV per layer and GEMM role, or "
+      "--to megatron|te|torchao)");
   cmd->add_option("--db", opts->db, "Experiment database (SQLite); default: the user's data directory");
   auto* run = cmd->add_option("--run", opts->run, "Run id to export (see `snip runs`)");
-  auto* plan = cmd->add_option("--plan", opts->plan, "Plan id to export (see `snip show --run ID`)");
+  auto* plan = cmd->add_option(
+      "--plan", opts->plan, "Plan to export: an id of the database (see `snip show --run ID`) or a snip-plan/1 file");
   run->excludes(plan);
-  cmd->add_option("--format", opts->format, "json or csv")->check(CLI::IsMember({"json", "csv"}));
+  auto* format = cmd->add_option("--format", opts->format, "json or csv")->check(CLI::IsMember({"json", "csv"}));
+  auto* to = cmd->add_option("--to", opts->to,
+                             "A plan in a training stack's per-module format: megatron (--te-precision-config-file "
+                             "YAML), te (module -> Transformer Engine recipe JSON), torchao (module lists JSON); "
+                             "docs/FORMATS.md");
+  to->excludes(format)->excludes(run);
+  cmd->add_option("--preset", opts->preset, "With --to: the model the plan is for (default: the plan's blocks)")
+      ->needs(to);
+  cmd->add_option("--config", opts->config, "With --to: the model's config.json instead of --preset")->needs(to);
   cmd->add_option("--out", opts->out, "Output file (written atomically); default: standard output");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
   rules->writes("--out", opts->out);
   rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
-      .at_least<int64_t>("--plan", opts->plan, 1, "plan ids start at 1 (see `snip show --run ID`)");
+      .excludes("--preset", "--config", "both name the model; give one")
+      .add([opts] {
+        if (!opts->to.empty()) (void)snip::parse_plan_stack(opts->to);
+        if (is_id(opts->plan) && std::stoll(opts->plan) < 1)
+          throw snip::Error("--plan " + opts->plan + ": plan ids start at 1 (see `snip show --run ID`)");
+      });
   snip::cli::run_checked(cmd, rules, [opts] {
-    if (!opts->run && !opts->plan) throw CLI::RequiredError("--run or --plan");
+    if (!opts->run && opts->plan.empty()) throw CLI::RequiredError("--run or --plan");
     run_export(*opts);
   });
 }

@@ -7,7 +7,9 @@
 #include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/model_config.h"
 #include "snip/plan.h"
+#include "snip/plan_export.h"
 #include "snip/planner.h"
 #include "snip/stats.h"
 #include "snip/store.h"
@@ -20,7 +22,29 @@ struct ImportOptions {
   std::vector<std::string> files;
   std::optional<int64_t> run;
   bool json = false;
+  std::string from;    // megatron, te, torchao: the files are in that stack's per-module format
+  std::string preset;  // ... for this model (or --config, or --run's)
+  std::string config;
+  std::string out;  // write the one plan as a snip-plan/1 file instead of storing it
 };
+
+// A stack's per-module plan as a snip-plan/1 for the model of --preset, --config or --run.
+snip::Plan import_from_stack(const ImportOptions& o, const std::string& path, const std::string& text) {
+  snip::ModelDims dims;
+  if (!o.preset.empty()) {
+    dims = snip::preset_config(o.preset).dims();
+  } else if (!o.config.empty()) {
+    dims = snip::read_config_file(o.config).dims();
+  } else {
+    snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                      {.create = o.db.empty(), .read_only_if_unwritable = true});
+    dims = store.run(*o.run).spec.dims;
+  }
+  std::vector<std::string> warnings;
+  snip::Plan plan = snip::import_plan(text, snip::parse_plan_stack(o.from), dims, path, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  return plan;
+}
 
 // The "format" member of a JSON file, or "" when there is none.
 std::string detect_format(const std::string& text, const std::string& path) {
@@ -47,6 +71,10 @@ void run_import(const ImportOptions& o) {
   std::vector<Item> items;
   for (const auto& path : o.files) {
     const std::string text = snip::read_file(path);
+    if (!o.from.empty()) {
+      items.push_back({path, import_from_stack(o, path, text), {}});
+      continue;
+    }
     const std::string format = detect_format(text, path);
     Item it{path, {}, {}};
     if (format == "snip-plan/1") {
@@ -65,6 +93,11 @@ void run_import(const ImportOptions& o) {
       throw snip::Error(path + ": format \"" + format + "\" cannot be imported (expected snip-plan/1 or snip-stats/1)");
     }
     items.push_back(std::move(it));
+  }
+  if (!o.out.empty()) {  // --from with --out: a plan file, nothing stored
+    snip::write_plan_file(o.out, *items.front().plan);
+    if (!o.json) std::printf("wrote %s (%s plan from %s)\n", o.out.c_str(), o.from.c_str(), o.files.front().c_str());
+    return;
   }
   snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.check_integrity = true});
   std::optional<snip::RunInfo> run;
@@ -121,8 +154,29 @@ void setup_import(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--run", opts->run, "Attach to this run; plans are checked against its model first");
   cmd->add_flag("--json", opts->json, "Print a JSON array of the imported ids");
+  auto* from = cmd->add_option("--from", opts->from,
+                               "The files are plans in a training stack's format: megatron (--te-precision-config-file "
+                               "YAML), te or torchao (the JSON `snip export --to` writes); needs the model: --preset, "
+                               "--config or --run");
+  cmd->add_option("--preset", opts->preset, "With --from: the model the plan is for")->needs(from);
+  cmd->add_option("--config", opts->config, "With --from: the model's config.json")->needs(from);
+  cmd->add_option("--out", opts->out, "With --from and one file: write it as a snip-plan/1 file instead of storing it")
+      ->needs(from);
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
-  rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)");
+  rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
+      .writes("--out", opts->out)
+      .excludes("--preset", "--config", "both name the model; give one")
+      .add([opts] {
+        if (opts->from.empty()) return;
+        (void)snip::parse_plan_stack(opts->from);
+        if (opts->preset.empty() && opts->config.empty() && !opts->run)
+          throw snip::Error("--from " + opts->from +
+                            " needs the model the plan is for: --preset NAME, --config config.json or --run ID");
+        if (!opts->out.empty() && opts->files.size() != 1)
+          throw snip::Error("--out writes one plan: give one file (or leave --out out to store them all)");
+        if (!opts->out.empty() && opts->run)
+          throw snip::Error("--run attaches stored plans to a run, and --out stores nothing: drop one of them");
+      });
   snip::cli::run_checked(cmd, rules, [opts] { run_import(*opts); });
 }
 

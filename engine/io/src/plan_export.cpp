@@ -1,0 +1,481 @@
+// Plans in Megatron-LM's, Transformer Engine's and torchao's per-module formats, and back.
+#include "snip/plan_export.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "snip/error.h"
+#include "snip/recipe_name.h"
+
+namespace snip {
+
+namespace {
+
+// ---- glob ------------------------------------------------------------------------------
+
+struct GlobToken {
+  enum Kind { literal, any, star, set } kind = literal;
+  char c = 0;
+  bool negate = false;
+  std::vector<std::pair<char, char>> ranges;  // inclusive
+  static GlobToken of(Kind k, char ch = 0) {
+    GlobToken t;
+    t.kind = k;
+    t.c = ch;
+    return t;
+  }
+  bool matches(char x) const {
+    if (kind == literal) return x == c;
+    if (kind == any) return true;
+    bool in = false;
+    for (const auto& [lo, hi] : ranges) in = in || (lo <= x && x <= hi);
+    return in != negate;
+  }
+};
+
+std::vector<GlobToken> compile_glob(std::string_view p) {
+  std::vector<GlobToken> out;
+  for (size_t i = 0; i < p.size();) {
+    const char ch = p[i];
+    if (ch == '*') {
+      if (out.empty() || out.back().kind != GlobToken::star) out.push_back(GlobToken::of(GlobToken::star));
+      ++i;
+    } else if (ch == '?') {
+      out.push_back(GlobToken::of(GlobToken::any));
+      ++i;
+    } else if (ch == '[') {
+      // Python's rule: the set ends at the first ']' after an optional '!' and a leading ']'.
+      size_t j = i + 1;
+      if (j < p.size() && p[j] == '!') ++j;
+      if (j < p.size() && p[j] == ']') ++j;
+      while (j < p.size() && p[j] != ']') ++j;
+      if (j >= p.size()) {  // unclosed: a literal '['
+        out.push_back(GlobToken::of(GlobToken::literal, '['));
+        ++i;
+        continue;
+      }
+      GlobToken t = GlobToken::of(GlobToken::set);
+      size_t k = i + 1;
+      if (p[k] == '!') t.negate = true, ++k;
+      while (k < j) {
+        if (k + 2 < j && p[k + 1] == '-') {
+          if (p[k] <= p[k + 2]) t.ranges.push_back({p[k], p[k + 2]});  // a reversed range is empty
+          k += 3;
+        } else {
+          t.ranges.push_back({p[k], p[k]});
+          ++k;
+        }
+      }
+      out.push_back(std::move(t));
+      i = j + 1;
+    } else {
+      out.push_back(GlobToken::of(GlobToken::literal, ch));
+      ++i;
+    }
+  }
+  return out;
+}
+
+// ---- recipes of the stacks ---------------------------------------------------------------
+
+// The Transformer Engine recipe nearest to one of ours, as Megatron's payload and TE's class.
+struct StackRecipe {
+  const char* megatron;  // Fp8Recipe / Fp4Recipe value in Megatron's TEQuantizationRecipe
+  const char* te;        // transformer_engine.common.recipe class
+  bool exact;            // the same scaling as ours (else the nearest one TE has)
+};
+
+StackRecipe stack_recipe(const std::string& recipe, Precision p) {
+  const std::string family = parse_recipe_name(recipe).canonical;
+  if (p == Precision::fp4) {
+    // TE trains FP4 only as NVFP4 (1×16 blocks, E4M3 scales, a per-tensor FP32 scale).
+    return {"nvfp4", "NVFP4BlockScaling", family == "nvfp4"};
+  }
+  if (family == "mx") return {"mxfp8", "MXFP8BlockScaling", true};
+  if (family == "tensor") return {"tensorwise", "Float8CurrentScaling", true};
+  if (family == "snip") return {"blockwise", "Float8BlockScaling", true};  // 1×128 and 128×128 blocks
+  if (family == "nvfp4") return {"mxfp8", "MXFP8BlockScaling", false};
+  return {"blockwise", "Float8BlockScaling", false};
+}
+
+// One precision per layer, each the same in all three GEMMs, from FP8, FP4 and BF16.
+std::vector<Precision> module_precisions(const Plan& plan, const ModelDims& dims, PlanStack stack,
+                                         std::vector<std::string>* warnings) {
+  const std::vector<LinearPrecision> per_layer = resolve_plan(plan, dims, warnings, Precision::bf16);
+  const std::vector<LinearLayerInfo> layers = linear_layers(dims);
+  std::vector<Precision> out;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LinearPrecision& lp = per_layer[i];
+    if (!(lp.fprop == lp.dgrad && lp.dgrad == lp.wgrad))
+      throw Error("layer " + layers[i].name + " has fprop " + precision_name(lp.fprop) + ", dgrad " +
+                  precision_name(lp.dgrad) + " and wgrad " + precision_name(lp.wgrad) + ": " + plan_stack_name(stack) +
+                  " picks one recipe per module, covering its forward, data-gradient and weight-gradient GEMMs; "
+                  "solve the plan without --per-role (one precision per layer) to export it");
+    if (lp.fprop == Precision::fp32)
+      throw Error("layer " + layers[i].name + " is FP32 in the plan: " + plan_stack_name(stack) +
+                  " runs every module it does not quantize in BF16; give the layer BF16, FP8 or FP4");
+    out.push_back(lp.fprop);
+  }
+  return out;
+}
+
+nlohmann::json plan_summary(const Plan& plan) {
+  return {{"method", plan.method},
+          {"budget", plan.budget},
+          {"achieved_fp4_fraction", plan.achieved_fp4_fraction},
+          {"recipe", plan.recipe}};
+}
+
+const char* megatron_module(LayerType t) {
+  switch (t) {
+    case LayerType::q:
+    case LayerType::k:
+    case LayerType::v:
+      return "self_attention.linear_qkv";
+    case LayerType::o:
+      return "self_attention.linear_proj";
+    case LayerType::gate:
+    case LayerType::up:
+      return "mlp.linear_fc1";
+    case LayerType::down:
+      return "mlp.linear_fc2";
+  }
+  return "";
+}
+
+std::string yaml_quote(const std::string& s) {
+  return nlohmann::json(s).dump();  // a JSON string is a YAML double-quoted scalar
+}
+
+std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec) {
+  // The fused modules: every member must agree.
+  std::map<std::string, Precision> modules;  // path -> precision, in the order below
+  std::vector<std::string> order;
+  const std::vector<LinearLayerInfo> layers = linear_layers(dims);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = megatron_module_path(layers[i].block, layers[i].type);
+    const auto it = modules.find(path);
+    if (it == modules.end()) {
+      modules[path] = prec[i];
+      order.push_back(path);
+    } else if (it->second != prec[i]) {
+      throw Error(std::string("Megatron fuses ") +
+                  (megatron_module(layers[i].type)[0] == 's' ? "q, k and v" : "gate and up") + " of block " +
+                  std::to_string(layers[i].block) + " into one module (" + path + "), but the plan gives them " +
+                  precision_name(it->second) + " and " + precision_name(prec[i]) +
+                  ": solve with --ties so fused layers share one precision");
+    }
+  }
+  std::ostringstream y;
+  y << "# A SNIP precision plan for Megatron-LM: --te-precision-config-file FILE\n"
+       "# (megatron/core/quantization/quant_config.py). The first enabled matcher whose glob matches a\n"
+       "# module path picks its config; the last one keeps every other module (embeddings, output layer)\n"
+       "# in BF16. Each config is a Transformer Engine payload: check that its recipe is the one you want.\n";
+  y << "# Plan: method " << plan.method << ", budget " << plan.budget << ", achieved FP4 FLOP fraction "
+    << plan.achieved_fp4_fraction << ", recipe " << plan.recipe << "; a model of " << dims.num_layers << " blocks.\n";
+  y << "configs:\n";
+  for (const Precision p : {Precision::fp4, Precision::fp8}) {
+    const StackRecipe r = stack_recipe(plan.recipe, p);
+    y << "  " << precision_name(p) << ":\n"
+      << "    transformer_engine_config_type: TEQuantizationParams\n"
+      << "    training_recipe:\n"
+      << "      " << (p == Precision::fp4 ? "fp4" : "fp8") << "_quantization_recipe: " << r.megatron << "  # TE "
+      << r.te << (r.exact ? ": the plan's recipe " : ": the nearest Transformer Engine has to the plan's recipe ")
+      << plan.recipe << "\n";
+  }
+  y << "  bf16:\n"
+       "    transformer_engine_config_type: TEQuantizationParams\n"
+       "    training_recipe: {}\n";
+  y << "matchers:\n";
+  for (const std::string& path : order) {
+    std::string name = path;
+    for (char& c : name)
+      if (c == '.') c = '_';
+    y << "  " << name << ":\n"
+      << "    type: glob\n"
+      << "    pattern: " << yaml_quote("*" + path) << "\n"
+      << "    config: " << precision_name(modules[path]) << "\n"
+      << "    enabled: true\n";
+  }
+  y << "  default:\n"
+       "    type: glob\n"
+       "    pattern: \"*\"\n"
+       "    config: bf16\n"
+       "    enabled: true\n";
+  y << "# Read by `snip import --from megatron`, ignored by Megatron:\n";
+  y << "snip: " << plan_summary(plan).dump() << "\n";
+  return y.str();
+}
+
+std::string export_te(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec) {
+  nlohmann::json recipes = nlohmann::json::object();
+  for (const Precision p : {Precision::fp4, Precision::fp8})
+    recipes[precision_name(p)] = stack_recipe(plan.recipe, p).te;
+  recipes["bf16"] = "BF16";
+  nlohmann::json modules = nlohmann::json::object();
+  const std::vector<LinearLayerInfo> layers = linear_layers(dims);
+  for (size_t i = 0; i < layers.size(); ++i) modules[layers[i].name] = recipes[precision_name(prec[i])];
+  return nlohmann::json{
+             {"format", "snip-te/1"}, {"plan", plan_summary(plan)}, {"recipes", recipes}, {"modules", modules}}
+             .dump(2) +
+         "\n";
+}
+
+std::string export_torchao(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec) {
+  nlohmann::json lists{
+      {"float8", nlohmann::json::array()}, {"fp4", nlohmann::json::array()}, {"bf16", nlohmann::json::array()}};
+  const std::vector<LinearLayerInfo> layers = linear_layers(dims);
+  for (size_t i = 0; i < layers.size(); ++i)
+    lists[prec[i] == Precision::fp8 ? "float8" : prec[i] == Precision::fp4 ? "fp4" : "bf16"].push_back(layers[i].name);
+  return nlohmann::json{{"format", "snip-torchao/1"},
+                        {"plan", plan_summary(plan)},
+                        {"float8", lists["float8"]},
+                        {"fp4", lists["fp4"]},
+                        {"bf16", lists["bf16"]}}
+             .dump(2) +
+         "\n";
+}
+
+// ---- import ------------------------------------------------------------------------------
+
+void apply_summary(Plan& plan, const nlohmann::json& summary) {
+  if (!summary.is_object()) return;
+  if (summary.contains("method") && summary["method"].is_string()) plan.method = summary["method"];
+  if (summary.contains("budget") && summary["budget"].is_number()) plan.budget = summary["budget"];
+  if (summary.contains("recipe") && summary["recipe"].is_string())
+    plan.recipe = parse_recipe_name(summary["recipe"].get<std::string>()).canonical;
+}
+
+// The plan of per-layer precisions, with its FP4 fraction computed from the model.
+Plan finish_import(Plan plan, const ModelDims& dims, const std::vector<Precision>& prec) {
+  const std::vector<LinearLayerInfo> layers = linear_layers(dims);
+  std::vector<LinearPrecision> per_layer;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    plan.layers[layers[i].name] = LinearPrecision::uniform(prec[i]);
+    per_layer.push_back(LinearPrecision::uniform(prec[i]));
+  }
+  plan.achieved_fp4_fraction = fp4_flop_fraction(per_layer, dims);
+  if (plan.method.empty()) plan.method = "imported";
+  return plan;
+}
+
+Precision megatron_config_precision(const YAML::Node& config, const std::string& key, const std::string& source) {
+  if (!config || !config.IsMap())
+    throw Error(source + ": config '" + key + "' is not a map (a Transformer Engine payload with training_recipe)");
+  const YAML::Node recipe = config["training_recipe"];
+  if (!recipe) return Precision::bf16;
+  if (!recipe.IsMap()) throw Error(source + ": config '" + key + "' has a training_recipe that is not a map");
+  if (recipe["fp4_quantization_recipe"] && !recipe["fp4_quantization_recipe"].IsNull()) return Precision::fp4;
+  if (recipe["fp8_quantization_recipe"] && !recipe["fp8_quantization_recipe"].IsNull()) return Precision::fp8;
+  return Precision::bf16;
+}
+
+Plan import_megatron(const std::string& text, const ModelDims& dims, const std::string& source,
+                     std::vector<std::string>* warnings) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(source + ": not valid YAML (" + e.what() + ")");
+  }
+  if (!root.IsMap() || !root["matchers"] || !root["matchers"].IsMap())
+    throw Error(source + ": no `matchers` map; expected a Megatron-LM --te-precision-config-file");
+  const YAML::Node configs = root["configs"];
+  struct Matcher {
+    std::string pattern;
+    Precision precision;
+  };
+  std::vector<Matcher> matchers;
+  for (const auto& entry : root["matchers"]) {  // yaml-cpp keeps a map's order
+    const std::string name = entry.first.as<std::string>();
+    const YAML::Node m = entry.second;
+    if (!m.IsMap()) throw Error(source + ": matcher '" + name + "' is not a map");
+    if (!m["enabled"] || !m["enabled"].as<bool>(false)) continue;  // Megatron: enabled defaults to false
+    const std::string type = m["type"] ? m["type"].as<std::string>() : "";
+    if (type != "glob")
+      throw Error(source + ": matcher '" + name + "' has type '" + type + "'; Megatron implements only glob");
+    if (!m["pattern"] || !m["config"])
+      throw Error(source + ": glob matcher '" + name + "' needs a pattern and a config");
+    const std::string key = m["config"].as<std::string>();
+    if (!configs || !configs[key])
+      throw Error(source + ": matcher '" + name + "' names config '" + key + "', which is not in `configs`");
+    matchers.push_back({m["pattern"].as<std::string>(), megatron_config_precision(configs[key], key, source)});
+  }
+  Plan plan;
+  if (const YAML::Node s = root["snip"]; s && s.IsMap()) {
+    nlohmann::json summary = nlohmann::json::object();
+    if (s["method"]) summary["method"] = s["method"].as<std::string>();
+    if (s["budget"]) summary["budget"] = s["budget"].as<double>();
+    if (s["recipe"]) summary["recipe"] = s["recipe"].as<std::string>();
+    apply_summary(plan, summary);
+  }
+  std::vector<Precision> prec;
+  for (const LinearLayerInfo& l : linear_layers(dims)) {
+    const std::string path = megatron_module_path(l.block, l.type);
+    std::optional<Precision> p;
+    for (const Matcher& m : matchers)
+      if (glob_match(m.pattern, path)) {
+        p = m.precision;
+        break;
+      }
+    if (!p && warnings &&
+        (l.type == LayerType::q || l.type == LayerType::o || l.type == LayerType::gate || l.type == LayerType::down))
+      warnings->push_back(path + " matches no matcher: Megatron runs it in its global precision; imported as BF16");
+    prec.push_back(p.value_or(Precision::bf16));
+  }
+  return finish_import(std::move(plan), dims, prec);
+}
+
+nlohmann::json parse_json_format(const std::string& text, const std::string& source, const char* format) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(source + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || j.value("format", "") != format)
+    throw Error(source + ": not a " + format + " file (its \"format\" member must be \"" + format + "\")");
+  return j;
+}
+
+Plan import_te(const std::string& text, const ModelDims& dims, const std::string& source,
+               std::vector<std::string>* warnings) {
+  const nlohmann::json j = parse_json_format(text, source, "snip-te/1");
+  if (!j.contains("modules") || !j["modules"].is_object())
+    throw Error(source + ": no \"modules\" object (Hugging Face module name -> recipe name)");
+  // Recipe name -> precision: the file's own table, else Transformer Engine's names.
+  std::map<std::string, Precision> by_recipe{{"BF16", Precision::bf16},
+                                             {"NVFP4BlockScaling", Precision::fp4},
+                                             {"MXFP8BlockScaling", Precision::fp8},
+                                             {"Float8BlockScaling", Precision::fp8},
+                                             {"Float8CurrentScaling", Precision::fp8},
+                                             {"DelayedScaling", Precision::fp8}};
+  if (j.contains("recipes") && j["recipes"].is_object())
+    for (const auto& [precision, name] : j["recipes"].items())
+      if (name.is_string()) by_recipe[name.get<std::string>()] = parse_precision(precision);
+  Plan plan;
+  apply_summary(plan, j.value("plan", nlohmann::json::object()));
+  std::vector<Precision> prec;
+  for (const LinearLayerInfo& l : linear_layers(dims)) {
+    Precision p = Precision::bf16;
+    if (!j["modules"].contains(l.name)) {
+      if (warnings) warnings->push_back(l.name + " is not in the file; imported as BF16");
+    } else {
+      const nlohmann::json& r = j["modules"][l.name];
+      if (!r.is_string() || !by_recipe.count(r.get<std::string>()))
+        throw Error(source + ": " + l.name + " has recipe " + r.dump() +
+                    ", which is not one of the file's recipes or a Transformer Engine recipe snip knows");
+      p = by_recipe[r.get<std::string>()];
+    }
+    prec.push_back(p);
+  }
+  for (const auto& [name, r] : j["modules"].items())
+    if (!parse_layer_module_name(name)) throw Error(source + ": " + name + " is not a linear layer of a Llama model");
+  return finish_import(std::move(plan), dims, prec);
+}
+
+Plan import_torchao(const std::string& text, const ModelDims& dims, const std::string& source,
+                    std::vector<std::string>* warnings) {
+  const nlohmann::json j = parse_json_format(text, source, "snip-torchao/1");
+  std::map<std::string, Precision> given;
+  for (const auto& [key, p] :
+       {std::pair{"float8", Precision::fp8}, {"fp4", Precision::fp4}, {"bf16", Precision::bf16}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_array()) throw Error(source + ": \"" + key + "\" is not a list of module names");
+    for (const auto& n : j[key]) {
+      if (!n.is_string() || !parse_layer_module_name(n.get<std::string>()))
+        throw Error(source + ": \"" + key + "\" holds " + n.dump() + ", not a linear layer of a Llama model");
+      if (!given.emplace(n.get<std::string>(), p).second)
+        throw Error(source + ": " + n.get<std::string>() + " is listed twice");
+    }
+  }
+  Plan plan;
+  apply_summary(plan, j.value("plan", nlohmann::json::object()));
+  std::vector<Precision> prec;
+  for (const LinearLayerInfo& l : linear_layers(dims)) {
+    const auto it = given.find(l.name);
+    if (it == given.end() && warnings) warnings->push_back(l.name + " is in no list; imported as BF16");
+    prec.push_back(it == given.end() ? Precision::bf16 : it->second);
+  }
+  return finish_import(std::move(plan), dims, prec);
+}
+
+}  // namespace
+
+bool glob_match(std::string_view pattern, std::string_view name) {
+  const std::vector<GlobToken> t = compile_glob(pattern);
+  // Each non-star token takes one character: the classic backtrack to the last star suffices.
+  size_t ti = 0, ni = 0, star_t = std::string_view::npos, star_n = 0;
+  while (ni < name.size()) {
+    if (ti < t.size() && t[ti].kind == GlobToken::star) {
+      star_t = ti++;
+      star_n = ni;
+    } else if (ti < t.size() && t[ti].matches(name[ni])) {
+      ++ti, ++ni;
+    } else if (star_t != std::string_view::npos) {
+      ti = star_t + 1;
+      ni = ++star_n;
+    } else {
+      return false;
+    }
+  }
+  while (ti < t.size() && t[ti].kind == GlobToken::star) ++ti;
+  return ti == t.size();
+}
+
+PlanStack parse_plan_stack(std::string_view name) {
+  if (name == "megatron") return PlanStack::megatron;
+  if (name == "te") return PlanStack::te;
+  if (name == "torchao") return PlanStack::torchao;
+  throw Error("unknown training stack '" + std::string(name) + "'; one of " + kPlanStackNames);
+}
+
+const char* plan_stack_name(PlanStack stack) {
+  switch (stack) {
+    case PlanStack::megatron:
+      return "megatron";
+    case PlanStack::te:
+      return "te";
+    case PlanStack::torchao:
+      return "torchao";
+  }
+  return "?";
+}
+
+std::string megatron_module_path(int block, LayerType type) {
+  return "decoder.layers." + std::to_string(block) + "." + megatron_module(type);
+}
+
+std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings) {
+  const std::vector<Precision> prec = module_precisions(plan, dims, stack, warnings);
+  switch (stack) {
+    case PlanStack::megatron:
+      return export_megatron(plan, dims, prec);
+    case PlanStack::te:
+      return export_te(plan, dims, prec);
+    case PlanStack::torchao:
+      return export_torchao(plan, dims, prec);
+  }
+  return {};
+}
+
+Plan import_plan(const std::string& text, PlanStack stack, const ModelDims& dims, const std::string& source,
+                 std::vector<std::string>* warnings) {
+  switch (stack) {
+    case PlanStack::megatron:
+      return import_megatron(text, dims, source, warnings);
+    case PlanStack::te:
+      return import_te(text, dims, source, warnings);
+    case PlanStack::torchao:
+      return import_torchao(text, dims, source, warnings);
+  }
+  return {};
+}
+
+}  // namespace snip

@@ -1,0 +1,270 @@
+// Plans for Megatron-LM, Transformer Engine and torchao (plan_export.h): each format round-trips
+// to the same assignment; Megatron's YAML means, read the way Megatron reads it (PyYAML's
+// SafeLoader, enabled glob matchers, first match wins, Python's fnmatch), what snip reads back;
+// our glob matcher agrees with Python's fnmatch.fnmatchcase; plans a stack cannot express are
+// refused with the reason.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "snip/error.h"
+#include "snip/model_config.h"
+#include "snip/plan_export.h"
+#include "temp_dir.h"
+
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool have_python_with(const char* module) {
+  if (::access(kPython, X_OK) != 0) return false;
+  return std::system((std::string(kPython) + " -c 'import " + module + "' 2>/dev/null").c_str()) == 0;
+}
+
+// Runs a Python script on an input file and returns its stdout.
+std::string run_python(const std::string& script, const std::string& dir) {
+  const std::string path = dir + "/check.py";
+  std::ofstream(path) << script;
+  std::string out;
+  FILE* f = popen((std::string(kPython) + " " + path).c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while (f && (n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  EXPECT_EQ(f ? pclose(f) : -1, 0) << out;
+  return out;
+}
+
+snip::ModelDims small_dims() {
+  return snip::preset_config("small").dims();
+}
+
+// A plan with every layer in FP4, FP8 or BF16 at random; `tied`: q/k/v and gate/up share one.
+snip::Plan random_plan(const snip::ModelDims& dims, bool tied, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const snip::Precision choices[] = {snip::Precision::fp4, snip::Precision::fp8, snip::Precision::bf16};
+  snip::Plan plan;
+  plan.method = "snip";
+  plan.budget = 0.5;
+  plan.recipe = "nvfp4";
+  snip::Precision qkv = snip::Precision::fp4, gate_up = snip::Precision::fp4;
+  for (const snip::LinearLayerInfo& l : snip::linear_layers(dims)) {
+    snip::Precision p = choices[rng() % 3];
+    if (tied && (l.type == snip::LayerType::q)) qkv = p;
+    if (tied && (l.type == snip::LayerType::k || l.type == snip::LayerType::v)) p = qkv;
+    if (tied && l.type == snip::LayerType::gate) gate_up = p;
+    if (tied && l.type == snip::LayerType::up) p = gate_up;
+    plan.layers[l.name] = snip::LinearPrecision::uniform(p);
+  }
+  std::vector<snip::LinearPrecision> per_layer;
+  for (const snip::LinearLayerInfo& l : snip::linear_layers(dims)) per_layer.push_back(plan.layers[l.name]);
+  plan.achieved_fp4_fraction = snip::fp4_flop_fraction(per_layer, dims);
+  return plan;
+}
+
+TEST(PlanExport, EveryStackRoundTripsToTheSameAssignment) {
+  const snip::ModelDims dims = small_dims();
+  for (const snip::PlanStack stack : {snip::PlanStack::megatron, snip::PlanStack::te, snip::PlanStack::torchao}) {
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+      const snip::Plan plan = random_plan(dims, /*tied=*/true, seed);
+      std::vector<std::string> warnings;
+      const std::string text = snip::export_plan(plan, dims, stack, &warnings);
+      EXPECT_TRUE(warnings.empty());
+      const snip::Plan back = snip::import_plan(text, stack, dims, "exported", &warnings);
+      EXPECT_TRUE(warnings.empty()) << warnings.front();
+      EXPECT_EQ(back.layers, plan.layers) << snip::plan_stack_name(stack) << " seed " << seed;
+      EXPECT_EQ(back.method, plan.method);
+      EXPECT_EQ(back.budget, plan.budget);
+      EXPECT_EQ(back.recipe, plan.recipe);
+      EXPECT_DOUBLE_EQ(back.achieved_fp4_fraction, plan.achieved_fp4_fraction);
+    }
+  }
+}
+
+TEST(PlanExport, UntiedPlansTravelToTheUnfusedStacksOnly) {
+  const snip::ModelDims dims = small_dims();
+  const snip::Plan plan = random_plan(dims, /*tied=*/false, 7);
+  for (const snip::PlanStack stack : {snip::PlanStack::te, snip::PlanStack::torchao}) {
+    const std::string text = snip::export_plan(plan, dims, stack, nullptr);
+    EXPECT_EQ(snip::import_plan(text, stack, dims, "x", nullptr).layers, plan.layers);
+  }
+  try {
+    (void)snip::export_plan(plan, dims, snip::PlanStack::megatron, nullptr);
+    FAIL() << "an untied plan was exported to Megatron";
+  } catch (const snip::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("solve with --ties"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanExport, PlansTheStacksCannotExpressAreRefusedWithTheReason) {
+  const snip::ModelDims dims = small_dims();
+  snip::Plan per_role = random_plan(dims, true, 3);
+  per_role.layers["model.layers.2.mlp.down_proj"] = {snip::Precision::fp4, snip::Precision::fp8, snip::Precision::fp8};
+  snip::Plan fp32 = random_plan(dims, true, 3);
+  fp32.layers["model.layers.0.mlp.down_proj"] = snip::LinearPrecision::uniform(snip::Precision::fp32);
+  for (const snip::PlanStack stack : {snip::PlanStack::megatron, snip::PlanStack::te, snip::PlanStack::torchao}) {
+    try {
+      (void)snip::export_plan(per_role, dims, stack, nullptr);
+      ADD_FAILURE() << "a per-role plan was exported";
+    } catch (const snip::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("model.layers.2.mlp.down_proj has fprop fp4, dgrad fp8"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("without --per-role"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW((void)snip::export_plan(fp32, dims, stack, nullptr), snip::Error);
+  }
+}
+
+// A plan that leaves a block out: its layers run BF16 and the warning names them.
+TEST(PlanExport, LayersAPlanLeavesOutAreBf16AndNamed) {
+  const snip::ModelDims dims = small_dims();
+  snip::Plan plan = random_plan(dims, true, 4);
+  plan.layers.erase("model.layers.1.self_attn.o_proj");
+  std::vector<std::string> warnings;
+  const std::string text = snip::export_plan(plan, dims, snip::PlanStack::torchao, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("model.layers.1.self_attn.o_proj"), std::string::npos);
+  EXPECT_EQ(snip::import_plan(text, snip::PlanStack::torchao, dims, "x", nullptr)
+                .layers.at("model.layers.1.self_attn.o_proj"),
+            snip::LinearPrecision::uniform(snip::Precision::bf16));
+}
+
+TEST(PlanExport, GlobMatchesAsPythonsFnmatch) {
+  if (!have_python_with("fnmatch")) GTEST_SKIP() << kPython << " is not installed";
+  const std::vector<std::string> patterns = {"*",
+                                             "*fc1*",
+                                             "*fc1",
+                                             "decoder.layers.1.*",
+                                             "*layers.1?.*",
+                                             "*layers.[0-3].*",
+                                             "*layers.[!0-3].*",
+                                             "*[qkv]*",
+                                             "*[]]*",
+                                             "*[!]]*",
+                                             "*[a-]*",
+                                             "*[z-a]*",
+                                             "*[*",
+                                             "a*b*c",
+                                             "?",
+                                             "",
+                                             "*.linear_fc?",
+                                             "*layers.1.mlp*",
+                                             "**fc2",
+                                             "*[^x]*",
+                                             "[!-a]*"};
+  const std::vector<std::string> names = {"",
+                                          "a",
+                                          "abc",
+                                          "axbyc",
+                                          "decoder.layers.1.mlp.linear_fc1",
+                                          "decoder.layers.11.mlp.linear_fc2",
+                                          "decoder.layers.3.self_attention.linear_qkv",
+                                          "module.decoder.layers.7.self_attention.linear_proj",
+                                          "x]y",
+                                          "a-b",
+                                          "[x",
+                                          "^",
+                                          "-"};
+  snip_test::TempDir tmp;
+  const std::string dir_path = tmp.path.string();
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& p : patterns)
+    for (const auto& n : names) cases.push_back({p, n});
+  std::ofstream(dir_path + "/cases.json") << cases.dump();
+  const std::string out = run_python("import fnmatch, json\ncases = json.load(open('" + dir_path +
+                                         "/cases.json'))\nprint(''.join('1' if fnmatch.fnmatchcase(n, p) else '0' "
+                                         "for p, n in cases))\n",
+                                     dir_path);
+  ASSERT_GE(out.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string p = cases[i][0], n = cases[i][1];
+    EXPECT_EQ(snip::glob_match(p, n), out[i] == '1') << "pattern '" << p << "' name '" << n << "'";
+  }
+}
+
+// Megatron reads the YAML with PyYAML's SafeLoader and gives each module the config of the first
+// enabled glob matcher that matches its path (quant_config.py: RecipeConfig._build_matchers and
+// match_to_config_key). The same reading, in Python, gives every module the precision snip reads
+// back — including a file whose broad matcher comes first and one that is disabled.
+TEST(PlanExport, MegatronReadsTheYamlAsSnipDoes) {
+  if (!have_python_with("yaml")) GTEST_SKIP() << "PyYAML is not installed";
+  const snip::ModelDims dims = small_dims();
+  std::string yaml = snip::export_plan(random_plan(dims, true, 9), dims, snip::PlanStack::megatron, nullptr);
+  // First match wins: a broad matcher placed first takes block 1 whole; a disabled one is skipped.
+  const std::string extra =
+      "  block1_all_fp8:\n    type: glob\n    pattern: \"*layers.1.*\"\n    config: fp8\n    enabled: true\n"
+      "  disabled_everything_fp4:\n    type: glob\n    pattern: \"*\"\n    config: fp4\n    enabled: false\n";
+  yaml.insert(yaml.find("matchers:\n") + 10, extra);
+  snip_test::TempDir tmp;
+  const std::string dir_path = tmp.path.string();
+  std::ofstream(dir_path + "/plan.yaml") << yaml;
+  nlohmann::json paths = nlohmann::json::array({"embedding.word_embeddings", "output_layer"});
+  for (const snip::LinearLayerInfo& l : snip::linear_layers(dims))
+    paths.push_back(snip::megatron_module_path(l.block, l.type));
+  std::ofstream(dir_path + "/paths.json") << paths.dump();
+  const std::string out = run_python(
+      "import fnmatch, json, yaml\n"
+      "cfg = yaml.load(open('" +
+          dir_path +
+          "/plan.yaml'), Loader=yaml.SafeLoader)\n"
+          "matchers = [(m['pattern'], m['config']) for m in cfg['matchers'].values() if m.get('enabled', False)]\n"
+          "def key(path):\n"
+          "    for pattern, config in matchers:\n"
+          "        if fnmatch.fnmatch(path, pattern): return config\n"
+          "    return None\n"
+          "def precision(config):\n"
+          "    r = cfg['configs'][config].get('training_recipe') or {}\n"
+          "    return 'fp4' if r.get('fp4_quantization_recipe') else 'fp8' if r.get('fp8_quantization_recipe') else "
+          "'bf16'\n"
+          "print(json.dumps({p: precision(key(p)) for p in json.load(open('" +
+          dir_path + "/paths.json'))}))\n",
+      dir_path);
+  const nlohmann::json megatron = nlohmann::json::parse(out);
+  EXPECT_EQ(megatron["output_layer"], "bf16");
+  EXPECT_EQ(megatron["embedding.word_embeddings"], "bf16");
+  const snip::Plan back = snip::import_plan(yaml, snip::PlanStack::megatron, dims, "plan.yaml", nullptr);
+  for (const snip::LinearLayerInfo& l : snip::linear_layers(dims)) {
+    const std::string path = snip::megatron_module_path(l.block, l.type);
+    EXPECT_EQ(snip::precision_name(back.layers.at(l.name).fprop), megatron[path].get<std::string>()) << path;
+    if (l.block == 1) {
+      EXPECT_EQ(megatron[path], "fp8") << "the first matcher wins";
+    }
+  }
+}
+
+TEST(PlanExport, BrokenFilesSayWhatIsWrong) {
+  const snip::ModelDims dims = small_dims();
+  auto message = [&](const std::string& text, snip::PlanStack stack) {
+    try {
+      (void)snip::import_plan(text, stack, dims, "f", nullptr);
+    } catch (const snip::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("matchers: [", snip::PlanStack::megatron).find("not valid YAML"), std::string::npos);
+  EXPECT_NE(message("configs: {}\n", snip::PlanStack::megatron).find("no `matchers` map"), std::string::npos);
+  EXPECT_NE(message("matchers:\n  a: {type: regex, pattern: x, config: c, enabled: true}\n", snip::PlanStack::megatron)
+                .find("implements only glob"),
+            std::string::npos);
+  EXPECT_NE(message("matchers:\n  a: {type: glob, pattern: x, config: c, enabled: true}\n", snip::PlanStack::megatron)
+                .find("names config 'c'"),
+            std::string::npos);
+  EXPECT_NE(message("{\"format\": \"snip-te/1\"}", snip::PlanStack::torchao).find("not a snip-torchao/1 file"),
+            std::string::npos);
+  EXPECT_NE(
+      message(R"({"format": "snip-te/1", "modules": {"model.layers.0.mlp.up_proj": "Float16"}})", snip::PlanStack::te)
+          .find("has recipe \"Float16\""),
+      std::string::npos);
+  EXPECT_NE(message(R"({"format": "snip-torchao/1", "float8": ["model.layers.0.mlp.up_proj"],
+                        "fp4": ["model.layers.0.mlp.up_proj"]})",
+                    snip::PlanStack::torchao)
+                .find("listed twice"),
+            std::string::npos);
+}
+
+}  // namespace
