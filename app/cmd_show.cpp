@@ -15,6 +15,14 @@
 
 namespace {
 
+// A compare's noise floor, or why there is none (one replicate has no spread): never "nan".
+std::string noise_floor_text(double v) {
+  if (!std::isfinite(v)) return "— (1 replicate)";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+
 struct ShowOptions {
   std::string db;
   std::optional<int64_t> run, compare;
@@ -240,10 +248,12 @@ void run_show(const ShowOptions& o) {
   std::printf("  compares    %zu\n", compares.size());
   for (const auto& c : compares)
     std::printf(
-        "    compare %lld from step %lld: budget %.3f recipe %s, %lld steps, %lld rows, noise floor %.4f "
+        "    compare %lld from step %lld: budget %.3f recipe %s, %lld steps, %lld rows, noise floor %s "
         "(snip show --compare %lld)\n",
         (long long)c.id, (long long)c.start_step, c.budget, c.recipe.c_str(), (long long)c.steps,
-        (long long)c.row_count, c.noise_floor_train, (long long)c.id);
+        (long long)c.row_count,
+        // One replicate has no spread to measure: say so, never "nan".
+        noise_floor_text(c.noise_floor_train).c_str(), (long long)c.id);
 }
 
 void setup_show(CLI::App& app) {

@@ -56,6 +56,7 @@ void run_validate(const ValidateCliOptions& o) {
     snip::Store::Transaction tx(*store);
     snip::ValidationResult r;
     r.stats_round_id = store->add_stats_round(rep.rounds.front(), run_id);
+    r.run_id = run_id;  // with its round: `snip show --run` and the Plan view find it
     r.step = rep.step;
     r.options = rep.options;
     for (const auto& c : rep.correlations)

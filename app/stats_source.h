@@ -67,6 +67,7 @@ inline PlannerInput load_planner_input(StatsSource& src, const EstimatorOptions&
                 "snip train --db wrote)");
   StoreOptions so;
   so.create = false;
+  so.read_only_if_unwritable = true;  // planning only reads the round: a database the user cannot write will do
   Store store(db, so);
   int64_t id = 0;
   if (src.run) {

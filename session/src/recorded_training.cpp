@@ -227,7 +227,10 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
       const nlohmann::json& stored = store.run(*id).spec.train_config;
       const bool same_total = stored.contains("steps") && stored["steps"].is_number_integer() &&
                               stored["steps"].get<int64_t>() == cfg.steps;
-      if (latest > trainer.step_count() && (plan_changed || !same_total)) parent = *id;
+      // Adaptive planning turned on, off or changed is another trajectory too.
+      const bool adaptive_changed =
+          stored.value("adaptive", nlohmann::json()) != train_config.value("adaptive", nlohmann::json());
+      if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = *id;
       if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
         throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
                     " with other settings starts a branch of run " + std::to_string(*id) +
@@ -236,9 +239,12 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
                     "'s checkpoint there; give the branch a folder of its own with --out");
     }
     if (const std::optional<int64_t> id = parent ? std::nullopt : find_run_of_checkpoint(store, resumed_from)) {
+      const RunInfo claimed = store.run(*id);
+      const bool adaptive_changed = claimed.spec.train_config.value("adaptive", nlohmann::json()) !=
+                                    train_config.value("adaptive", nlohmann::json());
       store.claim_run(*id, trainer.step_count());
-      // The run goes on with this configuration (e.g. more --steps, another plan).
-      store.set_run_config(*id, train_config, plan_changed ? method : store.run(*id).spec.method);
+      // The run goes on with this configuration (e.g. more --steps, another plan, adaptive from here).
+      store.set_run_config(*id, train_config, plan_changed || adaptive_changed ? method : claimed.spec.method);
       const std::vector<PlanTimelineEntry> timeline = store.plan_timeline(*id);
       if (plan_changed) {
         if (!timeline.empty()) store.end_plan_timeline(*id, trainer.step_count());

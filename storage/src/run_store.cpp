@@ -338,8 +338,13 @@ void Store::add_checkpoint(int64_t run_id, int64_t step, const std::string& path
   auto& db = impl_->db;
   WriteTxn txn(db);
   store_detail::require_run(db, run_id);
+  const std::string stored = store_detail::stored_path(path);
+  // A folder holds one checkpoint: saving there replaces what any run (this one at an earlier
+  // step, or another run whose folder was overwritten) listed at that path, so a listed
+  // checkpoint is always on disk as listed and a path names one run's state.
+  Stmt(db, "DELETE FROM checkpoints WHERE path = ?").bind(1, stored).run();
   Stmt st(db, "INSERT OR REPLACE INTO checkpoints (run_id, step, path, created_ms) VALUES (?, ?, ?, ?)");
-  st.bind(1, run_id).bind(2, step).bind(3, store_detail::stored_path(path)).bind(4, now_ms()).run();
+  st.bind(1, run_id).bind(2, step).bind(3, stored).bind(4, now_ms()).run();
   txn.commit();
 }
 

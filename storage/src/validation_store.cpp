@@ -83,6 +83,12 @@ std::vector<ValidationResult> Store::validations(std::optional<int64_t> run_id) 
     r.created_ms = st.column_int64(5);
     out.push_back(std::move(r));
   }
+  // The round-wide summary (Spearman per precision, ...) too: what a list of validations shows.
+  for (ValidationResult& r : out) {
+    Stmt v(impl_->db, "SELECT key, value FROM validation_values WHERE validation_id = ? AND position = ?");
+    v.bind(1, r.id).bind(2, kSummaryPosition);
+    while (v.step()) r.summary[v.column_text(0)] = v.column_double(1);
+  }
   return out;
 }
 

@@ -487,6 +487,71 @@ TEST(RunIdentity, TwoResumesFromOneCheckpointMakeABranchAndLoseNoRows) {
   for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i].train_loss, first[i].train_loss) << i;
 }
 
+// A resume from an earlier checkpoint that turns adaptive planning on goes another way than the
+// run did: a branch. (It used to claim the run and overwrite its later rows with the adaptive ones.)
+TEST(RunIdentity, AResumeThatTurnsOnAdaptivePlanningFromAnEarlierCheckpointIsABranch) {
+  TempDir dir("adaptive-branch");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 4 --db " + db + " --out " + dir.file("ck")).status, 0);
+  fs::copy(dir.path / "ck", dir.path / "start", fs::copy_options::recursive);
+  snip::Store(db).add_checkpoint(1, 4, dir.file("start"));
+  ASSERT_EQ(sh(kSnip + " train --resume " + dir.file("start") + " --steps 6 --db " + db + " --out " + dir.file("b1"))
+                .status,
+            0);
+  const std::vector<snip::MetricRow> before = snip::Store(db).metrics(1);
+  ASSERT_EQ(before.size(), 6u);
+  const Result b2 = sh(kSnip + " train --resume " + dir.file("start") + " --steps 6 --method snip --budget 0.75 --db " +
+                       db + " --out " + dir.file("b2"));
+  ASSERT_EQ(b2.status, 0) << b2.out;
+  snip::Store store(db);
+  ASSERT_EQ(store.runs().size(), 2u) << "the adaptive resume claimed run 1";
+  EXPECT_EQ(store.run(2).spec.parent_run_id, std::optional<int64_t>(1));
+  EXPECT_EQ(store.run(2).spec.method, "snip");
+  EXPECT_EQ(store.run(1).spec.method, "uniform-bf16");
+  EXPECT_EQ(store.metrics(1), before) << "run 1's rows were overwritten";
+  EXPECT_GT(store.metrics(2).back().fp4_fraction, 0.5);
+}
+
+// A checkpoint folder another run overwrites (--overwrite) is that run's from then on: a resume
+// from it continues the run that wrote it, and the run whose checkpoint it was no longer lists it.
+TEST(RunIdentity, AnOverwrittenCheckpointFolderBelongsToTheRunThatWroteIt) {
+  TempDir dir("overwritten");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 3 --db " + db + " --out " + dir.file("A")).status, 0);
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --db " + db + " --out " + dir.file("B")).status, 0);
+  const Result moved =
+      sh(kSnip + " train --resume " + dir.file("A") + " --steps 5 --out " + dir.file("B") + " --overwrite --db " + db);
+  ASSERT_EQ(moved.status, 0) << moved.out;
+  {
+    snip::Store store(db);
+    EXPECT_TRUE(store.checkpoints(2).empty()) << "run 2 still lists the folder run 1 replaced";
+    ASSERT_FALSE(store.checkpoints(1).empty());
+    EXPECT_EQ(store.checkpoints(1).back().step, 5);
+  }
+  const Result go_on = sh(kSnip + " train --resume " + dir.file("B") + " --steps 6 --db " + db);
+  ASSERT_EQ(go_on.status, 0) << go_on.out;
+  EXPECT_TRUE(contains(go_on.out, "recording run 1 ")) << go_on.out;
+  snip::Store store(db);
+  EXPECT_EQ(store.run(1).last_step, 6);
+  EXPECT_EQ(store.run(2).last_step, 2);
+  EXPECT_EQ(store.metrics(2).size(), 2u);
+}
+
+// A validation is the run's: `snip show --run` counts it, and its summary (Spearman per
+// precision) is read with the list the Plan view shows.
+TEST(RunIdentity, AValidationIsAttachedToItsRunWithItsSummary) {
+  TempDir dir("validation");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 3 --db " + db + " --out " + dir.file("ck")).status, 0);
+  const Result v = sh(kSnip + " validate --checkpoint " + dir.file("ck") + " --db " + db);
+  ASSERT_EQ(v.status, 0) << v.out;
+  snip::Store store(db);
+  const auto validations = store.validations(1);
+  ASSERT_EQ(validations.size(), 1u) << "the validation is not attached to run 1";
+  EXPECT_FALSE(validations[0].summary.empty());
+  EXPECT_TRUE(contains(sh(kSnip + " show --run 1 --db " + db).out, "validations 1"));
+}
+
 TEST(RunIdentity, TheRunsTokenizerIsItsOwnFromAnyFolderAndAChangedOneIsRefused) {
   TempDir dir("tok");
   fs::create_directories(dir.path / "x");
@@ -614,7 +679,10 @@ TEST(ReadOnly, ADatabaseTheUserCannotWriteIsListedShownAndExported) {
   TempDir dir("ro");
   fs::create_directories(dir.path / "ro");
   const std::string db = dir / "ro/runs.db";
-  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --db " + db + " --out " + dir.file("ck")).status, 0);
+  // Adaptive, so the run holds a statistics round to plan from.
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --method snip --budget 0.5 --db " + db + " --out " + dir.file("ck"))
+                .status,
+            0);
   ASSERT_FALSE(fs::exists(db + "-wal"));  // closed cleanly
   std::string as_user;
   if (::geteuid() == 0) {
@@ -630,7 +698,8 @@ TEST(ReadOnly, ADatabaseTheUserCannotWriteIsListedShownAndExported) {
   fs::permissions(dir.path / "ro", fs::perms(0555));
   const auto before = slurp(db);
   for (const std::string& cmd :
-       std::vector<std::string>{"runs", "runs --json", "show --run 1", "export --run 1", "compare --list"}) {
+       std::vector<std::string>{"runs", "runs --json", "show --run 1", "export --run 1", "compare --list",
+                                "solve --run 1 --budget 0.5", "sweep --run 1 --budgets 0:1:0.5"}) {
     const Result r = sh(as_user + kSnip + " " + cmd + " --db " + db);
     EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
   }
