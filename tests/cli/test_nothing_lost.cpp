@@ -495,9 +495,9 @@ TEST(RunIdentity, AResumeThatTurnsOnAdaptivePlanningFromAnEarlierCheckpointIsABr
   ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 4 --db " + db + " --out " + dir.file("ck")).status, 0);
   fs::copy(dir.path / "ck", dir.path / "start", fs::copy_options::recursive);
   snip::Store(db).add_checkpoint(1, 4, dir.file("start"));
-  ASSERT_EQ(sh(kSnip + " train --resume " + dir.file("start") + " --steps 6 --db " + db + " --out " + dir.file("b1"))
-                .status,
-            0);
+  ASSERT_EQ(
+      sh(kSnip + " train --resume " + dir.file("start") + " --steps 6 --db " + db + " --out " + dir.file("b1")).status,
+      0);
   const std::vector<snip::MetricRow> before = snip::Store(db).metrics(1);
   ASSERT_EQ(before.size(), 6u);
   const Result b2 = sh(kSnip + " train --resume " + dir.file("start") + " --steps 6 --method snip --budget 0.75 --db " +
@@ -680,9 +680,10 @@ TEST(ReadOnly, ADatabaseTheUserCannotWriteIsListedShownAndExported) {
   fs::create_directories(dir.path / "ro");
   const std::string db = dir / "ro/runs.db";
   // Adaptive, so the run holds a statistics round to plan from.
-  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --method snip --budget 0.5 --db " + db + " --out " + dir.file("ck"))
-                .status,
-            0);
+  ASSERT_EQ(
+      sh(kSnip + " train" + kTiny + "--steps 2 --method snip --budget 0.5 --db " + db + " --out " + dir.file("ck"))
+          .status,
+      0);
   ASSERT_FALSE(fs::exists(db + "-wal"));  // closed cleanly
   std::string as_user;
   if (::geteuid() == 0) {
