@@ -1,5 +1,6 @@
 // `snip import`: stores plans (snip-plan/1) and statistics rounds (snip-stats/1) produced
 // elsewhere, e.g. by a PyTorch run on a cluster, in the experiment database.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -11,6 +12,7 @@
 #include "snip/plan.h"
 #include "snip/plan_export.h"
 #include "snip/planner.h"
+#include "snip/recipe_name.h"
 #include "snip/stats.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -67,6 +69,7 @@ void run_import(const ImportOptions& o) {
     std::string path;
     std::optional<snip::Plan> plan;
     std::optional<snip::StatsRound> stats;
+    bool fraction_known = true;  // a plan's achieved FP4 fraction: given, or fixed by its layers
   };
   std::vector<Item> items;
   for (const auto& path : o.files) {
@@ -79,6 +82,14 @@ void run_import(const ImportOptions& o) {
     Item it{path, {}, {}};
     if (format == "snip-plan/1") {
       it.plan = snip::plan_from_json(text, path);  // (names no linear layer: refused; the model with --run)
+      // A plan that mixes FP4 with other precisions and claims no fraction needs the model's FLOPs.
+      bool some_fp4 = false, all_fp4 = true;
+      for (const auto& [name, lp] : it.plan->layers)
+        for (const snip::Gemm g : snip::kAllGemms) {
+          some_fp4 = some_fp4 || lp[g] == snip::Precision::fp4;
+          all_fp4 = all_fp4 && lp[g] == snip::Precision::fp4;
+        }
+      it.fraction_known = nlohmann::json::parse(text).contains("achieved_fp4_fraction") || !some_fp4 || all_fp4;
     } else if (format == "snip-stats/1") {
       it.stats = snip::stats_from_json(text, path);
       // A round no plan can be made from (no layers, a missing global) would be stored and then
@@ -102,15 +113,31 @@ void run_import(const ImportOptions& o) {
   snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.check_integrity = true});
   std::optional<snip::RunInfo> run;
   if (o.run) run = store.run(*o.run);
-  for (const auto& it : items) {
-    if (!run) continue;
+  for (auto& it : items) {
+    if (!run) {
+      if (it.plan && !it.fraction_known)
+        throw snip::Error(it.path +
+                          ": the plan mixes FP4 with other precisions and gives no \"achieved_fp4_fraction\", which "
+                          "depends on the model's layer sizes: give --run ID so the store computes it from that run's "
+                          "model (or add the fraction to the file); nothing was imported");
+      continue;
+    }
     if (it.plan) {
+      std::vector<snip::LinearPrecision> per_layer;
       try {
-        snip::resolve_plan(*it.plan, run->spec.dims, nullptr);
+        per_layer = snip::resolve_plan(*it.plan, run->spec.dims, nullptr);
       } catch (const snip::Error& e) {
         throw snip::Error(it.path + ": does not fit run " + std::to_string(run->id) + " (" +
                           snip::printable_text(run->spec.name) + "): " + e.what() + "; nothing was imported");
       }
+      // The store computes what it can: the fraction from the run's model, a contradicting claim refused.
+      const double exact = snip::fp4_flop_fraction(per_layer, run->spec.dims);
+      if (it.fraction_known && std::abs(it.plan->achieved_fp4_fraction - exact) > 1e-6)
+        throw snip::Error(it.path + ": \"achieved_fp4_fraction\" is " + std::to_string(it.plan->achieved_fp4_fraction) +
+                          " but on run " + std::to_string(run->id) + "'s model its layers put " +
+                          std::to_string(exact) +
+                          " of the FLOPs in FP4; correct the value or leave it out; nothing was imported");
+      it.plan->achieved_fp4_fraction = exact;
     }
     if (it.stats && !(it.stats->dims.hidden == run->spec.dims.hidden &&
                       it.stats->dims.intermediate == run->spec.dims.intermediate &&
@@ -119,6 +146,17 @@ void run_import(const ImportOptions& o) {
                       it.stats->dims.num_kv_heads == run->spec.dims.num_kv_heads))
       throw snip::Error(it.path + ": statistics of another model than run " + std::to_string(run->id) + " (" +
                         snip::printable_text(run->spec.name) + "); nothing was imported");
+    // What the store can check against the run: a round from beyond its last step, or under
+    // another recipe, was not measured on this run.
+    if (it.stats && it.stats->step > std::max<int64_t>(run->last_step, 0))
+      throw snip::Error(it.path + ": a statistics round at step " + std::to_string(it.stats->step) + ", but run " +
+                        std::to_string(run->id) + " has trained " +
+                        std::to_string(std::max<int64_t>(run->last_step, 0)) +
+                        " steps: it was not measured on this run; nothing was imported");
+    if (it.stats && snip::parse_recipe_name(it.stats->recipe).canonical != run->spec.recipe)
+      throw snip::Error(it.path + ": a statistics round under recipe " + it.stats->recipe + ", but run " +
+                        std::to_string(run->id) + " trains under " + run->spec.recipe +
+                        ": it was not measured on this run; nothing was imported");
   }
   nlohmann::json out = nlohmann::json::array();
   snip::Store::Transaction txn(store);

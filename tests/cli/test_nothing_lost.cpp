@@ -221,6 +221,17 @@ TEST(BeforeTheWork, EveryInputIsCheckedBeforeTheWorkStarts) {
   EXPECT_EQ(snip::Store(db).stats_rounds(1).size(), 1u);
 }
 
+TEST(BeforeTheWork, MoreEvaluationBatchesThanTheSplitHoldsAreRefused) {
+  TempDir dir("eval-batches");
+  const Result r = sh(kSnip +
+                      " train --preset tiny --batch-size 2 --seq-len 32 --steps 1 --eval-every 1 "
+                      "--eval-batches 100000 --no-db --out " +
+                      dir.file("ck"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(contains(r.out, "--eval-batches 100000 exceeds the")) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path / "ck"));
+}
+
 TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
   TempDir dir("fit");
   const std::string ck = dir / "ck";
@@ -628,6 +639,34 @@ TEST(Checkpoints, AChangedWeightIsRefusedByEveryReader) {
   }
 }
 
+// The files of a checkpoint vouch for each other: a checksum key removed or renamed (in the state
+// or in the weights, with the data then edited) is refused by every reader, not taken as an older
+// checkpoint without checksums.
+TEST(Checkpoints, ARemovedOrRenamedChecksumKeyIsRefused) {
+  TempDir dir("renamed-key");
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --no-db --out " + dir.file("ck")).status, 0);
+  fs::copy(dir.path / "ck", dir.path / "state", fs::copy_options::recursive);
+  fs::copy(dir.path / "ck", dir.path / "weights", fs::copy_options::recursive);
+  {
+    std::string state = slurp(dir.file("state") + "/trainer_state.json");
+    ASSERT_NE(state.find("\"snip_crc32\""), std::string::npos);
+    state.replace(state.find("\"snip_crc32\""), 12, "\"s.ip_crc32\"");
+    std::ofstream(dir.file("state") + "/trainer_state.json", std::ios::binary) << state;
+    std::string w = slurp(dir.file("weights") + "/model.safetensors");
+    ASSERT_NE(w.find("snip_data_crc32"), std::string::npos);
+    w.replace(w.find("snip_data_crc32"), 15, "snip_data_crc3X");
+    w[w.size() - 1] ^= 0x40;  // and a weight changed
+    std::ofstream(dir.file("weights") + "/model.safetensors", std::ios::binary) << w;
+  }
+  for (const std::string& ck : {dir.file("state"), dir.file("weights")})
+    for (const std::string& cmd : {" eval --checkpoint " + ck, " train --no-db --steps 4 --resume " + ck}) {
+      const Result r = sh(kSnip + cmd);
+      EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
+      EXPECT_TRUE(contains(r.out, "restore the checkpoint from a copy")) << cmd << "\n" << r.out;
+    }
+  EXPECT_EQ(sh(kSnip + " eval --checkpoint " + dir.file("ck")).status, 0);
+}
+
 TEST(Checkpoints, SwappedTensorsAnEditedStateOrAnotherConfigAreRefused) {
   TempDir dir("state");
   const std::string ck = dir / "ck";
@@ -741,6 +780,52 @@ TEST(Plans, AClaimedFractionTheLayersContradictIsRefusedAndAMissingOneDerived) {
   const Result quiet = sh(kSnip + " import " + dir.file("quiet.json") + " --db " + db + " --json");
   ASSERT_EQ(quiet.status, 0) << quiet.out;
   EXPECT_EQ(snip::Store(db).plan(1).plan.achieved_fp4_fraction, 1.0);
+}
+
+// What the store can compute it computes, and what it can check it checks: a mixed plan without
+// a claimed fraction needs a run's model; with one, a contradicting claim is refused; a round from
+// beyond the run's last step, or under another recipe, was not measured on the run.
+TEST(Plans, ImportedPlansAndRoundsAreCheckedAgainstWhatTheStoreCanCompute) {
+  TempDir dir("import-checks");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --db " + db + " --out " + dir.file("ck")).status, 0);
+  nlohmann::json layers = nlohmann::json::object();
+  for (int b = 0; b < 2; ++b)
+    for (const char* l : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+      layers["model.layers." + std::to_string(b) + "." + l] = b == 0 ? "fp4" : "fp8";
+  std::ofstream(dir.file("mixed.json")) << nlohmann::json{{"format", "snip-plan/1"}, {"layers", layers}}.dump();
+  std::ofstream(dir.file("lie.json")) << nlohmann::json{
+      {"format", "snip-plan/1"},
+      {"layers", layers},
+      {"achieved_fp4_fraction", 0.05}}.dump();
+  const Result no_run = sh(kSnip + " import --db " + db + " " + dir.file("mixed.json"));
+  EXPECT_NE(no_run.status, 0);
+  EXPECT_TRUE(contains(no_run.out, "give --run ID so the store computes it")) << no_run.out;
+  const Result lie = sh(kSnip + " import --db " + db + " --run 1 " + dir.file("lie.json"));
+  EXPECT_NE(lie.status, 0);
+  EXPECT_TRUE(contains(lie.out, "\"achieved_fp4_fraction\" is 0.05")) << lie.out;
+  ASSERT_EQ(sh(kSnip + " import --db " + db + " --run 1 " + dir.file("mixed.json")).status, 0);
+  {
+    snip::Store store(db);
+    ASSERT_EQ(store.plans().size(), 1u);
+    const double f = store.plans()[0].plan.achieved_fp4_fraction;
+    EXPECT_GT(f, 0.1);
+    EXPECT_LT(f, 0.9);
+  }
+  ASSERT_EQ(sh(kSnip + " collect --checkpoint " + dir.file("ck") + " --out " + dir.file("round.json")).status, 0);
+  nlohmann::json round = nlohmann::json::parse(slurp(dir.file("round.json")));
+  round["step"] = 99999;
+  std::ofstream(dir.file("future.json")) << round.dump();
+  round["step"] = 2;
+  round["recipe"] = "mx";
+  std::ofstream(dir.file("mx.json")) << round.dump();
+  for (const char* f : {"future.json", "mx.json"}) {
+    const Result r = sh(kSnip + " import --db " + db + " --run 1 " + dir.file(f));
+    EXPECT_NE(r.status, 0) << f;
+    EXPECT_TRUE(contains(r.out, "it was not measured on this run")) << r.out;
+  }
+  EXPECT_TRUE(snip::Store(db).stats_rounds(1).empty());
 }
 
 TEST(Plans, APlanMadeForAnotherModelIsRefusedBeforeTraining) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -119,8 +120,8 @@ std::string checksum_of(uLong data_crc, const std::map<std::string, TableEntry>&
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   if (metadata.count(kDataChecksumKey))
     throw Error(path + ": metadata key " + std::string(kDataChecksumKey) + " is the writer's own");
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -167,6 +168,28 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
     out += numel * 4;
   }
   write_file_atomic(path, bytes.data(), bytes.size());
+  return meta[kDataChecksumKey];
+}
+
+std::string recorded_data_checksum(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot be read (" + std::strerror(errno) + ")");
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  if (in.gcount() != 8 || n > (100u << 20)) throw Error(path + ": not a safetensors file (no valid header length)");
+  std::string json(n, '\0');
+  in.read(json.data(), std::streamsize(n));
+  if (uint64_t(in.gcount()) != n) throw Error(path + ": truncated safetensors header");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": its header is not valid JSON (" + e.what() + ")");
+  }
+  if (header.is_object() && header.contains("__metadata__") && header["__metadata__"].is_object() &&
+      header["__metadata__"].contains(kDataChecksumKey) && header["__metadata__"][kDataChecksumKey].is_string())
+    return header["__metadata__"][kDataChecksumKey].get<std::string>();
+  return "";
 }
 
 // ---------------------------------------------------------------------------------------------

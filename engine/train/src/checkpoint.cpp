@@ -99,8 +99,8 @@ void fsync_dir(const std::string& dir) {
 
 }  // namespace
 
-void write_model_weights(const std::string& path, const Llama& model) {
-  write_safetensors(path, tensor_refs(model, model.param_data(), ""), {{"format", "pt"}});
+std::string write_model_weights(const std::string& path, const Llama& model) {
+  return write_safetensors(path, tensor_refs(model, model.param_data(), ""), {{"format", "pt"}});
 }
 
 void write_model_grads(const std::string& path, const Llama& model) {
@@ -191,12 +191,16 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
                  " writable? choose a writable location for the checkpoint)");
   try {
     write_config_file(tmp + "/config.json", model.config());
-    write_model_weights(tmp + "/model.safetensors", model);
+    const std::string model_crc = write_model_weights(tmp + "/model.safetensors", model);
     std::vector<TensorRef> moments = tensor_refs(model, opt.m(), "exp_avg.");
     for (auto& r : tensor_refs(model, opt.v(), "exp_avg_sq.")) moments.push_back(r);
-    write_safetensors(tmp + "/optimizer.safetensors", moments,
-                      {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
-    write_file_atomic(tmp + "/trainer_state.json", with_state_checksum(trainer_state).dump(2) + "\n");
+    const std::string optimizer_crc = write_safetensors(tmp + "/optimizer.safetensors", moments,
+                                                        {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
+    // The state names its files' checksums, under its own: the files of one checkpoint vouch for
+    // each other, so removing or renaming one file's checksum key does not pass unnoticed.
+    nlohmann::json state = trainer_state;
+    state[kCheckpointFilesKey] = {{"model.safetensors", model_crc}, {"optimizer.safetensors", optimizer_crc}};
+    write_file_atomic(tmp + "/trainer_state.json", with_state_checksum(state).dump(2) + "\n");
     fsync_dir(tmp);
   } catch (const Error& e) {
     fs::remove_all(tmp, ec);
@@ -269,6 +273,7 @@ nlohmann::json read_trainer_state(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not valid JSON (" + e.what() + ")");
   }
+  bool checked = false;  // the state's own checksum was there and agreed
   // The checksum recorded when it was saved: an edited value (a learning rate, the step, the data
   // position) would silently change the run a resume continues.
   if (state.is_object() && state.contains(kStateChecksumKey)) {
@@ -279,7 +284,29 @@ nlohmann::json read_trainer_state(const std::string& dir) {
                   ") — the file was edited or damaged; restore the checkpoint from a "
                   "copy (settings a resume may change are given as options: --steps, --plan)");
     state.erase(kStateChecksumKey);
+    checked = true;
   }
+  // The files vouch for each other (save_checkpoint): a state without its checksum next to a
+  // weights file that has one, or a file whose recorded checksum is not the one the state names,
+  // was edited (a checksum key removed or renamed, a file swapped in from elsewhere).
+  std::error_code ec;
+  const std::string model_path = dir + "/model.safetensors";
+  if (!checked && std::filesystem::exists(model_path, ec) && !recorded_data_checksum(model_path).empty())
+    throw Error(path + ": it records no checksum (" + std::string(kStateChecksumKey) +
+                "), but the checkpoint's model.safetensors does, so the file was edited (its checksum removed); "
+                "restore the checkpoint from a copy");
+  if (state.is_object() && state.contains(kCheckpointFilesKey) && state[kCheckpointFilesKey].is_object())
+    for (const auto& [file, crc] : state[kCheckpointFilesKey].items()) {
+      const std::string file_path = dir + "/" + file;
+      if (!std::filesystem::exists(file_path, ec)) continue;  // its reader says it is missing
+      const std::string recorded = recorded_data_checksum(file_path);
+      if (!crc.is_string() || recorded != crc.get<std::string>())
+        throw Error(file_path + ": it records " +
+                    (recorded.empty() ? std::string("no checksum") : "checksum " + recorded) +
+                    ", but the checkpoint's trainer_state.json names " + crc.dump() +
+                    " for it: the file was replaced or edited after the checkpoint was saved; restore the checkpoint "
+                    "from a copy");
+    }
   return state;
 }
 

@@ -320,6 +320,15 @@ void Trainer::check_can_evaluate() const {
                 std::to_string(config_.seq_len) + " needs (" + std::to_string(need) +
                 "); use more data or a smaller --batch-size/--seq-len, or --eval-every 0 to train without "
                 "evaluating");
+  // More batches than the split holds would be cut to what it holds: the stored setting would
+  // claim an evaluation that never ran.
+  const int64_t available =
+      int64_t(BatchLoader(&data_.val, config_.batch_size, config_.seq_len, 0, false).batches_per_epoch());
+  if (config_.eval_batches > available)
+    throw Error("--eval-batches " + std::to_string(config_.eval_batches) + " exceeds the " + std::to_string(available) +
+                " whole batches of " + std::to_string(config_.batch_size) + "x" + std::to_string(config_.seq_len) +
+                " in the validation split of " + data_.source + "; give --eval-batches " + std::to_string(available) +
+                " or fewer");
 }
 
 double Trainer::evaluate(int batches) {

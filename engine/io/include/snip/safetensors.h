@@ -23,9 +23,13 @@ struct TensorRef {
 inline constexpr const char* kDataChecksumKey = "snip_data_crc32";
 
 // Writes FP32 tensors atomically (temp file, fsync, rename), recording the data's checksum in
-// the metadata (kDataChecksumKey). Throws snip::Error.
-void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+// the metadata (kDataChecksumKey); returns that checksum. Throws snip::Error.
+std::string write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
+
+// The checksum a file's header records (kDataChecksumKey; "" when it records none), read from the
+// header alone: cheap, and not a check of the data (SafetensorsFile::open checks that).
+std::string recorded_data_checksum(const std::string& path);
 
 class SafetensorsFile {
  public:

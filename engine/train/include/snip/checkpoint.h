@@ -16,7 +16,7 @@
 namespace snip {
 
 // Weights only (e.g. for `snip eval` or --grads-out): HF names.
-void write_model_weights(const std::string& path, const Llama& model);
+std::string write_model_weights(const std::string& path, const Llama& model);  // returns the data checksum
 // Reads and checks every tensor's name and shape against the model's config. Throws snip::Error
 // naming the file, tensor and both shapes. lm_head.weight may be absent when tied.
 void read_model_weights(const std::string& path, Llama& model);
@@ -80,6 +80,9 @@ ModelConfig read_checkpoint_config(const std::string& dir);
 // The key under which save_checkpoint records the CRC-32 of trainer_state.json's other contents;
 // read_trainer_state verifies it (and returns the state without it).
 inline constexpr const char* kStateChecksumKey = "snip_crc32";
+// The key under which trainer_state.json names the data checksums of the checkpoint's
+// safetensors files (kDataChecksumKey of each), verified by read_trainer_state.
+inline constexpr const char* kCheckpointFilesKey = "snip_files";
 nlohmann::json read_trainer_state(const std::string& dir);
 // The same, refusing a file that is not a snip trainer state (no config, step or data position):
 // what every reader that resumes or continues a run needs, checked before it loads anything else.
