@@ -28,16 +28,6 @@
 
 namespace snip::ui {
 
-std::vector<snip::LinearPrecision> plan_per_layer(const snip::Plan& plan, int num_blocks) {
-  std::vector<snip::LinearPrecision> out(size_t(std::max(0, num_blocks)) * snip::kLayersPerBlock,
-                                         snip::LinearPrecision::uniform(snip::Precision::bf16));
-  for (const auto& [name, lp] : plan.layers) {
-    const auto id = snip::parse_layer_module_name(name);
-    if (id && id->index() < int(out.size())) out[size_t(id->index())] = lp;
-  }
-  return out;
-}
-
 namespace {
 QString fmt(double v, int digits = 4) {
   return std::isfinite(v) ? QString::number(v, 'g', digits) : QStringLiteral("—");
@@ -279,7 +269,7 @@ void PlanView::show_result(const snip::PlanResult& r) {
   for (const auto& [name, p] : pins_)
     if (auto id = snip::parse_layer_module_name(name)) pin_cells[id->index()] = p;
   grid_->set_pins(std::move(pin_cells));
-  grid_->set_plan(num_blocks_, plan_per_layer(r.plan, num_blocks_),
+  grid_->set_plan(num_blocks_, snip::resolve_plan_lenient(r.plan, num_blocks_),
                   tr("%1 plan at ρ ≥ %2 %").arg(QString::fromStdString(r.method)).arg(r.budget * 100.0, 0, 'f', 1));
   grid_->repaint();  // drawn now: the latency below includes the redraw
   result_label_->setText(

@@ -35,10 +35,6 @@ struct SolveOutcome {
   int generation = 0;
 };
 
-// Per-layer precisions of a plan in index order for a model of num_blocks blocks (layers the
-// plan leaves out show as BF16, as they would run).
-std::vector<snip::LinearPrecision> plan_per_layer(const snip::Plan& plan, int num_blocks);
-
 class PlanView : public QWidget {
   Q_OBJECT
  public:

@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "heatmap_widget.h"
-#include "plan_view.h"
 #include "snip/layers.h"
+#include "snip/plan.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -229,7 +229,8 @@ void SensitivityView::redraw() {
                                    snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
       if (run_id && store) {
         for (const snip::PlanTimelineEntry& e : store->plan_timeline(*run_id)) {
-          const std::vector<snip::LinearPrecision> layers = plan_per_layer(store->plan(e.plan_id).plan, blocks);
+          const std::vector<snip::LinearPrecision> layers =
+              snip::resolve_plan_lenient(store->plan(e.plan_id).plan, blocks);
           for (const snip::LinearPrecision& lp : layers)
             data.values.push_back(((lp.fprop == snip::Precision::fp4) + (lp.dgrad == snip::Precision::fp4) +
                                    (lp.wgrad == snip::Precision::fp4)) /
