@@ -1,11 +1,6 @@
 // MainWindow: menus, views, message bar, worker thread, settings and screenshots.
 #include "main_window.h"
 
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDialog>
@@ -45,40 +40,13 @@
 #include "snip/isa.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
+#include "ui_slice.h"
 
 namespace snip::ui {
 
 namespace {
-constexpr int kInfoMessageMs = 8000;        // info messages fade; warnings and errors stay until closed
-constexpr uint64_t kUiSliceNs = 1'000'000;  // the UI thread's scheduler slice: 1 ms (default 3 ms)
+constexpr int kInfoMessageMs = 8000;  // info messages fade; warnings and errors stay until closed
 }  // namespace
-
-bool request_short_ui_slice() {
-#if defined(__linux__) && defined(SYS_sched_setattr)
-  // Linux's EEVDF scheduler (6.12+) gives a task that asks for a shorter slice an earlier
-  // deadline, so when the UI thread wakes it preempts CPU-bound work (ours or other programs')
-  // instead of waiting for a 3 ms slice to run out. No privilege needed; older kernels ignore
-  // the slice (or refuse, which changes nothing).
-  // struct sched_attr of <linux/sched/types.h> (which clashes with glibc's <sched.h>); its
-  // layout is the kernel's stable ABI (SCHED_ATTR_SIZE_VER1, 56 bytes).
-  struct {
-    uint32_t size, sched_policy;
-    uint64_t sched_flags;
-    int32_t sched_nice;
-    uint32_t sched_priority;
-    uint64_t sched_runtime, sched_deadline, sched_period;
-    uint32_t sched_util_min, sched_util_max;
-  } attr{};
-  static_assert(sizeof attr == 56);
-  attr.size = sizeof attr;
-  attr.sched_policy = SCHED_OTHER;
-  attr.sched_nice = getpriority(PRIO_PROCESS, 0);
-  attr.sched_runtime = kUiSliceNs;
-  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
-#else
-  return false;
-#endif
-}
 
 QStringList MainWindow::view_names() {
   return {QStringLiteral("run"), QStringLiteral("monitor"), QStringLiteral("sensitivity"), QStringLiteral("plan"),

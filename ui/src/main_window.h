@@ -25,10 +25,6 @@ namespace snip::ui {
 
 class CompareView;
 class MonitorView;
-
-// Asks the scheduler for a short time slice for the calling thread (the UI thread), so it runs
-// soon after it wakes even when every core is busy; best effort, returns whether the kernel took it.
-bool request_short_ui_slice();
 class PlanView;
 class RunView;
 class SensitivityView;
