@@ -10,6 +10,7 @@
 #include "compare_table.h"
 #include "option_rules.h"
 #include "snip/error.h"
+#include "snip/layers.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
 
@@ -192,7 +193,8 @@ void run_show(const ShowOptions& o) {
               r.ended_ms ? snip::format_utc_ms(*r.ended_ms).c_str() : "-",
               snip::format_duration_ms(end - r.started_ms).c_str());
   std::printf("  model       C=%d F=%d L=%d NH=%d KVH=%d (%zu selectable linear layers)\n", d.hidden, d.intermediate,
-              d.num_layers, d.num_heads, d.num_kv_heads, size_t(7) * size_t(std::max(0, d.num_layers)));
+              d.num_layers, d.num_heads, d.num_kv_heads,
+              size_t(snip::kLayersPerBlock) * size_t(std::max(0, d.num_layers)));
   std::printf("  data        %s\n",
               r.spec.data_source.empty() ? "-" : snip::printable_text(r.spec.data_source).c_str());
   std::printf("  method      %s   recipe %s   seed %lld\n",

@@ -316,7 +316,7 @@ TEST(Precision, Fp4ChangesTheLossBf16StaysWithinRounding) {
   val.next(in.data(), tgt.data());
   const auto dims = cfg.model.dims();
   auto loss_at = [&](snip::Precision p) {
-    m.set_precisions(std::vector<snip::LinearPrecision>(size_t(7 * dims.num_layers),
+    m.set_precisions(std::vector<snip::LinearPrecision>(size_t(snip::kLayersPerBlock * dims.num_layers),
                                                         snip::LinearPrecision::uniform(p)));
     return m.forward(in.data(), tgt.data());
   };
