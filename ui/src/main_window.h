@@ -113,6 +113,14 @@ class MainWindow : public QMainWindow {
   QDialog* documentation_window() const { return docs_window_; }
 
  private:
+  // The constructor's parts: the training worker's thread, the message bar, the views, the
+  // layout around them, the connections.
+  void start_worker_thread();
+  void make_message_bar(QWidget* central);
+  void make_views();
+  void lay_out(QWidget* central);
+  void connect_training_signals();
+  void connect_view_signals();
   void build_menus();
   void open_database_dialog();
   void new_database_dialog();
