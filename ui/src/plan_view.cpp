@@ -35,7 +35,17 @@ QString fmt(double v, int digits = 4) {
 }  // namespace
 
 PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
-  // ---- controls ---------------------------------------------------------------------------
+  QGroupBox* controls = make_request_box();
+  QSplitter* splitter = make_grid_and_chart();
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(controls);
+  layout->addWidget(splitter, 1);
+  connect_signals();
+  rebuild_input();
+}
+
+// The "Plan request" box: the source, budget, method, λ, options, pins and the result.
+QGroupBox* PlanView::make_request_box() {
   auto* controls = new QGroupBox(tr("Plan request"), this);
   auto* form = new QFormLayout(controls);
   source_label_ = new QLabel(controls);
@@ -102,8 +112,11 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   form->addRow(validation_label_);
   controls->setMinimumWidth(290);
   controls->setMaximumWidth(420);
+  return controls;
+}
 
-  // ---- grid and tradeoff chart ------------------------------------------------------------
+// The plan grid beside the budget-vs-quality chart.
+QSplitter* PlanView::make_grid_and_chart() {
   grid_ = new PlanGrid(this);
   tradeoff_ = new CurveChart(tr("Budget vs predicted quality"), tr("predicted Σ Q (SNIP costs)"), this);
   tradeoff_->set_x_label(tr("FP4 FLOP fraction ρ"));
@@ -124,11 +137,10 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   legend_font.setPointSizeF(legend_font.pointSizeF() * 0.85);
   tradeoff_->chart()->legend()->setFont(legend_font);
   tradeoff_->chart()->legend()->setAlignment(Qt::AlignRight);
-  auto* layout = new QHBoxLayout(this);
-  layout->addWidget(controls);
-  layout->addWidget(splitter, 1);
+  return splitter;
+}
 
-  // ---- wiring -----------------------------------------------------------------------------
+void PlanView::connect_signals() {
   connect(budget_slider_, &QSlider::valueChanged, this, [this](int v) {
     const QSignalBlocker block(budget_spin_);
     budget_spin_->setValue(v / 10.0);
@@ -171,7 +183,6 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
     start_sweep();
   });
   connect(workbench_, &Workbench::data_changed, this, &PlanView::refresh_validation);
-  rebuild_input();
 }
 
 snip::PlanRequest PlanView::request() const {

@@ -17,10 +17,12 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QPushButton;
 class QSlider;
 class QSpinBox;
+class QSplitter;
 
 namespace snip::ui {
 
@@ -78,6 +80,10 @@ class PlanView : public QWidget {
   void rebuild_input();  // the planning source or λ changed: new costs, new sweep, re-solve
 
  private:
+  // The constructor's parts: the request box, the grid and chart, the connections.
+  QGroupBox* make_request_box();
+  QSplitter* make_grid_and_chart();
+  void connect_signals();
   void start_solve();
   void solve_finished();
   void start_sweep();
