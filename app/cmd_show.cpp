@@ -10,6 +10,7 @@
 #include "compare_table.h"
 #include "option_rules.h"
 #include "snip/error.h"
+#include "snip/layers.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
 
@@ -127,70 +128,81 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
   snip::cli::print_compare_notes(c.rows, stats, snip_row);
 }
 
-void run_show(const ShowOptions& o) {
-  // An explicit --db must exist (a typo must not silently show an empty new database).
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
-                    {.create = o.db.empty(), .read_only_if_unwritable = true});
-  if (o.compare) {
-    show_compare(store, *o.compare, o.json);
-    return;
-  }
-  if (!o.run)
-    throw snip::Error("snip show: give --run ID (see `snip runs`) or --compare ID (see `snip runs --compares`)");
-  const snip::RunInfo r = store.run(*o.run);
-  const auto rows = store.metrics(r.id);
-  const MetricsSummary m = summarize(rows);
-  const auto timeline = store.plan_timeline(r.id);
-  const auto rounds = store.stats_rounds(r.id);
-  const auto validations = store.validations(r.id);
-  const auto plans = store.plans(r.id);
-  const auto compares = store.list_compares(r.id);
+// Everything `snip show --run` reports about one run.
+struct RunRecord {
+  snip::RunInfo r;
+  MetricsSummary m;
+  std::vector<snip::PlanTimelineEntry> timeline;
+  std::vector<snip::StatsRoundInfo> rounds;
+  std::vector<snip::ValidationResult> validations;
+  std::vector<snip::PlanRecord> plans;
+  std::vector<snip::CompareRecord> compares;
+};
 
-  if (o.json) {
-    nlohmann::json j = snip::run_record_json(store, r);
-    j["metrics_summary"] = {{"rows", m.rows},
-                            {"last_train_loss", opt_json(m.last_train)},
-                            {"min_train_loss", opt_json(m.min_train)},
-                            {"last_val_loss", opt_json(m.last_val)},
-                            {"min_val_loss", opt_json(m.min_val)},
-                            {"mean_tokens_per_s", opt_json(m.mean_tokens_per_s)},
-                            {"last_fp4_fraction", opt_json(m.last_fp4)},
-                            {"last_bf16_gap", opt_json(m.last_gap)}};
-    nlohmann::json tl = nlohmann::json::array();
-    for (const auto& e : timeline)
-      tl.push_back({{"plan_id", e.plan_id},
-                    {"first_step", e.first_step},
-                    {"last_step", e.last_step ? nlohmann::json(*e.last_step) : nlohmann::json(nullptr)}});
-    j["plan_timeline"] = tl;
-    nlohmann::json rj = nlohmann::json::array();
-    for (const auto& s : rounds)
-      rj.push_back({{"id", s.id}, {"step", s.step}, {"batch_id", s.batch_id}, {"layers", s.num_layers}});
-    j["stats_rounds"] = rj;
-    nlohmann::json pj = nlohmann::json::array();
-    for (const auto& p : plans)
-      pj.push_back({{"id", p.id},
-                    {"method", p.plan.method},
-                    {"budget", p.plan.budget},
-                    {"achieved_fp4_fraction", p.plan.achieved_fp4_fraction},
-                    {"solve", snip::plan_solve_to_json(p.solve)}});
-    j["plans"] = pj;
-    nlohmann::json vj = nlohmann::json::array();
-    for (const auto& v : validations) vj.push_back(snip::validation_to_json(store.validation(v.id)));
-    j["validations"] = vj;
-    nlohmann::json cj = nlohmann::json::array();
-    for (const auto& c : compares)
-      cj.push_back({{"id", c.id},
-                    {"start_step", c.start_step},
-                    {"budget", c.budget},
-                    {"recipe", c.recipe},
-                    {"steps", c.steps},
-                    {"rows", c.row_count},
-                    {"noise_floor_train", num_or_null(c.noise_floor_train)}});
-    j["compares"] = cj;
-    std::cout << j.dump(2) << "\n";
-    return;
-  }
+RunRecord read_run(const snip::Store& store, int64_t id) {
+  RunRecord rec{store.run(id), {}, {}, {}, {}, {}, {}};
+  rec.m = summarize(store.metrics(rec.r.id));
+  rec.timeline = store.plan_timeline(rec.r.id);
+  rec.rounds = store.stats_rounds(rec.r.id);
+  rec.validations = store.validations(rec.r.id);
+  rec.plans = store.plans(rec.r.id);
+  rec.compares = store.list_compares(rec.r.id);
+  return rec;
+}
 
+void print_run_json(const snip::Store& store, const RunRecord& rec) {
+  const auto& r = rec.r;
+  const auto& m = rec.m;
+  const auto& timeline = rec.timeline;
+  const auto& rounds = rec.rounds;
+  const auto& validations = rec.validations;
+  const auto& plans = rec.plans;
+  const auto& compares = rec.compares;
+  nlohmann::json j = snip::run_record_json(store, r);
+  j["metrics_summary"] = {{"rows", m.rows},
+                          {"last_train_loss", opt_json(m.last_train)},
+                          {"min_train_loss", opt_json(m.min_train)},
+                          {"last_val_loss", opt_json(m.last_val)},
+                          {"min_val_loss", opt_json(m.min_val)},
+                          {"mean_tokens_per_s", opt_json(m.mean_tokens_per_s)},
+                          {"last_fp4_fraction", opt_json(m.last_fp4)},
+                          {"last_bf16_gap", opt_json(m.last_gap)}};
+  nlohmann::json tl = nlohmann::json::array();
+  for (const auto& e : timeline)
+    tl.push_back({{"plan_id", e.plan_id},
+                  {"first_step", e.first_step},
+                  {"last_step", e.last_step ? nlohmann::json(*e.last_step) : nlohmann::json(nullptr)}});
+  j["plan_timeline"] = tl;
+  nlohmann::json rj = nlohmann::json::array();
+  for (const auto& s : rounds)
+    rj.push_back({{"id", s.id}, {"step", s.step}, {"batch_id", s.batch_id}, {"layers", s.num_layers}});
+  j["stats_rounds"] = rj;
+  nlohmann::json pj = nlohmann::json::array();
+  for (const auto& p : plans)
+    pj.push_back({{"id", p.id},
+                  {"method", p.plan.method},
+                  {"budget", p.plan.budget},
+                  {"achieved_fp4_fraction", p.plan.achieved_fp4_fraction},
+                  {"solve", snip::plan_solve_to_json(p.solve)}});
+  j["plans"] = pj;
+  nlohmann::json vj = nlohmann::json::array();
+  for (const auto& v : validations) vj.push_back(snip::validation_to_json(store.validation(v.id)));
+  j["validations"] = vj;
+  nlohmann::json cj = nlohmann::json::array();
+  for (const auto& c : compares)
+    cj.push_back({{"id", c.id},
+                  {"start_step", c.start_step},
+                  {"budget", c.budget},
+                  {"recipe", c.recipe},
+                  {"steps", c.steps},
+                  {"rows", c.row_count},
+                  {"noise_floor_train", num_or_null(c.noise_floor_train)}});
+  j["compares"] = cj;
+  std::cout << j.dump(2) << "\n";
+}
+
+// The run's configuration, status and progress.
+void print_run_summary(const snip::RunInfo& r, const MetricsSummary& m) {
   const auto& d = r.spec.dims;
   const int64_t end = r.ended_ms ? *r.ended_ms : r.heartbeat_ms;
   std::printf("run %lld: %s\n", (long long)r.id, snip::printable_text(r.spec.name).c_str());
@@ -200,7 +212,8 @@ void run_show(const ShowOptions& o) {
               r.ended_ms ? snip::format_utc_ms(*r.ended_ms).c_str() : "-",
               snip::format_duration_ms(end - r.started_ms).c_str());
   std::printf("  model       C=%d F=%d L=%d NH=%d KVH=%d (%zu selectable linear layers)\n", d.hidden, d.intermediate,
-              d.num_layers, d.num_heads, d.num_kv_heads, size_t(7) * size_t(std::max(0, d.num_layers)));
+              d.num_layers, d.num_heads, d.num_kv_heads,
+              size_t(snip::kLayersPerBlock) * size_t(std::max(0, d.num_layers)));
   std::printf("  data        %s\n",
               r.spec.data_source.empty() ? "-" : snip::printable_text(r.spec.data_source).c_str());
   std::printf("  method      %s   recipe %s   seed %lld\n",
@@ -217,6 +230,16 @@ void run_show(const ShowOptions& o) {
               opt_text(m.mean_tokens_per_s, "%.0f").c_str(), opt_text(m.last_fp4).c_str(),
               opt_text(m.last_gap, "%+.4f").c_str());
   if (!r.spec.notes.empty()) std::printf("  notes       %s\n", snip::printable_text(r.spec.notes).c_str());
+}
+
+// What was stored along the run: checkpoints, plans, statistics rounds, validations, compares.
+void print_run_history(const snip::Store& store, const RunRecord& rec) {
+  const auto& r = rec.r;
+  const auto& timeline = rec.timeline;
+  const auto& rounds = rec.rounds;
+  const auto& validations = rec.validations;
+  const auto& plans = rec.plans;
+  const auto& compares = rec.compares;
   std::printf("  checkpoints %zu\n", r.checkpoints.size());
   for (const auto& c : r.checkpoints)
     std::printf("    step %-8lld %s\n", (long long)c.step, snip::printable_text(c.path).c_str());
@@ -254,6 +277,25 @@ void run_show(const ShowOptions& o) {
         (long long)c.row_count,
         // One replicate has no spread to measure: say so, never "nan".
         noise_floor_text(c.noise_floor_train).c_str(), (long long)c.id);
+}
+
+void run_show(const ShowOptions& o) {
+  // An explicit --db must exist (a typo must not silently show an empty new database).
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                    {.create = o.db.empty(), .read_only_if_unwritable = true});
+  if (o.compare) {
+    show_compare(store, *o.compare, o.json);
+    return;
+  }
+  if (!o.run)
+    throw snip::Error("snip show: give --run ID (see `snip runs`) or --compare ID (see `snip runs --compares`)");
+  const RunRecord rec = read_run(store, *o.run);
+  if (o.json) {
+    print_run_json(store, rec);
+    return;
+  }
+  print_run_summary(rec.r, rec.m);
+  print_run_history(store, rec);
 }
 
 void setup_show(CLI::App& app) {

@@ -18,8 +18,8 @@
 namespace {
 
 struct SolveOptions {
-  std::string stats, costs, out, method = "snip", db;
-  int64_t run = -1;  // --run: the latest stored round of this run
+  snip::cli::StatsSourceOptions source;  // --stats, --run, --db, --costs
+  std::string out, method = "snip";
   double budget = snip::defaults::kBudget, lambda = snip::defaults::kLambda;
   double bf16_max = snip::defaults::kBf16MaxFraction, mip_gap = 0.0;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, no_normalize = false;
@@ -63,9 +63,9 @@ void run_solve(const SolveOptions& o) {
   snip::EstimatorOptions est;
   est.lambda = o.lambda;
   est.normalize = !o.no_normalize;
-  snip::cli::StatsSource src{o.stats, o.costs, o.db, o.run >= 0 ? std::optional<int64_t>(o.run) : std::nullopt, {}};
+  snip::cli::StatsSource src = o.source.source();
   const snip::PlannerInput in = snip::cli::load_planner_input(src, est, "solve");
-  const bool from_stats = !o.stats.empty() || src.round_id.has_value();
+  const bool from_stats = !o.source.stats.empty() || src.round_id.has_value();
   snip::PlanRequest req;
   req.budget = o.budget;
   req.per_role = o.per_role;
@@ -136,22 +136,7 @@ void setup_solve(CLI::App& app) {
       "solve",
       "Choose FP8 or FP4 for every linear layer: the SNIP ILP minimising Q = dL^ + lambda*dW^ so that at least "
       "the budget fraction of linear-layer FLOPs runs in FP4 (or a baseline method), and write a snip-plan/1 file");
-  auto* stats = cmd->add_option("--stats", o->stats,
-                                "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
-                                "database (snip collect --db, adaptive snip train); costs are SNIP's divergence "
-                                "estimates recomputed from its raw statistics");
-  auto* run =
-      cmd->add_option("--run", o->run, "Plan from the latest statistics round stored for this run (instead of --stats)")
-          ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--db", o->db,
-                  "Experiment database holding the round of --stats ID / --run (default: the user's database)");
-  auto* costs = cmd->add_option("--costs", o->costs,
-                                "Cost CSV (layer,precision,cost,flops[,role]; HF module names) for models trained "
-                                "elsewhere");
-  stats->excludes(costs);
-  costs->excludes(stats);
-  run->excludes(stats);
-  run->excludes(costs);
+  snip::cli::add_stats_source_options(cmd, o->source);
   cmd->add_option("--budget", o->budget, "Efficiency target rho: the FP4 fraction of linear-layer FLOPs, 0..1")
       ->required();
   cmd->add_option("--method", o->method,
@@ -184,7 +169,7 @@ void setup_solve(CLI::App& app) {
   cmd->add_option("--out", o->out, "Write the plan here (snip-plan/1 JSON, for snip train --plan)");
   cmd->add_flag("--json", o->json, "Print one JSON object (summary and plan)");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
-  rules->reads("--stats", o->stats).reads("--costs", o->costs).writes("--out", o->out);
+  rules->reads("--stats", o->source.stats).reads("--costs", o->source.costs).writes("--out", o->out);
   rules->at_least("--lambda", o->lambda, 0.0)
       .between("--bf16-max", o->bf16_max, 0.0, 1.0)
       .at_least("--stages", o->stages, 1)
@@ -192,7 +177,7 @@ void setup_solve(CLI::App& app) {
       .at_least("--time-limit-ms", o->time_limit_ms, 1)
       .ignored_unless("--bf16-max", {"--allow-bf16"}, "it limits BF16, which only --allow-bf16 lets the planner use")
       .add([o, r = rules.get()] {
-        if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
+        if (!o->source.costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
           snip::cli::OptionRules::warn("--lambda and --no-normalize are ignored with --costs (the costs are given)");
         if (r->given("--seed") && o->method != "random")
           snip::cli::OptionRules::warn(

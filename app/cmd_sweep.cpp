@@ -17,8 +17,8 @@
 namespace {
 
 struct SweepCliOptions {
-  std::string stats, costs, budgets = "0:1:0.05", methods, db;
-  int64_t run = -1;  // --run: the latest stored round of this run
+  snip::cli::StatsSourceOptions source;  // --stats, --run, --db, --costs
+  std::string budgets = "0:1:0.05", methods;
   double lambda = snip::defaults::kLambda, bf16_max = snip::defaults::kBf16MaxFraction;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, csv = false, no_normalize = false;
   int stages = 1, seeds = 3;
@@ -43,9 +43,9 @@ void run_sweep_cmd(const SweepCliOptions& o) {
   snip::EstimatorOptions est;
   est.lambda = o.lambda;
   est.normalize = !o.no_normalize;
-  snip::cli::StatsSource src{o.stats, o.costs, o.db, o.run >= 0 ? std::optional<int64_t>(o.run) : std::nullopt, {}};
+  snip::cli::StatsSource src = o.source.source();
   const snip::PlannerInput in = snip::cli::load_planner_input(src, est, "sweep");
-  const bool from_stats = !o.stats.empty() || src.round_id.has_value();
+  const bool from_stats = !o.source.stats.empty() || src.round_id.has_value();
   snip::SweepOptions opt;
   opt.budgets = snip::parse_budget_list(o.budgets);
   // Defaults: every method the input supports (min-err needs statistics, hawq a round with the
@@ -134,19 +134,7 @@ void setup_sweep(CLI::App& app) {
       "sweep",
       "Budget-vs-quality tradeoff curves: for every FP4 FLOP budget and method, the plan and its predicted "
       "quality loss under SNIP's costs (sum of Q, dL, dW)");
-  auto* stats = cmd->add_option("--stats", o->stats,
-                                "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
-                                "database (snip collect --db, adaptive snip train)");
-  auto* run =
-      cmd->add_option("--run", o->run, "Use the latest statistics round stored for this run (instead of --stats)")
-          ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--db", o->db,
-                  "Experiment database holding the round of --stats ID / --run (default: the user's database)");
-  auto* costs = cmd->add_option("--costs", o->costs, "Cost CSV (layer,precision,cost,flops[,role])");
-  stats->excludes(costs);
-  costs->excludes(stats);
-  run->excludes(stats);
-  run->excludes(costs);
+  snip::cli::add_stats_source_options(cmd, o->source);
   cmd->add_option("--budgets", o->budgets, "FP4 FLOP fractions: a list 0,0.25,0.5 or ranges start:stop:step")
       ->capture_default_str();
   cmd->add_option(
@@ -179,7 +167,7 @@ void setup_sweep(CLI::App& app) {
       })
       .ignored_unless("--bf16-max", {"--allow-bf16"}, "it limits BF16, which only --allow-bf16 lets the planner use")
       .add([o, r = rules.get()] {
-        if (!o->costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
+        if (!o->source.costs.empty() && (r->given("--lambda") || r->given("--no-normalize")))
           snip::cli::OptionRules::warn("--lambda and --no-normalize are ignored with --costs (the costs are given)");
         if ((r->given("--seeds") || r->given("--seed")) && !o->methods.empty() &&
             o->methods.find("random") == std::string::npos && o->methods != "all")

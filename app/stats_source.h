@@ -26,6 +26,34 @@ struct StatsSource {
   std::optional<int64_t> round_id;
 };
 
+// The options that name the source, as given: --stats, --run, --db, --costs.
+struct StatsSourceOptions {
+  std::string stats, costs, db;
+  int64_t run = -1;  // --run: the latest stored round of this run (-1: not given)
+  StatsSource source() const { return {stats, costs, db, run >= 0 ? std::optional<int64_t>(run) : std::nullopt, {}}; }
+};
+
+// Declares the source options on `cmd` (snip solve, snip sweep), bound to `o`: --stats, --run and
+// --costs exclude one another; --db goes with a stored round.
+inline void add_stats_source_options(CLI::App* cmd, StatsSourceOptions& o) {
+  auto* stats = cmd->add_option("--stats", o.stats,
+                                "Statistics round: a snip-stats/1 JSON file, or the id of a round stored in the "
+                                "database (snip collect --db, adaptive snip train); costs are SNIP's divergence "
+                                "estimates recomputed from its raw statistics");
+  auto* run =
+      cmd->add_option("--run", o.run, "Use the latest statistics round stored for this run (instead of --stats)")
+          ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--db", o.db,
+                  "Experiment database holding the round of --stats ID / --run (default: the user's database)");
+  auto* costs = cmd->add_option("--costs", o.costs,
+                                "Cost CSV (layer,precision,cost,flops[,role]; HF module names) for models trained "
+                                "elsewhere");
+  stats->excludes(costs);
+  costs->excludes(stats);
+  run->excludes(stats);
+  run->excludes(costs);
+}
+
 inline bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }

@@ -46,6 +46,7 @@
 #include "snip/planner.h"
 #include "snip/store.h"
 #include "synthetic_stats.h"
+#include "ui_slice.h"
 
 using namespace snip::ui;
 

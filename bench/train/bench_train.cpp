@@ -65,8 +65,8 @@ struct StepRig {
   explicit StepRig(snip::Precision p) {
     model.init_weights(1);
     model.set_recipe(snip::Recipe::named("snip"));
-    model.set_precisions(
-        std::vector<snip::LinearPrecision>(size_t(7 * cfg.num_hidden_layers), snip::LinearPrecision::uniform(p)));
+    model.set_precisions(std::vector<snip::LinearPrecision>(size_t(snip::kLayersPerBlock * cfg.num_hidden_layers),
+                                                            snip::LinearPrecision::uniform(p)));
     std::mt19937_64 rng(2);
     in.resize(size_t(kB) * kT), tgt.resize(in.size());
     for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t(rng() % 256), tgt[i] = int32_t(rng() % 256);

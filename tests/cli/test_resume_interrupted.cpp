@@ -29,6 +29,7 @@
 #include "snip/store.h"
 #include "snip/trainer.h"
 #include "temp_dir.h"
+#include "tiny_config.h"
 
 namespace fs = std::filesystem;
 
@@ -58,21 +59,14 @@ constexpr const char* kPlanJson =
     R"({"format": "snip-plan/1", "method": "manual-test", "budget": 0.1,
         "layers": {"model.layers.0.mlp.up_proj": {"fprop": "fp8", "dgrad": "fp8", "wgrad": "fp8"}}})";
 
-snip::TrainConfig tiny_config() {
-  snip::TrainConfig c;
-  c.model = snip::preset_config("tiny");
+// The shared tiny configuration (tiny_config.h) with 2×32-token batches over kSteps steps (the
+// schedule's total matters: an interruption must not change the schedule) and validation
+// every fourth step.
+snip::TrainConfig resume_config() {
+  snip::TrainConfig c = snip_test::tiny_config("bf16", kSteps);
   c.batch_size = 2;
-  c.seq_len = 32;
-  c.steps = kSteps;
-  c.schedule.kind = "cosine";  // the total matters: an interruption must not change the schedule
-  c.schedule.lr = 3e-3;
-  c.schedule.lr_min = 3e-4;
-  c.schedule.warmup = 2;
-  c.schedule.total = kSteps;
   c.eval_every = 4;
   c.eval_batches = 2;
-  c.precision = "bf16";
-  c.seed = 7;
   return c;
 }
 
@@ -162,7 +156,7 @@ TEST(ResumeIsTheSameRun, AdaptiveRunInterruptedFiveTimesEndsBitIdentical) {
   const std::string db_a = dir.file("straight.db"), ck_a = dir.file("ck_straight");
   const std::string db_b = dir.file("split.db"), ck_b = dir.file("ck_split");
   {
-    snip::Trainer t(tiny_config());
+    snip::Trainer t(resume_config());
     train_until(t, db_a, ck_a, adaptive_options(), kSteps, "", /*every_step=*/true);
   }
   // After each interruption the checkpoint equals the straight run's at that step.
@@ -174,7 +168,7 @@ TEST(ResumeIsTheSameRun, AdaptiveRunInterruptedFiveTimesEndsBitIdentical) {
         << "step " << step;
   };
   {
-    snip::Trainer t(tiny_config());
+    snip::Trainer t(resume_config());
     train_until(t, db_b, ck_b, adaptive_options(), 2);
   }
   same_as_straight(2);
@@ -205,11 +199,11 @@ TEST(ResumeIsTheSameRun, ResumedFromAnOlderCheckpointKeepsOneCopyOfEachRound) {
   const std::string db_a = dir.file("straight.db"), ck_a = dir.file("ck_straight");
   const std::string db_b = dir.file("split.db"), ck_b = dir.file("ck_split");
   {
-    snip::Trainer t(tiny_config());
+    snip::Trainer t(resume_config());
     train_until(t, db_a, ck_a, adaptive_options(), kSteps);
   }
   {
-    snip::Trainer t(tiny_config());
+    snip::Trainer t(resume_config());
     train_until(t, db_b, ck_b, adaptive_options(), 8, "", /*every_step=*/true);
   }
   EXPECT_EQ(recorded(db_b).round_steps, (std::vector<int64_t>{0, 3, 6}));
@@ -227,7 +221,7 @@ TEST(ResumeIsTheSameRun, ContradictingOptionsAreAnErrorNamingBothValues) {
   TempDir dir;
   const std::string db = dir.file("w.db"), ck = dir.file("ck");
   {
-    snip::Trainer t(tiny_config());
+    snip::Trainer t(resume_config());
     train_until(t, db, ck, adaptive_options(), 4);
   }
   std::string err;
@@ -356,7 +350,7 @@ TEST(CheckedBeforeStepOne, FailureAfterStepOneSavesTheLastGoodState) {
 TEST(BusyDatabase, TrainingSurvivesAWriteLockHeldByAnotherConnection) {
   TempDir dir;
   const std::string db = dir.file("w.db");
-  snip::Trainer trainer(tiny_config());
+  snip::Trainer trainer(resume_config());
   snip::Store store(db, {.busy_timeout_ms = 20});
   snip::RunDescription d;
   d.name = "busy";

@@ -24,7 +24,7 @@ TEST(Layers, TinyLlamaMlpShareOfFlops) {
   // METHOD.md: in TinyLlama-1.1B the MLP is 78.57% of linear FLOPs.
   ModelDims d{2048, 5632, 22, 32, 4};
   auto layers = linear_layers(d);
-  ASSERT_EQ(layers.size(), 22u * 7);
+  ASSERT_EQ(layers.size(), 22u * kLayersPerBlock);
   double mlp = 0, all = 0;
   for (const auto& l : layers) {
     double f = l.gemm_flops(1);

@@ -58,6 +58,21 @@ TEST(Plan, ResolveNamesMissingLayersAndRejectsForeignOnes) {
   EXPECT_THROW(resolve_plan(bad, kDims, nullptr), Error);
 }
 
+TEST(Plan, ResolveLenientSkipsWhatResolveRejects) {
+  Plan p;
+  p.layers["model.layers.0.self_attn.q_proj"] = LinearPrecision::uniform(Precision::fp4);
+  p.layers["model.layers.2.mlp.up_proj"] = LinearPrecision::uniform(Precision::fp4);  // outside a 2-block model
+  p.layers["lm_head"] = LinearPrecision::uniform(Precision::fp4);                     // not a linear layer
+  const auto per_layer = resolve_plan_lenient(p, 2);
+  ASSERT_EQ(per_layer.size(), 14u);
+  EXPECT_EQ(per_layer[0], LinearPrecision::uniform(Precision::fp4));
+  for (size_t i = 1; i < per_layer.size(); ++i) EXPECT_EQ(per_layer[i], LinearPrecision::uniform(Precision::bf16));
+  EXPECT_TRUE(resolve_plan_lenient(p, -1).empty());
+  // Where resolve_plan accepts the plan, the two agree.
+  const Plan whole = uniform_plan(kDims, Precision::fp8);
+  EXPECT_EQ(resolve_plan_lenient(whole, kDims.num_layers), resolve_plan(whole, kDims, nullptr));
+}
+
 TEST(Plan, Fp4FractionCountsFlopsPerGemm) {
   auto all8 = resolve_plan(uniform_plan(kDims, Precision::fp8), kDims, nullptr);
   EXPECT_DOUBLE_EQ(fp4_flop_fraction(all8, kDims), 0.0);

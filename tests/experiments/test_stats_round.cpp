@@ -234,7 +234,7 @@ TEST(StatsRound, LocalResidualMapsAreTheModelsOwnBackward) {
     return std::sqrt(d / ref);
   };
   for (int b = 0; b < c.num_hidden_layers; ++b) {
-    const int li = b * 7;
+    const int li = b * snip::kLayersPerBlock;
     std::vector<float> r_o, r_q, r_k, r_v, r_down, r_gate, r_up;
     std::map<std::string, double> sib_o, sib_down;
     const double sq_o = snip::map_dgrad_to_residual(m, li + 3, m.linear(li + 3).dX, &r_o, &sib_o);

@@ -50,12 +50,14 @@ class ReferenceLocalMaps {
     cos_.resize(size_t(T_ * HD_ / 2)), sin_.resize(cos_.size());
     snip::ops::rope_table(cos_.data(), sin_.data(), T_, HD_, c.rope_theta);
     q_rot_.resize(size_t(BT_ * QD_)), k_rot_.resize(size_t(BT_ * KD_));
-    snip::ops::rope_forward(q_rot_.data(), m.linear(b * 7 + 0).Y, cos_.data(), sin_.data(), B_, T_, NH_, HD_);
-    snip::ops::rope_forward(k_rot_.data(), m.linear(b * 7 + 1).Y, cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
+    snip::ops::rope_forward(q_rot_.data(), m.linear(b * snip::kLayersPerBlock + 0).Y, cos_.data(), sin_.data(), B_, T_,
+                            NH_, HD_);
+    snip::ops::rope_forward(k_rot_.data(), m.linear(b * snip::kLayersPerBlock + 1).Y, cos_.data(), sin_.data(), B_, T_,
+                            KVH_, HD_);
     Buf att(size_t(BT_ * QD_));
     probs_.resize(size_t(B_) * NH_ * T_ * T_);
-    snip::ops::attention_forward(att.data(), probs_.data(), q_rot_.data(), k_rot_.data(), m.linear(b * 7 + 2).Y, B_, T_,
-                                 NH_, KVH_, HD_);
+    snip::ops::attention_forward(att.data(), probs_.data(), q_rot_.data(), k_rot_.data(),
+                                 m.linear(b * snip::kLayersPerBlock + 2).Y, B_, T_, NH_, KVH_, HD_);
   }
 
   // ‖δr‖² of layer type t's dgrad error; sibling ‖δG‖² by short name into *sib
@@ -66,7 +68,7 @@ class ReferenceLocalMaps {
     if (t == 3) {
       Buf dq_rot(size_t(BT_ * QD_)), dk_rot(size_t(BT_ * KD_)), dq(dq_rot.size()), dk(dk_rot.size()), dv(dk_rot.size());
       snip::ops::attention_backward(dq_rot.data(), dk_rot.data(), dv.data(), ddx, probs_.data(), q_rot_.data(),
-                                    k_rot_.data(), m_.linear(b_ * 7 + 2).Y, B_, T_, NH_, KVH_, HD_);
+                                    k_rot_.data(), m_.linear(b_ * snip::kLayersPerBlock + 2).Y, B_, T_, NH_, KVH_, HD_);
       snip::ops::rope_backward(dq.data(), dq_rot.data(), cos_.data(), sin_.data(), B_, T_, NH_, HD_);
       snip::ops::rope_backward(dk.data(), dk_rot.data(), cos_.data(), sin_.data(), B_, T_, KVH_, HD_);
       (*sib)["q"] = sum_sq(dq.data(), BT_ * QD_), (*sib)["k"] = sum_sq(dk.data(), BT_ * KD_);
@@ -77,7 +79,8 @@ class ReferenceLocalMaps {
       return norm_back(dln.data(), false);
     }
     Buf dg(size_t(BT_ * F_)), du(dg.size());
-    snip::ops::swiglu_backward(dg.data(), du.data(), ddx, m_.linear(b_ * 7 + 4).Y, m_.linear(b_ * 7 + 5).Y, BT_ * F_);
+    snip::ops::swiglu_backward(dg.data(), du.data(), ddx, m_.linear(b_ * snip::kLayersPerBlock + 4).Y,
+                               m_.linear(b_ * snip::kLayersPerBlock + 5).Y, BT_ * F_);
     (*sib)["gate"] = sum_sq(dg.data(), BT_ * F_), (*sib)["up"] = sum_sq(du.data(), BT_ * F_);
     const Buf dln = dgrad_sum({{dg.data(), p.wgate + b_ * F_ * C_, F_}, {du.data(), p.wup + b_ * F_ * C_, F_}});
     return norm_back(dln.data(), true);
@@ -171,7 +174,7 @@ snip::StatsRound reference_round(snip::Trainer& t, const snip::StatsRound& r) {
   for (int b = 0; b < m.config().num_hidden_layers; ++b) {
     const ReferenceLocalMaps maps(m, b);
     for (int type = 0; type < 7; ++type) {
-      const int li = b * 7 + type;
+      const int li = b * snip::kLayersPerBlock + type;
       const snip::LinearView<float> v = m.linear(li);
       snip::LayerStats& ls = ref.layers[size_t(li)];
       const std::vector<double> w = reference_adam(ls.scalars, v, t, r);

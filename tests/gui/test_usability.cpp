@@ -41,6 +41,7 @@
 #include "qt_wait.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
+#include "snip/layers.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
 #include "synthetic_stats.h"
@@ -432,7 +433,7 @@ TEST_F(UsabilityTest, HeatmapAndPlanGridTakeKeyboardFocusAndShowTheSelectedCell)
   QTest::keyClick(grid, Qt::Key_Down);
   QTest::keyClick(grid, Qt::Key_Down);
   QTest::keyClick(grid, Qt::Key_End);
-  EXPECT_EQ(grid->selected(), 1 * 7 + 6);
+  EXPECT_EQ(grid->selected(), 1 * snip::kLayersPerBlock + 6);
   EXPECT_TRUE(QToolTip::isVisible());
   EXPECT_TRUE(QToolTip::text().contains("model.layers.1.mlp.down_proj")) << QToolTip::text().toStdString();
   ASSERT_TRUE(w->grab().save(shot_path("plan-keyboard-selection")));

@@ -14,6 +14,7 @@
 #include "heatmap_widget.h"
 #include "plan_grid.h"
 #include "snip/error.h"
+#include "snip/layers.h"
 
 using namespace snip::ui;
 
@@ -96,7 +97,7 @@ TEST(Heatmap, HoverShowsExactValueAndClickReportsTheCell) {
   map.set_data(d);
   map.show();
   QSignalSpy clicked(&map, &HeatmapWidget::cell_clicked);
-  const QRect cell = map.cell_rect(2 * 7 + 6);
+  const QRect cell = map.cell_rect(2 * snip::kLayersPerBlock + 6);
   ASSERT_TRUE(cell.isValid());
   QTest::mouseClick(&map, Qt::LeftButton, {}, cell.center());
   ASSERT_EQ(clicked.count(), 1);

@@ -91,7 +91,7 @@ TEST_F(WorkbenchTest, BudgetSliderResolvesAPlanThatMeetsTheTarget) {
     EXPECT_GE(pv->current()->achieved_fraction, rho);
     EXPECT_DOUBLE_EQ(pv->budget_spin()->value(), target / 10.0);  // slider and spin box agree
     // The grid draws the plan that was solved.
-    EXPECT_EQ(pv->grid()->plan(), plan_per_layer(pv->current()->plan, 6));
+    EXPECT_EQ(pv->grid()->plan(), snip::resolve_plan_lenient(pv->current()->plan, 6));
     EXPECT_EQ(pv->current()->plan.layers.size(), 42u);
   }
 }
@@ -107,7 +107,7 @@ TEST_F(WorkbenchTest, PinnedLayersAreHonoured) {
   ASSERT_TRUE(wait_plan(pv, shown, 1));
   // Find a layer the unpinned plan puts in FP4 and one in FP8, then pin them the other way.
   int fp4_layer = -1, fp8_layer = -1;
-  const auto per_layer = plan_per_layer(pv->current()->plan, 6);
+  const auto per_layer = snip::resolve_plan_lenient(pv->current()->plan, 6);
   for (int l = 0; l < int(per_layer.size()); ++l) {
     if (per_layer[l].fprop == snip::Precision::fp4 && fp4_layer < 0) fp4_layer = l;
     if (per_layer[l].fprop == snip::Precision::fp8 && fp8_layer < 0) fp8_layer = l;
@@ -123,7 +123,7 @@ TEST_F(WorkbenchTest, PinnedLayersAreHonoured) {
   before = shown.count();
   QTest::mouseClick(pv->grid(), Qt::LeftButton, {}, pv->grid()->layer_rect(fp8_layer).center());  // → FP4 pin
   ASSERT_TRUE(wait_plan(pv, shown, before + 1));
-  const auto pinned = plan_per_layer(pv->current()->plan, 6);
+  const auto pinned = snip::resolve_plan_lenient(pv->current()->plan, 6);
   EXPECT_EQ(pinned[fp4_layer], snip::LinearPrecision::uniform(snip::Precision::fp8));
   EXPECT_EQ(pinned[fp8_layer], snip::LinearPrecision::uniform(snip::Precision::fp4));
   EXPECT_GE(pv->current()->achieved_fraction, 0.7);
@@ -167,11 +167,11 @@ TEST_F(WorkbenchTest, CompareViewShowsTwoPlansWithTheirDifferences) {
   int before = shown.count();
   pv->budget_slider()->setValue(300);  // no change: no new solve needed, but the plan is current
   const int64_t low = pv->save_plan_to_store();
-  const auto low_layers = plan_per_layer(pv->current()->plan, 6);
+  const auto low_layers = snip::resolve_plan_lenient(pv->current()->plan, 6);
   pv->budget_slider()->setValue(800);
   ASSERT_TRUE(wait_plan(pv, shown, before + 1));
   const int64_t high = pv->save_plan_to_store();
-  const auto high_layers = plan_per_layer(pv->current()->plan, 6);
+  const auto high_layers = snip::resolve_plan_lenient(pv->current()->plan, 6);
   w->compare_view()->select({low, high}, {});
   w->show_view("compare");
   ASSERT_EQ(w->compare_view()->grids().size(), 2u);
@@ -212,7 +212,7 @@ TEST_F(WorkbenchTest, ExportedPlanReadsBackAndTrainsTheTinyModel) {
   config.plan = back;
   snip::Trainer trainer(config);
   EXPECT_TRUE(trainer.plan_warnings().empty());
-  EXPECT_EQ(trainer.precisions(), plan_per_layer(back, 2));
+  EXPECT_EQ(trainer.precisions(), snip::resolve_plan_lenient(back, 2));
   const snip::StepMetrics m = trainer.step();
   EXPECT_NEAR(m.fp4_fraction, back.achieved_fp4_fraction, 1e-9);
   // The CSV export lists every layer.
@@ -293,7 +293,7 @@ TEST_F(WorkbenchTest, AdaptiveSnipRunStoresRoundsPlansAndProbes) {
   const HeatmapData& tl = w->sensitivity_view()->heatmap()->data();
   ASSERT_EQ(tl.rows, 2);
   ASSERT_EQ(tl.cols, 14);
-  const auto first_plan = plan_per_layer(store.plan(timeline[0].plan_id).plan, 2);
+  const auto first_plan = snip::resolve_plan_lenient(store.plan(timeline[0].plan_id).plan, 2);
   for (int l = 0; l < 14; ++l)
     EXPECT_EQ(tl.values[l], first_plan[l].fprop == snip::Precision::fp4 ? 1.0 : 0.0) << "layer " << l;
 }

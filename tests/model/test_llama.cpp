@@ -268,14 +268,14 @@ TEST(Hooks, BlockBackwardIsTheModelsBackwardFromAnyEntryPoint) {
   for (int b = 0; b < L; ++b) {
     m.block_backward(b, m.residual_grad(b + 1), g, frozen);
     for (int t = 0; t < 7; ++t) {
-      const auto v = m.linear(b * 7 + t);
+      const auto v = m.linear(b * snip::kLayersPerBlock + t);
       for (int64_t i = 0; i < v.rows * v.N; ++i) ASSERT_EQ(g.dy[t][i], v.dY[i]) << v.name;
       for (int64_t i = 0; i < v.rows * v.K; ++i) ASSERT_EQ(g.dx[t][i], v.dX[i]) << v.name;
     }
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g.dmid[i], m.residual_mid_grad(b)[i]) << "block " << b;
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g.dres[i], m.residual_grad(b)[i]) << "block " << b;
 
-    const int li = b * 7;
+    const int li = b * snip::kLayersPerBlock;
     std::vector<double> d(static_cast<size_t>(n));
     m.mlp_half_backward(b, snip::HalfEntry::branch_input, m.linear(li + 6).dX, g, frozen);
     expect_diff(g.dmid, m.residual_mid_grad(b), m.residual_grad(b + 1), "down input, block ", b);

@@ -17,6 +17,7 @@
 #include "snip/optimizer.h"
 #include "snip/trainer.h"
 #include "temp_dir.h"
+#include "tiny_config.h"
 
 namespace fs = std::filesystem;
 
@@ -40,23 +41,16 @@ std::string write_corpus(const TempDir& dir) {
   return path;
 }
 
-snip::TrainConfig tiny_config(const std::string& data) {
-  snip::TrainConfig c;
-  c.model = snip::preset_config("tiny");
+// The shared tiny configuration (tiny_config.h) on a corpus of the test's own: 2×32-token
+// micro-batches, two per step, six FP32 steps with validation every third, seed 5.
+snip::TrainConfig corpus_config(const std::string& data) {
+  snip::TrainConfig c = snip_test::tiny_config("fp32", 6);
   c.data_path = data;
   c.batch_size = 2;
-  c.seq_len = 32;
   c.grad_accum = 2;
-  c.steps = 6;
-  c.schedule.kind = "cosine";
-  c.schedule.lr = 3e-3;
-  c.schedule.lr_min = 3e-4;
-  c.schedule.warmup = 2;
-  c.schedule.total = 6;
   c.eval_every = 3;
   c.eval_batches = 2;
   c.seed = 5;
-  c.precision = "fp32";
   return c;
 }
 
@@ -118,7 +112,7 @@ TEST(AdamW, PreviewPredictsTheClippedNextStep) {
 
 TEST(Trainer, LossGoesDownOnTinyModel) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   cfg.steps = 30, cfg.schedule.total = 30, cfg.eval_every = 0;
   snip::Trainer t(cfg);
   std::vector<double> losses;
@@ -136,7 +130,7 @@ TEST(Trainer, LossGoesDownOnTinyModel) {
 
 TEST(Checkpoint, RoundTripRestoresEverything) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   snip::Trainer t(cfg);
   t.step(), t.step();
   t.save_checkpoint(dir / "ckpt");
@@ -162,7 +156,7 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
 
 TEST(Checkpoint, SavingRemovesTempDirsOfKilledSaversOnly) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   snip::Trainer t(cfg);
   t.step();
   // a saver that was SIGKILLed mid-save leaves ckpt.tmp-<pid>; a live one (this process's
@@ -188,7 +182,7 @@ TEST(Checkpoint, SavingRemovesTempDirsOfKilledSaversOnly) {
 
 TEST(Checkpoint, WrongShapeIsAClearError) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   snip::Trainer t(cfg);
   t.save_checkpoint(dir / "ckpt");
   auto other = cfg.model;
@@ -209,7 +203,7 @@ class Resume : public ::testing::TestWithParam<const char*> {};
 // stochastic-rounding key (seed, step) — with fp4 the gradients are stochastically rounded.
 TEST_P(Resume, IsBitIdenticalToStraightRun) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   cfg.precision = GetParam();
   std::vector<double> straight, resumed, val_straight, val_resumed;
   {
@@ -255,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, Resume, ::testing::Values("fp32", "fp4"));
 
 TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   cfg.eval_every = 0;
   snip::Trainer t(cfg);
   t.set_callback([&](const snip::StepMetrics& m) {
@@ -277,7 +271,7 @@ TEST(Trainer, NanLossStopsAndKeepsTheLastGoodCheckpoint) {
 
 TEST(Trainer, StopFromAnotherThreadAndCallbackCancel) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   cfg.steps = 1000, cfg.eval_every = 0;
   snip::Trainer t(cfg);
   std::atomic<int64_t> last{0};
@@ -302,7 +296,7 @@ TEST(Trainer, StopFromAnotherThreadAndCallbackCancel) {
 
 TEST(Trainer, BadPlanIsRejected) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   snip::Trainer t(cfg);
   snip::Plan p;
   p.layers["model.layers.7.mlp.up_proj"] = snip::LinearPrecision::uniform(snip::Precision::fp8);
@@ -313,7 +307,7 @@ TEST(Trainer, BadPlanIsRejected) {
 
 TEST(Precision, Fp4ChangesTheLossBf16StaysWithinRounding) {
   TempDir dir;
-  auto cfg = tiny_config(write_corpus(dir));
+  auto cfg = corpus_config(write_corpus(dir));
   snip::Trainer t(cfg);
   for (int i = 0; i < 10; ++i) t.step();  // away from the init, where every loss is log V
   snip::Llama& m = t.model();
@@ -322,8 +316,8 @@ TEST(Precision, Fp4ChangesTheLossBf16StaysWithinRounding) {
   val.next(in.data(), tgt.data());
   const auto dims = cfg.model.dims();
   auto loss_at = [&](snip::Precision p) {
-    m.set_precisions(
-        std::vector<snip::LinearPrecision>(size_t(7 * dims.num_layers), snip::LinearPrecision::uniform(p)));
+    m.set_precisions(std::vector<snip::LinearPrecision>(size_t(snip::kLayersPerBlock * dims.num_layers),
+                                                        snip::LinearPrecision::uniform(p)));
     return m.forward(in.data(), tgt.data());
   };
   const double l32 = loss_at(snip::Precision::fp32);

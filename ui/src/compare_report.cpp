@@ -9,9 +9,9 @@
 #include <map>
 #include <set>
 
-#include "plan_view.h"
 #include "snip/compare_summary.h"
 #include "snip/layers.h"
+#include "snip/plan.h"
 #include "snip/store_export.h"
 
 namespace snip::ui {
@@ -116,7 +116,7 @@ void add_plans(const CompareSources& s, CompareModel& m) {
     const snip::PlanRecord& rec = s.plans[i];
     GridSpec g;
     g.blocks = num_blocks_of(rec.plan);
-    g.per_layer = plan_per_layer(rec.plan, g.blocks);
+    g.per_layer = snip::resolve_plan_lenient(rec.plan, g.blocks);
     g.title = tr("#%1 %2 (ρ %3)")
                   .arg(rec.id)
                   .arg(QString::fromStdString(rec.plan.method))

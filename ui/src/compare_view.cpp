@@ -109,6 +109,54 @@ QString compare_status_suffix(const snip::CompareRecord& c) {
 }  // namespace
 
 CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
+  QWidget* pick = make_pick_panel();
+  start_experiment_worker();
+  pick_ = pick;  // its width follows the view's (resizeEvent)
+
+  grids_host_ = new QWidget(this);
+  grids_layout_ = new QHBoxLayout(grids_host_);
+  grids_layout_->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidget(grids_host_);
+  scroll->setWidgetResizable(true);
+  grids_scroll_ = scroll;
+  loss_ = new CurveChart(tr("Train loss"), tr("cross-entropy (nats)"), this);
+  gap_chart_ = new GapChart(this);
+
+  QWidget* table_box = make_table_box();
+
+  // Grids (while plans are checked), the loss curves and the gap error bars on top; the notes
+  // and the table below.
+  auto* top = new QSplitter(Qt::Horizontal, this);
+  top->addWidget(scroll);
+  top->addWidget(loss_);
+  top->addWidget(gap_chart_);
+  top->setStretchFactor(0, 3);
+  top->setStretchFactor(1, 3);
+  top->setStretchFactor(2, 2);
+  top->setSizes({420, 380, 300});
+  top->setChildrenCollapsible(false);
+  auto* right = new QSplitter(Qt::Vertical, this);
+  right->addWidget(top);
+  right->addWidget(table_box);
+  right->setStretchFactor(0, 1);
+  right->setStretchFactor(1, 1);
+  right->setSizes({360, 360});
+  right->setChildrenCollapsible(false);
+  scroll->setMinimumHeight(200);
+  scroll->setMinimumWidth(200);
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(pick);
+  layout->addWidget(right, 1);
+
+  for (QListWidget* list : {plan_list_, run_list_, compare_list_})
+    connect(list, &QListWidget::itemChanged, this, &CompareView::rebuild);
+  connect(workbench_, &Workbench::data_changed, this, &CompareView::on_data_changed);
+  refresh_lists();
+}
+
+// The left column: plans, runs and compare experiments to check, and the experiment box.
+QWidget* CompareView::make_pick_panel() {
   plan_list_ = new QListWidget(this);
   run_list_ = new QListWidget(this);
   compare_list_ = new QListWidget(this);
@@ -123,10 +171,15 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   pick_layout->addWidget(run_list_, 1);
   pick_layout->addWidget(new QLabel(tr("Compare experiments:"), pick));
   pick_layout->addWidget(compare_list_, 1);
+  pick_layout->addWidget(make_experiment_box(pick));
+  return pick;
+}
+
+QGroupBox* CompareView::make_experiment_box(QWidget* parent) {
   // Compare experiment (METHOD.md 6): continue the checked run's newest checkpoint under every
   // method's plan, K paired replicates each, on the worker thread through the library, with
   // progress and Cancel (the compare stays interrupted) and Resume.
-  auto* experiment = new QGroupBox(tr("New compare experiment"), pick);
+  auto* experiment = new QGroupBox(tr("New compare experiment"), parent);
   auto* ex_layout = new QVBoxLayout(experiment);
   auto* ex_row = new QHBoxLayout();
   experiment_budget_ = new QDoubleSpinBox(experiment);
@@ -192,7 +245,11 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   experiment_status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   ex_layout->addWidget(experiment_progress_);
   ex_layout->addWidget(experiment_status_);
-  pick_layout->addWidget(experiment);
+  return experiment;
+}
+
+// The experiment's buttons and its worker thread: progress, the stored compare's id, the end.
+void CompareView::start_experiment_worker() {
   connect(experiment_button_, &QPushButton::clicked, this, &CompareView::launch_compare_experiment);
   connect(resume_button_, &QPushButton::clicked, this, &CompareView::resume_compare_experiment);
   connect(cancel_button_, &QPushButton::clicked, this, &CompareView::cancel_compare_experiment);
@@ -218,18 +275,10 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   });
   connect(experiment_worker_, &CompareWorker::ended, this, &CompareView::experiment_ended);
   experiment_thread_->start();
-  pick_ = pick;  // its width follows the view's (resizeEvent)
+}
 
-  grids_host_ = new QWidget(this);
-  grids_layout_ = new QHBoxLayout(grids_host_);
-  grids_layout_->setContentsMargins(0, 0, 0, 0);
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidget(grids_host_);
-  scroll->setWidgetResizable(true);
-  grids_scroll_ = scroll;
-  loss_ = new CurveChart(tr("Train loss"), tr("cross-entropy (nats)"), this);
-  gap_chart_ = new GapChart(this);
-
+// The comparison table with its column tips, the note above it and "Export CSV…".
+QWidget* CompareView::make_table_box() {
   table_ = new QTableWidget(this);
   table_->setColumnCount(num_columns);
   const QStringList headers = {tr("Source"),    tr("Method"),    tr("Budget\nρ"), tr("Achieved\nρ"),
@@ -293,35 +342,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   table_top->addWidget(export_button, 0, Qt::AlignTop);
   table_layout->addLayout(table_top);
   table_layout->addWidget(table_, 1);
-
-  // Grids (while plans are checked), the loss curves and the gap error bars on top; the notes
-  // and the table below.
-  auto* top = new QSplitter(Qt::Horizontal, this);
-  top->addWidget(scroll);
-  top->addWidget(loss_);
-  top->addWidget(gap_chart_);
-  top->setStretchFactor(0, 3);
-  top->setStretchFactor(1, 3);
-  top->setStretchFactor(2, 2);
-  top->setSizes({420, 380, 300});
-  top->setChildrenCollapsible(false);
-  auto* right = new QSplitter(Qt::Vertical, this);
-  right->addWidget(top);
-  right->addWidget(table_box);
-  right->setStretchFactor(0, 1);
-  right->setStretchFactor(1, 1);
-  right->setSizes({360, 360});
-  right->setChildrenCollapsible(false);
-  scroll->setMinimumHeight(200);
-  scroll->setMinimumWidth(200);
-  auto* layout = new QHBoxLayout(this);
-  layout->addWidget(pick);
-  layout->addWidget(right, 1);
-
-  for (QListWidget* list : {plan_list_, run_list_, compare_list_})
-    connect(list, &QListWidget::itemChanged, this, &CompareView::rebuild);
-  connect(workbench_, &Workbench::data_changed, this, &CompareView::on_data_changed);
-  refresh_lists();
+  return table_box;
 }
 
 CompareView::~CompareView() {

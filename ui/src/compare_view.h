@@ -20,6 +20,7 @@
 
 class QCheckBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QHBoxLayout;
 class QLabel;
 class QListWidget;
@@ -112,6 +113,11 @@ class CompareView : public QWidget {
   void resizeEvent(QResizeEvent* event) override;
 
  private:
+  // The constructor's parts, one per panel or group box.
+  QWidget* make_pick_panel();
+  QGroupBox* make_experiment_box(QWidget* parent);
+  void start_experiment_worker();
+  QWidget* make_table_box();
   void on_data_changed();
   void start_experiment(const QString& checkpoint, qint64 resume_id);
   void experiment_ended(qint64 compare_id, const QString& status, const QString& message);

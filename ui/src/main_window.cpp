@@ -1,11 +1,6 @@
 // MainWindow: menus, views, message bar, worker thread, settings and screenshots.
 #include "main_window.h"
 
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDialog>
@@ -45,40 +40,13 @@
 #include "snip/isa.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
+#include "ui_slice.h"
 
 namespace snip::ui {
 
 namespace {
-constexpr int kInfoMessageMs = 8000;        // info messages fade; warnings and errors stay until closed
-constexpr uint64_t kUiSliceNs = 1'000'000;  // the UI thread's scheduler slice: 1 ms (default 3 ms)
+constexpr int kInfoMessageMs = 8000;  // info messages fade; warnings and errors stay until closed
 }  // namespace
-
-bool request_short_ui_slice() {
-#if defined(__linux__) && defined(SYS_sched_setattr)
-  // Linux's EEVDF scheduler (6.12+) gives a task that asks for a shorter slice an earlier
-  // deadline, so when the UI thread wakes it preempts CPU-bound work (ours or other programs')
-  // instead of waiting for a 3 ms slice to run out. No privilege needed; older kernels ignore
-  // the slice (or refuse, which changes nothing).
-  // struct sched_attr of <linux/sched/types.h> (which clashes with glibc's <sched.h>); its
-  // layout is the kernel's stable ABI (SCHED_ATTR_SIZE_VER1, 56 bytes).
-  struct {
-    uint32_t size, sched_policy;
-    uint64_t sched_flags;
-    int32_t sched_nice;
-    uint32_t sched_priority;
-    uint64_t sched_runtime, sched_deadline, sched_period;
-    uint32_t sched_util_min, sched_util_max;
-  } attr{};
-  static_assert(sizeof attr == 56);
-  attr.size = sizeof attr;
-  attr.sched_policy = SCHED_OTHER;
-  attr.sched_nice = getpriority(PRIO_PROCESS, 0);
-  attr.sched_runtime = kUiSliceNs;
-  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
-#else
-  return false;
-#endif
-}
 
 QStringList MainWindow::view_names() {
   return {QStringLiteral("run"), QStringLiteral("monitor"), QStringLiteral("sensitivity"), QStringLiteral("plan"),
@@ -89,7 +57,31 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   setWindowTitle(tr("SNIP Workbench"));
   workbench_ = new Workbench(this);
   live_ = std::make_shared<LiveMetrics>();
+  start_worker_thread();
 
+  auto* central = new QWidget(this);
+  make_message_bar(central);
+  make_views();
+  lay_out(central);
+  connect_training_signals();
+  connect_view_signals();
+
+  build_menus();
+  resize(1280, 800);
+  restore_settings();
+  QString path = db_path;
+  if (path.isEmpty()) {
+    try {
+      path = QString::fromStdString(snip::default_database_path());
+    } catch (const std::exception& e) {  // e.g. the data directory cannot be created
+      show_message(MessageLevel::error, tr("No default database: %1").arg(error_text(e)));
+    }
+  }
+  if (!path.isEmpty()) workbench_->open_database(path);
+  update_database_status();
+}
+
+void MainWindow::start_worker_thread() {
   // Worker on its own thread (Qt's worker-object recipe).
   worker_ = new TrainingWorker(live_);
   worker_->moveToThread(&worker_thread_);
@@ -101,8 +93,9 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   // short slice, so it runs soon after it wakes however busy the cores are.
   worker_thread_.start();
   request_short_ui_slice();
+}
 
-  auto* central = new QWidget(this);
+void MainWindow::make_message_bar(QWidget* central) {
   // Message bar: non-blocking, closable, in a strip of its own under the views whose height never
   // changes: two lines of text beside a button, whether or not a message is shown. So it never
   // covers a control (a bar floating over the views did) and a message coming and going never
@@ -141,7 +134,9 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   message_hide_timer_.setSingleShot(true);
   connect(&message_hide_timer_, &QTimer::timeout, message_bar_, &QWidget::hide);
   connect(workbench_, &Workbench::message, this, &MainWindow::show_message);
+}
 
+void MainWindow::make_views() {
   tabs_ = new QTabWidget(this);
   tabs_->setDocumentMode(true);
   run_view_ = new RunView(workbench_, this);
@@ -163,7 +158,10 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   tabs_->addTab(scrolled(sensitivity_view_), tr("&Sensitivity"));
   tabs_->addTab(scrolled(plan_view_), tr("&Plan"));
   tabs_->addTab(scrolled(compare_view_), tr("&Compare"));
+}
 
+// The views above the message strip, the status bar below.
+void MainWindow::lay_out(QWidget* central) {
   auto* central_layout = new QVBoxLayout(central);
   central_layout->setContentsMargins(0, 0, 0, 0);
   central_layout->setSpacing(0);
@@ -184,7 +182,9 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
   status_training_ = new QLabel(tr("idle"), this);
   statusBar()->addWidget(status_db_, 1);
   statusBar()->addPermanentWidget(status_training_);
+}
 
+void MainWindow::connect_training_signals() {
   // Run controls and worker signals.
   connect(run_view_, &RunView::start_requested, this, &MainWindow::start_training);
   connect(run_view_, &RunView::pause_toggled, this, &MainWindow::toggle_pause);
@@ -226,6 +226,10 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
             emit run_ended(id, status, message);
             if (quick_start_running()) quick_start_run_ended(id, status);
           });
+}
+
+// The views' signals to one another, and the database's.
+void MainWindow::connect_view_signals() {
   // The quick start shows each new statistics round as the adaptive run makes it.
   connect(worker_, &TrainingWorker::plan_made, this, [this](qint64 run_id, qint64, qint64, double) {
     if (quick_stage_ != QuickStage::adaptive || !workbench_->store()) return;
@@ -251,20 +255,6 @@ MainWindow::MainWindow(const QString& db_path, QWidget* parent) : QMainWindow(pa
     add_message_action(tr("Open another database…"), [this] { open_database_dialog(); });
     add_message_action(tr("New database…"), [this] { new_database_dialog(); });
   });
-
-  build_menus();
-  resize(1280, 800);
-  restore_settings();
-  QString path = db_path;
-  if (path.isEmpty()) {
-    try {
-      path = QString::fromStdString(snip::default_database_path());
-    } catch (const std::exception& e) {  // e.g. the data directory cannot be created
-      show_message(MessageLevel::error, tr("No default database: %1").arg(error_text(e)));
-    }
-  }
-  if (!path.isEmpty()) workbench_->open_database(path);
-  update_database_status();
 }
 
 MainWindow::~MainWindow() {

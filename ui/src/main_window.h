@@ -25,10 +25,6 @@ namespace snip::ui {
 
 class CompareView;
 class MonitorView;
-
-// Asks the scheduler for a short time slice for the calling thread (the UI thread), so it runs
-// soon after it wakes even when every core is busy; best effort, returns whether the kernel took it.
-bool request_short_ui_slice();
 class PlanView;
 class RunView;
 class SensitivityView;
@@ -117,6 +113,14 @@ class MainWindow : public QMainWindow {
   QDialog* documentation_window() const { return docs_window_; }
 
  private:
+  // The constructor's parts: the training worker's thread, the message bar, the views, the
+  // layout around them, the connections.
+  void start_worker_thread();
+  void make_message_bar(QWidget* central);
+  void make_views();
+  void lay_out(QWidget* central);
+  void connect_training_signals();
+  void connect_view_signals();
   void build_menus();
   void open_database_dialog();
   void new_database_dialog();

@@ -28,16 +28,6 @@
 
 namespace snip::ui {
 
-std::vector<snip::LinearPrecision> plan_per_layer(const snip::Plan& plan, int num_blocks) {
-  std::vector<snip::LinearPrecision> out(size_t(std::max(0, num_blocks)) * snip::kLayersPerBlock,
-                                         snip::LinearPrecision::uniform(snip::Precision::bf16));
-  for (const auto& [name, lp] : plan.layers) {
-    const auto id = snip::parse_layer_module_name(name);
-    if (id && id->index() < int(out.size())) out[size_t(id->index())] = lp;
-  }
-  return out;
-}
-
 namespace {
 QString fmt(double v, int digits = 4) {
   return std::isfinite(v) ? QString::number(v, 'g', digits) : QStringLiteral("—");
@@ -45,7 +35,17 @@ QString fmt(double v, int digits = 4) {
 }  // namespace
 
 PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
-  // ---- controls ---------------------------------------------------------------------------
+  QGroupBox* controls = make_request_box();
+  QSplitter* splitter = make_grid_and_chart();
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(controls);
+  layout->addWidget(splitter, 1);
+  connect_signals();
+  rebuild_input();
+}
+
+// The "Plan request" box: the source, budget, method, λ, options, pins and the result.
+QGroupBox* PlanView::make_request_box() {
   auto* controls = new QGroupBox(tr("Plan request"), this);
   auto* form = new QFormLayout(controls);
   source_label_ = new QLabel(controls);
@@ -112,8 +112,11 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   form->addRow(validation_label_);
   controls->setMinimumWidth(290);
   controls->setMaximumWidth(420);
+  return controls;
+}
 
-  // ---- grid and tradeoff chart ------------------------------------------------------------
+// The plan grid beside the budget-vs-quality chart.
+QSplitter* PlanView::make_grid_and_chart() {
   grid_ = new PlanGrid(this);
   tradeoff_ = new CurveChart(tr("Budget vs predicted quality"), tr("predicted Σ Q (SNIP costs)"), this);
   tradeoff_->set_x_label(tr("FP4 FLOP fraction ρ"));
@@ -134,11 +137,10 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
   legend_font.setPointSizeF(legend_font.pointSizeF() * 0.85);
   tradeoff_->chart()->legend()->setFont(legend_font);
   tradeoff_->chart()->legend()->setAlignment(Qt::AlignRight);
-  auto* layout = new QHBoxLayout(this);
-  layout->addWidget(controls);
-  layout->addWidget(splitter, 1);
+  return splitter;
+}
 
-  // ---- wiring -----------------------------------------------------------------------------
+void PlanView::connect_signals() {
   connect(budget_slider_, &QSlider::valueChanged, this, [this](int v) {
     const QSignalBlocker block(budget_spin_);
     budget_spin_->setValue(v / 10.0);
@@ -181,7 +183,6 @@ PlanView::PlanView(Workbench* workbench, QWidget* parent) : QWidget(parent), wor
     start_sweep();
   });
   connect(workbench_, &Workbench::data_changed, this, &PlanView::refresh_validation);
-  rebuild_input();
 }
 
 snip::PlanRequest PlanView::request() const {
@@ -279,7 +280,7 @@ void PlanView::show_result(const snip::PlanResult& r) {
   for (const auto& [name, p] : pins_)
     if (auto id = snip::parse_layer_module_name(name)) pin_cells[id->index()] = p;
   grid_->set_pins(std::move(pin_cells));
-  grid_->set_plan(num_blocks_, plan_per_layer(r.plan, num_blocks_),
+  grid_->set_plan(num_blocks_, snip::resolve_plan_lenient(r.plan, num_blocks_),
                   tr("%1 plan at ρ ≥ %2 %").arg(QString::fromStdString(r.method)).arg(r.budget * 100.0, 0, 'f', 1));
   grid_->repaint();  // drawn now: the latency below includes the redraw
   result_label_->setText(

@@ -17,10 +17,12 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QPushButton;
 class QSlider;
 class QSpinBox;
+class QSplitter;
 
 namespace snip::ui {
 
@@ -34,10 +36,6 @@ struct SolveOutcome {
   QString error;
   int generation = 0;
 };
-
-// Per-layer precisions of a plan in index order for a model of num_blocks blocks (layers the
-// plan leaves out show as BF16, as they would run).
-std::vector<snip::LinearPrecision> plan_per_layer(const snip::Plan& plan, int num_blocks);
 
 class PlanView : public QWidget {
   Q_OBJECT
@@ -82,6 +80,10 @@ class PlanView : public QWidget {
   void rebuild_input();  // the planning source or λ changed: new costs, new sweep, re-solve
 
  private:
+  // The constructor's parts: the request box, the grid and chart, the connections.
+  QGroupBox* make_request_box();
+  QSplitter* make_grid_and_chart();
+  void connect_signals();
   void start_solve();
   void solve_finished();
   void start_sweep();

@@ -63,8 +63,35 @@ QLineEdit* path_row(QWidget* parent, QFormLayout* form, const QString& label, co
 }  // namespace
 
 RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
+  QGroupBox* box = make_run_box();
+  QGroupBox* runs_box = make_runs_box();
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(box);
+  layout->addWidget(runs_box, 1);
+  connect_signals();
+  restore_settings();
+  fit_seq_to_model();
+  update_source_enabled();
+  connect(workbench_, &Workbench::data_changed, this, &RunView::refresh_runs);
+  set_training(false);
+  refresh_runs();
+}
+
+// The "New training run" box: what to train, how, and the run's controls.
+QGroupBox* RunView::make_run_box() {
   auto* box = new QGroupBox(tr("New training run"), this);
   auto* form = new QFormLayout(box);
+  add_model_rows(box, form);
+  form->addRow(tr("Adaptive:"), make_adaptive_box(box));
+  add_training_rows(box, form);
+  add_control_rows(box, form);
+  box->setMinimumWidth(420);
+  box->setMaximumWidth(560);
+  return box;
+}
+
+// Name, model, data, recipe and precision.
+void RunView::add_model_rows(QGroupBox* box, QFormLayout* form) {
   name_edit_ = new QLineEdit(box);
   name_edit_->setPlaceholderText(tr("automatic (preset · precision · seed)"));
   form->addRow(tr("Name:"), name_edit_);
@@ -94,9 +121,12 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
                               tr("FP32 (no quantization)"), tr("Plan file…"), tr("Stored plan"),
                               tr("Adaptive (re-plan during training)")});
   form->addRow(tr("Precision:"), precision_combo_);
+}
+
+QWidget* RunView::make_adaptive_box(QWidget* parent) {
   // Adaptive re-planning (METHOD.md 9): a statistics round + a plan by the chosen method every N
   // steps at the FP4 budget; λ and the round's options as `snip train --method ...` takes them.
-  adaptive_box_ = new QWidget(box);
+  adaptive_box_ = new QWidget(parent);
   auto* adaptive_grid = new QGridLayout(adaptive_box_);
   adaptive_grid->setContentsMargins(0, 0, 0, 0);
   adaptive_method_ = new QComboBox(adaptive_box_);
@@ -158,7 +188,11 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   adaptive_grid->addWidget(adaptive_sigma_, 2, 3);
   adaptive_grid->addWidget(adaptive_ties_, 3, 0, 1, 3);
   adaptive_grid->addWidget(adaptive_per_role_, 3, 3, 1, 3);
-  form->addRow(tr("Adaptive:"), adaptive_box_);
+  return adaptive_box_;
+}
+
+// The plan sources, steps, shape, learning rate, seed and the evaluation/checkpoint intervals.
+void RunView::add_training_rows(QGroupBox* box, QFormLayout* form) {
   plan_edit_ = path_row(box, form, tr("Plan file:"), tr("snip-plan/1 JSON (with “Plan file…”)"), tr("Plans (*.json)"));
   stored_plan_combo_ = new QComboBox(box);
   form->addRow(tr("Stored plan:"), stored_plan_combo_);
@@ -207,7 +241,10 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   every_row->addWidget(new QLabel(tr("checkpoint every"), box));
   every_row->addWidget(save_spin_);
   form->addRow(tr("Steps between:"), every_row);
+}
 
+// Start, pause, stop, resume and the progress bar.
+void RunView::add_control_rows(QGroupBox* box, QFormLayout* form) {
   start_button_ = new QPushButton(tr("Start"), box);
   start_button_->setToolTip(tr("Start training (Ctrl+R)"));
   pause_button_ = new QPushButton(tr("Pause"), box);
@@ -232,9 +269,10 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   progress_label_ = new QLabel(tr("idle"), box);
   form->addRow(progress_);
   form->addRow(progress_label_);
-  box->setMinimumWidth(420);
-  box->setMaximumWidth(560);
+}
 
+// The runs of the database, with "Resume selected run".
+QGroupBox* RunView::make_runs_box() {
   runs_table_ = new QTableWidget(this);
   runs_table_->setColumnCount(8);
   runs_table_->setHorizontalHeaderLabels(
@@ -253,11 +291,10 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   runs_buttons->addStretch(1);
   runs_buttons->addWidget(resume_run_button_);
   runs_layout->addLayout(runs_buttons);
+  return runs_box;
+}
 
-  auto* layout = new QHBoxLayout(this);
-  layout->addWidget(box);
-  layout->addWidget(runs_box, 1);
-
+void RunView::connect_signals() {
   connect(start_button_, &QPushButton::clicked, this, &RunView::start_requested);
   connect(pause_button_, &QPushButton::clicked, this, &RunView::pause_toggled);
   connect(stop_button_, &QPushButton::clicked, this, &RunView::stop_requested);
@@ -268,13 +305,7 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
   connect(runs_table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (auto* item = runs_table_->item(row, 0)) emit monitor_requested(item->data(Qt::UserRole).toLongLong());
   });
-  auto update_enabled = [this] {
-    const int p = precision_combo_->currentIndex();
-    plan_edit_->setEnabled(p == kPlanFile);
-    stored_plan_combo_->setEnabled(p == kStoredPlan);
-    adaptive_box_->setEnabled(p == kAdaptive);
-  };
-  connect(precision_combo_, &QComboBox::currentIndexChanged, this, update_enabled);
+  connect(precision_combo_, &QComboBox::currentIndexChanged, this, &RunView::update_source_enabled);
   // A preset fixes the longest sequence. The box's own range stays wide: a maximum of 64 made
   // the box swallow the third digit of a typed 128 (leaving 12). T is checked when typing ends
   // or the model changes, and lowered with a note beside the box saying why.
@@ -284,12 +315,14 @@ RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workb
     seq_note_->clear();
     seq_note_->hide();
   });
-  restore_settings();
-  fit_seq_to_model();
-  update_enabled();
-  connect(workbench_, &Workbench::data_changed, this, &RunView::refresh_runs);
-  set_training(false);
-  refresh_runs();
+}
+
+// The plan file, stored plan and adaptive rows are live only for their precision choice.
+void RunView::update_source_enabled() {
+  const int p = precision_combo_->currentIndex();
+  plan_edit_->setEnabled(p == kPlanFile);
+  stored_plan_combo_->setEnabled(p == kStoredPlan);
+  adaptive_box_->setEnabled(p == kAdaptive);
 }
 
 void RunView::fit_seq_to_model() {

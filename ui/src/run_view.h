@@ -15,6 +15,8 @@ class QAction;
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -98,6 +100,15 @@ class RunView : public QWidget {
   void resume_selected_run();
 
  private:
+  // The constructor's parts: one function per group box (and row group), then the connections.
+  QGroupBox* make_run_box();
+  void add_model_rows(QGroupBox* box, QFormLayout* form);
+  QWidget* make_adaptive_box(QWidget* parent);
+  void add_training_rows(QGroupBox* box, QFormLayout* form);
+  void add_control_rows(QGroupBox* box, QFormLayout* form);
+  QGroupBox* make_runs_box();
+  void connect_signals();
+  void update_source_enabled();
   void update_resume_enabled();
   // Keeps T within the model's longest sequence, saying so beside the box when it lowers it.
   void fit_seq_to_model();

@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "heatmap_widget.h"
-#include "plan_view.h"
 #include "snip/layers.h"
+#include "snip/plan.h"
 #include "workbench.h"
 
 namespace snip::ui {
@@ -193,6 +193,19 @@ QString SensitivityView::detail(int layer) const {
            row("‖δY‖²", e.dy_err_sq));
 }
 
+namespace {
+// Column labels "block.type" of the first `layers` linear layers, in index order.
+QStringList layer_labels(int layers) {
+  QStringList out;
+  for (int l = 0; l < layers; ++l)
+    out << QStringLiteral("%1.%2")
+               .arg(l / snip::kLayersPerBlock)
+               .arg(QString::fromLatin1(
+                   snip::layer_type_short_name(snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
+  return out;
+}
+}  // namespace
+
 void SensitivityView::redraw() {
   const PlanningSource& src = workbench_->planning_source();
   const bool diff = precision_combo_->currentIndex() == kPrecDiff;
@@ -209,102 +222,12 @@ void SensitivityView::redraw() {
                                                  .arg(step_slider_->value() + 1)
                                                  .arg(run_rounds_.size()));
   try {
-    snip::EstimatorOptions options;
-    options.lambda = lambda_;
     if (mode_combo_->currentIndex() == 2) {
-      // The plan timeline of the round's run: one row per plan in effect, 1 = all GEMMs FP4.
-      std::optional<int64_t> run_id;
-      for (const auto& r : rounds_)
-        if (src.round_id && r.id == *src.round_id) run_id = r.run_id;
-      snip::Store* store = workbench_->store();
-      const int blocks = src.num_blocks();
-      data.value_name = tr("FP4 share of the layer's GEMMs");
-      data.log_colour = false;
-      data.cols = blocks * snip::kLayersPerBlock;
-      data.col_labels.clear();
-      for (int l = 0; l < data.cols; ++l)
-        data.col_labels << QStringLiteral("%1.%2")
-                               .arg(l / snip::kLayersPerBlock)
-                               .arg(QString::fromLatin1(snip::layer_type_short_name(
-                                   snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
-      if (run_id && store) {
-        for (const snip::PlanTimelineEntry& e : store->plan_timeline(*run_id)) {
-          const std::vector<snip::LinearPrecision> layers = plan_per_layer(store->plan(e.plan_id).plan, blocks);
-          for (const snip::LinearPrecision& lp : layers)
-            data.values.push_back(((lp.fprop == snip::Precision::fp4) + (lp.dgrad == snip::Precision::fp4) +
-                                   (lp.wgrad == snip::Precision::fp4)) /
-                                  3.0);
-          data.row_labels << (e.last_step ? tr("steps %1–%2").arg(e.first_step).arg(*e.last_step)
-                                          : tr("steps %1–").arg(e.first_step));
-          ++data.rows;
-        }
-      }
-      info_label_->setText(run_id
-                               ? tr("Plan timeline of run %1: which layers ran in FP4 over which steps.").arg(*run_id)
-                               : tr("The plan timeline needs a statistics round that belongs to a run."));
-      if (data.rows == 0) data = HeatmapData{};
+      fill_plan_timeline(data, src);
     } else if (src.round) {
-      estimates_ = snip::estimate_divergences(*src.round, options);
-      data.value_name = metric_combo_->currentText() + QStringLiteral(" (") + precision_combo_->currentText() + ")";
-      info_label_->setText(
-          tr("%1 · %2 tokens · curvature c = %3 · λ = %4 (Q only). Click a cell to pin that layer in "
-             "the Plan view.")
-              .arg(src.label)
-              .arg(src.round->tokens)
-              .arg(src.round->globals.count("curvature") ? src.round->globals.at("curvature") : NAN, 0, 'g', 4)
-              .arg(lambda_));
-      if (mode_combo_->currentIndex() == 0) {
-        data.rows = src.num_blocks();
-        data.cols = snip::kLayersPerBlock;
-        data.values.assign(size_t(data.rows * data.cols), std::nan(""));
-        for (const snip::LayerEstimate& e : estimates_->layers) {
-          const int index = e.block * snip::kLayersPerBlock + int(e.type);
-          if (index < int(data.values.size())) data.values[size_t(index)] = value_of(e);
-        }
-        for (int b = 0; b < data.rows; ++b) data.row_labels << tr("block %1").arg(b);
-      } else {
-        // Layer × step: one row per round of the run, one column per layer.
-        const int layers = src.num_blocks() * snip::kLayersPerBlock;
-        data.cols = layers;
-        data.col_labels.clear();
-        for (int l = 0; l < layers; ++l)
-          data.col_labels << QStringLiteral("%1.%2")
-                                 .arg(l / snip::kLayersPerBlock)
-                                 .arg(QString::fromLatin1(snip::layer_type_short_name(
-                                     snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
-        std::vector<snip::StatsRoundInfo> rows = run_rounds_;
-        if (rows.empty() && src.round_id) {
-          snip::StatsRoundInfo only;
-          only.id = *src.round_id;
-          rows.push_back(only);
-        }
-        data.rows = int(rows.size());
-        data.values.assign(size_t(data.rows * data.cols), std::nan(""));
-        for (int r = 0; r < data.rows; ++r) {
-          const snip::StatsRound round = workbench_->store()->stats_round(rows[size_t(r)].id);
-          const snip::Estimates est = snip::estimate_divergences(round, options);
-          for (const snip::LayerEstimate& e : est.layers) {
-            const int index = e.block * snip::kLayersPerBlock + int(e.type);
-            if (index < layers) data.values[size_t(r * layers + index)] = value_of(e);
-          }
-          data.row_labels << tr("step %1").arg(round.step);
-        }
-      }
+      fill_estimates(data, src);
     } else if (src.costs) {
-      // Imported costs carry one number per layer and precision: show that.
-      data.value_name = tr("imported cost (%1)").arg(precision_combo_->currentText());
-      info_label_->setText(
-          tr("%1: imported costs have no ΔL/ΔW breakdown; the heatmap shows the cost column.").arg(src.label));
-      data.rows = src.num_blocks();
-      data.cols = snip::kLayersPerBlock;
-      data.values.assign(size_t(data.rows * data.cols), std::nan(""));
-      for (const snip::CostLayer& l : src.costs->layers) {
-        const double fp8 = l.total_cost(snip::Precision::fp8), fp4 = l.total_cost(snip::Precision::fp4);
-        const double v = precision_combo_->currentIndex() == kPrecFp8 ? fp8 : diff ? fp4 - fp8 : fp4;
-        const int index = l.block * snip::kLayersPerBlock + int(l.type);
-        if (index < int(data.values.size())) data.values[size_t(index)] = v;
-      }
-      for (int b = 0; b < data.rows; ++b) data.row_labels << tr("block %1").arg(b);
+      fill_costs(data, src, diff);
     } else {
       info_label_->setText(
           tr("No statistics yet: run training with SNIP (adaptive) or `snip collect`, or import a "
@@ -315,6 +238,97 @@ void SensitivityView::redraw() {
     data = HeatmapData{};
   }
   heatmap_->set_data(std::move(data));
+}
+
+void SensitivityView::fill_plan_timeline(HeatmapData& data, const PlanningSource& src) {
+  // The plan timeline of the round's run: one row per plan in effect, 1 = all GEMMs FP4.
+  std::optional<int64_t> run_id;
+  for (const auto& r : rounds_)
+    if (src.round_id && r.id == *src.round_id) run_id = r.run_id;
+  snip::Store* store = workbench_->store();
+  const int blocks = src.num_blocks();
+  data.value_name = tr("FP4 share of the layer's GEMMs");
+  data.log_colour = false;
+  data.cols = blocks * snip::kLayersPerBlock;
+  data.col_labels = layer_labels(data.cols);
+  if (run_id && store) {
+    for (const snip::PlanTimelineEntry& e : store->plan_timeline(*run_id)) {
+      const std::vector<snip::LinearPrecision> layers = snip::resolve_plan_lenient(store->plan(e.plan_id).plan, blocks);
+      for (const snip::LinearPrecision& lp : layers)
+        data.values.push_back(((lp.fprop == snip::Precision::fp4) + (lp.dgrad == snip::Precision::fp4) +
+                               (lp.wgrad == snip::Precision::fp4)) /
+                              3.0);
+      data.row_labels << (e.last_step ? tr("steps %1–%2").arg(e.first_step).arg(*e.last_step)
+                                      : tr("steps %1–").arg(e.first_step));
+      ++data.rows;
+    }
+  }
+  info_label_->setText(run_id ? tr("Plan timeline of run %1: which layers ran in FP4 over which steps.").arg(*run_id)
+                              : tr("The plan timeline needs a statistics round that belongs to a run."));
+  if (data.rows == 0) data = HeatmapData{};
+}
+
+void SensitivityView::fill_estimates(HeatmapData& data, const PlanningSource& src) {
+  snip::EstimatorOptions options;
+  options.lambda = lambda_;
+  estimates_ = snip::estimate_divergences(*src.round, options);
+  data.value_name = metric_combo_->currentText() + QStringLiteral(" (") + precision_combo_->currentText() + ")";
+  info_label_->setText(
+      tr("%1 · %2 tokens · curvature c = %3 · λ = %4 (Q only). Click a cell to pin that layer in "
+         "the Plan view.")
+          .arg(src.label)
+          .arg(src.round->tokens)
+          .arg(src.round->globals.count("curvature") ? src.round->globals.at("curvature") : NAN, 0, 'g', 4)
+          .arg(lambda_));
+  if (mode_combo_->currentIndex() == 0) {
+    data.rows = src.num_blocks();
+    data.cols = snip::kLayersPerBlock;
+    data.values.assign(size_t(data.rows * data.cols), std::nan(""));
+    for (const snip::LayerEstimate& e : estimates_->layers) {
+      const int index = e.block * snip::kLayersPerBlock + int(e.type);
+      if (index < int(data.values.size())) data.values[size_t(index)] = value_of(e);
+    }
+    for (int b = 0; b < data.rows; ++b) data.row_labels << tr("block %1").arg(b);
+    return;
+  }
+  // Layer × step: one row per round of the run, one column per layer.
+  const int layers = src.num_blocks() * snip::kLayersPerBlock;
+  data.cols = layers;
+  data.col_labels = layer_labels(layers);
+  std::vector<snip::StatsRoundInfo> rows = run_rounds_;
+  if (rows.empty() && src.round_id) {
+    snip::StatsRoundInfo only;
+    only.id = *src.round_id;
+    rows.push_back(only);
+  }
+  data.rows = int(rows.size());
+  data.values.assign(size_t(data.rows * data.cols), std::nan(""));
+  for (int r = 0; r < data.rows; ++r) {
+    const snip::StatsRound round = workbench_->store()->stats_round(rows[size_t(r)].id);
+    const snip::Estimates est = snip::estimate_divergences(round, options);
+    for (const snip::LayerEstimate& e : est.layers) {
+      const int index = e.block * snip::kLayersPerBlock + int(e.type);
+      if (index < layers) data.values[size_t(r * layers + index)] = value_of(e);
+    }
+    data.row_labels << tr("step %1").arg(round.step);
+  }
+}
+
+void SensitivityView::fill_costs(HeatmapData& data, const PlanningSource& src, bool diff) {
+  // Imported costs carry one number per layer and precision: show that.
+  data.value_name = tr("imported cost (%1)").arg(precision_combo_->currentText());
+  info_label_->setText(
+      tr("%1: imported costs have no ΔL/ΔW breakdown; the heatmap shows the cost column.").arg(src.label));
+  data.rows = src.num_blocks();
+  data.cols = snip::kLayersPerBlock;
+  data.values.assign(size_t(data.rows * data.cols), std::nan(""));
+  for (const snip::CostLayer& l : src.costs->layers) {
+    const double fp8 = l.total_cost(snip::Precision::fp8), fp4 = l.total_cost(snip::Precision::fp4);
+    const double v = precision_combo_->currentIndex() == kPrecFp8 ? fp8 : diff ? fp4 - fp8 : fp4;
+    const int index = l.block * snip::kLayersPerBlock + int(l.type);
+    if (index < int(data.values.size())) data.values[size_t(index)] = v;
+  }
+  for (int b = 0; b < data.rows; ++b) data.row_labels << tr("block %1").arg(b);
 }
 
 }  // namespace snip::ui

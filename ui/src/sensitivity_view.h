@@ -20,6 +20,8 @@ namespace snip::ui {
 
 class HeatmapWidget;
 class Workbench;
+struct HeatmapData;
+struct PlanningSource;
 
 enum class SensitivityMetric { dl, dw, q, min_err, min_rel_err };
 
@@ -43,6 +45,11 @@ class SensitivityView : public QWidget {
 
  private:
   double value_of(const snip::LayerEstimate& e) const;
+  // redraw's three sources: the plan timeline of the round's run (mode 2), the estimates of a
+  // statistics round (blocks × types, or layer × step), imported costs.
+  void fill_plan_timeline(HeatmapData& data, const PlanningSource& src);
+  void fill_estimates(HeatmapData& data, const PlanningSource& src);
+  void fill_costs(HeatmapData& data, const PlanningSource& src, bool diff);
   QString detail(int layer) const;
 
   Workbench* workbench_;

@@ -1,6 +1,7 @@
 // snip-plan/1 reading, writing and resolution against a model.
 #include "snip/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -200,6 +201,16 @@ std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dim
   if (warnings)
     for (const std::string& name : left_out)
       warnings->push_back("plan leaves out " + name + "; it runs in " + precision_name(missing_default));
+  return out;
+}
+
+std::vector<LinearPrecision> resolve_plan_lenient(const Plan& plan, int num_blocks, Precision missing_default) {
+  std::vector<LinearPrecision> out(size_t(std::max(0, num_blocks)) * kLayersPerBlock,
+                                   LinearPrecision::uniform(missing_default));
+  for (const auto& [name, lp] : plan.layers) {
+    const auto id = parse_layer_module_name(name);
+    if (id && id->index() < int(out.size())) out[size_t(id->index())] = lp;
+  }
   return out;
 }
 

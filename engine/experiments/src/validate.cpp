@@ -105,9 +105,7 @@ double relative_update_change(const Updates& clean, const Updates& q) {
   return sum;
 }
 
-}  // namespace
-
-ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o) {
+void check_batch_range(const ExperimentSetup& setup, const ValidateOptions& o) {
   if (o.batches < 1) throw Error("validation needs at least one batch (--batches)");
   if (o.first_batch < 0) throw Error("validation: the first batch must not be negative");
   if (int64_t(o.first_batch) + o.batches > setup.val_batches())
@@ -116,113 +114,144 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
                 std::to_string(setup.val_batches()) + " validation batches of " +
                 std::to_string(setup.config.batch_size) + "x" + std::to_string(setup.config.seq_len) + " in " +
                 setup.data.source);
-  Llama& m = *setup.model;
-  const AdamW<float>& opt = *setup.opt;
-  const int NL = m.num_linear_layers();
-  const std::vector<LinearPrecision> saved = m.precisions();
-  const std::vector<LinearPrecision> bf16(size_t(NL), LinearPrecision::uniform(Precision::bf16));
-  const double lr = setup.next_lr(), clip = setup.config.grad_clip;
-  const size_t NP = o.precisions.size();
+}
 
-  ValidationReport rep;
-  rep.step = setup.step;
-  rep.batches = o.batches;
-  for (int l = 0; l < NL; ++l)
-    for (Precision p : o.precisions) rep.entries.push_back({m.linear(l).name, p, {}});
-  auto entry = [&](int l, size_t pi) -> std::map<std::string, double>& {
-    return rep.entries[size_t(l) * NP + pi].values;
-  };
+// One batch's predictions (METHOD.md 5): a statistics round on the batch and SNIP's estimates
+// from it. snip_dw is always the approx mode; with the exact mode also snip_dw_exact beside it,
+// and snip_q uses the estimator's chosen mode.
+struct BatchPredictions {
+  StatsRound round;
+  Estimates est;
+  std::optional<Estimates> est_exact;
+};
 
-  const bool exact = o.stats.exact_weight_divergence || o.estimator.dw_mode == DwMode::exact;
-  std::vector<int32_t> in, tgt;
-  Updates clean, quant;
-  for (int bi = 0; bi < o.batches; ++bi) {
-    const int batch = o.first_batch + bi;
-    setup.val_batch(batch, in, tgt);
-    // predictions: a statistics round on this batch
-    StatsRoundOptions so = o.stats;
-    so.step = setup.step, so.lr = lr, so.grad_clip = clip;
-    so.precisions = o.precisions;
+// The truths of one batch (METHOD.md 6.1): every layer quantized alone at every precision, the
+// rest in BF16, against the clean (all-BF16) loss and next updates; each batch's values are
+// added into the report's entries, divided by the number of batches.
+class BatchValidation {
+ public:
+  BatchValidation(ExperimentSetup& setup, const ValidateOptions& o, bool exact)
+      : setup_(setup),
+        m_(*setup.model),
+        opt_(*setup.opt),
+        o_(o),
+        exact_(exact),
+        NL_(m_.num_linear_layers()),
+        bf16_(size_t(NL_), LinearPrecision::uniform(Precision::bf16)),
+        lr_(setup.next_lr()),
+        clip_(setup.config.grad_clip) {}
+
+  void run(int batch, ValidationReport& rep) {
+    setup_.val_batch(batch, in_, tgt_);
+    BatchPredictions bp = predict(batch);
+    measure(bp, rep);
+    rep.rounds.push_back(std::move(bp.round));
+  }
+
+ private:
+  BatchPredictions predict(int batch) {
+    StatsRoundOptions so = o_.stats;
+    so.step = setup_.step, so.lr = lr_, so.grad_clip = clip_;
+    so.precisions = o_.precisions;
     so.batch_id = "val:b" + std::to_string(batch);
-    so.exact_weight_divergence = exact;
-    StatsRound round = collect_stats_round(m, opt, in.data(), tgt.data(), so);
-    // snip_dw is always the approx mode; with the exact mode also snip_dw_exact beside it, and
-    // snip_q uses the estimator's chosen mode
-    EstimatorOptions approx_opts = o.estimator;
+    so.exact_weight_divergence = exact_;
+    BatchPredictions bp;
+    bp.round = collect_stats_round(m_, opt_, in_.data(), tgt_.data(), so);
+    EstimatorOptions approx_opts = o_.estimator;
     approx_opts.dw_mode = DwMode::approx;
-    const Estimates est = estimate_divergences(round, approx_opts);
-    std::optional<Estimates> est_exact;
-    if (exact) {
-      EstimatorOptions ex = o.estimator;
+    bp.est = estimate_divergences(bp.round, approx_opts);
+    if (exact_) {
+      EstimatorOptions ex = o_.estimator;
       ex.dw_mode = DwMode::exact;
-      est_exact = estimate_divergences(round, ex);
+      bp.est_exact = estimate_divergences(bp.round, ex);
     }
-    const Estimates& est_q = o.estimator.dw_mode == DwMode::exact ? *est_exact : est;
+    return bp;
+  }
 
-    // clean reference: loss and next updates with every layer in BF16
-    m.set_precisions(bf16);
-    m.set_quant_key(so.seed, uint64_t(setup.step));
-    const double L0 = m.forward(in.data(), tgt.data());
-    if (o.weight_truth) {
-      m.zero_grads();
-      m.backward(1.0);
-      next_updates(m, opt, lr, clip, clean);
+  // The loss with layer l in `lp` and every other layer in BF16 into *loss (when given) and, when
+  // need_weights, the relative change of the next updates against the clean ones (else NaN).
+  double ablate(int l, LinearPrecision lp, bool need_weights, double* loss) {
+    prec_[size_t(l)] = lp;
+    m_.set_precisions(prec_);
+    const double L = m_.forward(in_.data(), tgt_.data());
+    if (!std::isfinite(L))
+      throw Error("validation: the loss with " + m_.linear(l).name + " quantized is not finite (" +
+                  m_.first_nonfinite_activation() + ")");
+    if (loss) *loss = L;
+    double dw = kNaN;
+    if (need_weights) {
+      m_.zero_grads();
+      m_.backward(1.0);
+      next_updates(m_, opt_, lr_, clip_, quant_);
+      dw = relative_update_change(clean_, quant_);
     }
-    std::vector<LinearPrecision> prec = bf16;
-    auto run = [&](int l, LinearPrecision lp, bool need_weights, double* loss) -> double {
-      prec[size_t(l)] = lp;
-      m.set_precisions(prec);
-      const double L = m.forward(in.data(), tgt.data());
-      if (!std::isfinite(L))
-        throw Error("validation: the loss with " + m.linear(l).name + " quantized is not finite (" +
-                    m.first_nonfinite_activation() + ")");
-      if (loss) *loss = L;
-      double dw = kNaN;
-      if (need_weights) {
-        m.zero_grads();
-        m.backward(1.0);
-        next_updates(m, opt, lr, clip, quant);
-        dw = relative_update_change(clean, quant);
-      }
-      prec[size_t(l)] = LinearPrecision::uniform(Precision::bf16);
-      return dw;
-    };
-    for (int l = 0; l < NL; ++l) {
-      const LayerEstimate& le = est.layers[size_t(l)];
+    prec_[size_t(l)] = LinearPrecision::uniform(Precision::bf16);
+    return dw;
+  }
+
+  void measure(const BatchPredictions& bp, ValidationReport& rep) {
+    const Estimates& est_q = o_.estimator.dw_mode == DwMode::exact ? *bp.est_exact : bp.est;
+    // clean reference: loss and next updates with every layer in BF16
+    m_.set_precisions(bf16_);
+    m_.set_quant_key(o_.stats.seed, uint64_t(setup_.step));
+    const double L0 = m_.forward(in_.data(), tgt_.data());
+    if (o_.weight_truth) {
+      m_.zero_grads();
+      m_.backward(1.0);
+      next_updates(m_, opt_, lr_, clip_, clean_);
+    }
+    prec_ = bf16_;
+    const size_t NP = o_.precisions.size();
+    for (int l = 0; l < NL_; ++l) {
+      const LayerEstimate& le = bp.est.layers[size_t(l)];
       for (size_t pi = 0; pi < NP; ++pi) {
-        const Precision p = o.precisions[pi];
-        std::map<std::string, double>& v = entry(l, pi);
-        auto add = [&](const char* key, double x) { v[key] += x / double(o.batches); };
+        const Precision p = o_.precisions[pi];
+        std::map<std::string, double>& v = rep.entries[size_t(l) * NP + pi].values;
+        auto add = [&](const char* key, double x) { v[key] += x / double(o_.batches); };
         double L = 0;
-        const double dw_fwd = run(l, {p, Precision::bf16, Precision::bf16}, o.weight_truth, &L);
+        const double dw_fwd = ablate(l, {p, Precision::bf16, Precision::bf16}, o_.weight_truth, &L);
         add("dl_true", L - L0);
         add("dl_true2", L - L0 - le.g_dot_dy[int(p)]);
-        if (o.weight_truth) {
+        if (o_.weight_truth) {
           add("dw_true_fwd", dw_fwd);
-          add("dw_true_bwd", run(l, {Precision::bf16, p, p}, true, nullptr));
-          add("dw_true_full", run(l, LinearPrecision::uniform(p), true, nullptr));
+          add("dw_true_bwd", ablate(l, {Precision::bf16, p, p}, true, nullptr));
+          add("dw_true_full", ablate(l, LinearPrecision::uniform(p), true, nullptr));
         }
         add("snip_dl", le.dl[int(p)]);
         add("snip_dw", le.dw[int(p)]);
-        if (est_exact) add("snip_dw_exact", est_exact->layers[size_t(l)].dw[int(p)]);
+        if (bp.est_exact) add("snip_dw_exact", bp.est_exact->layers[size_t(l)].dw[int(p)]);
         add("snip_q", est_q.layers[size_t(l)].q[int(p)]);
         add("min_err", le.min_err[int(p)]);
         add("min_rel_err", le.min_rel_err[int(p)]);
         add("dy_err_sq", le.dy_err_sq[int(p)]);
       }
     }
-    rep.rounds.push_back(std::move(round));
   }
-  m.set_precisions(saved);
 
-  // correlations per precision and for the FP4−FP8 difference
+  ExperimentSetup& setup_;
+  Llama& m_;
+  const AdamW<float>& opt_;
+  const ValidateOptions& o_;
+  const bool exact_;
+  const int NL_;
+  const std::vector<LinearPrecision> bf16_;
+  const double lr_, clip_;
+  std::vector<LinearPrecision> prec_;
+  std::vector<int32_t> in_, tgt_;
+  Updates clean_, quant_;
+};
+
+// METHOD.md 6.2: Spearman's ρ of every predictor against every truth over the layers, per
+// precision and for the FP4−FP8 difference.
+void add_correlations(ValidationReport& rep, const ValidateOptions& o, int NL, bool exact) {
+  const size_t NP = o.precisions.size();
   std::vector<std::string> predictors = {"snip_dl", "snip_dw", "snip_q", "min_err", "min_rel_err", "dy_err_sq"};
   if (exact) predictors.insert(predictors.begin() + 2, "snip_dw_exact");
   std::vector<std::string> truths = {"dl_true", "dl_true2"};
   if (o.weight_truth) truths.insert(truths.end(), {"dw_true_full", "dw_true_fwd", "dw_true_bwd"});
   auto column = [&](const std::string& key, size_t pi) {
     std::vector<double> c;
-    for (int l = 0; l < NL; ++l) c.push_back(entry(l, pi).at(key));
+    for (int l = 0; l < NL; ++l) c.push_back(rep.entries[size_t(l) * NP + pi].values.at(key));
     return c;
   };
   std::optional<size_t> i8, i4;
@@ -242,19 +271,45 @@ ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o
         rep.correlations.push_back({pr, tr, "fp4-fp8", spearman(a, b), NL});
       }
     }
+}
+
+nlohmann::json validation_options_json(const ExperimentSetup& setup, const ValidateOptions& o, bool exact) {
   nlohmann::json precs = nlohmann::json::array();
   for (Precision p : o.precisions) precs.push_back(precision_name(p));
-  rep.options = {{"batches", o.batches},
-                 {"first_batch", o.first_batch},
-                 {"precisions", precs},
-                 {"lambda", o.estimator.lambda},
-                 {"noise_passes", o.stats.noise_passes},
-                 {"weight_truth", o.weight_truth},
-                 {"recipe", m.recipe().name()},
-                 {"dw_mode", dw_mode_name(o.estimator.dw_mode)},
-                 {"dw_exact_recorded", exact},
-                 {"checkpoint", setup.checkpoint},
-                 {"batch", "val sequential"}};
+  return {{"batches", o.batches},
+          {"first_batch", o.first_batch},
+          {"precisions", precs},
+          {"lambda", o.estimator.lambda},
+          {"noise_passes", o.stats.noise_passes},
+          {"weight_truth", o.weight_truth},
+          {"recipe", setup.model->recipe().name()},
+          {"dw_mode", dw_mode_name(o.estimator.dw_mode)},
+          {"dw_exact_recorded", exact},
+          {"checkpoint", setup.checkpoint},
+          {"batch", "val sequential"}};
+}
+
+}  // namespace
+
+ValidationReport run_validation(ExperimentSetup& setup, const ValidateOptions& o) {
+  check_batch_range(setup, o);
+  Llama& m = *setup.model;
+  const int NL = m.num_linear_layers();
+  const std::vector<LinearPrecision> saved = m.precisions();
+
+  ValidationReport rep;
+  rep.step = setup.step;
+  rep.batches = o.batches;
+  for (int l = 0; l < NL; ++l)
+    for (Precision p : o.precisions) rep.entries.push_back({m.linear(l).name, p, {}});
+
+  const bool exact = o.stats.exact_weight_divergence || o.estimator.dw_mode == DwMode::exact;
+  BatchValidation batches(setup, o, exact);
+  for (int bi = 0; bi < o.batches; ++bi) batches.run(o.first_batch + bi, rep);
+  m.set_precisions(saved);
+
+  add_correlations(rep, o, NL, exact);
+  rep.options = validation_options_json(setup, o, exact);
   return rep;
 }
 

@@ -201,9 +201,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   return parse(read_file(path), path);
 }
 
-SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& source) {
-  const std::string& src = source;
-  const std::string hint = " — is it a complete safetensors file? (re-save or re-download it)";
+namespace {
+
+const char* const kParseHint = " — is it a complete safetensors file? (re-save or re-download it)";
+
+// The header's length from the first 8 bytes, checked against the file's size.
+uint64_t header_length(const std::string& bytes, const std::string& src) {
+  const std::string hint = kParseHint;
   if (bytes.size() < 8)
     throw Error(src + ": file is " + std::to_string(bytes.size()) +
                 " bytes, too short for the 8-byte safetensors header length" + hint);
@@ -215,7 +219,12 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
     throw Error(src + ": truncated header: header length says " + std::to_string(n) + " bytes but only " +
                 std::to_string(bytes.size() - 8) + " follow" + hint);
   if (n < 2 || bytes[8] != '{') throw Error(src + ": header does not start with a JSON object '{'" + hint);
+  return n;
+}
 
+// The JSON header (n bytes after the length): an object without duplicate top-level keys.
+nlohmann::json parse_header(const std::string& bytes, uint64_t n, const std::string& src) {
+  const std::string hint = kParseHint;
   // Duplicate top-level keys would silently shadow a tensor; nlohmann keeps the last, so detect them.
   std::set<std::string> top_keys;
   std::string duplicate;
@@ -232,72 +241,87 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
   }
   if (!header.is_object()) throw Error(src + ": header is not a JSON object" + hint);
   if (!duplicate.empty()) throw Error(src + ": header lists '" + duplicate + "' twice" + hint);
+  return header;
+}
 
-  SafetensorsFile f;
-  f.path_ = source;
-  f.data_start_ = 8 + n;
-  const uint64_t data_size = bytes.size() - f.data_start_;
-
-  for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      if (!value.is_object()) throw Error(src + ": __metadata__ is not a JSON object of strings" + hint);
-      for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) throw Error(src + ": __metadata__ value for '" + k + "' is not a string" + hint);
-        f.metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = src + ": tensor " + name;
-    if (!value.is_object()) throw Error(where + ": entry is not a JSON object" + hint);
-    if (!value.contains("dtype") || !value["dtype"].is_string()) throw Error(where + ": missing string 'dtype'" + hint);
-    if (!value.contains("shape") || !value["shape"].is_array()) throw Error(where + ": missing array 'shape'" + hint);
-    if (!value.contains("data_offsets") || !value["data_offsets"].is_array() || value["data_offsets"].size() != 2)
-      throw Error(where + ": 'data_offsets' must be an array [begin, end]" + hint);
-    Entry e;
-    e.dtype = value["dtype"].get<std::string>();
-    const int esize = dtype_size(e.dtype);
-    if (esize == 0)
-      throw Error(where + " has dtype " + e.dtype +
-                  "; only F32, F16 and BF16 are supported (convert the file to one of them)");
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (const auto& d : value["shape"]) {
-      if (!d.is_number_integer())
-        throw Error(where + ": shape " + value["shape"].dump() + " has a non-integer dimension" + hint);
-      if (d.is_number_unsigned() ? d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
-                                 : d.get<int64_t>() < 0)
-        throw Error(where + ": shape " + value["shape"].dump() + " has a negative or out-of-range dimension" + hint);
-      const uint64_t dim = d.get<uint64_t>();
-      e.shape.push_back(int64_t(dim));
-      if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / dim) overflow = true;
-      numel = overflow ? 0 : numel * dim;
-    }
-    if (overflow) throw Error(where + ": shape " + shape_str(e.shape) + " overflows 64-bit sizes" + hint);
-    for (int i = 0; i < 2; ++i) {
-      const auto& o = value["data_offsets"][i];
-      if (!o.is_number_integer() || (!o.is_number_unsigned() && o.get<int64_t>() < 0))
-        throw Error(where + ": data_offsets " + value["data_offsets"].dump() + " are not non-negative integers" + hint);
-    }
-    e.begin = value["data_offsets"][0].get<uint64_t>();
-    e.end = value["data_offsets"][1].get<uint64_t>();
-    if (e.end < e.begin)
-      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                  "] end before they begin" + hint);
-    if (e.end > data_size)
-      throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                  "] run past the data section (" + std::to_string(data_size) +
-                  " bytes) — the file is truncated or corrupt");
-    if (e.end - e.begin != numel * uint64_t(esize))
-      throw Error(where + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs " +
-                  std::to_string(numel * esize) + " bytes but data_offsets span " + std::to_string(e.end - e.begin) +
-                  hint);
-    f.entries_.emplace(name, std::move(e));
+// The header's __metadata__: an object of strings.
+std::map<std::string, std::string> parse_metadata(const nlohmann::json& value, const std::string& src) {
+  const std::string hint = kParseHint;
+  std::map<std::string, std::string> out;
+  if (!value.is_object()) throw Error(src + ": __metadata__ is not a JSON object of strings" + hint);
+  for (const auto& [k, v] : value.items()) {
+    if (!v.is_string()) throw Error(src + ": __metadata__ value for '" + k + "' is not a string" + hint);
+    out[k] = v.get<std::string>();
   }
+  return out;
+}
 
-  // Tensors must tile the data section exactly: no overlaps (two tensors sharing bytes) and no
-  // holes (bytes nobody owns), as in Hugging Face's validation.
-  std::vector<std::pair<const std::string*, const Entry*>> order;
-  for (const auto& [name, e] : f.entries_) order.push_back({&name, &e});
+// A tensor's shape: non-negative integers whose product (times 8) fits 64 bits; *numel its
+// element count.
+std::vector<int64_t> parse_shape(const nlohmann::json& shape, const std::string& where, uint64_t* numel) {
+  const std::string hint = kParseHint;
+  std::vector<int64_t> out;
+  uint64_t count = 1;
+  bool overflow = false;
+  for (const auto& d : shape) {
+    if (!d.is_number_integer()) throw Error(where + ": shape " + shape.dump() + " has a non-integer dimension" + hint);
+    if (d.is_number_unsigned() ? d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())
+                               : d.get<int64_t>() < 0)
+      throw Error(where + ": shape " + shape.dump() + " has a negative or out-of-range dimension" + hint);
+    const uint64_t dim = d.get<uint64_t>();
+    out.push_back(int64_t(dim));
+    if (dim != 0 && count > std::numeric_limits<uint64_t>::max() / 8 / dim) overflow = true;
+    count = overflow ? 0 : count * dim;
+  }
+  if (overflow) throw Error(where + ": shape " + shape_str(out) + " overflows 64-bit sizes" + hint);
+  *numel = count;
+  return out;
+}
+
+// One tensor's entry of the header, checked: a supported dtype, a shape, and data offsets inside
+// the data section (data_size bytes) that span exactly the shape's bytes.
+TableEntry parse_entry(const nlohmann::json& value, const std::string& where, uint64_t data_size) {
+  const std::string hint = kParseHint;
+  if (!value.is_object()) throw Error(where + ": entry is not a JSON object" + hint);
+  if (!value.contains("dtype") || !value["dtype"].is_string()) throw Error(where + ": missing string 'dtype'" + hint);
+  if (!value.contains("shape") || !value["shape"].is_array()) throw Error(where + ": missing array 'shape'" + hint);
+  if (!value.contains("data_offsets") || !value["data_offsets"].is_array() || value["data_offsets"].size() != 2)
+    throw Error(where + ": 'data_offsets' must be an array [begin, end]" + hint);
+  TableEntry e;
+  e.dtype = value["dtype"].get<std::string>();
+  const int esize = dtype_size(e.dtype);
+  if (esize == 0)
+    throw Error(where + " has dtype " + e.dtype +
+                "; only F32, F16 and BF16 are supported (convert the file to one of them)");
+  uint64_t numel = 0;
+  e.shape = parse_shape(value["shape"], where, &numel);
+  for (int i = 0; i < 2; ++i) {
+    const auto& o = value["data_offsets"][i];
+    if (!o.is_number_integer() || (!o.is_number_unsigned() && o.get<int64_t>() < 0))
+      throw Error(where + ": data_offsets " + value["data_offsets"].dump() + " are not non-negative integers" + hint);
+  }
+  e.begin = value["data_offsets"][0].get<uint64_t>();
+  e.end = value["data_offsets"][1].get<uint64_t>();
+  if (e.end < e.begin)
+    throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                "] end before they begin" + hint);
+  if (e.end > data_size)
+    throw Error(where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                "] run past the data section (" + std::to_string(data_size) +
+                " bytes) — the file is truncated or corrupt");
+  if (e.end - e.begin != numel * uint64_t(esize))
+    throw Error(where + ": shape " + shape_str(e.shape) + " of " + e.dtype + " needs " + std::to_string(numel * esize) +
+                " bytes but data_offsets span " + std::to_string(e.end - e.begin) + hint);
+  return e;
+}
+
+// Tensors must tile the data section exactly: no overlaps (two tensors sharing bytes) and no
+// holes (bytes nobody owns), as in Hugging Face's validation.
+template <class Entries>
+void check_tiling(const Entries& entries, uint64_t data_size, const std::string& src) {
+  const std::string hint = kParseHint;
+  std::vector<std::pair<const std::string*, const typename Entries::mapped_type*>> order;
+  for (const auto& [name, e] : entries) order.push_back({&name, &e});
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return a.second->begin != b.second->begin ? a.second->begin < b.second->begin : a.second->end < b.second->end;
   });
@@ -315,6 +339,28 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& sou
   if (covered != data_size)
     throw Error(src + ": data section has " + std::to_string(data_size) + " bytes but the tensors cover only " +
                 std::to_string(covered) + hint);
+}
+
+}  // namespace
+
+SafetensorsFile SafetensorsFile::parse(std::string bytes, const std::string& source) {
+  const std::string& src = source;
+  const uint64_t n = header_length(bytes, src);
+  const nlohmann::json header = parse_header(bytes, n, src);
+
+  SafetensorsFile f;
+  f.path_ = source;
+  f.data_start_ = 8 + n;
+  const uint64_t data_size = bytes.size() - f.data_start_;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      for (auto& [k, v] : parse_metadata(value, src)) f.metadata_[k] = std::move(v);
+      continue;
+    }
+    TableEntry e = parse_entry(value, src + ": tensor " + name, data_size);
+    f.entries_.emplace(name, Entry{std::move(e.dtype), std::move(e.shape), e.begin, e.end});
+  }
+  check_tiling(f.entries_, data_size, src);
 
   // The checksum recorded when we wrote it: a file that still parses but whose numbers changed
   // (a flipped bit, a weight set by another tool) is refused instead of used silently.

@@ -361,7 +361,7 @@ double LlamaModel<R>::forward(const int32_t* inputs, const int32_t* targets) {
 
   ops::embedding_forward(a.res, inputs, p.embed, BT, int(C));
   for (int l = 0; l < L; ++l) {
-    const int li = l * 7;
+    const int li = l * kLayersPerBlock;
     R* res = a.res + l * BT * C;  // R_l (BT, C)
     R* ln1 = a.ln1 + l * BT * C;
     const int lr = retain_ ? l : 0;  // slot of the tensors kept only for the hooks
@@ -460,7 +460,7 @@ void LlamaModel<R>::block_backward(int l, const R* dres_next, BlockGrads<R>& g,
 template <class R>
 void LlamaModel<R>::mlp_half_backward(int l, HalfEntry from, const R* d, BlockGrads<R>& g,
                                       const BlockBackwardMode<R>& mode) const {
-  const int li = l * 7;
+  const int li = l * kLayersPerBlock;
   const int64_t C = config_.hidden_size, F = config_.intermediate_size, BT = int64_t(B_) * T_;
   const Acts& a = acts_;
   const LlamaParams<R>& p = params_;
@@ -495,7 +495,7 @@ void LlamaModel<R>::mlp_half_backward(int l, HalfEntry from, const R* d, BlockGr
 template <class R>
 void LlamaModel<R>::attention_half_backward(int l, HalfEntry from, const R* d, BlockGrads<R>& g,
                                             const BlockBackwardMode<R>& mode) const {
-  const int li = l * 7;
+  const int li = l * kLayersPerBlock;
   const int64_t C = config_.hidden_size;
   const int NH = config_.num_attention_heads, KVH = config_.num_key_value_heads, HD = config_.head_dim();
   const int64_t BT = int64_t(B_) * T_, QD = int64_t(NH) * HD, KD = int64_t(KVH) * HD;
@@ -665,7 +665,7 @@ std::string LlamaModel<R>::first_nonfinite_activation() const {
     const std::string pre = "model.layers." + std::to_string(l) + ".";
     if (!all_finite(a.ln1 + l * BT * C, BT * C)) return pre + "input_layernorm output";
     for (int t = 0; t < 7; ++t) {
-      const LinearView<R> v = linear(l * 7 + t);
+      const LinearView<R> v = linear(l * kLayersPerBlock + t);
       if (v.Y && !all_finite(v.Y, BT * v.N)) return v.name + " output";
       if (t == 3 && !all_finite(a.mid + l * BT * C, BT * C)) return pre + "self_attn residual (M)";
       if (t == 3 && !all_finite(a.ln2 + l * BT * C, BT * C)) return pre + "post_attention_layernorm output";

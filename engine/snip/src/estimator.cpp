@@ -195,123 +195,168 @@ double weight_divergence_ref(const StatsRound& round, int m_index, Precision p) 
   return total;
 }
 
-Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& options) {
-  if (!std::isfinite(options.lambda) || options.lambda < 0)
-    throw Error("lambda must be a finite number ≥ 0 (the weight of ΔW in Q = ΔL̂ + λ·ΔŴ)");
-  RoundView v(round);
-  const size_t n = v.ids.size();
-  Estimates est;
-  est.options = options;
-  est.dims = round.dims;
-  est.tokens = round.tokens;
-  est.layers.resize(n);
-  const auto precisions = precisions_of(round);
-  const double T = double(round.tokens);
+namespace {
 
-  // Gain-ratio upstream sums in O(L) per layer: for m, the layers reached through the gain ratio
-  // are every layer of earlier blocks plus the non-sibling-exact upstream layers of m's own block.
-  // S_l = upstream_factor(l)·jt_eps_sq_y(l);  Σ over earlier blocks by a prefix sum per block.
-  std::vector<double> factor(n), s(n);
+// Gain-ratio upstream sums (5.2 step 2) in O(L) per layer: for m, the layers reached through the
+// gain ratio are every layer of earlier blocks plus the non-sibling-exact upstream layers of m's
+// own block. S_l = upstream_factor(l)·jt_eps_sq_y(l); Σ over earlier blocks by a prefix sum per block.
+struct UpstreamSums {
+  std::vector<double> factor, s;
+  std::map<int, double> before_block;  // Σ S_l over blocks < b
+};
+
+UpstreamSums upstream_sums(const RoundView& v) {
+  const size_t n = v.ids.size();
+  UpstreamSums u;
+  u.factor.resize(n);
+  u.s.resize(n);
   std::map<int, double> block_sum;
   for (size_t l = 0; l < n; ++l) {
-    factor[l] = v.upstream_factor(l);
-    s[l] = factor[l] * v.scalar(l, k::kLayerJtEpsSqY);
-    block_sum[v.ids[l].block] += s[l];
+    u.factor[l] = v.upstream_factor(l);
+    u.s[l] = u.factor[l] * v.scalar(l, k::kLayerJtEpsSqY);
+    block_sum[v.ids[l].block] += u.s[l];
   }
-  std::map<int, double> before_block;  // Σ S_l over blocks < b
   double running = 0;
   for (const auto& [b, sum] : block_sum) {
-    before_block[b] = running;
+    u.before_block[b] = running;
     running += sum;
   }
+  return u;
+}
 
-  for (size_t m = 0; m < n; ++m) {
-    LayerEstimate& e = est.layers[m];
-    const auto& info = v.info[m];
-    e.name = round.layers[m].name;
-    e.block = v.ids[m].block;
-    e.type = v.ids[m].type;
-    e.in_features = info.in_features;
-    e.out_features = info.out_features;
-    e.gemm_flops = info.gemm_flops(round.tokens);
-    const double j_fro_sq = hutchinson_from_raw(v.scalar(m, k::kLayerJtEpsSqY), v.sigma_eps);
-    const double u = v.positive_scalar(m, k::kLayerUpdateNorm);
-    const double x = v.scalar(m, k::kLayerXNorm), w = v.scalar(m, k::kLayerWNorm), g = v.scalar(m, k::kLayerGNorm);
+// m's upstream set: the gain-ratio part, without ‖δr‖²/‖J_Rᵀε‖² (which depend on p), and the
+// upstream layers in m's block whose δG is known exactly.
+struct UpstreamSet {
+  double gain_sum = 0;
+  std::vector<size_t> exact;
+};
 
-    // Gain-ratio part of m's upstream set, without ‖δr‖²/‖J_Rᵀε‖² (which depend on p).
-    double gain_sum = before_block[e.block];
-    std::vector<size_t> exact;  // upstream layers in m's block whose δG is known exactly
-    for (size_t l = 0; l < n; ++l) {
-      if (v.ids[l].block != e.block || !is_upstream(v.ids[l], v.ids[m])) continue;
-      if (sibling_exact(v.ids[l], v.ids[m]))
-        exact.push_back(l);
-      else
-        gain_sum += s[l];
-    }
-
-    for (Precision p : precisions) {
-      const int pi = int(p);
-      if (p != Precision::bf16 && !v.prec_map(m, p))
-        throw Error("statistics: " + e.name + " has no " + precision_name(p) + " statistics, but other layers do");
-      const double dy = v.prec(m, p, k::kPrecDyErr);
-      e.dy_err_sq[pi] = dy * dy;
-      e.g_dot_dy[pi] = v.prec_map(m, p) && v.prec_map(m, p)->count(k::kPrecGDotDy) ? v.prec(m, p, k::kPrecGDotDy) : 0.0;
-      // 5.1: ΔL_l(p) = c·‖J_l‖_F²·‖δY_l(p)‖²/(T·N_l)
-      e.dl[pi] = v.c * j_fro_sq * dy * dy / (T * double(info.out_features));
-      // 5.2 own term: k_t²·Σ δg²/(√v̂+ε)² / ‖u_m‖²
-      e.dw_own[pi] = v.k_t * v.k_t * v.prec(m, p, k::kPrecOwnUpdateSq) / (u * u);
-      // 5.2 upstream: Σ_l k_t²·a^w_l·‖δG_l‖²·‖X_l‖²/(T·‖u_l‖²)
-      double up = 0;
-      if (gain_sum > 0) up += v.prec(m, p, k::kPrecResidErrSq) / v.positive_scalar(m, k::kLayerJtEpsSqResid) * gain_sum;
-      for (size_t l : exact) up += factor[l] * v.prec(m, p, k::sibling_dg_sq_key(layer_type_short_name(v.ids[l].type)));
-      if (options.dw_mode == DwMode::exact) {
-        // exact mode: Σ_l k_t²·Σ_ij δdW_l²/(√v̂+ε)² / ‖u_l‖² from the recorded backward of δdX_m
-        up = 0;
-        if (p != Precision::bf16 || v.prec_map(m, p)) {
-          for (size_t l = 0; l < n; ++l) {
-            if (!is_upstream(v.ids[l], v.ids[m])) continue;
-            const auto* pm = v.prec_map(m, p);
-            const auto it = pm->find(k::exact_upstream_sq_key(v.ids[l].index()));
-            if (it == pm->end())
-              throw Error("statistics: " + e.name + ": " + precision_name(p) + " has no \"" +
-                          k::exact_upstream_sq_key(v.ids[l].index()) +
-                          "\"; the round was collected without the exact ΔW mode (snip collect --dw-mode exact)");
-            const double ul = v.positive_scalar(l, k::kLayerUpdateNorm);
-            up += v.k_t * v.k_t * it->second / (ul * ul);
-          }
-        }
-      }
-      e.dw_upstream[pi] = up;
-      e.dw[pi] = e.dw_own[pi] + up;
-      // Section 8: local quantization errors of the six GEMM operands.
-      const double ef = v.prec(m, p, k::kPrecErrFpropX) + v.prec(m, p, k::kPrecErrFpropW);
-      const double eb = v.prec(m, p, k::kPrecErrDgradG) + v.prec(m, p, k::kPrecErrDgradW) +
-                        v.prec(m, p, k::kPrecErrWgradG) + v.prec(m, p, k::kPrecErrWgradX);
-      auto rel = [](double err, double norm) { return norm > 0 ? err / norm : 0.0; };
-      const double rf = rel(v.prec(m, p, k::kPrecErrFpropX), x) + rel(v.prec(m, p, k::kPrecErrFpropW), w);
-      const double rb = rel(v.prec(m, p, k::kPrecErrDgradG), g) + rel(v.prec(m, p, k::kPrecErrDgradW), w) +
-                        rel(v.prec(m, p, k::kPrecErrWgradG), g) + rel(v.prec(m, p, k::kPrecErrWgradX), x);
-      e.min_err_role[0][pi] = ef;
-      e.min_err_role[1][pi] = eb;
-      e.min_err[pi] = ef + eb;
-      e.min_rel_err_role[0][pi] = rf;
-      e.min_rel_err_role[1][pi] = rb;
-      e.min_rel_err[pi] = rf + rb;
-      const auto trace = round.layers[m].scalars.find(k::kLayerHessianTraceW);
-      if (trace != round.layers[m].scalars.end()) {
-        const double ew = v.prec(m, p, k::kPrecErrFpropW);
-        e.hawq[pi] = trace->second / (double(info.in_features) * double(info.out_features)) * ew * ew;
-      }
-    }
-    for (int r = 0; r < kNumRoles; ++r)
-      for (int pi = 0; pi < kNumPrecisions; ++pi) {
-        if (std::isnan(e.dl[pi])) {
-          e.min_err_role[r][pi] = e.min_rel_err_role[r][pi] = kNaN;
-        }
-      }
+UpstreamSet upstream_set(const RoundView& v, const UpstreamSums& sums, size_t m) {
+  const int block = v.ids[m].block;
+  UpstreamSet set;
+  set.gain_sum = sums.before_block.at(block);
+  for (size_t l = 0; l < v.ids.size(); ++l) {
+    if (v.ids[l].block != block || !is_upstream(v.ids[l], v.ids[m])) continue;
+    if (sibling_exact(v.ids[l], v.ids[m]))
+      set.exact.push_back(l);
+    else
+      set.gain_sum += sums.s[l];
   }
+  return set;
+}
 
-  // 5.3: scale-free terms, Q = ΔL̂ + λ·ΔŴ.
+// The layer's name and shape.
+void describe_layer(LayerEstimate& e, const RoundView& v, size_t m) {
+  const auto& info = v.info[m];
+  e.name = v.round.layers[m].name;
+  e.block = v.ids[m].block;
+  e.type = v.ids[m].type;
+  e.in_features = info.in_features;
+  e.out_features = info.out_features;
+  e.gemm_flops = info.gemm_flops(v.round.tokens);
+}
+
+// 5.1: ΔL_l(p) = c·‖J_l‖_F²·‖δY_l(p)‖²/(T·N_l), with the raw signals ‖δY‖² and ⟨G, δY⟩.
+void loss_divergence(LayerEstimate& e, const RoundView& v, size_t m, Precision p, double j_fro_sq) {
+  const int pi = int(p);
+  const double T = double(v.round.tokens);
+  const double dy = v.prec(m, p, k::kPrecDyErr);
+  e.dy_err_sq[pi] = dy * dy;
+  e.g_dot_dy[pi] = v.prec_map(m, p) && v.prec_map(m, p)->count(k::kPrecGDotDy) ? v.prec(m, p, k::kPrecGDotDy) : 0.0;
+  e.dl[pi] = v.c * j_fro_sq * dy * dy / (T * double(v.info[m].out_features));
+}
+
+// 5.2 own term: k_t²·Σ δg²/(√v̂+ε)² / ‖u_m‖²
+double own_weight_divergence(const RoundView& v, size_t m, Precision p, double u) {
+  return v.k_t * v.k_t * v.prec(m, p, k::kPrecOwnUpdateSq) / (u * u);
+}
+
+// 5.2 upstream: Σ_l k_t²·a^w_l·‖δG_l‖²·‖X_l‖²/(T·‖u_l‖²), δG_l through the gain ratio or, for
+// the sibling-exact layers, as recorded.
+double upstream_weight_divergence(const RoundView& v, const UpstreamSums& sums, const UpstreamSet& set, size_t m,
+                                  Precision p) {
+  double up = 0;
+  if (set.gain_sum > 0)
+    up += v.prec(m, p, k::kPrecResidErrSq) / v.positive_scalar(m, k::kLayerJtEpsSqResid) * set.gain_sum;
+  for (size_t l : set.exact)
+    up += sums.factor[l] * v.prec(m, p, k::sibling_dg_sq_key(layer_type_short_name(v.ids[l].type)));
+  return up;
+}
+
+// 5.2 upstream, exact ΔW mode: Σ_l k_t²·Σ_ij δdW_l²/(√v̂+ε)² / ‖u_l‖² from the recorded backward
+// of δdX_m (rounds collected with --dw-mode exact).
+double upstream_weight_divergence_exact(const RoundView& v, size_t m, Precision p) {
+  double up = 0;
+  if (p == Precision::bf16 && !v.prec_map(m, p)) return up;
+  const std::string& name = v.round.layers[m].name;
+  for (size_t l = 0; l < v.ids.size(); ++l) {
+    if (!is_upstream(v.ids[l], v.ids[m])) continue;
+    const auto* pm = v.prec_map(m, p);
+    const auto it = pm->find(k::exact_upstream_sq_key(v.ids[l].index()));
+    if (it == pm->end())
+      throw Error("statistics: " + name + ": " + precision_name(p) + " has no \"" +
+                  k::exact_upstream_sq_key(v.ids[l].index()) +
+                  "\"; the round was collected without the exact ΔW mode (snip collect --dw-mode exact)");
+    const double ul = v.positive_scalar(l, k::kLayerUpdateNorm);
+    up += v.k_t * v.k_t * it->second / (ul * ul);
+  }
+  return up;
+}
+
+// Section 8: local quantization errors of the six GEMM operands (min-err, min-rel-err) and
+// HAWQ-V3's Hessian-weighted weight error where the round has the trace. x, w, g: ‖X‖, ‖W‖, ‖G‖.
+void local_errors(LayerEstimate& e, const RoundView& v, size_t m, Precision p, double x, double w, double g) {
+  const int pi = int(p);
+  const double ef = v.prec(m, p, k::kPrecErrFpropX) + v.prec(m, p, k::kPrecErrFpropW);
+  const double eb = v.prec(m, p, k::kPrecErrDgradG) + v.prec(m, p, k::kPrecErrDgradW) +
+                    v.prec(m, p, k::kPrecErrWgradG) + v.prec(m, p, k::kPrecErrWgradX);
+  auto rel = [](double err, double norm) { return norm > 0 ? err / norm : 0.0; };
+  const double rf = rel(v.prec(m, p, k::kPrecErrFpropX), x) + rel(v.prec(m, p, k::kPrecErrFpropW), w);
+  const double rb = rel(v.prec(m, p, k::kPrecErrDgradG), g) + rel(v.prec(m, p, k::kPrecErrDgradW), w) +
+                    rel(v.prec(m, p, k::kPrecErrWgradG), g) + rel(v.prec(m, p, k::kPrecErrWgradX), x);
+  e.min_err_role[0][pi] = ef;
+  e.min_err_role[1][pi] = eb;
+  e.min_err[pi] = ef + eb;
+  e.min_rel_err_role[0][pi] = rf;
+  e.min_rel_err_role[1][pi] = rb;
+  e.min_rel_err[pi] = rf + rb;
+  const auto trace = v.round.layers[m].scalars.find(k::kLayerHessianTraceW);
+  if (trace != v.round.layers[m].scalars.end()) {
+    const double ew = v.prec(m, p, k::kPrecErrFpropW);
+    e.hawq[pi] = trace->second / (double(v.info[m].in_features) * double(v.info[m].out_features)) * ew * ew;
+  }
+}
+
+// Every estimate of round layer m at every precision of the round.
+void estimate_layer(LayerEstimate& e, const RoundView& v, const UpstreamSums& sums, size_t m,
+                    const std::vector<Precision>& precisions, const EstimatorOptions& options) {
+  describe_layer(e, v, m);
+  const double j_fro_sq = hutchinson_from_raw(v.scalar(m, k::kLayerJtEpsSqY), v.sigma_eps);
+  const double u = v.positive_scalar(m, k::kLayerUpdateNorm);
+  const double x = v.scalar(m, k::kLayerXNorm), w = v.scalar(m, k::kLayerWNorm), g = v.scalar(m, k::kLayerGNorm);
+  const UpstreamSet set = upstream_set(v, sums, m);
+  for (Precision p : precisions) {
+    const int pi = int(p);
+    if (p != Precision::bf16 && !v.prec_map(m, p))
+      throw Error("statistics: " + e.name + " has no " + precision_name(p) + " statistics, but other layers do");
+    loss_divergence(e, v, m, p, j_fro_sq);
+    e.dw_own[pi] = own_weight_divergence(v, m, p, u);
+    double up = upstream_weight_divergence(v, sums, set, m, p);
+    if (options.dw_mode == DwMode::exact) up = upstream_weight_divergence_exact(v, m, p);
+    e.dw_upstream[pi] = up;
+    e.dw[pi] = e.dw_own[pi] + up;
+    local_errors(e, v, m, p, x, w, g);
+  }
+  for (int r = 0; r < kNumRoles; ++r)
+    for (int pi = 0; pi < kNumPrecisions; ++pi) {
+      if (std::isnan(e.dl[pi])) {
+        e.min_err_role[r][pi] = e.min_rel_err_role[r][pi] = kNaN;
+      }
+    }
+}
+
+// 5.3: scale-free terms, Q = ΔL̂ + λ·ΔŴ, ΔL and ΔW each divided by its FP4 sum over the layers.
+void normalise(Estimates& est, const EstimatorOptions& options) {
   const int p4 = int(Precision::fp4);
   double sdl = 0, sdw = 0;
   bool have_fp4 = true;
@@ -348,6 +393,23 @@ Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& 
       e.q_role[1][pi] = options.lambda * e.dw_hat[pi];
       e.q[pi] = e.q_role[0][pi] + e.q_role[1][pi];
     }
+}
+
+}  // namespace
+
+Estimates estimate_divergences(const StatsRound& round, const EstimatorOptions& options) {
+  if (!std::isfinite(options.lambda) || options.lambda < 0)
+    throw Error("lambda must be a finite number ≥ 0 (the weight of ΔW in Q = ΔL̂ + λ·ΔŴ)");
+  RoundView v(round);
+  Estimates est;
+  est.options = options;
+  est.dims = round.dims;
+  est.tokens = round.tokens;
+  est.layers.resize(v.ids.size());
+  const auto precisions = precisions_of(round);
+  const UpstreamSums sums = upstream_sums(v);
+  for (size_t m = 0; m < v.ids.size(); ++m) estimate_layer(est.layers[m], v, sums, m, precisions, options);
+  normalise(est, options);
   return est;
 }
 

@@ -44,6 +44,14 @@ inline constexpr size_t kPlanMaxLeftOut = 2;
 std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dims, std::vector<std::string>* warnings,
                                           Precision missing_default = Precision::bf16);
 
+// The lenient reading of resolve_plan, for views of stored plans (the plan view's grid, the
+// sensitivity view, the compare report): one LinearPrecision per layer of a model of
+// `num_blocks` blocks in index order; names that are not linear layers or lie outside the
+// model are skipped and the layers the plan leaves out show as `missing_default` (BF16, as
+// they would run). Never throws, warns of nothing.
+std::vector<LinearPrecision> resolve_plan_lenient(const Plan& plan, int num_blocks,
+                                                  Precision missing_default = Precision::bf16);
+
 // Achieved FP4 FLOP fraction of per-layer precisions (every GEMM of a layer has the same FLOPs).
 double fp4_flop_fraction(const std::vector<LinearPrecision>& per_layer, const ModelDims& dims);
 

@@ -130,7 +130,7 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   int batch_size() const { return B_; }
   int seq_len() const { return T_; }
-  int num_linear_layers() const { return 7 * config_.num_hidden_layers; }
+  int num_linear_layers() const { return kLayersPerBlock * config_.num_hidden_layers; }
 
   // ---- parameters and gradients (same layout) ----
   LlamaParams<R>& params() { return params_; }
