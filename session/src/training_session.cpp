@@ -85,6 +85,7 @@ void TrainingSession::build_trainer() {
     for (const std::string& w : trainer_->resume_warnings()) warn(w);
     if (request_.resume_plan) trainer_->set_plan(*request_.resume_plan);
   }
+  for (const std::string& w : trainer_->data_warnings()) warn(w);
   for (const std::string& w : trainer_->plan_warnings()) warn(w);
   const TrainConfig& c = trainer_->config();
   const Plan next = trainer_->next_plan();

@@ -171,25 +171,20 @@ std::string write_safetensors(const std::string& path, const std::vector<TensorR
   return meta[kDataChecksumKey];
 }
 
-std::string recorded_data_checksum(const std::string& path) {
+std::optional<std::string> recorded_data_checksum(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be read (" + std::strerror(errno) + ")");
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
-  if (in.gcount() != 8 || n > (100u << 20)) throw Error(path + ": not a safetensors file (no valid header length)");
+  if (!in || in.gcount() != 8 || n > (100u << 20)) return std::nullopt;
   std::string json(n, '\0');
   in.read(json.data(), std::streamsize(n));
-  if (uint64_t(in.gcount()) != n) throw Error(path + ": truncated safetensors header");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": its header is not valid JSON (" + e.what() + ")");
-  }
-  if (header.is_object() && header.contains("__metadata__") && header["__metadata__"].is_object() &&
+  if (uint64_t(in.gcount()) != n) return std::nullopt;
+  const nlohmann::json header = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) return std::nullopt;
+  if (header.contains("__metadata__") && header["__metadata__"].is_object() &&
       header["__metadata__"].contains(kDataChecksumKey) && header["__metadata__"][kDataChecksumKey].is_string())
     return header["__metadata__"][kDataChecksumKey].get<std::string>();
-  return "";
+  return std::string();
 }
 
 // ---------------------------------------------------------------------------------------------

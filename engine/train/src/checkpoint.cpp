@@ -286,27 +286,33 @@ nlohmann::json read_trainer_state(const std::string& dir) {
     state.erase(kStateChecksumKey);
     checked = true;
   }
-  // The files vouch for each other (save_checkpoint): a state without its checksum next to a
-  // weights file that has one, or a file whose recorded checksum is not the one the state names,
-  // was edited (a checksum key removed or renamed, a file swapped in from elsewhere).
-  std::error_code ec;
-  const std::string model_path = dir + "/model.safetensors";
-  if (!checked && std::filesystem::exists(model_path, ec) && !recorded_data_checksum(model_path).empty())
-    throw Error(path + ": it records no checksum (" + std::string(kStateChecksumKey) +
-                "), but the checkpoint's model.safetensors does, so the file was edited (its checksum removed); "
-                "restore the checkpoint from a copy");
-  if (state.is_object() && state.contains(kCheckpointFilesKey) && state[kCheckpointFilesKey].is_object())
+  // The files vouch for each other (save_checkpoint): the state names each safetensors file's
+  // checksum under its own, so a file whose recorded checksum is not the one named (its key
+  // removed or renamed, the file swapped in from elsewhere) is refused, and so is a state that
+  // names them but lost its own checksum (a state without either is an older snip's, or another
+  // tool's, and its values are checked one by one).
+  if (state.is_object() && state.contains(kCheckpointFilesKey)) {
+    if (!checked)
+      throw Error(path + ": it names its files' checksums (" + std::string(kCheckpointFilesKey) +
+                  ") but records none of its own (" + std::string(kStateChecksumKey) +
+                  "): the file was edited (its checksum removed); restore the checkpoint from a copy");
+    if (!state[kCheckpointFilesKey].is_object())
+      throw Error(path + ": " + std::string(kCheckpointFilesKey) + " is not an object");
+    std::error_code ec;
     for (const auto& [file, crc] : state[kCheckpointFilesKey].items()) {
       const std::string file_path = dir + "/" + file;
       if (!std::filesystem::exists(file_path, ec)) continue;  // its reader says it is missing
-      const std::string recorded = recorded_data_checksum(file_path);
-      if (!crc.is_string() || recorded != crc.get<std::string>())
+      const std::optional<std::string> recorded = recorded_data_checksum(file_path);
+      if (!recorded) continue;  // an unreadable header: its reader says what is wrong
+      if (!crc.is_string() || *recorded != crc.get<std::string>())
         throw Error(file_path + ": it records " +
-                    (recorded.empty() ? std::string("no checksum") : "checksum " + recorded) +
+                    (recorded->empty() ? std::string("no checksum") : "checksum " + *recorded) +
                     ", but the checkpoint's trainer_state.json names " + crc.dump() +
                     " for it: the file was replaced or edited after the checkpoint was saved; restore the checkpoint "
                     "from a copy");
     }
+    state.erase(kCheckpointFilesKey);  // like its checksum, the writer's own: not part of the state
+  }
   return state;
 }
 

@@ -167,6 +167,21 @@ Trainer::Trainer(TrainConfig config, bool init_weights) : config_(std::move(conf
   config_.data_path = absolute_data_path(config_.data_path);
   data_ = load_token_data(config_.data_path, *tokenizer, config_.model.vocab_size, config_.val_fraction);
   fingerprint_ = fingerprint_tokens(data_);
+  // An evaluation takes at most the validation split's whole batches: the configuration says what
+  // it will do (the stored run claimed more batches than were ever evaluated).
+  if (config_.eval_every > 0 && config_.eval_batches > 0 &&
+      data_.val.size() >=
+          size_t(config_.batch_size) * size_t(config_.seq_len) + 1) {  // (else check_can_evaluate says so)
+    const int64_t available =
+        int64_t(BatchLoader(&data_.val, config_.batch_size, config_.seq_len, 0, false).batches_per_epoch());
+    if (available > 0 && config_.eval_batches > available) {
+      data_warnings_.push_back("--eval-batches " + std::to_string(config_.eval_batches) + " is more than the " +
+                               std::to_string(available) + " whole batches of " + std::to_string(config_.batch_size) +
+                               "x" + std::to_string(config_.seq_len) + " in the validation split of " + data_.source +
+                               ": each evaluation uses all " + std::to_string(available) + " (stored as such)");
+      config_.eval_batches = int(available);
+    }
+  }
   const size_t need = size_t(config_.batch_size) * size_t(config_.seq_len) + 1;
   if (data_.train.size() < need)
     throw Error("training data " + data_.source + " has " + std::to_string(data_.train.size()) +
@@ -320,15 +335,6 @@ void Trainer::check_can_evaluate() const {
                 std::to_string(config_.seq_len) + " needs (" + std::to_string(need) +
                 "); use more data or a smaller --batch-size/--seq-len, or --eval-every 0 to train without "
                 "evaluating");
-  // More batches than the split holds would be cut to what it holds: the stored setting would
-  // claim an evaluation that never ran.
-  const int64_t available =
-      int64_t(BatchLoader(&data_.val, config_.batch_size, config_.seq_len, 0, false).batches_per_epoch());
-  if (config_.eval_batches > available)
-    throw Error("--eval-batches " + std::to_string(config_.eval_batches) + " exceeds the " + std::to_string(available) +
-                " whole batches of " + std::to_string(config_.batch_size) + "x" + std::to_string(config_.seq_len) +
-                " in the validation split of " + data_.source + "; give --eval-batches " + std::to_string(available) +
-                " or fewer");
 }
 
 double Trainer::evaluate(int batches) {

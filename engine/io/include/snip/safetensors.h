@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,10 @@ inline constexpr const char* kDataChecksumKey = "snip_data_crc32";
 std::string write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
 
-// The checksum a file's header records (kDataChecksumKey; "" when it records none), read from the
-// header alone: cheap, and not a check of the data (SafetensorsFile::open checks that).
-std::string recorded_data_checksum(const std::string& path);
+// The checksum a file's header records (kDataChecksumKey; "" when it records none; nothing when
+// the header cannot be read: SafetensorsFile::open says why), read from the header alone: cheap,
+// and not a check of the data (SafetensorsFile::open checks that).
+std::optional<std::string> recorded_data_checksum(const std::string& path);
 
 class SafetensorsFile {
  public:

@@ -89,6 +89,9 @@ class Trainer {
   void set_callback(Callback cb) { callback_ = std::move(cb); }
   // Warnings from resolving the plan (layers left out run in BF16, ...).
   const std::vector<std::string>& plan_warnings() const { return plan_warnings_; }
+  // What loading the data changed in the configuration, and why (more --eval-batches than the
+  // validation split holds: all of them are used, and stored).
+  const std::vector<std::string>& data_warnings() const { return data_warnings_; }
 
   // Takes effect at the next step boundary (thread-safe). Throws snip::Error for a plan that
   // names a layer the model lacks.
@@ -170,6 +173,7 @@ class Trainer {
   std::optional<uint64_t> rounding_seed_;
   Callback callback_;
   std::vector<std::string> plan_warnings_;
+  std::vector<std::string> data_warnings_;
   std::vector<std::string> resume_warnings_;
   nlohmann::json extra_ = nlohmann::json::object();
   CorpusFingerprint fingerprint_;
