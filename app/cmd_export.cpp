@@ -34,20 +34,6 @@ bool is_id(const std::string& s) {
   return true;
 }
 
-// The model a plan is exported for: --preset/--config, else one with the plan's number of blocks
-// (the formats name modules by block; their shapes do not matter to them).
-snip::ModelDims export_dims(const ExportOptions& o, const snip::Plan& plan) {
-  if (!o.preset.empty()) return snip::preset_config(o.preset).dims();
-  if (!o.config.empty()) return snip::read_config_file(o.config).dims();
-  int blocks = 0;
-  for (const auto& [name, lp] : plan.layers)
-    if (const auto id = snip::parse_layer_module_name(name)) blocks = std::max(blocks, id->block + 1);
-  if (blocks == 0) throw snip::Error("the plan names no layer; give --preset or --config for the model");
-  snip::ModelDims d = snip::preset_config("tiny").dims();
-  d.num_layers = blocks;
-  return d;
-}
-
 std::string export_run(snip::Store& store, int64_t run_id, const std::string& format) {
   const auto r = store.run(run_id);
   const auto rows = store.metrics(run_id);
@@ -88,7 +74,9 @@ void run_export(const ExportOptions& o) {
     const snip::Plan plan = file_plan ? *file_plan : store->plan(std::stoll(o.plan)).plan;
     if (to_stack) {
       std::vector<std::string> warnings;
-      text = snip::export_plan(plan, export_dims(o, plan), stack, &warnings);
+      text = !o.preset.empty()   ? snip::export_plan(plan, snip::preset_config(o.preset).dims(), stack, &warnings)
+             : !o.config.empty() ? snip::export_plan(plan, snip::read_config_file(o.config).dims(), stack, &warnings)
+                                 : snip::export_plan(plan, stack, &warnings);
       for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     } else {
       text = o.format == "csv" ? snip::plan_to_csv(plan) : snip::plan_to_json(plan);

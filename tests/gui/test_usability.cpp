@@ -41,8 +41,10 @@
 #include "qt_wait.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
+#include "snip/atomic_file.h"
 #include "snip/layers.h"
 #include "snip/model_config.h"
+#include "snip/plan_export.h"
 #include "snip/store.h"
 #include "synthetic_stats.h"
 #include "test_window.h"
@@ -346,6 +348,43 @@ TEST_F(UsabilityTest, ExportsConfirmNamingTheFile) {
   // A failed export says so, and why.
   EXPECT_FALSE(w->export_to(ExportKind::plan_csv, dir_.filePath("no/such/folder/plan.csv")));
   EXPECT_TRUE(w->message_text().contains("failed")) << w->message_text().toStdString();
+  w->close();
+}
+
+// File › Export plan for Megatron-LM / Transformer Engine / torchao writes what `snip export --to`
+// writes, which reads back to the plan shown; an untied plan is refused for Megatron with the
+// Plan view's own words for the fix.
+TEST_F(UsabilityTest, ThePlanGoesToTheGpuStacksFromThePlanView) {
+  const QString db = dir_.filePath("w.db");
+  seed_database(db, "tiny", "r", 5);
+  auto w = open_window(db);
+  PlanView* pv = w->plan_view();
+  ASSERT_TRUE(wait_for([&] { return pv->current().has_value() && !pv->solving(); }));
+  const snip::ModelDims dims = snip::preset_config("tiny").dims();
+  for (const auto& [kind, stack, file] :
+       {std::tuple{ExportKind::plan_te, snip::PlanStack::te, "plan.te.json"},
+        std::tuple{ExportKind::plan_torchao, snip::PlanStack::torchao, "plan.torchao.json"}}) {
+    const QString path = dir_.filePath(file);
+    ASSERT_TRUE(w->export_to(kind, path)) << w->message_text().toStdString();
+    EXPECT_TRUE(w->message_text().contains(path)) << w->message_text().toStdString();
+    const snip::Plan back = snip::import_plan(snip::read_file(path.toStdString()), stack, dims, file, nullptr);
+    EXPECT_EQ(back.layers, pv->current()->plan.layers) << file;
+  }
+  bool tied = true;
+  for (int b = 0; b < dims.num_layers; ++b) {
+    const auto& l = pv->current()->plan.layers;
+    const auto at = [&](const char* m) { return l.at("model.layers." + std::to_string(b) + "." + m); };
+    tied = tied && at("self_attn.q_proj") == at("self_attn.k_proj") &&
+           at("self_attn.k_proj") == at("self_attn.v_proj") && at("mlp.gate_proj") == at("mlp.up_proj");
+  }
+  const QString yaml = dir_.filePath("snip-precision.yaml");
+  if (tied) {
+    EXPECT_TRUE(w->export_to(ExportKind::plan_megatron, yaml));
+  } else {
+    EXPECT_FALSE(w->export_to(ExportKind::plan_megatron, yaml));
+    EXPECT_TRUE(w->message_text().contains("Tie q/k/v and gate/up")) << w->message_text().toStdString();
+    EXPECT_FALSE(QFileInfo::exists(yaml));
+  }
   w->close();
 }
 

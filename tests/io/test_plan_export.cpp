@@ -97,7 +97,7 @@ TEST(PlanExport, UntiedPlansTravelToTheUnfusedStacksOnly) {
     (void)snip::export_plan(plan, dims, snip::PlanStack::megatron, nullptr);
     FAIL() << "an untied plan was exported to Megatron";
   } catch (const snip::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("solve with --ties"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("snip solve --ties"), std::string::npos) << e.what();
   }
 }
 
@@ -113,7 +113,7 @@ TEST(PlanExport, PlansTheStacksCannotExpressAreRefusedWithTheReason) {
       ADD_FAILURE() << "a per-role plan was exported";
     } catch (const snip::Error& e) {
       EXPECT_NE(std::string(e.what()).find("model.layers.2.mlp.down_proj has fprop fp4, dgrad fp8"), std::string::npos);
-      EXPECT_NE(std::string(e.what()).find("without --per-role"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("without `snip solve --per-role`"), std::string::npos) << e.what();
     }
     EXPECT_THROW((void)snip::export_plan(fp32, dims, stack, nullptr), snip::Error);
   }

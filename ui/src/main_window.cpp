@@ -288,6 +288,12 @@ void MainWindow::build_menus() {
   file->addAction(tr("&Export plan as JSON…"), QKeySequence(tr("Ctrl+E")), this,
                   [this] { ask_and_export(ExportKind::plan_json); });
   file->addAction(tr("Export plan as &CSV…"), this, [this] { ask_and_export(ExportKind::plan_csv); });
+  // The plan for the GPU training stacks (snip export --to): docs/FORMATS.md section 8.
+  file->addAction(tr("Export plan for Megatron-LM (YAML)…"), this,
+                  [this] { ask_and_export(ExportKind::plan_megatron); });
+  file->addAction(tr("Export plan for Transformer Engine (JSON)…"), this,
+                  [this] { ask_and_export(ExportKind::plan_te); });
+  file->addAction(tr("Export plan for torchao (JSON)…"), this, [this] { ask_and_export(ExportKind::plan_torchao); });
   file->addAction(tr("Export chart as P&NG…"), this, [this] { ask_and_export(ExportKind::chart_png); });
   file->addAction(tr("Export chart as S&VG…"), this, [this] { ask_and_export(ExportKind::chart_svg); });
   file->addAction(tr("Export &metrics as CSV…"), this, [this] { ask_and_export(ExportKind::metrics_csv); });
@@ -756,6 +762,15 @@ void MainWindow::ask_and_export(ExportKind kind) {
     case ExportKind::plan_csv:
       name = QStringLiteral("plan.csv"), filter = tr("CSV (*.csv)");
       break;
+    case ExportKind::plan_megatron:
+      name = QStringLiteral("snip-precision.yaml"), filter = tr("Megatron-LM precision config (*.yaml *.yml)");
+      break;
+    case ExportKind::plan_te:
+      name = QStringLiteral("plan.te.json"), filter = tr("Transformer Engine module map (*.json)");
+      break;
+    case ExportKind::plan_torchao:
+      name = QStringLiteral("plan.torchao.json"), filter = tr("torchao module lists (*.json)");
+      break;
     case ExportKind::chart_png:
       name = view + QStringLiteral(".png"), filter = tr("PNG (*.png)");
       break;
@@ -787,6 +802,22 @@ bool MainWindow::export_to(ExportKind kind, const QString& path) {
       case ExportKind::plan_csv:
         what = tr("the plan"), plan_view_->export_plan_csv(path);
         break;
+      case ExportKind::plan_megatron:
+      case ExportKind::plan_te:
+      case ExportKind::plan_torchao: {
+        what = tr("the plan");
+        const snip::PlanStack stack = kind == ExportKind::plan_megatron ? snip::PlanStack::megatron
+                                      : kind == ExportKind::plan_te     ? snip::PlanStack::te
+                                                                        : snip::PlanStack::torchao;
+        const std::vector<std::string> warnings = plan_view_->export_plan_for(stack, path);
+        if (!warnings.empty()) {
+          show_message(MessageLevel::warning,
+                       tr("Exported the plan to %1; %2")
+                           .arg(QDir::toNativeSeparators(path), QString::fromStdString(warnings.front())));
+          return true;
+        }
+        break;
+      }
       case ExportKind::chart_png:
         what = tr("the chart"), export_chart(false, path);
         break;

@@ -42,7 +42,17 @@ struct QuickStartOptions {
 };
 
 // What File › Export writes.
-enum class ExportKind { plan_json, plan_csv, chart_png, chart_svg, metrics_csv, compare_csv };
+enum class ExportKind {
+  plan_json,
+  plan_csv,
+  plan_megatron,
+  plan_te,
+  plan_torchao,
+  chart_png,
+  chart_svg,
+  metrics_csv,
+  compare_csv
+};
 
 class MainWindow : public QMainWindow {
   Q_OBJECT

@@ -402,6 +402,14 @@ void PlanView::export_plan_json(const QString& path) {
   snip::write_plan_file(path.toStdString(), current_->plan);
 }
 
+std::vector<std::string> PlanView::export_plan_for(snip::PlanStack stack, const QString& path) {
+  if (!current_) throw snip::Error("no plan to export: choose a budget that has a plan first");
+  std::vector<std::string> warnings;
+  const std::string text = snip::export_plan(current_->plan, stack, &warnings);
+  snip::write_file_atomic(path.toStdString(), text);
+  return warnings;
+}
+
 void PlanView::export_plan_csv(const QString& path) {
   if (!current_) throw snip::Error("no plan to export: choose a budget that has a plan first");
   std::string csv = "layer,fprop,dgrad,wgrad\n";

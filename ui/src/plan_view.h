@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "snip/plan_export.h"
 #include "snip/planner.h"
 #include "snip/sweep.h"
 
@@ -67,6 +68,9 @@ class PlanView : public QWidget {
   snip::PlanRequest request() const;
   void export_plan_json(const QString& path);
   void export_plan_csv(const QString& path);
+  // The plan in a GPU training stack's format (snip/plan_export.h); returns its warnings (layers
+  // the plan leaves out); throws snip::Error saying why a plan cannot be expressed.
+  std::vector<std::string> export_plan_for(snip::PlanStack stack, const QString& path);
   // Stores the current plan; returns its id.
   int64_t save_plan_to_store();
 

@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <map>
@@ -116,7 +117,8 @@ std::vector<Precision> module_precisions(const Plan& plan, const ModelDims& dims
       throw Error("layer " + layers[i].name + " has fprop " + precision_name(lp.fprop) + ", dgrad " +
                   precision_name(lp.dgrad) + " and wgrad " + precision_name(lp.wgrad) + ": " + plan_stack_name(stack) +
                   " picks one recipe per module, covering its forward, data-gradient and weight-gradient GEMMs; "
-                  "solve the plan without --per-role (one precision per layer) to export it");
+                  "solve the plan with one precision per layer (without `snip solve --per-role`, or the Plan view's "
+                  "\"Per GEMM role\" unchecked) to export it");
     if (lp.fprop == Precision::fp32)
       throw Error("layer " + layers[i].name + " is FP32 in the plan: " + plan_stack_name(stack) +
                   " runs every module it does not quantize in BF16; give the layer BF16, FP8 or FP4");
@@ -169,7 +171,8 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
                   (megatron_module(layers[i].type)[0] == 's' ? "q, k and v" : "gate and up") + " of block " +
                   std::to_string(layers[i].block) + " into one module (" + path + "), but the plan gives them " +
                   precision_name(it->second) + " and " + precision_name(prec[i]) +
-                  ": solve with --ties so fused layers share one precision");
+                  ": solve with fused layers tied to one precision (`snip solve --ties`, or the Plan view's \"Tie "
+                  "q/k/v and gate/up\") to export it");
     }
   }
   std::ostringstream y;
@@ -463,6 +466,15 @@ std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack
       return export_torchao(plan, dims, prec);
   }
   return {};
+}
+
+std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::string>* warnings) {
+  int blocks = 0;
+  for (const auto& [name, lp] : plan.layers)
+    if (const auto id = parse_layer_module_name(name)) blocks = std::max(blocks, id->block + 1);
+  if (blocks == 0) throw Error("the plan names no linear layer, so there is nothing to export");
+  ModelDims dims{/*hidden=*/64, /*intermediate=*/128, /*num_layers=*/blocks, /*num_heads=*/1, /*num_kv_heads=*/1};
+  return export_plan(plan, dims, stack, warnings);
 }
 
 Plan import_plan(const std::string& text, PlanStack stack, const ModelDims& dims, const std::string& source,

@@ -39,6 +39,11 @@ std::string megatron_module_path(int block, LayerType type);
 // and are named in *warnings). Throws snip::Error saying why a plan cannot be expressed.
 std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings);
 
+// The same for the plan's own blocks (0 .. its highest): the formats name modules by block, and
+// the layers' shapes do not enter them. What `snip export --to` and the GUI's Plan view write
+// when no model is named.
+std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::string>* warnings);
+
 // A file of the stack's format read back as a snip-plan/1 for a model of `dims`. Modules the
 // file does not place run in BF16 and are named in *warnings. `source` names the file in errors.
 Plan import_plan(const std::string& text, PlanStack stack, const ModelDims& dims, const std::string& source,
