@@ -9,10 +9,12 @@
 #include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/estimator.h"
 #include "snip/model_config.h"
 #include "snip/plan_export.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
+#include "snip/tensorboard.h"
 
 namespace {
 
@@ -52,9 +54,57 @@ std::string export_run(snip::Store& store, int64_t run_id, const std::string& fo
   return j.dump(2) + "\n";
 }
 
+// A run's scalars as TensorBoard event files in `dir`: every metric row, and each statistics
+// round's per-layer ΔL and ΔW for FP8 and FP4 at the round's step. Returns the file's path.
+std::string export_tensorboard(snip::Store& store, int64_t run_id, const std::string& dir) {
+  const snip::RunInfo run = store.run(run_id);
+  const std::vector<snip::MetricRow> rows = store.metrics(run_id);
+  // Rows carry no time of their own: spread the run's wall time over its steps.
+  const double t0 = double(run.started_ms) / 1000.0;
+  const double t1 = run.ended_ms ? double(*run.ended_ms) / 1000.0 : t0;
+  const int64_t last = std::max<int64_t>(run.last_step, 1);
+  const auto wall = [&](int64_t step) { return t0 + (t1 - t0) * double(step) / double(last); };
+  snip::TensorBoardWriter w(dir, t0);
+  for (const snip::MetricRow& r : rows) {
+    const double t = wall(r.step);
+    w.add_scalar("train/loss", r.step, r.train_loss, t);
+    if (r.val_loss) w.add_scalar("eval/loss", r.step, *r.val_loss, t);
+    w.add_scalar("train/learning_rate", r.step, r.lr, t);
+    w.add_scalar("train/grad_norm", r.step, r.grad_norm, t);
+    w.add_scalar("precision/fp4_fraction", r.step, r.fp4_fraction, t);
+    if (r.bf16_gap) w.add_scalar("precision/bf16_gap", r.step, *r.bf16_gap, t);
+    w.add_scalar("speed/tokens_per_s", r.step, r.tokens_per_s, t);
+  }
+  for (const snip::StatsRoundInfo& info : store.stats_rounds(run_id)) {
+    const snip::Estimates est = snip::estimate_divergences(store.stats_round(info.id));
+    for (const snip::LayerEstimate& l : est.layers)
+      for (const snip::Precision p : {snip::Precision::fp8, snip::Precision::fp4}) {
+        if (!l.has(p)) continue;
+        const std::string suffix = std::string(snip::precision_name(p)) + "/" + l.name;
+        w.add_scalar("delta_L/" + suffix, info.step, l.dl[int(p)], wall(info.step));
+        w.add_scalar("delta_W/" + suffix, info.step, l.dw[int(p)], wall(info.step));
+      }
+  }
+  const std::string path = w.close();
+  std::fprintf(stderr, "wrote %lld scalars of run %lld to %s (tensorboard --logdir %s)\n", (long long)w.scalars(),
+               (long long)run_id, path.c_str(), dir.c_str());
+  return path;
+}
+
 void run_export(const ExportOptions& o) {
   if (o.format != "json" && o.format != "csv")
     throw snip::Error("--format " + o.format + " is not supported (use json or csv)");
+  if (o.to == "tensorboard") {
+    if (!o.run) throw snip::Error("--to tensorboard exports a run's scalars: give --run ID");
+    if (o.out.empty() || o.out == "-")
+      throw snip::Error("--to tensorboard writes event files into a folder: give --out DIR");
+    snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                      snip::StoreOptions{.create = o.db.empty(), .read_only_if_unwritable = true});
+    (void)export_tensorboard(store, *o.run, o.out);
+    return;
+  }
+  if (!o.to.empty() && o.run)
+    throw snip::Error("--to " + o.to + " writes a plan: give --plan ID|FILE (a run goes --to tensorboard)");
   const bool to_stack = !o.to.empty();
   const snip::PlanStack stack = to_stack ? snip::parse_plan_stack(o.to) : snip::PlanStack::megatron;
   std::optional<snip::Plan> file_plan;
@@ -103,9 +153,10 @@ void setup_export(CLI::App& app) {
   auto* format = cmd->add_option("--format", opts->format, "json or csv")->check(CLI::IsMember({"json", "csv"}));
   auto* to = cmd->add_option("--to", opts->to,
                              "A plan in a training stack's per-module format: megatron (--te-precision-config-file "
-                             "YAML), te (module -> Transformer Engine recipe JSON), torchao (module lists JSON); "
+                             "YAML), te (module -> Transformer Engine recipe JSON), torchao (module lists JSON); or "
+                             "a run's scalars as TensorBoard event files: tensorboard (--run ID --out DIR); "
                              "docs/FORMATS.md");
-  to->excludes(format)->excludes(run);
+  to->excludes(format);
   cmd->add_option("--preset", opts->preset, "With --to: the model the plan is for (default: the plan's blocks)")
       ->needs(to);
   cmd->add_option("--config", opts->config, "With --to: the model's config.json instead of --preset")->needs(to);
@@ -115,7 +166,7 @@ void setup_export(CLI::App& app) {
   rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
       .excludes("--preset", "--config", "both name the model; give one")
       .add([opts] {
-        if (!opts->to.empty()) (void)snip::parse_plan_stack(opts->to);
+        if (!opts->to.empty() && opts->to != "tensorboard") (void)snip::parse_plan_stack(opts->to);
         if (is_id(opts->plan) && std::stoll(opts->plan) < 1)
           throw snip::Error("--plan " + opts->plan + ": plan ids start at 1 (see `snip show --run ID`)");
       });

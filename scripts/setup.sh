@@ -13,6 +13,7 @@ packages=(
   xvfb xauth fonts-dejavu-core
   zlib1g-dev python3-numpy python3-torch
   libyaml-cpp-dev python3-yaml  # plans for Megatron-LM: its YAML read back (snip import --from megatron), and read as Megatron does in tests
+  protobuf-compiler python3-protobuf python3-crc32c  # tests: TensorBoard event files decoded by protobuf's own Python runtime, CRC-32C checked
   python3-matplotlib  # experiments/plot_regimes.py: error bars and categorical axes the Qt chart lacks
   clang-format
   qemu-user  # tests/emulated: the suite's subset on an emulated CPU without AVX-512 (qemu-x86_64 -cpu Haswell)
