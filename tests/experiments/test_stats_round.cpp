@@ -352,6 +352,52 @@ double lane_sum(int64_t n, Term&& term) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+// The gradient noise monitor's ratio (METHOD.md 10), against a direct computation on a small
+// model: ‖∇W‖ / ‖∇W_q − ∇W‖ with ∇W the BF16 wgrad of the layer's own dY and X, ∇W_q the same
+// GEMM with the precision's quantized operands; FP8 quantizes more finely than FP4, so its ratio
+// is the larger on every layer.
+TEST(StatsRound, GradNoiseRatioIsTheGradientOverItsQuantizationNoise) {
+  const snip::ModelConfig c = snip::preset_config("tiny");
+  snip::Llama m(c, 2, 32);
+  m.init_weights(6);
+  m.set_retain_intermediates(true);
+  snip::AdamW<float> opt(m.num_params(), {});
+  std::mt19937 rng(11);
+  std::vector<int32_t> in(64), tgt(64);
+  for (auto& x : in) x = int32_t(rng() % 256);
+  for (auto& x : tgt) x = int32_t(rng() % 256);
+  snip::StatsRoundOptions o;
+  o.lr = 1e-3, o.seed = 2, o.step = 4;
+  const snip::StatsRound r = snip::collect_stats_round(m, opt, in.data(), tgt.data(), o);
+  const snip::Recipe& recipe = m.recipe();
+  for (int li = 0; li < m.num_linear_layers(); ++li) {
+    const auto v = m.linear(li);
+    const int64_t T = v.rows, K = v.K, N = v.N;
+    snip::QLinearContext ctx{&recipe, o.seed, uint64_t(o.step), uint32_t(li), v.name.c_str()};
+    std::vector<float> dw0(size_t(N * K)), dw(dw0.size());
+    snip::qlinear_wgrad(dw0.data(), v.dY, v.X, T, K, N, snip::Precision::bf16, ctx);
+    double clean = 0;
+    for (float x : dw0) clean += double(x) * double(x);
+    std::map<snip::Precision, double> ratio;
+    for (snip::Precision p : {snip::Precision::fp8, snip::Precision::fp4}) {
+      snip::qlinear_wgrad(dw.data(), v.dY, v.X, T, K, N, p, ctx);
+      double noise = 0;
+      for (size_t e = 0; e < dw.size(); ++e)
+        noise += (double(dw[e]) - double(dw0[e])) * (double(dw[e]) - double(dw0[e]));
+      const double direct = std::sqrt(clean) / std::sqrt(noise);
+      const auto& pp = r.layers[size_t(li)].per_precision.at(snip::precision_name(p));
+      ASSERT_TRUE(pp.count(k::kPrecGradNoiseRatio)) << v.name;
+      EXPECT_NEAR(pp.at(k::kPrecGradNoiseRatio), direct, 1e-4 * direct) << v.name << " " << snip::precision_name(p);
+      ratio[p] = pp.at(k::kPrecGradNoiseRatio);
+    }
+    EXPECT_GT(ratio[snip::Precision::fp8], ratio[snip::Precision::fp4]) << v.name;
+  }
+  // In the file format too.
+  const snip::StatsRound back = snip::stats_from_json(snip::stats_to_json(r), "round");
+  EXPECT_EQ(back.layers[0].per_precision.at("fp4").at(k::kPrecGradNoiseRatio),
+            r.layers[0].per_precision.at("fp4").at(k::kPrecGradNoiseRatio));
+}
+
 // The round quantizes each operand once (for its error norm and its GEMM; q/k/v share one
 // quantized input, and so do gate/up) and reuses the clean pass's BF16 outputs as references.
 // Its operand errors must be those of the GEMMs' own quantized operands, bit for bit in the

@@ -754,6 +754,19 @@ nlohmann::json round_options_json(const StatsRoundOptions& o) {
 
 }  // namespace
 
+// The gradient noise monitor's quantity (METHOD.md 10): ‖∇W_l‖ / ‖δdW_l(p)‖ from the norms the
+// layer pass recorded; none where quantization changed nothing.
+void record_grad_noise_ratios(StatsRound& round) {
+  for (LayerStats& ls : round.layers) {
+    const auto dw = ls.scalars.find(keys::kLayerDwNorm);
+    if (dw == ls.scalars.end()) continue;
+    for (auto& [precision, pp] : ls.per_precision) {
+      const auto err = pp.find(keys::kPrecDdwErr);
+      if (err != pp.end() && err->second > 0) pp[keys::kPrecGradNoiseRatio] = dw->second / err->second;
+    }
+  }
+}
+
 StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int32_t* inputs, const int32_t* targets,
                                const StatsRoundOptions& o) {
   check_round_inputs(model, opt, o);
@@ -783,6 +796,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   const ForwardNoise forward_noise = forward_noise_passes(model, o, rng);
   record_globals(round, loss0, next_step, opt.config(), backward_noise, forward_noise, o, opt.t());
   LayerStatsPass(model, opt, o, next_step, backward_noise).run(round);
+  record_grad_noise_ratios(round);
   if (o.hessian_probes > 0) record_hessian_traces(model, inputs, targets, o, round);
   round.options = round_options_json(o);
   return round;

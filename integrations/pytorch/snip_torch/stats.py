@@ -355,6 +355,8 @@ def collect_stats(model: nn.Module, batch, optimizer: torch.optim.Optimizer, *, 
                     pp[k] = math.sqrt(pp[k])
                 pp["ddw_err"] = math.sqrt(_sumsq(ddw))
                 pp["own_update_sq"] = float((ddw * ddw * w_el).sum())
+                if pp["ddw_err"] > 0:  # the gradient noise monitor's ratio (METHOD.md 10), as the C++ round
+                    pp["grad_noise_ratio"] = sc["dw_norm"] / pp["ddw_err"]
             ls["vectors"] = {"gain_y": gam.tolist(), "x_col_sq": xcol.tolist()} if record_vectors else {}
 
     result = {

@@ -82,6 +82,10 @@ inline constexpr const char* kPrecDyErr = "dy_err";     // ‖δY_l(p)‖
 inline constexpr const char* kPrecDdxErr = "ddx_err";   // ‖δdX_l(p)‖
 inline constexpr const char* kPrecDdwErr = "ddw_err";   // ‖δdW_l(p)‖
 inline constexpr const char* kPrecGDotDy = "g_dot_dy";  // ⟨G_l, δY_l(p)⟩ (first-order loss change)
+// The gradient's signal-to-quantization-noise ratio ‖∇W_l‖ / ‖δdW_l(p)‖ (dw_norm / ddw_err;
+// METHOD.md 10): how far above its own quantization noise the layer's weight gradient stands.
+// Absent when the quantization changes nothing (ddw_err = 0).
+inline constexpr const char* kPrecGradNoiseRatio = "grad_noise_ratio";
 // Own term of 5.2 without k_t²: Σ_ij δg_ij²/(√v̂_ij+ε)², δg = quantized − BF16 wgrad of l.
 inline constexpr const char* kPrecOwnUpdateSq = "own_update_sq";
 // Upstream term of 5.2 step 1: ‖δr‖², layer l's dgrad error δdX_l(p) mapped exactly by the
