@@ -80,6 +80,8 @@ struct TrainOptions {
   int64_t bf16_probe_every = snip::defaults::kBf16ProbeEvery;
   double lambda = snip::defaults::kLambda;
   bool ties = false;
+  std::string replan_when = "always";
+  double noise_floor = 0;
   std::vector<std::string> given;  // options the user set explicitly
 };
 
@@ -96,7 +98,8 @@ const char* const kRunDefiningOptions[] = {"--data",         "--tokenizer",
                                            "--eval-every",   "--eval-batches",
                                            "--method",       "--budget",
                                            "--replan-every", "--bf16-probe-every",
-                                           "--lambda",       "--ties"};
+                                           "--lambda",       "--ties",
+                                           "--replan-when",  "--noise-floor"};
 
 bool given(const TrainOptions& o, const std::string& name) {
   return std::find(o.given.begin(), o.given.end(), name) != o.given.end();
@@ -138,7 +141,9 @@ std::vector<snip::GivenSetting> given_adaptive_settings(const TrainOptions& o) {
        {"--replan-every", "/replan_every", o.replan_every},
        {"--bf16-probe-every", "/bf16_probe_every", o.bf16_probe_every},
        {"--lambda", "/lambda", o.lambda},
-       {"--ties", "/ties", o.ties}},
+       {"--ties", "/ties", o.ties},
+       {"--replan-when", "/replan_when", o.replan_when},
+       {"--noise-floor", "/noise_floor", o.noise_floor}},
       [&o](const std::string& name) { return given(o, name); });
 }
 
@@ -310,6 +315,8 @@ snip::RunRequest run_request(const TrainOptions& o, const std::string& out) {
     a.estimator.lambda = o.lambda;
     a.replan_every = o.replan_every;
     a.bf16_probe_every = o.bf16_probe_every;
+    a.replan_when = snip::parse_replan_when(o.replan_when);
+    a.noise_floor = o.noise_floor;
     r.adaptive = a;
   }
   r.db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
@@ -351,7 +358,11 @@ snip::TrainingOutcome train_with_progress(snip::RecordedTraining& training, cons
     if (!o.json)
       std::fprintf(stderr, "\nstep %lld: statistics round %.1fs, plan %s at budget %.3f -> FP4 fraction %.4f (%s)%s\n",
                    (long long)e.first_step, e.round_seconds, e.result.method.c_str(), adaptive->request.budget,
-                   e.result.achieved_fraction, e.result.status.c_str(), e.changed ? "" : ", unchanged");
+                   e.result.achieved_fraction, e.result.status.c_str(),
+                   !e.replanned ? ", kept: no layer's FP4 noise ratio crossed the threshold"
+                   : e.changed  ? (e.budget_capped ? ", budget lowered: the noise floor holds layers out of FP4" : "")
+                   : e.budget_capped ? ", unchanged; budget lowered: the noise floor holds layers out of FP4"
+                                     : ", unchanged");
   };
   try {
     const snip::TrainingOutcome outcome = training.run();
@@ -415,6 +426,9 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
       .requires_any("--bf16-probe-every", adaptive, "the BF16 probe is part of adaptive planning")
       .requires_any("--lambda", adaptive, "lambda weights dW in SNIP's re-planning objective")
       .requires_any("--ties", adaptive, "ties constrain the plans adaptive planning makes")
+      .requires_any("--replan-when", adaptive, "it decides when adaptive planning re-solves the plan")
+      .requires_any("--noise-floor", adaptive, "it keeps noisy layers out of FP4 in adaptive planning")
+      .at_least("--noise-floor", o.noise_floor, 0.0, "0 turns it off; the monitor's threshold is 1.732 (√3)")
       .excludes("--plan", "--precision",
                 "both set every layer's precision; --precision is the uniform choice when there is no plan")
       .excludes("--plan", "--method",
@@ -426,6 +440,7 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
       .add([&o, r = r.get()] {
         // Names checked before the corpus is read (they were refused only after loading it).
         if (!o.method.empty()) (void)snip::parse_method(o.method);
+        if (r->given("--replan-when")) (void)snip::parse_replan_when(o.replan_when);
         if (r->given("--precision")) (void)snip::parse_precision(o.precision);
         if (r->given("--recipe")) (void)snip::parse_recipe_name(o.recipe);
         if (r->given("--eval-batches") && r->given("--eval-every") && o.eval_every == 0)
@@ -518,6 +533,12 @@ void setup_train(CLI::App& app) {
                       "; "
                       "lambda=1 is not neutral)");
   cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
+  cmd->add_option("--replan-when", o->replan_when,
+                  "With --method: always (re-solve at every statistics round) or noise (re-solve only when a layer's "
+                  "FP4 gradient noise ratio crosses the threshold, √3 or --noise-floor; METHOD.md 10)");
+  cmd->add_option("--noise-floor", o->noise_floor,
+                  "With --method: keep layers whose FP4 gradient noise ratio is below this out of FP4 (e.g. 1.732 = "
+                  "√3; default 0: off)");
   snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();
     o->save_every_given = cmd->count("--save-every") > 0;

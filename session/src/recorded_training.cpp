@@ -54,6 +54,8 @@ nlohmann::json adaptive_options_to_json(const AdaptiveOptions& o) {
           {"budget", o.request.budget},
           {"replan_every", o.replan_every},
           {"bf16_probe_every", o.bf16_probe_every},
+          {"replan_when", replan_when_name(o.replan_when)},
+          {"noise_floor", o.noise_floor},
           {"lambda", o.estimator.lambda},
           {"ties", o.request.ties},
           {"per_role", o.request.per_role},
@@ -78,6 +80,10 @@ AdaptiveOptions adaptive_options_from_json(const nlohmann::json& j, const std::s
   o.bf16_probe_every = 0;
   read_key(j, "replan_every", &o.replan_every, source);
   read_key(j, "bf16_probe_every", &o.bf16_probe_every, source);
+  std::string replan_when = replan_when_name(o.replan_when);  // missing in older runs: always
+  read_key(j, "replan_when", &replan_when, source);
+  o.replan_when = parse_replan_when(replan_when);
+  read_key(j, "noise_floor", &o.noise_floor, source);
   read_key(j, "lambda", &o.estimator.lambda, source);
   read_key(j, "ties", &o.request.ties, source);
   read_key(j, "per_role", &o.request.per_role, source);
@@ -197,6 +203,24 @@ void record_file_plan(Store& store, int64_t run_id, const Plan& plan, int64_t fi
 
 }  // namespace
 
+namespace {
+
+// Whether two stored training configurations plan adaptively the same way; settings an older run
+// did not store count as their defaults of its time (adaptive_options_from_json).
+bool same_adaptive(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto normal = [](const nlohmann::json& config) -> nlohmann::json {
+    if (!config.contains("adaptive")) return nullptr;
+    try {
+      return adaptive_options_to_json(adaptive_options_from_json(config["adaptive"], "the stored run"));
+    } catch (const Error&) {
+      return config["adaptive"];
+    }
+  };
+  return normal(a) == normal(b);
+}
+
+}  // namespace
+
 RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDescription& description,
                               const std::optional<AdaptiveOptions>& adaptive, const std::string& resumed_from,
                               const std::string& checkpoint_dir) {
@@ -228,8 +252,7 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
       const bool same_total = stored.contains("steps") && stored["steps"].is_number_integer() &&
                               stored["steps"].get<int64_t>() == cfg.steps;
       // Adaptive planning turned on, off or changed is another trajectory too.
-      const bool adaptive_changed =
-          stored.value("adaptive", nlohmann::json()) != train_config.value("adaptive", nlohmann::json());
+      const bool adaptive_changed = !same_adaptive(stored, train_config);
       if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = *id;
       if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
         throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
@@ -240,8 +263,7 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
     }
     if (const std::optional<int64_t> id = parent ? std::nullopt : find_run_of_checkpoint(store, resumed_from)) {
       const RunInfo claimed = store.run(*id);
-      const bool adaptive_changed = claimed.spec.train_config.value("adaptive", nlohmann::json()) !=
-                                    train_config.value("adaptive", nlohmann::json());
+      const bool adaptive_changed = !same_adaptive(claimed.spec.train_config, train_config);
       store.claim_run(*id, trainer.step_count());
       // The run goes on with this configuration (e.g. more --steps, another plan, adaptive from here).
       store.set_run_config(*id, train_config, plan_changed || adaptive_changed ? method : claimed.spec.method);

@@ -151,6 +151,34 @@ void expect_same_run(const Recorded& a, const Recorded& b) {
 // Interrupted at steps 2, 3, 5, 8 and 10 (before, on and after the round steps 3, 6, 9),
 // resumed each time from the checkpoint alone; the last resume is the real CLI with nothing
 // but --resume and --db. Weights, moments, rows, rounds and timeline equal the straight run.
+// Adaptive planning on the gradient noise monitor (replan_when noise, a noise floor) resumes
+// bit-identically too: the layers below the threshold at the last solve travel with its plan.
+TEST(ResumeIsTheSameRun, ANoiseDrivenAdaptiveRunInterruptedEndsBitIdentical) {
+  TempDir dir;
+  snip::AdaptiveOptions ao = adaptive_options();
+  ao.replan_when = snip::ReplanWhen::noise;
+  ao.noise_floor = 6;
+  const std::string ck_a = dir.file("ck_straight"), ck_b = dir.file("ck_split");
+  {
+    snip::Trainer t(resume_config());
+    train_until(t, dir.file("a.db"), ck_a, ao, kSteps, "", /*every_step=*/true);
+  }
+  {
+    snip::Trainer t(resume_config());
+    train_until(t, dir.file("b.db"), ck_b, ao, 5);
+  }
+  EXPECT_TRUE(file_bytes(ck_a + "/step-5/model.safetensors") == file_bytes(ck_b + "/model.safetensors"));
+  std::unique_ptr<snip::Trainer> t = snip::Trainer::resume(ck_b);
+  const auto adaptive = snip::resumed_adaptive_options(*t, ck_b, std::nullopt, {}, nullptr);
+  ASSERT_TRUE(adaptive.has_value());
+  EXPECT_EQ(adaptive->replan_when, snip::ReplanWhen::noise);
+  EXPECT_EQ(adaptive->noise_floor, 6);
+  train_until(*t, dir.file("b.db"), ck_b, adaptive, kSteps, ck_b);
+  const std::string last = ck_a + "/step-" + std::to_string(kSteps);
+  EXPECT_TRUE(file_bytes(last + "/model.safetensors") == file_bytes(ck_b + "/model.safetensors"));
+  EXPECT_TRUE(file_bytes(last + "/optimizer.safetensors") == file_bytes(ck_b + "/optimizer.safetensors"));
+}
+
 TEST(ResumeIsTheSameRun, AdaptiveRunInterruptedFiveTimesEndsBitIdentical) {
   TempDir dir;
   const std::string db_a = dir.file("straight.db"), ck_a = dir.file("ck_straight");

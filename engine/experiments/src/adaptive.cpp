@@ -5,6 +5,8 @@
 #include <chrono>
 
 #include "snip/error.h"
+#include "snip/plan.h"
+#include "snip/stats_keys.h"
 
 namespace snip {
 
@@ -16,7 +18,40 @@ AdaptiveController::AdaptiveController(Trainer& trainer, AdaptiveOptions options
   if (options_.stats.noise_passes < 1) throw Error("adaptive training: noise passes must be ≥ 1");
 }
 
+const char* replan_when_name(ReplanWhen w) {
+  return w == ReplanWhen::noise ? "noise" : "always";
+}
+
+ReplanWhen parse_replan_when(std::string_view s) {
+  if (s == "always") return ReplanWhen::always;
+  if (s == "noise") return ReplanWhen::noise;
+  throw Error("unknown re-planning rule '" + std::string(s) +
+              "': always (re-solve at every round) or noise (only when a layer's FP4 gradient noise ratio crosses "
+              "the threshold)");
+}
+
+namespace {
+
+// The layers whose FP4 grad_noise_ratio (METHOD.md 10) is below `threshold`, in round order.
+std::vector<std::string> layers_below(const StatsRound& round, double threshold) {
+  std::vector<std::string> out;
+  for (const LayerStats& ls : round.layers) {
+    const auto fp4 = ls.per_precision.find(precision_name(Precision::fp4));
+    if (fp4 == ls.per_precision.end()) continue;
+    const auto r = fp4->second.find(keys::kPrecGradNoiseRatio);
+    if (r != fp4->second.end() && r->second < threshold) out.push_back(ls.name);
+  }
+  return out;
+}
+
+}  // namespace
+
 void AdaptiveController::continue_from(const Plan& plan, int64_t made_at) {
+  // What the last solve saw, for replan_when noise: kept with the plan it made.
+  last_below_.clear();
+  if (plan.provenance.contains("noise_below") && plan.provenance["noise_below"].is_array())
+    for (const auto& n : plan.provenance["noise_below"])
+      if (n.is_string()) last_below_.push_back(n.get<std::string>());
   PlanResult r;
   r.plan = plan;
   r.budget = options_.request.budget;
@@ -32,8 +67,38 @@ PlanEvent AdaptiveController::replan() {
   if (options_.method == Method::hawq && so.hessian_probes == 0) so.hessian_probes = 8;  // hawq's input
   ev.round = collect_stats_round(trainer_, so);
   ev.round_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const PlannerInput input = planner_input_from_stats(ev.round, options_.estimator);
-  ev.result = make_plan(input, options_.method, options_.request);
+  const std::vector<std::string> below = layers_below(ev.round, noise_threshold());
+  const bool solve = plans_.empty() || options_.replan_when == ReplanWhen::always || below != last_below_;
+  if (solve) {
+    const PlannerInput input = planner_input_from_stats(ev.round, options_.estimator);
+    PlanRequest request = options_.request;
+    if (options_.noise_floor > 0) {  // below the floor FP4 is not allowed: such layers stay in FP8
+      for (const std::string& name : below)
+        if (!request.pins.count(name)) request.pins[name] = Precision::fp8;
+      // The floor comes first: with too many layers held out, the budget is what the rest can reach.
+      const ModelDims dims = trainer_.config().model.dims();
+      std::vector<LinearPrecision> best;
+      for (const LinearLayerInfo& l : linear_layers(dims)) {
+        const auto pin = request.pins.find(l.name);
+        best.push_back(LinearPrecision::uniform(pin == request.pins.end() ? Precision::fp4 : pin->second));
+      }
+      const double reachable = fp4_flop_fraction(best, dims);
+      if (reachable < request.budget) {
+        request.budget = reachable;
+        ev.budget_capped = true;
+      }
+    }
+    ev.result = make_plan(input, options_.method, request);
+    last_below_ = below;
+  } else {
+    ev.result = plans_.back();  // nothing crossed the threshold: the plan in effect goes on
+    ev.replanned = false;
+  }
+  if (options_.replan_when == ReplanWhen::noise || options_.noise_floor > 0) {
+    ev.result.plan.provenance["replanned"] = solve;
+    ev.result.plan.provenance["noise_below"] = last_below_;
+    if (ev.budget_capped) ev.result.plan.provenance["budget_capped_by_noise_floor"] = true;
+  }
   ev.result.plan.recipe = trainer_.config().recipe;
   ev.result.plan.provenance["step"] = trainer_.step_count();
   ev.result.plan.provenance["batch_id"] = ev.round.batch_id;

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "snip/defaults.h"
@@ -32,6 +34,8 @@
 
 namespace snip {
 
+enum class ReplanWhen { always, noise };
+
 struct AdaptiveOptions {
   Method method = Method::snip;  // any planner method; cost-based ones use the round's costs
   PlanRequest request;           // budget ρ, ties, stages, pins, seed ...
@@ -39,14 +43,26 @@ struct AdaptiveOptions {
   StatsRoundOptions stats;       // precisions, noise passes, seed (step/lr/batch come from the trainer)
   int64_t replan_every = defaults::kReplanEvery;         // steps between rounds; ≤ 0: plan once, before step 1
   int64_t bf16_probe_every = defaults::kBf16ProbeEvery;  // steps between BF16 probes; ≤ 0: never
+  // The gradient noise monitor (METHOD.md 10). replan_when noise: every round is collected as
+  // usual, but the plan is re-solved only when the set of layers whose FP4 grad_noise_ratio is
+  // below the threshold (noise_floor, or √3 when it is 0) changed since the last solve.
+  // noise_floor > 0: layers whose FP4 ratio is below it are kept out of FP4 (pinned to FP8).
+  ReplanWhen replan_when = ReplanWhen::always;
+  double noise_floor = 0;
 };
 
+inline constexpr double kNoiseRatioThreshold = 1.7320508075688772;  // √3 (FP4 All the Way)
+const char* replan_when_name(ReplanWhen w);                         // "always" "noise"
+ReplanWhen parse_replan_when(std::string_view s);                   // snip::Error naming the choices
+
 struct PlanEvent {
-  int64_t first_step = 0;    // first step (1-based) trained under this plan
-  PlanResult result;         // the plan and its solve report (status, ρ_achieved, objective, ...)
-  StatsRound round;          // the raw statistics it was made from
-  double round_seconds = 0;  // wall time of the statistics round
-  bool changed = true;       // false when the new plan equals the one in effect
+  int64_t first_step = 0;      // first step (1-based) trained under this plan
+  PlanResult result;           // the plan and its solve report (status, ρ_achieved, objective, ...)
+  StatsRound round;            // the raw statistics it was made from
+  double round_seconds = 0;    // wall time of the statistics round
+  bool changed = true;         // false when the new plan equals the one in effect
+  bool replanned = true;       // false when replan_when noise kept the plan (no layer crossed the threshold)
+  bool budget_capped = false;  // the noise floor held out so many layers that the budget was lowered
 };
 
 struct ProbeEvent {
@@ -103,6 +119,9 @@ class AdaptiveController {
   std::function<void(const PlanEvent&)> on_plan_;
   std::function<void(const ProbeEvent&)> on_probe_;
   int64_t last_plan_step_ = -1;  // trainer step count when the last plan was made
+  // The layers whose FP4 ratio was below the threshold at the last solve (replan_when noise).
+  std::vector<std::string> last_below_;
+  double noise_threshold() const { return options_.noise_floor > 0 ? options_.noise_floor : kNoiseRatioThreshold; }
   std::vector<PlanResult> plans_;
   std::vector<PlanSpan> timeline_;
   std::vector<ProbeEvent> probes_;
