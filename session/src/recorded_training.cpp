@@ -334,6 +334,89 @@ std::string RecordedTraining::save_after_failure(RunRecorder* recorder, int64_t 
   }
 }
 
+namespace {
+
+// The metric row of step m; the bf16 gap when a probe measured it at this step.
+MetricRow metric_row(const StepMetrics& m, const std::optional<ProbeEvent>& probe) {
+  MetricRow row;
+  row.step = m.step;
+  row.train_loss = m.train_loss;
+  row.val_loss = m.val_loss;
+  row.lr = m.lr;
+  row.grad_norm = m.grad_norm;
+  row.tokens_per_s = m.tokens_per_s;
+  row.fp4_fraction = m.fp4_fraction;
+  if (probe && probe->step == m.step) row.bf16_gap = probe->gap();
+  return row;
+}
+
+}  // namespace
+
+// The adaptive controller: its probes land in probe, its plans in the store (and on_plan).
+void RecordedTraining::start_controller(std::optional<AdaptiveController>& controller, std::optional<ProbeEvent>& probe,
+                                        std::optional<RunRecorder>& recorder) {
+  controller.emplace(trainer_, *options_.adaptive);
+  controller->on_probe([&](const ProbeEvent& p) { probe = p; });
+  controller->on_plan([&](const PlanEvent& e) {
+    int64_t plan_id = 0;
+    if (store_) {
+      PlanSolveInfo info;
+      info.run_id = run_id_;
+      info.options = {{"lambda", options_.adaptive->estimator.lambda},
+                      {"ties", options_.adaptive->request.ties},
+                      {"replan_every", options_.adaptive->replan_every}};
+      info.objective = finite(e.result.objective);
+      info.predicted_delta_loss = finite(e.result.predicted_dl);
+      info.predicted_delta_weight = finite(e.result.predicted_dw);
+      info.mip_gap = finite(e.result.mip_gap);
+      info.solver_status = e.result.status;
+      info.solve_time_s = e.result.solve_ms / 1000.0;
+      // One transaction each, so a write retried after a busy lock is never doubled.
+      recorder->write([&] { info.stats_round_id = store_->add_stats_round(e.round, run_id_); });
+      recorder->write([&] { plan_id = store_->add_plan(e.result.plan, info); });
+      recorder->write([&] { store_->set_plan_in_effect(run_id_, plan_id, e.first_step); });
+    }
+    if (on_plan) on_plan(e, plan_id);
+  });
+  // A resumed adaptive run goes on with the plan its controller made (it came with the
+  // checkpoint); its next round and probes fall on the uninterrupted run's steps.
+  if (trainer_.step_count() > 0) {
+    if (const std::optional<int64_t> made_at = adaptive_plan_step(trainer_))
+      controller->continue_from(trainer_.config().plan, *made_at);
+  }
+}
+
+// The checkpoint every save_every steps.
+void RecordedTraining::save_scheduled_checkpoint(RunRecorder* recorder, int64_t step, int64_t& last_saved) {
+  const std::string dir = checkpoint_path(step);
+  // Rows first: a kill between the two then loses nothing a resume from this
+  // checkpoint would not recompute (resume drops rows after the checkpoint's step).
+  if (recorder) recorder->flush_now();
+  trainer_.save_checkpoint(dir);
+  last_saved = step;
+  if (recorder) recorder->add_checkpoint(step, dir);
+}
+
+// After the loop: the plan timeline closed, the last state saved, the run finished or interrupted.
+TrainingOutcome RecordedTraining::finish_run(RunRecorder* recorder, bool adaptive, int64_t last_saved, int64_t total) {
+  if (adaptive && store_) recorder->write([&] { store_->end_plan_timeline(run_id_, trainer_.step_count()); });
+
+  TrainingOutcome out;
+  out.step = trainer_.step_count();
+  out.finished = out.step >= total;
+  out.checkpoint = checkpoint_path(out.step);
+  if (recorder) recorder->flush_now();
+  if (last_saved != out.step) trainer_.save_checkpoint(out.checkpoint);
+  if (recorder) {
+    recorder->add_checkpoint(out.step, out.checkpoint);
+    if (out.finished)
+      recorder->finish();
+    else
+      recorder->interrupt(options_.stop_reason + " at step " + std::to_string(out.step));
+  }
+  return out;
+}
+
 TrainingOutcome RecordedTraining::run() {
   std::optional<RunRecorder> recorder;
   if (store_) recorder.emplace(*store_, run_id_, options_.recorder);
@@ -350,37 +433,7 @@ TrainingOutcome RecordedTraining::run() {
     trainer_.set_state_extra("adaptive",
                              options_.adaptive ? adaptive_options_to_json(*options_.adaptive) : nlohmann::json());
     trainer_.set_state_extra("save_every", options_.save_every);  // kept by `snip train --resume DIR`
-    if (options_.adaptive) {
-      controller.emplace(trainer_, *options_.adaptive);
-      controller->on_probe([&](const ProbeEvent& p) { probe = p; });
-      controller->on_plan([&](const PlanEvent& e) {
-        int64_t plan_id = 0;
-        if (store_) {
-          PlanSolveInfo info;
-          info.run_id = run_id_;
-          info.options = {{"lambda", options_.adaptive->estimator.lambda},
-                          {"ties", options_.adaptive->request.ties},
-                          {"replan_every", options_.adaptive->replan_every}};
-          info.objective = finite(e.result.objective);
-          info.predicted_delta_loss = finite(e.result.predicted_dl);
-          info.predicted_delta_weight = finite(e.result.predicted_dw);
-          info.mip_gap = finite(e.result.mip_gap);
-          info.solver_status = e.result.status;
-          info.solve_time_s = e.result.solve_ms / 1000.0;
-          // One transaction each, so a write retried after a busy lock is never doubled.
-          recorder->write([&] { info.stats_round_id = store_->add_stats_round(e.round, run_id_); });
-          recorder->write([&] { plan_id = store_->add_plan(e.result.plan, info); });
-          recorder->write([&] { store_->set_plan_in_effect(run_id_, plan_id, e.first_step); });
-        }
-        if (on_plan) on_plan(e, plan_id);
-      });
-      // A resumed adaptive run goes on with the plan its controller made (it came with the
-      // checkpoint); its next round and probes fall on the uninterrupted run's steps.
-      if (trainer_.step_count() > 0) {
-        if (const std::optional<int64_t> made_at = adaptive_plan_step(trainer_))
-          controller->continue_from(trainer_.config().plan, *made_at);
-      }
-    }
+    if (options_.adaptive) start_controller(controller, probe, recorder);
 
     // A stop request abandons a long step (many micro-batches) instead of waiting for it.
     struct InterruptGuard {
@@ -399,44 +452,14 @@ TrainingOutcome RecordedTraining::run() {
         break;  // the trainer holds the state before the step: saved below as the last good one
       }
       if (controller) controller->after_step(m);
-      MetricRow row;
-      row.step = m.step;
-      row.train_loss = m.train_loss;
-      row.val_loss = m.val_loss;
-      row.lr = m.lr;
-      row.grad_norm = m.grad_norm;
-      row.tokens_per_s = m.tokens_per_s;
-      row.fp4_fraction = m.fp4_fraction;
-      if (probe && probe->step == m.step) row.bf16_gap = probe->gap();
+      MetricRow row = metric_row(m, probe);
       if (recorder) recorder->record(row);
       const bool go_on = on_step ? on_step(m, row) : true;
-      if (options_.save_every > 0 && m.step % options_.save_every == 0) {
-        const std::string dir = checkpoint_path(m.step);
-        // Rows first: a kill between the two then loses nothing a resume from this
-        // checkpoint would not recompute (resume drops rows after the checkpoint's step).
-        if (recorder) recorder->flush_now();
-        trainer_.save_checkpoint(dir);
-        last_saved = m.step;
-        if (recorder) recorder->add_checkpoint(m.step, dir);
-      }
+      if (options_.save_every > 0 && m.step % options_.save_every == 0)
+        save_scheduled_checkpoint(recorder ? &*recorder : nullptr, m.step, last_saved);
       if (!go_on) break;
     }
-    if (controller && store_) recorder->write([&] { store_->end_plan_timeline(run_id_, trainer_.step_count()); });
-
-    TrainingOutcome out;
-    out.step = trainer_.step_count();
-    out.finished = out.step >= total;
-    out.checkpoint = checkpoint_path(out.step);
-    if (recorder) recorder->flush_now();
-    if (last_saved != out.step) trainer_.save_checkpoint(out.checkpoint);
-    if (recorder) {
-      recorder->add_checkpoint(out.step, out.checkpoint);
-      if (out.finished)
-        recorder->finish();
-      else
-        recorder->interrupt(options_.stop_reason + " at step " + std::to_string(out.step));
-    }
-    return out;
+    return finish_run(recorder ? &*recorder : nullptr, controller.has_value(), last_saved, total);
   } catch (const std::exception& e) {
     const std::string saved = save_after_failure(recorder ? &*recorder : nullptr, first_step, last_saved);
     try {
