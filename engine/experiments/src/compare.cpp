@@ -387,62 +387,56 @@ void check_compare_options(const CompareOptions& o) {
   if (!o.recipe.empty()) parse_recipe_name(o.recipe);
 }
 
-CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
-  const CompareProgress& progress = hooks.progress;
-  check_compare_options(o);
-  std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
-  {  // Bounded set-up: the job threads' trainers and every replicate's curve, refused before any work.
-    const size_t baselines = o.baselines.empty() ? compare_baseline_names().size() - compare_role_arm_names().size() +
-                                                       size_t(std::max(0, o.random_seeds))
-                                                 : o.baselines.size() + size_t(std::max(0, o.random_seeds));
-    const double arms = double(o.lambdas.size() + baselines + 2);
-    const double trainings = arms * o.replicates;
-    const double threads = std::min<double>(o.jobs, trainings);
-    const double per_job =
-        Trainer::memory_bytes(t0->config()) + 4.0 * double(t0->data().train.size() + t0->data().val.size());
-    const double curves = trainings * double(o.steps) * 16.0;
-    check_fits_in_memory(threads * per_job + curves,
-                         "a compare of about " + std::to_string(int64_t(trainings)) + " trainings on " +
-                             std::to_string(int64_t(threads)) + " job threads",
-                         "give fewer --jobs (each holds a whole trainer), fewer --replicates or fewer --steps");
-  }
-  CompareReport rep;
-  rep.start_step = t0->step_count();
-  rep.budget = o.budget;
-  rep.replicates = o.replicates;
-  rep.recipe = parse_recipe_name(o.recipe.empty() ? t0->config().recipe : o.recipe).canonical;
-  t0->model().set_recipe(Recipe::named(rep.recipe));
-  StatsRoundOptions so = o.stats;
-  if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
-  rep.round = collect_stats_round(*t0, so);
-  const StatsRound& round = rep.round;
-  t0.reset();
+namespace {
 
-  // every plan, in report order
+// Bounded set-up: the job threads' trainers and every replicate's curve, refused before any work.
+void check_compare_fits(const CompareOptions& o, const Trainer& t0) {
+  const size_t baselines = o.baselines.empty() ? compare_baseline_names().size() - compare_role_arm_names().size() +
+                                                     size_t(std::max(0, o.random_seeds))
+                                               : o.baselines.size() + size_t(std::max(0, o.random_seeds));
+  const double arms = double(o.lambdas.size() + baselines + 2);
+  const double trainings = arms * o.replicates;
+  const double threads = std::min<double>(o.jobs, trainings);
+  const double per_job =
+      Trainer::memory_bytes(t0.config()) + 4.0 * double(t0.data().train.size() + t0.data().val.size());
+  const double curves = trainings * double(o.steps) * 16.0;
+  check_fits_in_memory(threads * per_job + curves,
+                       "a compare of about " + std::to_string(int64_t(trainings)) + " trainings on " +
+                           std::to_string(int64_t(threads)) + " job threads",
+                       "give fewer --jobs (each holds a whole trainer), fewer --replicates or fewer --steps");
+}
+
+// Appends the arm `name` with plan p under the compare's recipe, noting an earlier row with the same plan.
+void add_compare_row(CompareReport& rep, const std::string& name, PlanResult p, Method m, uint64_t seed,
+                     std::optional<double> lambda) {
+  p.plan.recipe = rep.recipe;
+  CompareRow row;
+  row.method = name;
+  row.lambda = lambda;
+  if (m == Method::random) row.seed = seed;
+  row.plan = std::move(p.plan);
+  row.achieved_fraction = p.achieved_fraction;
+  row.notes = std::move(p.notes);
+  for (const CompareRow& prev : rep.rows)
+    if (prev.plan.layers == row.plan.layers) {
+      row.same_plan_as = prev.method;
+      break;
+    }
+  rep.rows.push_back(std::move(row));
+}
+
+// Every arm's plan from the statistics round, in report order.
+void plan_arms(const std::string& dir, const CompareOptions& o, CompareReport& rep, const CompareHooks& hooks) {
+  const CompareProgress& progress = hooks.progress;
+  const StatsRound& round = rep.round;
   PlanRequest req;
   req.budget = o.budget;
-  auto add_result = [&](const std::string& name, PlanResult p, Method m, uint64_t seed, std::optional<double> lambda) {
-    p.plan.recipe = rep.recipe;
-    CompareRow row;
-    row.method = name;
-    row.lambda = lambda;
-    if (m == Method::random) row.seed = seed;
-    row.plan = std::move(p.plan);
-    row.achieved_fraction = p.achieved_fraction;
-    row.notes = std::move(p.notes);
-    for (const CompareRow& prev : rep.rows)
-      if (prev.plan.layers == row.plan.layers) {
-        row.same_plan_as = prev.method;
-        break;
-      }
-    rep.rows.push_back(std::move(row));
-  };
   auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1,
                  std::optional<double> lambda = std::nullopt) {
     if (m != Method::snip && m != Method::uniform_bf16 && !baseline_selected(o, name)) return;
     PlanRequest r = req;
     r.seed = seed;
-    add_result(name, make_plan(in, m, r), m, seed, lambda);
+    add_compare_row(rep, name, make_plan(in, m, r), m, seed, lambda);
   };
   const PlannerInput base = planner_input_from_stats(round);
   add("uniform-bf16", base, Method::uniform_bf16);
@@ -471,10 +465,29 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   add("fp4-wgrad-only", base, Method::fp4_wgrad_only);
   if (o.oracle) {
     if (progress) progress(0, 0, "oracle: measuring every layer's loss damage");
-    add_result("oracle", oracle_plan(dir, rep.recipe, o, base.snip, req), Method::snip, 1, std::nullopt);
+    add_compare_row(rep, "oracle", oracle_plan(dir, rep.recipe, o, base.snip, req), Method::snip, 1, std::nullopt);
     rep.oracle_row = rep.rows.size() - 1;
   }
+}
 
+}  // namespace
+
+CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
+  check_compare_options(o);
+  std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
+  check_compare_fits(o, *t0);
+  CompareReport rep;
+  rep.start_step = t0->step_count();
+  rep.budget = o.budget;
+  rep.replicates = o.replicates;
+  rep.recipe = parse_recipe_name(o.recipe.empty() ? t0->config().recipe : o.recipe).canonical;
+  t0->model().set_recipe(Recipe::named(rep.recipe));
+  StatsRoundOptions so = o.stats;
+  if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
+  rep.round = collect_stats_round(*t0, so);
+  t0.reset();
+
+  plan_arms(dir, o, rep, hooks);
   if (hooks.planned) hooks.planned(rep);
   train_arms(dir, o, rep, hooks);
   for (CompareRow& row : rep.rows)
