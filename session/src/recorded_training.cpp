@@ -195,6 +195,54 @@ void record_file_plan(Store& store, int64_t run_id, const Plan& plan, int64_t fi
   store.set_plan_in_effect(run_id, store.add_plan(plan, info), first_step);
 }
 
+// Run id, resumed from its checkpoint resumed_from: its id when the resume is a branch of it.
+// From an earlier checkpoint than the run's latest, the run is claimed again only when it
+// retrains its own trajectory (same plan, same total steps: the same rows, bit for bit, as
+// after a kill). A resume that goes another way from there (another --plan or --steps, e.g.
+// a second resume from one checkpoint) would overwrite the later rows with different ones:
+// that is a branch, a new run naming its parent, and the parent keeps everything.
+std::optional<int64_t> branch_parent(Store& store, const Trainer& trainer, int64_t id, int64_t steps,
+                                     const nlohmann::json& train_config, bool plan_changed,
+                                     const std::string& resumed_from, const std::string& checkpoint_dir) {
+  std::optional<int64_t> parent;
+  int64_t latest = -1;
+  for (const Checkpoint& ck : store.checkpoints(id)) latest = std::max(latest, ck.step);
+  const nlohmann::json& stored = store.run(id).spec.train_config;
+  const bool same_total =
+      stored.contains("steps") && stored["steps"].is_number_integer() && stored["steps"].get<int64_t>() == steps;
+  // Adaptive planning turned on, off or changed is another trajectory too.
+  const bool adaptive_changed =
+      stored.value("adaptive", nlohmann::json()) != train_config.value("adaptive", nlohmann::json());
+  if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = id;
+  if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
+    throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
+                " with other settings starts a branch of run " + std::to_string(id) + " (which has gone on to step " +
+                std::to_string(latest) + "), and its checkpoints written into " + resumed_from + " would replace run " +
+                std::to_string(id) + "'s checkpoint there; give the branch a folder of its own with --out");
+  return parent;
+}
+
+// Run id goes on from the trainer's step with this configuration (e.g. more --steps, another
+// plan, adaptive from here), its plan timeline continued or the next plan recorded.
+void claim_resumed_run(Store& store, const Trainer& trainer, int64_t id, const nlohmann::json& train_config,
+                       bool plan_changed, const std::string& method, const Plan& next_plan) {
+  const int64_t next_step = trainer.step_count() + 1;
+  const RunInfo claimed = store.run(id);
+  const bool adaptive_changed =
+      claimed.spec.train_config.value("adaptive", nlohmann::json()) != train_config.value("adaptive", nlohmann::json());
+  store.claim_run(id, trainer.step_count());
+  store.set_run_config(id, train_config, plan_changed || adaptive_changed ? method : claimed.spec.method);
+  const std::vector<PlanTimelineEntry> timeline = store.plan_timeline(id);
+  if (plan_changed) {
+    if (!timeline.empty()) store.end_plan_timeline(id, trainer.step_count());
+    if (!next_plan.layers.empty()) record_file_plan(store, id, next_plan, next_step);
+  } else if (!timeline.empty() && timeline.back().last_step == trainer.step_count()) {
+    // The plan in effect at the checkpoint goes on: reopen its timeline entry, closed when
+    // the run stopped there.
+    store.set_plan_in_effect(id, timeline.back().plan_id, timeline.back().first_step);
+  }
+}
+
 }  // namespace
 
 RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDescription& description,
@@ -216,44 +264,10 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
                                                          : cfg.plan.method;
   std::optional<int64_t> parent;
   if (!resumed_from.empty()) {
-    if (const std::optional<int64_t> id = find_run_of_checkpoint(store, resumed_from)) {
-      // From an earlier checkpoint than the run's latest, the run is claimed again only when it
-      // retrains its own trajectory (same plan, same total steps: the same rows, bit for bit, as
-      // after a kill). A resume that goes another way from there (another --plan or --steps, e.g.
-      // a second resume from one checkpoint) would overwrite the later rows with different ones:
-      // that is a branch, a new run naming its parent, and the parent keeps everything.
-      int64_t latest = -1;
-      for (const Checkpoint& ck : store.checkpoints(*id)) latest = std::max(latest, ck.step);
-      const nlohmann::json& stored = store.run(*id).spec.train_config;
-      const bool same_total = stored.contains("steps") && stored["steps"].is_number_integer() &&
-                              stored["steps"].get<int64_t>() == cfg.steps;
-      // Adaptive planning turned on, off or changed is another trajectory too.
-      const bool adaptive_changed =
-          stored.value("adaptive", nlohmann::json()) != train_config.value("adaptive", nlohmann::json());
-      if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = *id;
-      if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
-        throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
-                    " with other settings starts a branch of run " + std::to_string(*id) +
-                    " (which has gone on to step " + std::to_string(latest) + "), and its checkpoints written into " +
-                    resumed_from + " would replace run " + std::to_string(*id) +
-                    "'s checkpoint there; give the branch a folder of its own with --out");
-    }
+    if (const std::optional<int64_t> id = find_run_of_checkpoint(store, resumed_from))
+      parent = branch_parent(store, trainer, *id, cfg.steps, train_config, plan_changed, resumed_from, checkpoint_dir);
     if (const std::optional<int64_t> id = parent ? std::nullopt : find_run_of_checkpoint(store, resumed_from)) {
-      const RunInfo claimed = store.run(*id);
-      const bool adaptive_changed = claimed.spec.train_config.value("adaptive", nlohmann::json()) !=
-                                    train_config.value("adaptive", nlohmann::json());
-      store.claim_run(*id, trainer.step_count());
-      // The run goes on with this configuration (e.g. more --steps, another plan, adaptive from here).
-      store.set_run_config(*id, train_config, plan_changed || adaptive_changed ? method : claimed.spec.method);
-      const std::vector<PlanTimelineEntry> timeline = store.plan_timeline(*id);
-      if (plan_changed) {
-        if (!timeline.empty()) store.end_plan_timeline(*id, trainer.step_count());
-        if (!next_plan.layers.empty()) record_file_plan(store, *id, next_plan, next_step);
-      } else if (!timeline.empty() && timeline.back().last_step == trainer.step_count()) {
-        // The plan in effect at the checkpoint goes on: reopen its timeline entry, closed when
-        // the run stopped there.
-        store.set_plan_in_effect(*id, timeline.back().plan_id, timeline.back().first_step);
-      }
+      claim_resumed_run(store, trainer, *id, train_config, plan_changed, method, next_plan);
       return {*id, true};
     }
   }
