@@ -168,6 +168,51 @@ struct JobDone {
   std::exception_ptr error;
 };
 
+// Starts up to `threads` threads running worker. A thread the system refuses (a thread or memory
+// limit) leaves fewer job threads, which give the same results (running counts only those
+// started); none at all is an error, never std::terminate with threads left running.
+std::vector<std::thread> start_job_threads(int threads, const std::function<void()>& worker, std::mutex& mu,
+                                           int& running) {
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        running -= threads - t;
+      }
+      if (pool.empty())
+        throw Error(std::string("cannot start a training thread (") + e.what() +
+                    "); free memory or raise the process limit, or give --jobs 1");
+      break;
+    }
+  }
+  return pool;
+}
+
+// Hands a finished job to `done`, or keeps its error: the first that is not a CompareStopped in
+// first_error (an error from `done` too, which aborts the other jobs), the first CompareStopped in stopped.
+void hand_over(const JobDone& d, const std::function<void(const JobDone&)>& done, std::atomic<bool>& abort,
+               std::exception_ptr& first_error, std::exception_ptr& stopped) {
+  if (!d.error) {
+    try {
+      done(d);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+      abort.store(true);
+    }
+    return;
+  }
+  try {
+    std::rethrow_exception(d.error);
+  } catch (const CompareStopped&) {
+    if (!stopped) stopped = d.error;
+  } catch (...) {
+    if (!first_error) first_error = d.error;
+  }
+}
+
 // Runs `jobs` on `threads` threads (each pulls the next job in order) and hands every finished
 // one to `done` on the calling thread, in the order they finish. A job that throws stops the
 // others after their current step; the finished ones are still handed over, then the first
@@ -202,23 +247,7 @@ void run_jobs(const std::vector<Job>& jobs, int threads, const std::function<boo
     --running;
     cv.notify_one();
   };
-  std::vector<std::thread> pool;
-  // A thread the system refuses (a thread or memory limit) leaves fewer job threads, which give
-  // the same results; none at all is an error, never std::terminate with threads left running.
-  for (int t = 0; t < threads; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error& e) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        running -= threads - t;
-      }
-      if (pool.empty())
-        throw Error(std::string("cannot start a training thread (") + e.what() +
-                    "); free memory or raise the process limit, or give --jobs 1");
-      break;
-    }
-  }
+  std::vector<std::thread> pool = start_job_threads(threads, worker, mu, running);
   std::exception_ptr first_error, stopped;
   for (;;) {
     std::vector<JobDone> batch;
@@ -229,24 +258,7 @@ void run_jobs(const std::vector<Job>& jobs, int threads, const std::function<boo
       batch.swap(finished);
       last = running == 0;
     }
-    for (const JobDone& d : batch) {
-      if (!d.error) {
-        try {
-          done(d);
-        } catch (...) {
-          if (!first_error) first_error = std::current_exception();
-          abort.store(true);
-        }
-        continue;
-      }
-      try {
-        std::rethrow_exception(d.error);
-      } catch (const CompareStopped&) {
-        if (!stopped) stopped = d.error;
-      } catch (...) {
-        if (!first_error) first_error = d.error;
-      }
-    }
+    for (const JobDone& d : batch) hand_over(d, done, abort, first_error, stopped);
     if (last) break;
   }
   for (std::thread& t : pool) t.join();
