@@ -224,58 +224,61 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
   print_report(o.resume ? recorder->checkpoint() : o.checkpoint, recorder->options(), rep, id, store.path(), o.json);
 }
 
-void setup_compare(CLI::App& app) {
-  auto opts = std::make_shared<CompareCliOptions>();
-  auto* cmd = app.add_subcommand("compare",
-                                 "Training truth: from one checkpoint train N steps under SNIP and every baseline plan "
-                                 "at the same FP4 budget, every arm K times (paired replicates), and report loss gaps "
-                                 "to BF16 with 95% intervals and each plan's verdict against SNIP");
-  cmd->add_option("--checkpoint", opts->checkpoint, "Training checkpoint directory (snip train --out)");
-  cmd->add_option("--resume", opts->resume,
+// What to compare from and how: the checkpoint (or a compare to resume), jobs, budget, steps, recipe, replicates.
+void add_compare_run_options(CLI::App* cmd, CompareCliOptions& o) {
+  cmd->add_option("--checkpoint", o.checkpoint, "Training checkpoint directory (snip train --out)");
+  cmd->add_option("--resume", o.resume,
                   "Continue the interrupted compare with this id (snip compare --list) with its stored options: "
                   "only the trainings it has not stored are run, and the result is the uninterrupted compare's");
-  cmd->add_flag("--list", opts->list, "List the stored compares with their status (running, interrupted, ...)");
-  cmd->add_option("--jobs", opts->jobs,
+  cmd->add_flag("--list", o.list, "List the stored compares with their status (running, interrupted, ...)");
+  cmd->add_option("--jobs", o.jobs,
                   "Trainings run at once (default: one per hardware thread; each runs its GEMMs on one thread, "
                   "so the results are the same for every --jobs)");
-  cmd->add_option("--budget", opts->budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--steps", opts->steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
-  cmd->add_option("--recipe", opts->recipe,
+  cmd->add_option("--budget", o.budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--steps", o.steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
+  cmd->add_option("--recipe", o.recipe,
                   "Scaling recipe: snip (tiles), mx (E8M0 1x32), nvfp4, tensor (per-tensor, harsh), or a granularity "
                   "between them: block:N (FP32 scale per 1xN block along the reduction), block:row, channel; "
                   "append :sr for stochastic rounding of FP4 gradients; default: the run's");
-  cmd->add_option("--replicates", opts->replicates,
+  cmd->add_option("--replicates", o.replicates,
                   "Trainings per arm (K): replicate r of every arm starts from the checkpoint's weights perturbed "
                   "by a relative 1e-4 (seed r) with its own stochastic-rounding seed, so arms are paired by r; "
                   "K >= 2 gives 95% Student-t intervals and verdicts, K = 1 no interval");
-  cmd->add_flag("--oracle", opts->oracle,
+}
+
+// Which arms (the oracle, SNIP's lambdas, the baselines and their seeds), how they are judged, and
+// where the table goes (--db, --no-db, --json).
+void add_compare_arm_options(CLI::App* cmd, CompareCliOptions& o) {
+  cmd->add_flag("--oracle", o.oracle,
                 "Add an oracle arm: the same ILP on the measured per-layer loss damage (snip validate's dl_true) "
                 "on this checkpoint, and report SNIP's regret to it (paired, with interval)");
-  cmd->add_option("--oracle-batches", opts->oracle_batches,
+  cmd->add_option("--oracle-batches", o.oracle_batches,
                   "Validation batches the oracle's measured damage is averaged over (default 32: one batch's "
                   "damage is dominated by a first-order term whose sign varies by batch; n batches shrink it "
                   "by sqrt(n)); they are the batches after the --eval-batches ones, so no arm is judged on the "
                   "batches the oracle's plan was chosen on");
-  cmd->add_option("--lambdas", opts->lambdas,
+  cmd->add_option("--lambdas", o.lambdas,
                   "SNIP's quality weights lambda, one arm each, comma-separated (default 0,0.1,0.3,1); the "
                   "reference every verdict is against is lambda 0.1 when listed, else the first")
       ->delimiter(',')
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
-  cmd->add_option("--baselines", opts->baselines,
+  cmd->add_option("--baselines", o.baselines,
                   "Baseline arms to train, comma-separated, from random, min-err, min-rel-err, hawq, e-layer-type, "
                   "e-layer-id, uniform-fp8, uniform-fp4 (default: these), and the per-role arms fp4-fprop-only, "
                   "fp4-dgrad-only, fp4-wgrad-only (FP4 in one GEMM role, FP8 in the others; only when named); "
                   "uniform-bf16 and SNIP always run")
       ->delimiter(',');
-  cmd->add_option("--seeds", opts->seeds, "Seeds of the random baseline")->check(CLI::Range(0, 100));
-  cmd->add_option("--cooldown", opts->cooldown, "LR cooldown steps before the validation loss")
+  cmd->add_option("--seeds", o.seeds, "Seeds of the random baseline")->check(CLI::Range(0, 100));
+  cmd->add_option("--cooldown", o.cooldown, "LR cooldown steps before the validation loss")
       ->check(CLI::Range(0, 100000));
-  cmd->add_option("--eval-batches", opts->eval_batches, "Validation batches")->check(CLI::Range(1, 100000));
-  cmd->add_option("--db", opts->db,
-                  "Experiment database to store the table in (default: the user's workbench database)");
-  cmd->add_flag("--no-db", opts->no_db, "Do not store the table in a database");
-  cmd->add_flag("--json", opts->json, "Print one JSON object");
+  cmd->add_option("--eval-batches", o.eval_batches, "Validation batches")->check(CLI::Range(1, 100000));
+  cmd->add_option("--db", o.db, "Experiment database to store the table in (default: the user's workbench database)");
+  cmd->add_flag("--no-db", o.no_db, "Do not store the table in a database");
+  cmd->add_flag("--json", o.json, "Print one JSON object");
+}
+
+std::shared_ptr<snip::cli::OptionRules> compare_rules(CLI::App* cmd, const std::shared_ptr<CompareCliOptions>& opts) {
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
   rules->excludes("--db", "--no-db", "--no-db stores nothing; drop one of them");
   rules->excludes("--resume", "--no-db", "a resumed compare is read from and stored in the database; drop --no-db");
@@ -303,6 +306,18 @@ void setup_compare(CLI::App& app) {
         throw snip::Error("--seeds 0 with --baselines random trains no random arm; give --seeds 1 or more");
     }
   });
+  return rules;
+}
+
+void setup_compare(CLI::App& app) {
+  auto opts = std::make_shared<CompareCliOptions>();
+  auto* cmd = app.add_subcommand("compare",
+                                 "Training truth: from one checkpoint train N steps under SNIP and every baseline plan "
+                                 "at the same FP4 budget, every arm K times (paired replicates), and report loss gaps "
+                                 "to BF16 with 95% intervals and each plan's verdict against SNIP");
+  add_compare_run_options(cmd, *opts);
+  add_compare_arm_options(cmd, *opts);
+  auto rules = compare_rules(cmd, opts);
   snip::cli::run_checked(cmd, rules, [opts, rules] { run_compare_cmd(*opts, *rules); });
 }
 SNIP_REGISTER_COMMAND("compare", setup_compare);

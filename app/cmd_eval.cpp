@@ -35,61 +35,49 @@ struct EvalOptions {
   bool json = false;
 };
 
-void run_eval(const EvalOptions& o) {
-  if (!o.grads_out.empty()) snip::checked_write_target(o.grads_out);  // refused before the evaluation
-  const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
-  // What is not given is the run's own (trainer_state.json), else the training defaults.
-  std::string tokenizer = o.tokenizer, recipe = o.recipe, tokenizer_fingerprint;
-  int B = o.batch_size, T = o.seq_len;
+// What is not given is the run's own (trainer_state.json), else the training defaults.
+struct EvalSettings {
+  std::string tokenizer, recipe, tokenizer_fingerprint;
+  int B = 0, T = 0;
+};
+
+EvalSettings eval_settings(const EvalOptions& o, const snip::ModelConfig& cfg) {
+  EvalSettings e{o.tokenizer, o.recipe, {}, o.batch_size, o.seq_len};
   if (std::filesystem::exists(o.checkpoint + "/trainer_state.json")) {
     const auto state = snip::read_trainer_state(o.checkpoint);
     if (state.contains("config")) {
       const auto& c = state["config"];
-      if (tokenizer.empty()) {  // the run's own, held to its fingerprint
-        tokenizer = c.value("tokenizer", "byte");
-        tokenizer_fingerprint = c.value("tokenizer_fingerprint", std::string());
+      if (e.tokenizer.empty()) {  // the run's own, held to its fingerprint
+        e.tokenizer = c.value("tokenizer", "byte");
+        e.tokenizer_fingerprint = c.value("tokenizer_fingerprint", std::string());
       }
-      if (B <= 0) B = c.value("batch_size", 0);
-      if (T <= 0) T = c.value("seq_len", 0);
+      if (e.B <= 0) e.B = c.value("batch_size", 0);
+      if (e.T <= 0) e.T = c.value("seq_len", 0);
     }
-    if (recipe.empty()) recipe = state.value("recipe", snip::defaults::kRecipe);
+    if (e.recipe.empty()) e.recipe = state.value("recipe", snip::defaults::kRecipe);
   }
-  if (tokenizer.empty()) tokenizer = "byte";
-  if (recipe.empty()) recipe = snip::defaults::kRecipe;
-  if (B <= 0) B = snip::defaults::kBatchSize;
-  if (T <= 0) T = std::min(snip::defaults::kSeqLen, cfg.max_position_embeddings);
-  if (o.split != "all" && o.split != "train" && o.split != "val")
-    throw snip::Error("--split must be all, train or val (got \"" + o.split + "\")");
+  if (e.tokenizer.empty()) e.tokenizer = "byte";
+  if (e.recipe.empty()) e.recipe = snip::defaults::kRecipe;
+  if (e.B <= 0) e.B = snip::defaults::kBatchSize;
+  if (e.T <= 0) e.T = std::min(snip::defaults::kSeqLen, cfg.max_position_embeddings);
+  return e;
+}
 
-  // Everything that can be refused before the corpus is read and the model allocated.
-  const snip::Recipe eval_recipe = snip::Recipe::named(recipe);
-  std::vector<std::string> warnings;
-  const std::vector<snip::LinearPrecision> precisions =
-      !o.plan.empty()
-          ? snip::resolve_plan(snip::read_plan_file(o.plan), cfg.dims(), &warnings)
-          : std::vector<snip::LinearPrecision>(size_t(snip::kLayersPerBlock * cfg.num_hidden_layers),
-                                               snip::LinearPrecision::uniform(snip::parse_precision(o.precision)));
-  auto tok = snip::make_recorded_tokenizer(tokenizer, tokenizer_fingerprint, o.checkpoint);
-  const snip::TokenData data = snip::load_token_data(o.data, *tok, cfg.vocab_size);
-  std::vector<int32_t> stream;
-  if (o.split != "val") stream = data.train;
-  if (o.split != "train") stream.insert(stream.end(), data.val.begin(), data.val.end());
-
-  snip::Llama model(cfg, B, T);
-  snip::read_checkpoint_model(o.checkpoint, model);
-  model.set_recipe(eval_recipe);
-  model.set_precisions(precisions);
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-
-  snip::BatchLoader loader(&stream, B, T, 0, /*shuffle=*/false);
+// The number of batches to evaluate: --batches, else every whole batch of the stream.
+int64_t eval_batch_count(const EvalOptions& o, const snip::BatchLoader& loader, const snip::TokenData& data,
+                         size_t stream_tokens, int B, int T) {
   const int64_t available = int64_t(loader.batches_per_epoch());
   if (available <= 0)
-    throw snip::Error(data.source + ": " + std::to_string(stream.size()) + " tokens are fewer than one batch of " +
+    throw snip::Error(data.source + ": " + std::to_string(stream_tokens) + " tokens are fewer than one batch of " +
                       std::to_string(B) + "x" + std::to_string(T) + "+1; use a smaller --batch-size/--seq-len");
   if (o.batches > available)
     throw snip::Error("--batches " + std::to_string(o.batches) + " exceeds the " + std::to_string(available) +
                       " whole batches of " + std::to_string(B) + "x" + std::to_string(T) + " in " + data.source);
-  const int64_t n = o.batches > 0 ? o.batches : available;
+  return o.batches > 0 ? o.batches : available;
+}
+
+// The sum of n batches' losses (and, with --grads-out, the gradient of their mean in the model).
+double eval_loss_sum(const EvalOptions& o, snip::Llama& model, snip::BatchLoader& loader, int64_t n, int B, int T) {
   std::vector<int32_t> in(size_t(B) * T), tgt(in.size());
   double sum = 0;
   model.zero_grads();
@@ -102,6 +90,41 @@ void run_eval(const EvalOptions& o) {
     sum += loss;
     if (!o.grads_out.empty()) model.backward(1.0 / double(n));  // gradient of the mean loss
   }
+  return sum;
+}
+
+void run_eval(const EvalOptions& o) {
+  if (!o.grads_out.empty()) snip::checked_write_target(o.grads_out);  // refused before the evaluation
+  const snip::ModelConfig cfg = snip::read_checkpoint_config(o.checkpoint);
+  const EvalSettings e = eval_settings(o, cfg);
+  const std::string& recipe = e.recipe;
+  const int B = e.B, T = e.T;
+  if (o.split != "all" && o.split != "train" && o.split != "val")
+    throw snip::Error("--split must be all, train or val (got \"" + o.split + "\")");
+
+  // Everything that can be refused before the corpus is read and the model allocated.
+  const snip::Recipe eval_recipe = snip::Recipe::named(recipe);
+  std::vector<std::string> warnings;
+  const std::vector<snip::LinearPrecision> precisions =
+      !o.plan.empty()
+          ? snip::resolve_plan(snip::read_plan_file(o.plan), cfg.dims(), &warnings)
+          : std::vector<snip::LinearPrecision>(size_t(snip::kLayersPerBlock * cfg.num_hidden_layers),
+                                               snip::LinearPrecision::uniform(snip::parse_precision(o.precision)));
+  auto tok = snip::make_recorded_tokenizer(e.tokenizer, e.tokenizer_fingerprint, o.checkpoint);
+  const snip::TokenData data = snip::load_token_data(o.data, *tok, cfg.vocab_size);
+  std::vector<int32_t> stream;
+  if (o.split != "val") stream = data.train;
+  if (o.split != "train") stream.insert(stream.end(), data.val.begin(), data.val.end());
+
+  snip::Llama model(cfg, B, T);
+  snip::read_checkpoint_model(o.checkpoint, model);
+  model.set_recipe(eval_recipe);
+  model.set_precisions(precisions);
+  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+
+  snip::BatchLoader loader(&stream, B, T, 0, /*shuffle=*/false);
+  const int64_t n = eval_batch_count(o, loader, data, stream.size(), B, T);
+  const double sum = eval_loss_sum(o, model, loader, n, B, T);
   const double mean = sum / double(n);
   const int64_t tokens = n * B * T;
   if (!o.grads_out.empty()) snip::write_model_grads(o.grads_out, model);

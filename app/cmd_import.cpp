@@ -63,101 +63,84 @@ std::string detect_format(const std::string& text, const std::string& path) {
   return j["format"].get<std::string>();
 }
 
-void run_import(const ImportOptions& o) {
-  // Parse and check every file before writing anything: a bad file imports nothing.
-  struct Item {
-    std::string path;
-    std::optional<snip::Plan> plan;
-    std::optional<snip::StatsRound> stats;
-    bool fraction_known = true;  // a plan's achieved FP4 fraction: given, or fixed by its layers
-  };
-  std::vector<Item> items;
-  for (const auto& path : o.files) {
-    const std::string text = snip::read_file(path);
-    if (!o.from.empty()) {
-      items.push_back({path, import_from_stack(o, path, text), {}});
-      continue;
-    }
-    const std::string format = detect_format(text, path);
-    Item it{path, {}, {}};
-    if (format == "snip-plan/1") {
-      it.plan = snip::plan_from_json(text, path);  // (names no linear layer: refused; the model with --run)
-      // A plan that mixes FP4 with other precisions and claims no fraction needs the model's FLOPs.
-      bool some_fp4 = false, all_fp4 = true;
-      for (const auto& [name, lp] : it.plan->layers)
-        for (const snip::Gemm g : snip::kAllGemms) {
-          some_fp4 = some_fp4 || lp[g] == snip::Precision::fp4;
-          all_fp4 = all_fp4 && lp[g] == snip::Precision::fp4;
-        }
-      it.fraction_known = nlohmann::json::parse(text).contains("achieved_fp4_fraction") || !some_fp4 || all_fp4;
-    } else if (format == "snip-stats/1") {
-      it.stats = snip::stats_from_json(text, path);
-      // A round no plan can be made from (no layers, a missing global) would be stored and then
-      // refused by every command that reads it.
-      try {
-        if (it.stats->layers.empty()) throw snip::Error("it holds no layer");
-        (void)snip::planner_input_from_stats(*it.stats);
-      } catch (const snip::Error& e) {
-        throw snip::Error(path + ": these statistics cannot be planned from (" + e.what() + "); nothing was imported");
+// One file to import, parsed and checked on its own.
+struct ImportItem {
+  std::string path;
+  std::optional<snip::Plan> plan;
+  std::optional<snip::StatsRound> stats;
+  bool fraction_known = true;  // a plan's achieved FP4 fraction: given, or fixed by its layers
+};
+
+ImportItem parse_import_item(const ImportOptions& o, const std::string& path) {
+  const std::string text = snip::read_file(path);
+  if (!o.from.empty()) return {path, import_from_stack(o, path, text), {}};
+  const std::string format = detect_format(text, path);
+  ImportItem it{path, {}, {}};
+  if (format == "snip-plan/1") {
+    it.plan = snip::plan_from_json(text, path);  // (names no linear layer: refused; the model with --run)
+    // A plan that mixes FP4 with other precisions and claims no fraction needs the model's FLOPs.
+    bool some_fp4 = false, all_fp4 = true;
+    for (const auto& [name, lp] : it.plan->layers)
+      for (const snip::Gemm g : snip::kAllGemms) {
+        some_fp4 = some_fp4 || lp[g] == snip::Precision::fp4;
+        all_fp4 = all_fp4 && lp[g] == snip::Precision::fp4;
       }
-    } else {
-      throw snip::Error(path + ": format \"" + format + "\" cannot be imported (expected snip-plan/1 or snip-stats/1)");
+    it.fraction_known = nlohmann::json::parse(text).contains("achieved_fp4_fraction") || !some_fp4 || all_fp4;
+  } else if (format == "snip-stats/1") {
+    it.stats = snip::stats_from_json(text, path);
+    // A round no plan can be made from (no layers, a missing global) would be stored and then
+    // refused by every command that reads it.
+    try {
+      if (it.stats->layers.empty()) throw snip::Error("it holds no layer");
+      (void)snip::planner_input_from_stats(*it.stats);
+    } catch (const snip::Error& e) {
+      throw snip::Error(path + ": these statistics cannot be planned from (" + e.what() + "); nothing was imported");
     }
-    items.push_back(std::move(it));
+  } else {
+    throw snip::Error(path + ": format \"" + format + "\" cannot be imported (expected snip-plan/1 or snip-stats/1)");
   }
-  if (!o.out.empty()) {  // --from with --out: a plan file, nothing stored
-    snip::write_plan_file(o.out, *items.front().plan);
-    if (!o.json) std::printf("wrote %s (%s plan from %s)\n", o.out.c_str(), o.from.c_str(), o.files.front().c_str());
-    return;
+  return it;
+}
+
+// A plan on run: it must fit the run's model, and the store computes its FP4 fraction from it.
+void fit_plan_to_run(ImportItem& it, const snip::RunInfo& run) {
+  std::vector<snip::LinearPrecision> per_layer;
+  try {
+    per_layer = snip::resolve_plan(*it.plan, run.spec.dims, nullptr);
+  } catch (const snip::Error& e) {
+    throw snip::Error(it.path + ": does not fit run " + std::to_string(run.id) + " (" +
+                      snip::printable_text(run.spec.name) + "): " + e.what() + "; nothing was imported");
   }
-  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.check_integrity = true});
-  std::optional<snip::RunInfo> run;
-  if (o.run) run = store.run(*o.run);
-  for (auto& it : items) {
-    if (!run) {
-      if (it.plan && !it.fraction_known)
-        throw snip::Error(it.path +
-                          ": the plan mixes FP4 with other precisions and gives no \"achieved_fp4_fraction\", which "
-                          "depends on the model's layer sizes: give --run ID so the store computes it from that run's "
-                          "model (or add the fraction to the file); nothing was imported");
-      continue;
-    }
-    if (it.plan) {
-      std::vector<snip::LinearPrecision> per_layer;
-      try {
-        per_layer = snip::resolve_plan(*it.plan, run->spec.dims, nullptr);
-      } catch (const snip::Error& e) {
-        throw snip::Error(it.path + ": does not fit run " + std::to_string(run->id) + " (" +
-                          snip::printable_text(run->spec.name) + "): " + e.what() + "; nothing was imported");
-      }
-      // The store computes what it can: the fraction from the run's model, a contradicting claim refused.
-      const double exact = snip::fp4_flop_fraction(per_layer, run->spec.dims);
-      if (it.fraction_known && std::abs(it.plan->achieved_fp4_fraction - exact) > 1e-6)
-        throw snip::Error(it.path + ": \"achieved_fp4_fraction\" is " + std::to_string(it.plan->achieved_fp4_fraction) +
-                          " but on run " + std::to_string(run->id) + "'s model its layers put " +
-                          std::to_string(exact) +
-                          " of the FLOPs in FP4; correct the value or leave it out; nothing was imported");
-      it.plan->achieved_fp4_fraction = exact;
-    }
-    if (it.stats && !(it.stats->dims.hidden == run->spec.dims.hidden &&
-                      it.stats->dims.intermediate == run->spec.dims.intermediate &&
-                      it.stats->dims.num_layers == run->spec.dims.num_layers &&
-                      it.stats->dims.num_heads == run->spec.dims.num_heads &&
-                      it.stats->dims.num_kv_heads == run->spec.dims.num_kv_heads))
-      throw snip::Error(it.path + ": statistics of another model than run " + std::to_string(run->id) + " (" +
-                        snip::printable_text(run->spec.name) + "); nothing was imported");
-    // What the store can check against the run: a round from beyond its last step, or under
-    // another recipe, was not measured on this run.
-    if (it.stats && it.stats->step > std::max<int64_t>(run->last_step, 0))
-      throw snip::Error(it.path + ": a statistics round at step " + std::to_string(it.stats->step) + ", but run " +
-                        std::to_string(run->id) + " has trained " +
-                        std::to_string(std::max<int64_t>(run->last_step, 0)) +
-                        " steps: it was not measured on this run; nothing was imported");
-    if (it.stats && snip::parse_recipe_name(it.stats->recipe).canonical != run->spec.recipe)
-      throw snip::Error(it.path + ": a statistics round under recipe " + it.stats->recipe + ", but run " +
-                        std::to_string(run->id) + " trains under " + run->spec.recipe +
-                        ": it was not measured on this run; nothing was imported");
-  }
+  // The store computes what it can: the fraction from the run's model, a contradicting claim refused.
+  const double exact = snip::fp4_flop_fraction(per_layer, run.spec.dims);
+  if (it.fraction_known && std::abs(it.plan->achieved_fp4_fraction - exact) > 1e-6)
+    throw snip::Error(it.path + ": \"achieved_fp4_fraction\" is " + std::to_string(it.plan->achieved_fp4_fraction) +
+                      " but on run " + std::to_string(run.id) + "'s model its layers put " + std::to_string(exact) +
+                      " of the FLOPs in FP4; correct the value or leave it out; nothing was imported");
+  it.plan->achieved_fp4_fraction = exact;
+}
+
+// A statistics round on run: same model, and measured on this run (within its steps, under its recipe).
+void check_stats_on_run(const ImportItem& it, const snip::RunInfo& run) {
+  if (!(it.stats->dims.hidden == run.spec.dims.hidden && it.stats->dims.intermediate == run.spec.dims.intermediate &&
+        it.stats->dims.num_layers == run.spec.dims.num_layers && it.stats->dims.num_heads == run.spec.dims.num_heads &&
+        it.stats->dims.num_kv_heads == run.spec.dims.num_kv_heads))
+    throw snip::Error(it.path + ": statistics of another model than run " + std::to_string(run.id) + " (" +
+                      snip::printable_text(run.spec.name) + "); nothing was imported");
+  // What the store can check against the run: a round from beyond its last step, or under
+  // another recipe, was not measured on this run.
+  if (it.stats->step > std::max<int64_t>(run.last_step, 0))
+    throw snip::Error(it.path + ": a statistics round at step " + std::to_string(it.stats->step) + ", but run " +
+                      std::to_string(run.id) + " has trained " + std::to_string(std::max<int64_t>(run.last_step, 0)) +
+                      " steps: it was not measured on this run; nothing was imported");
+  if (snip::parse_recipe_name(it.stats->recipe).canonical != run.spec.recipe)
+    throw snip::Error(it.path + ": a statistics round under recipe " + it.stats->recipe + ", but run " +
+                      std::to_string(run.id) + " trains under " + run.spec.recipe +
+                      ": it was not measured on this run; nothing was imported");
+}
+
+// Every item in one transaction; then the list of what was stored.
+void store_items(const ImportOptions& o, snip::Store& store, const std::vector<ImportItem>& items) {
   nlohmann::json out = nlohmann::json::array();
   snip::Store::Transaction txn(store);
   for (const auto& it : items) {
@@ -180,6 +163,33 @@ void run_import(const ImportOptions& o) {
       std::printf("imported %s %lld from %s\n", e["kind"] == "plan" ? "plan" : "statistics round",
                   (long long)e["id"].get<int64_t>(), e["file"].get<std::string>().c_str());
   }
+}
+
+void run_import(const ImportOptions& o) {
+  // Parse and check every file before writing anything: a bad file imports nothing.
+  std::vector<ImportItem> items;
+  for (const auto& path : o.files) items.push_back(parse_import_item(o, path));
+  if (!o.out.empty()) {  // --from with --out: a plan file, nothing stored
+    snip::write_plan_file(o.out, *items.front().plan);
+    if (!o.json) std::printf("wrote %s (%s plan from %s)\n", o.out.c_str(), o.from.c_str(), o.files.front().c_str());
+    return;
+  }
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db, {.check_integrity = true});
+  std::optional<snip::RunInfo> run;
+  if (o.run) run = store.run(*o.run);
+  for (auto& it : items) {
+    if (!run) {
+      if (it.plan && !it.fraction_known)
+        throw snip::Error(it.path +
+                          ": the plan mixes FP4 with other precisions and gives no \"achieved_fp4_fraction\", which "
+                          "depends on the model's layer sizes: give --run ID so the store computes it from that run's "
+                          "model (or add the fraction to the file); nothing was imported");
+      continue;
+    }
+    if (it.plan) fit_plan_to_run(it, *run);
+    if (it.stats) check_stats_on_run(it, *run);
+  }
+  store_items(o, store, items);
 }
 
 void setup_import(CLI::App& app) {

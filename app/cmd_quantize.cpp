@@ -71,24 +71,19 @@ void check_options_used(const snip::cli::OptionRules& rules, const snip::QuantSp
                                  ", not stochastic (give --rounding stochastic)");
 }
 
-void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules) {
-  snip::checked_write_target(o.out);  // both outputs refused (a directory, a device) before either is written
-  if (!o.codes.empty()) snip::checked_write_target(o.codes);
+snip::ElemFormat parse_format_option(const std::string& name) {
   const char* const formats = "e4m3, e5m2, e2m1, e3m2, e2m3 or bf16";
-  if (o.format == "fp32") throw snip::Error(std::string("--format fp32 is the identity; use ") + formats);
-  snip::ElemFormat format;
+  if (name == "fp32") throw snip::Error(std::string("--format fp32 is the identity; use ") + formats);
   try {
-    format = snip::parse_elem_format(o.format);
+    return snip::parse_elem_format(name);
   } catch (const snip::Error&) {
-    throw snip::Error("unknown --format '" + o.format + "': use " + formats);
+    throw snip::Error("unknown --format '" + name + "': use " + formats);
   }
-  const snip::Operand role = snip::parse_operand(o.role);
-  const auto [rows, cols] = parse_shape(o.shape);
+}
 
-  snip::RecipeOptions ro;
-  ro.name = o.recipe;
-  ro.scale_mode = snip::parse_e8m0_mode(o.scale_mode);
-  const snip::Recipe recipe(ro);
+// The recipe's quantization for this format and role, with --rounding applied.
+snip::QuantSpec quant_spec(const QuantizeOptions& o, const snip::Recipe& recipe, snip::ElemFormat format,
+                           snip::Operand role) {
   // The element format picks the recipe's precision class; 1D blocks run along the last
   // (contiguous) dimension, as for X and dY in their own GEMMs; weights use the 2D blocks.
   const snip::Precision p = format == snip::ElemFormat::bf16   ? snip::Precision::bf16
@@ -98,8 +93,11 @@ void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules)
   snip::QuantSpec spec = recipe.spec(p, gemm, role);
   spec.format = format;
   if (!o.rounding.empty()) spec.rounding = snip::parse_rounding(o.rounding);
-  check_options_used(rules, spec, format);
+  return spec;
+}
 
+// The rows·cols float32 input; its size and the memory checked before anything is read.
+std::vector<float> read_matrix(const QuantizeOptions& o, int64_t rows, int64_t cols) {
   // rows·cols·4 from the user's numbers: checked, so an overflowing --shape cannot wrap to the file size.
   const int64_t elements = snip::mul_or_throw<int64_t>(rows, cols, "--shape " + o.shape);
   const uint64_t need = uint64_t(snip::mul_or_throw<int64_t>(elements, 4, "--shape " + o.shape + " in bytes"));
@@ -115,17 +113,13 @@ void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules)
   if (data.size() != need)
     throw snip::Error(o.in + " has " + std::to_string(data.size()) + " bytes but --shape " + o.shape + " needs " +
                       std::to_string(need) + " (rows·cols·4 bytes of raw little-endian float32); check --shape");
-  std::vector<float> x(static_cast<size_t>(elements)), y(static_cast<size_t>(elements));
+  std::vector<float> x(static_cast<size_t>(elements));
   std::memcpy(x.data(), data.data(), data.size());
-  std::vector<uint8_t> codes(o.codes.empty() ? 0 : static_cast<size_t>(elements));
+  return x;
+}
 
-  snip::QuantStats st;
-  const snip::RngKey key{o.seed, 0, 0, 0};
-  snip::fake_quantize(y.data(), x.data(), rows, cols, spec, key, o.in.c_str(), &st,
-                      o.codes.empty() ? nullptr : codes.data());
-  snip::write_file_atomic(o.out, y.data(), y.size() * sizeof(float));
-  if (!o.codes.empty()) snip::write_file_atomic(o.codes, codes.data(), codes.size());
-
+void print_quantize_report(const QuantizeOptions& o, const snip::QuantSpec& spec, const snip::Recipe& recipe,
+                           snip::Operand role, int64_t rows, int64_t cols, const snip::QuantStats& st) {
   const double n = double(st.count);
   const double rmse = std::sqrt(st.err_sq / n);
   const double rel = st.ref_sq > 0 ? std::sqrt(st.err_sq / st.ref_sq) : (st.err_sq > 0 ? INFINITY : 0.0);
@@ -152,20 +146,46 @@ void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules)
                         {"saturated_pct", sat_pct},
                         {"zero_pct", zero_pct}};
     std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf(
-        "quantized %lldx%lld %s with recipe %s (%s): blocks %s (0 = whole dimension), scale %s%s%s, rounding %s\n",
-        (long long)rows, (long long)cols, snip::elem_format_name(spec.format), recipe.name().c_str(),
-        snip::operand_name(role), block.c_str(), scale_names[int(spec.scale)],
-        spec.scale == snip::ScaleKind::e8m0 ? " mode " : "",
-        spec.scale == snip::ScaleKind::e8m0 ? snip::e8m0_mode_name(spec.e8m0_mode) : "",
-        snip::rounding_name(spec.rounding));
-    std::printf("  rmse                 %.6g\n", rmse);
-    std::printf("  rel. Frobenius error %.6g\n", rel);
-    std::printf("  max abs error        %.6g\n", st.max_abs_err);
-    std::printf("  saturated            %.4f %%\n", sat_pct);
-    std::printf("  zero                 %.4f %%\n", zero_pct);
+    return;
   }
+  std::printf(
+      "quantized %lldx%lld %s with recipe %s (%s): blocks %s (0 = whole dimension), scale %s%s%s, rounding %s\n",
+      (long long)rows, (long long)cols, snip::elem_format_name(spec.format), recipe.name().c_str(),
+      snip::operand_name(role), block.c_str(), scale_names[int(spec.scale)],
+      spec.scale == snip::ScaleKind::e8m0 ? " mode " : "",
+      spec.scale == snip::ScaleKind::e8m0 ? snip::e8m0_mode_name(spec.e8m0_mode) : "",
+      snip::rounding_name(spec.rounding));
+  std::printf("  rmse                 %.6g\n", rmse);
+  std::printf("  rel. Frobenius error %.6g\n", rel);
+  std::printf("  max abs error        %.6g\n", st.max_abs_err);
+  std::printf("  saturated            %.4f %%\n", sat_pct);
+  std::printf("  zero                 %.4f %%\n", zero_pct);
+}
+
+void run_quantize(const QuantizeOptions& o, const snip::cli::OptionRules& rules) {
+  snip::checked_write_target(o.out);  // both outputs refused (a directory, a device) before either is written
+  if (!o.codes.empty()) snip::checked_write_target(o.codes);
+  const snip::ElemFormat format = parse_format_option(o.format);
+  const snip::Operand role = snip::parse_operand(o.role);
+  const auto [rows, cols] = parse_shape(o.shape);
+
+  snip::RecipeOptions ro;
+  ro.name = o.recipe;
+  ro.scale_mode = snip::parse_e8m0_mode(o.scale_mode);
+  const snip::Recipe recipe(ro);
+  const snip::QuantSpec spec = quant_spec(o, recipe, format, role);
+  check_options_used(rules, spec, format);
+
+  const std::vector<float> x = read_matrix(o, rows, cols);
+  std::vector<float> y(x.size());
+  std::vector<uint8_t> codes(o.codes.empty() ? 0 : x.size());
+  snip::QuantStats st;
+  const snip::RngKey key{o.seed, 0, 0, 0};
+  snip::fake_quantize(y.data(), x.data(), rows, cols, spec, key, o.in.c_str(), &st,
+                      o.codes.empty() ? nullptr : codes.data());
+  snip::write_file_atomic(o.out, y.data(), y.size() * sizeof(float));
+  if (!o.codes.empty()) snip::write_file_atomic(o.codes, codes.data(), codes.size());
+  print_quantize_report(o, spec, recipe, role, rows, cols, st);
 }
 
 void setup_quantize(CLI::App& app) {

@@ -39,13 +39,7 @@ std::string num(double v) {
   return buf;
 }
 
-void run_sweep_cmd(const SweepCliOptions& o) {
-  snip::EstimatorOptions est;
-  est.lambda = o.lambda;
-  est.normalize = !o.no_normalize;
-  snip::cli::StatsSource src = o.source.source();
-  const snip::PlannerInput in = snip::cli::load_planner_input(src, est, "sweep");
-  const bool from_stats = !o.source.stats.empty() || src.round_id.has_value();
+snip::SweepOptions sweep_options(const SweepCliOptions& o, const snip::PlannerInput& in) {
   snip::SweepOptions opt;
   opt.budgets = snip::parse_budget_list(o.budgets);
   // Defaults: every method the input supports (min-err needs statistics, hawq a round with the
@@ -62,53 +56,46 @@ void run_sweep_cmd(const SweepCliOptions& o) {
   opt.request.bf16_max_fraction = o.bf16_max;
   opt.request.seed = o.seed;
   for (const auto& p : o.pins) snip::add_pin(opt.request.pins, p);
-  const auto points = snip::run_sweep(in, opt);
+  return opt;
+}
 
-  if (o.json) {
-    nlohmann::json rows = nlohmann::json::array();
-    auto jnum = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    for (const auto& p : points) {
-      nlohmann::json j;
-      j["budget"] = p.budget;
-      j["method"] = p.method;
-      if (p.method == "random") j["seed"] = p.seed;
-      j["ok"] = p.ok;
-      if (!p.ok) {
-        j["error"] = p.error;
-      } else {
-        j["status"] = p.result.status;
-        j["achieved_fp4_fraction"] = p.result.achieved_fraction;
-        j["meets_budget"] = p.result.meets_budget();
-        j["predicted_q"] = jnum(p.result.predicted_q);
-        j["predicted_dl"] = jnum(p.result.predicted_dl);
-        j["predicted_dw"] = jnum(p.result.predicted_dw);
-        j["mip_gap"] = jnum(p.result.mip_gap);
-        j["solve_ms"] = p.result.solve_ms;
-        j["same_plan_as"] = p.same_plan_as;
-        j["notes"] = p.result.notes;
-      }
-      rows.push_back(j);
-    }
-    nlohmann::json out;
-    out["costs"] = in.snip.source;
-    if (from_stats) out["lambda"] = o.lambda;
-    if (src.round_id) out["stats_round_id"] = *src.round_id;
-    out["points"] = rows;
-    std::cout << out.dump(2) << "\n";
-    return;
+nlohmann::json sweep_point_json(const snip::SweepPoint& p) {
+  auto jnum = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json j;
+  j["budget"] = p.budget;
+  j["method"] = p.method;
+  if (p.method == "random") j["seed"] = p.seed;
+  j["ok"] = p.ok;
+  if (!p.ok) {
+    j["error"] = p.error;
+  } else {
+    j["status"] = p.result.status;
+    j["achieved_fp4_fraction"] = p.result.achieved_fraction;
+    j["meets_budget"] = p.result.meets_budget();
+    j["predicted_q"] = jnum(p.result.predicted_q);
+    j["predicted_dl"] = jnum(p.result.predicted_dl);
+    j["predicted_dw"] = jnum(p.result.predicted_dw);
+    j["mip_gap"] = jnum(p.result.mip_gap);
+    j["solve_ms"] = p.result.solve_ms;
+    j["same_plan_as"] = p.same_plan_as;
+    j["notes"] = p.result.notes;
   }
-  if (o.csv) {
-    std::printf(
-        "budget,method,seed,ok,achieved_fp4_fraction,predicted_q,predicted_dl,predicted_dw,mip_gap,same_plan_as,"
-        "error\n");
-    for (const auto& p : points)
-      std::printf("%.6g,%s,%s,%d,%s,%s,%s,%s,%s,%s,\"%s\"\n", p.budget, p.method.c_str(),
-                  p.method == "random" ? std::to_string(p.seed).c_str() : "", p.ok ? 1 : 0,
-                  p.ok ? num(p.result.achieved_fraction).c_str() : "", p.ok ? num(p.result.predicted_q).c_str() : "",
-                  p.ok ? num(p.result.predicted_dl).c_str() : "", p.ok ? num(p.result.predicted_dw).c_str() : "",
-                  p.ok ? num(p.result.mip_gap).c_str() : "", join(p.same_plan_as, ";").c_str(), p.error.c_str());
-    return;
-  }
+  return j;
+}
+
+void print_sweep_csv(const std::vector<snip::SweepPoint>& points) {
+  std::printf(
+      "budget,method,seed,ok,achieved_fp4_fraction,predicted_q,predicted_dl,predicted_dw,mip_gap,same_plan_as,"
+      "error\n");
+  for (const auto& p : points)
+    std::printf("%.6g,%s,%s,%d,%s,%s,%s,%s,%s,%s,\"%s\"\n", p.budget, p.method.c_str(),
+                p.method == "random" ? std::to_string(p.seed).c_str() : "", p.ok ? 1 : 0,
+                p.ok ? num(p.result.achieved_fraction).c_str() : "", p.ok ? num(p.result.predicted_q).c_str() : "",
+                p.ok ? num(p.result.predicted_dl).c_str() : "", p.ok ? num(p.result.predicted_dw).c_str() : "",
+                p.ok ? num(p.result.mip_gap).c_str() : "", join(p.same_plan_as, ";").c_str(), p.error.c_str());
+}
+
+void print_sweep_table(const snip::PlannerInput& in, const std::vector<snip::SweepPoint>& points) {
   std::printf("tradeoff under SNIP's costs (%s); Q is the predicted quality loss, lower is better\n",
               in.snip.source.c_str());
   std::printf("%-7s %-16s %9s  %12s %12s %12s  %s\n", "budget", "method", "achieved", "Q", "dL", "dW", "same plan as");
@@ -126,6 +113,33 @@ void run_sweep_cmd(const SweepCliOptions& o) {
   bool any_below = false;
   for (const auto& p : points) any_below = any_below || (p.ok && !p.result.meets_budget());
   if (any_below) std::printf("(* = below the budget: a uniform reference point, not a solution)\n");
+}
+
+void run_sweep_cmd(const SweepCliOptions& o) {
+  snip::EstimatorOptions est;
+  est.lambda = o.lambda;
+  est.normalize = !o.no_normalize;
+  snip::cli::StatsSource src = o.source.source();
+  const snip::PlannerInput in = snip::cli::load_planner_input(src, est, "sweep");
+  const bool from_stats = !o.source.stats.empty() || src.round_id.has_value();
+  const auto points = snip::run_sweep(in, sweep_options(o, in));
+
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& p : points) rows.push_back(sweep_point_json(p));
+    nlohmann::json out;
+    out["costs"] = in.snip.source;
+    if (from_stats) out["lambda"] = o.lambda;
+    if (src.round_id) out["stats_round_id"] = *src.round_id;
+    out["points"] = rows;
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  if (o.csv) {
+    print_sweep_csv(points);
+    return;
+  }
+  print_sweep_table(in, points);
 }
 
 void setup_sweep(CLI::App& app) {

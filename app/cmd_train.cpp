@@ -463,6 +463,38 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
   return r;
 }
 
+// Adaptive planning (METHOD.md 9, 10): the method, its budget, λ, ties, when to re-plan and probe.
+void add_adaptive_options(CLI::App* cmd, TrainOptions& opts) {
+  TrainOptions* o = &opts;
+  cmd->add_option("--method", o->method,
+                  "Adaptive planning (paper section 'periodic re-planning'): the method whose plan is re-made from "
+                  "each statistics round, one of " +
+                      snip::method_names());
+  cmd->add_option("--budget", o->budget,
+                  "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
+                  "default " +
+                      format_number(snip::defaults::kBudget) + ")");
+  cmd->add_option("--replan-every", o->replan_every,
+                  "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
+                  "re-solves (default " +
+                      std::to_string(snip::defaults::kReplanEvery) + "; 0: plan once before the first step)");
+  cmd->add_option("--bf16-probe-every", o->bf16_probe_every,
+                  "Every N steps, also run a BF16 forward on the same batch and record the live loss gap (default " +
+                      std::to_string(snip::defaults::kBf16ProbeEvery) + "; 0: never)");
+  cmd->add_option("--lambda", o->lambda,
+                  "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
+                      format_number(snip::defaults::kLambda) +
+                      "; "
+                      "lambda=1 is not neutral)");
+  cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
+  cmd->add_option("--replan-when", o->replan_when,
+                  "With --method: always (re-solve at every statistics round) or noise (re-solve only when a layer's "
+                  "FP4 gradient noise ratio crosses the threshold, √3 or --noise-floor; METHOD.md 10)");
+  cmd->add_option("--noise-floor", o->noise_floor,
+                  "With --method: keep layers whose FP4 gradient noise ratio is below this out of FP4 (e.g. 1.732 = "
+                  "√3; default 0: off)");
+}
+
 void setup_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto* cmd = app.add_subcommand(
@@ -512,33 +544,7 @@ void setup_train(CLI::App& app) {
   cmd->add_option("--db", o->db, "Experiment database to record the run in (default: the user's workbench database)");
   cmd->add_flag("--no-db", o->no_db, "Do not record the run in a database");
   cmd->add_option("--name", o->name, "Run name in the database (default: the checkpoint directory's name)");
-  cmd->add_option("--method", o->method,
-                  "Adaptive planning (paper section 'periodic re-planning'): the method whose plan is re-made from "
-                  "each statistics round, one of " +
-                      snip::method_names());
-  cmd->add_option("--budget", o->budget,
-                  "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
-                  "default " +
-                      format_number(snip::defaults::kBudget) + ")");
-  cmd->add_option("--replan-every", o->replan_every,
-                  "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
-                  "re-solves (default " +
-                      std::to_string(snip::defaults::kReplanEvery) + "; 0: plan once before the first step)");
-  cmd->add_option("--bf16-probe-every", o->bf16_probe_every,
-                  "Every N steps, also run a BF16 forward on the same batch and record the live loss gap (default " +
-                      std::to_string(snip::defaults::kBf16ProbeEvery) + "; 0: never)");
-  cmd->add_option("--lambda", o->lambda,
-                  "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
-                      format_number(snip::defaults::kLambda) +
-                      "; "
-                      "lambda=1 is not neutral)");
-  cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
-  cmd->add_option("--replan-when", o->replan_when,
-                  "With --method: always (re-solve at every statistics round) or noise (re-solve only when a layer's "
-                  "FP4 gradient noise ratio crosses the threshold, √3 or --noise-floor; METHOD.md 10)");
-  cmd->add_option("--noise-floor", o->noise_floor,
-                  "With --method: keep layers whose FP4 gradient noise ratio is below this out of FP4 (e.g. 1.732 = "
-                  "√3; default 0: off)");
+  add_adaptive_options(cmd, *o);
   snip::cli::run_checked(cmd, train_rules(cmd, *o), [o, cmd] {
     o->given.clear();
     o->save_every_given = cmd->count("--save-every") > 0;

@@ -31,16 +31,7 @@ nlohmann::json num_or_null(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
-void run_validate(const ValidateCliOptions& o) {
-  // The database before the work (minutes with many --batches), checked like every writer's.
-  std::unique_ptr<snip::Store> store;
-  std::optional<int64_t> run_id;
-  if (!o.db.empty()) {
-    store = std::make_unique<snip::Store>(o.db, snip::StoreOptions{.check_integrity = true});
-    run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
-  }
-  snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
-  if (!o.recipe.empty()) setup.model->set_recipe(snip::Recipe::named(o.recipe));
+snip::ValidateOptions validate_options(const ValidateCliOptions& o) {
   snip::ValidateOptions vo;
   vo.batches = o.batches;
   vo.stats.noise_passes = o.noise_passes;
@@ -49,41 +40,45 @@ void run_validate(const ValidateCliOptions& o) {
   vo.estimator.dw_mode = snip::parse_dw_mode(o.dw_mode);
   vo.stats.exact_weight_divergence = vo.estimator.dw_mode == snip::DwMode::exact;
   vo.weight_truth = !o.no_weights;
-  const snip::ValidationReport rep = snip::run_validation(setup, vo);
+  return vo;
+}
 
-  std::optional<int64_t> id;
-  if (store) {
-    snip::Store::Transaction tx(*store);
-    snip::ValidationResult r;
-    r.stats_round_id = store->add_stats_round(rep.rounds.front(), run_id);
-    r.run_id = run_id;  // with its round: `snip show --run` and the Plan view find it
-    r.step = rep.step;
-    r.options = rep.options;
-    for (const auto& c : rep.correlations)
-      if (std::isfinite(c.spearman))
-        r.summary["spearman." + c.predictor + "." + c.truth + "." + c.precision] = c.spearman;
-    for (const auto& e : rep.entries) r.entries.push_back({e.layer, snip::precision_name(e.precision), e.values});
-    id = store->add_validation(r);
-    tx.commit();
-  }
+// The report's round and its validation, in one transaction; returns the validation's id.
+int64_t store_validation(snip::Store& store, const snip::ValidationReport& rep, std::optional<int64_t> run_id) {
+  snip::Store::Transaction tx(store);
+  snip::ValidationResult r;
+  r.stats_round_id = store.add_stats_round(rep.rounds.front(), run_id);
+  r.run_id = run_id;  // with its round: `snip show --run` and the Plan view find it
+  r.step = rep.step;
+  r.options = rep.options;
+  for (const auto& c : rep.correlations)
+    if (std::isfinite(c.spearman))
+      r.summary["spearman." + c.predictor + "." + c.truth + "." + c.precision] = c.spearman;
+  for (const auto& e : rep.entries) r.entries.push_back({e.layer, snip::precision_name(e.precision), e.values});
+  const int64_t id = store.add_validation(r);
+  tx.commit();
+  return id;
+}
 
-  if (o.json) {
-    nlohmann::json j = {{"checkpoint", o.checkpoint}, {"step", rep.step}, {"options", rep.options}};
-    j["validation_id"] = id ? nlohmann::json(*id) : nlohmann::json(nullptr);
-    for (const auto& c : rep.correlations)
-      j["correlations"].push_back({{"predictor", c.predictor},
-                                   {"truth", c.truth},
-                                   {"precision", c.precision},
-                                   {"spearman", num_or_null(c.spearman)},
-                                   {"n", c.n}});
-    for (const auto& e : rep.entries) {
-      nlohmann::json v;
-      for (const auto& [k, x] : e.values) v[k] = num_or_null(x);
-      j["entries"].push_back({{"layer", e.layer}, {"precision", snip::precision_name(e.precision)}, {"values", v}});
-    }
-    std::cout << j.dump(2) << "\n";
-    return;
+void print_validation_json(const ValidateCliOptions& o, const snip::ValidationReport& rep, std::optional<int64_t> id) {
+  nlohmann::json j = {{"checkpoint", o.checkpoint}, {"step", rep.step}, {"options", rep.options}};
+  j["validation_id"] = id ? nlohmann::json(*id) : nlohmann::json(nullptr);
+  for (const auto& c : rep.correlations)
+    j["correlations"].push_back({{"predictor", c.predictor},
+                                 {"truth", c.truth},
+                                 {"precision", c.precision},
+                                 {"spearman", num_or_null(c.spearman)},
+                                 {"n", c.n}});
+  for (const auto& e : rep.entries) {
+    nlohmann::json v;
+    for (const auto& [k, x] : e.values) v[k] = num_or_null(x);
+    j["entries"].push_back({{"layer", e.layer}, {"precision", snip::precision_name(e.precision)}, {"values", v}});
   }
+  std::cout << j.dump(2) << "\n";
+}
+
+// One line per (layer, precision): the measured and the predicted divergences.
+void print_validation_entries(const ValidateCliOptions& o, const snip::ValidationReport& rep) {
   std::printf("ablation validation: %s, step %lld, %d batches, recipe %s\n", o.checkpoint.c_str(), (long long)rep.step,
               rep.batches, rep.options.value("recipe", "").c_str());
   std::printf("  %-34s %-4s %11s %11s %11s %11s %11s %11s\n", "layer", "prec", "dL_true", "dL_true(2)", "dL_pred",
@@ -94,6 +89,10 @@ void run_validate(const ValidateCliOptions& o) {
                 snip::precision_name(e.precision), v("dl_true"), v("dl_true2"), v("snip_dl"), v("dw_true_bwd"),
                 v("snip_dw"), v("dw_true_full"));
   }
+}
+
+// Predictors by truths: Spearman per precision and for the FP4-FP8 difference.
+void print_spearman_table(const snip::ValidationReport& rep, const snip::ValidateOptions& vo) {
   std::printf("\nSpearman rank correlation (per precision and for the FP4-FP8 difference; never pooled)\n");
   const std::vector<std::string> truths =
       vo.weight_truth ? std::vector<std::string>{"dl_true", "dl_true2", "dw_true_bwd", "dw_true_full"}
@@ -114,21 +113,48 @@ void run_validate(const ValidateCliOptions& o) {
                   rep.spearman(pr, t, "fp4-fp8"));
     std::printf("\n");
   }
-  if (vo.weight_truth) {
-    // METHOD.md 5.2: the ΔW estimator against backward-only truth, approx beside exact
-    auto trio = [&](const char* pr) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%.3f / %.3f / %.3f", rep.spearman(pr, "dw_true_bwd", "fp8"),
-                    rep.spearman(pr, "dw_true_bwd", "fp4"), rep.spearman(pr, "dw_true_bwd", "fp4-fp8"));
-      return std::string(buf);
-    };
-    std::printf("\ndW vs backward-only truth (Spearman fp8 / fp4 / fp4-fp8): approx %s", trio("snip_dw").c_str());
-    if (exact)
-      std::printf("   exact %s", trio("snip_dw_exact").c_str());
-    else
-      std::printf("   (exact: --dw-mode exact)");
-    std::printf("\n");
+}
+
+// METHOD.md 5.2: the ΔW estimator against backward-only truth, approx beside exact
+void print_dw_summary(const snip::ValidationReport& rep, const snip::ValidateOptions& vo) {
+  const bool exact = vo.estimator.dw_mode == snip::DwMode::exact;
+  auto trio = [&](const char* pr) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.3f / %.3f / %.3f", rep.spearman(pr, "dw_true_bwd", "fp8"),
+                  rep.spearman(pr, "dw_true_bwd", "fp4"), rep.spearman(pr, "dw_true_bwd", "fp4-fp8"));
+    return std::string(buf);
+  };
+  std::printf("\ndW vs backward-only truth (Spearman fp8 / fp4 / fp4-fp8): approx %s", trio("snip_dw").c_str());
+  if (exact)
+    std::printf("   exact %s", trio("snip_dw_exact").c_str());
+  else
+    std::printf("   (exact: --dw-mode exact)");
+  std::printf("\n");
+}
+
+void run_validate(const ValidateCliOptions& o) {
+  // The database before the work (minutes with many --batches), checked like every writer's.
+  std::unique_ptr<snip::Store> store;
+  std::optional<int64_t> run_id;
+  if (!o.db.empty()) {
+    store = std::make_unique<snip::Store>(o.db, snip::StoreOptions{.check_integrity = true});
+    run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
   }
+  snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
+  if (!o.recipe.empty()) setup.model->set_recipe(snip::Recipe::named(o.recipe));
+  const snip::ValidateOptions vo = validate_options(o);
+  const snip::ValidationReport rep = snip::run_validation(setup, vo);
+
+  std::optional<int64_t> id;
+  if (store) id = store_validation(*store, rep, run_id);
+
+  if (o.json) {
+    print_validation_json(o, rep, id);
+    return;
+  }
+  print_validation_entries(o, rep);
+  print_spearman_table(rep, vo);
+  if (vo.weight_truth) print_dw_summary(rep, vo);
   if (id) std::printf("stored validation %lld in %s\n", (long long)*id, o.db.c_str());
 }
 

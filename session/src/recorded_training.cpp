@@ -201,10 +201,6 @@ void record_file_plan(Store& store, int64_t run_id, const Plan& plan, int64_t fi
   store.set_plan_in_effect(run_id, store.add_plan(plan, info), first_step);
 }
 
-}  // namespace
-
-namespace {
-
 // Whether two stored training configurations plan adaptively the same way; settings an older run
 // did not store count as their defaults of its time (adaptive_options_from_json).
 bool same_adaptive(const nlohmann::json& a, const nlohmann::json& b) {
@@ -217,6 +213,52 @@ bool same_adaptive(const nlohmann::json& a, const nlohmann::json& b) {
     }
   };
   return normal(a) == normal(b);
+}
+
+// Run id, resumed from its checkpoint resumed_from: its id when the resume is a branch of it.
+// From an earlier checkpoint than the run's latest, the run is claimed again only when it
+// retrains its own trajectory (same plan, same total steps: the same rows, bit for bit, as
+// after a kill). A resume that goes another way from there (another --plan or --steps, e.g.
+// a second resume from one checkpoint) would overwrite the later rows with different ones:
+// that is a branch, a new run naming its parent, and the parent keeps everything.
+std::optional<int64_t> branch_parent(Store& store, const Trainer& trainer, int64_t id, int64_t steps,
+                                     const nlohmann::json& train_config, bool plan_changed,
+                                     const std::string& resumed_from, const std::string& checkpoint_dir) {
+  std::optional<int64_t> parent;
+  int64_t latest = -1;
+  for (const Checkpoint& ck : store.checkpoints(id)) latest = std::max(latest, ck.step);
+  const nlohmann::json& stored = store.run(id).spec.train_config;
+  const bool same_total =
+      stored.contains("steps") && stored["steps"].is_number_integer() && stored["steps"].get<int64_t>() == steps;
+  // Adaptive planning turned on, off or changed is another trajectory too.
+  const bool adaptive_changed = !same_adaptive(stored, train_config);
+  if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = id;
+  if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
+    throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
+                " with other settings starts a branch of run " + std::to_string(id) + " (which has gone on to step " +
+                std::to_string(latest) + "), and its checkpoints written into " + resumed_from + " would replace run " +
+                std::to_string(id) + "'s checkpoint there; give the branch a folder of its own with --out");
+  return parent;
+}
+
+// Run id goes on from the trainer's step with this configuration (e.g. more --steps, another
+// plan, adaptive from here), its plan timeline continued or the next plan recorded.
+void claim_resumed_run(Store& store, const Trainer& trainer, int64_t id, const nlohmann::json& train_config,
+                       bool plan_changed, const std::string& method, const Plan& next_plan) {
+  const int64_t next_step = trainer.step_count() + 1;
+  const RunInfo claimed = store.run(id);
+  const bool adaptive_changed = !same_adaptive(claimed.spec.train_config, train_config);
+  store.claim_run(id, trainer.step_count());
+  store.set_run_config(id, train_config, plan_changed || adaptive_changed ? method : claimed.spec.method);
+  const std::vector<PlanTimelineEntry> timeline = store.plan_timeline(id);
+  if (plan_changed) {
+    if (!timeline.empty()) store.end_plan_timeline(id, trainer.step_count());
+    if (!next_plan.layers.empty()) record_file_plan(store, id, next_plan, next_step);
+  } else if (!timeline.empty() && timeline.back().last_step == trainer.step_count()) {
+    // The plan in effect at the checkpoint goes on: reopen its timeline entry, closed when
+    // the run stopped there.
+    store.set_plan_in_effect(id, timeline.back().plan_id, timeline.back().first_step);
+  }
 }
 
 }  // namespace
@@ -240,42 +282,10 @@ RecordedRun open_recorded_run(Store& store, const Trainer& trainer, const RunDes
                                                          : cfg.plan.method;
   std::optional<int64_t> parent;
   if (!resumed_from.empty()) {
-    if (const std::optional<int64_t> id = find_run_of_checkpoint(store, resumed_from)) {
-      // From an earlier checkpoint than the run's latest, the run is claimed again only when it
-      // retrains its own trajectory (same plan, same total steps: the same rows, bit for bit, as
-      // after a kill). A resume that goes another way from there (another --plan or --steps, e.g.
-      // a second resume from one checkpoint) would overwrite the later rows with different ones:
-      // that is a branch, a new run naming its parent, and the parent keeps everything.
-      int64_t latest = -1;
-      for (const Checkpoint& ck : store.checkpoints(*id)) latest = std::max(latest, ck.step);
-      const nlohmann::json& stored = store.run(*id).spec.train_config;
-      const bool same_total = stored.contains("steps") && stored["steps"].is_number_integer() &&
-                              stored["steps"].get<int64_t>() == cfg.steps;
-      // Adaptive planning turned on, off or changed is another trajectory too.
-      const bool adaptive_changed = !same_adaptive(stored, train_config);
-      if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = *id;
-      if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
-        throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
-                    " with other settings starts a branch of run " + std::to_string(*id) +
-                    " (which has gone on to step " + std::to_string(latest) + "), and its checkpoints written into " +
-                    resumed_from + " would replace run " + std::to_string(*id) +
-                    "'s checkpoint there; give the branch a folder of its own with --out");
-    }
+    if (const std::optional<int64_t> id = find_run_of_checkpoint(store, resumed_from))
+      parent = branch_parent(store, trainer, *id, cfg.steps, train_config, plan_changed, resumed_from, checkpoint_dir);
     if (const std::optional<int64_t> id = parent ? std::nullopt : find_run_of_checkpoint(store, resumed_from)) {
-      const RunInfo claimed = store.run(*id);
-      const bool adaptive_changed = !same_adaptive(claimed.spec.train_config, train_config);
-      store.claim_run(*id, trainer.step_count());
-      // The run goes on with this configuration (e.g. more --steps, another plan, adaptive from here).
-      store.set_run_config(*id, train_config, plan_changed || adaptive_changed ? method : claimed.spec.method);
-      const std::vector<PlanTimelineEntry> timeline = store.plan_timeline(*id);
-      if (plan_changed) {
-        if (!timeline.empty()) store.end_plan_timeline(*id, trainer.step_count());
-        if (!next_plan.layers.empty()) record_file_plan(store, *id, next_plan, next_step);
-      } else if (!timeline.empty() && timeline.back().last_step == trainer.step_count()) {
-        // The plan in effect at the checkpoint goes on: reopen its timeline entry, closed when
-        // the run stopped there.
-        store.set_plan_in_effect(*id, timeline.back().plan_id, timeline.back().first_step);
-      }
+      claim_resumed_run(store, trainer, *id, train_config, plan_changed, method, next_plan);
       return {*id, true};
     }
   }
@@ -356,6 +366,89 @@ std::string RecordedTraining::save_after_failure(RunRecorder* recorder, int64_t 
   }
 }
 
+namespace {
+
+// The metric row of step m; the bf16 gap when a probe measured it at this step.
+MetricRow metric_row(const StepMetrics& m, const std::optional<ProbeEvent>& probe) {
+  MetricRow row;
+  row.step = m.step;
+  row.train_loss = m.train_loss;
+  row.val_loss = m.val_loss;
+  row.lr = m.lr;
+  row.grad_norm = m.grad_norm;
+  row.tokens_per_s = m.tokens_per_s;
+  row.fp4_fraction = m.fp4_fraction;
+  if (probe && probe->step == m.step) row.bf16_gap = probe->gap();
+  return row;
+}
+
+}  // namespace
+
+// The adaptive controller: its probes land in probe, its plans in the store (and on_plan).
+void RecordedTraining::start_controller(std::optional<AdaptiveController>& controller, std::optional<ProbeEvent>& probe,
+                                        std::optional<RunRecorder>& recorder) {
+  controller.emplace(trainer_, *options_.adaptive);
+  controller->on_probe([&](const ProbeEvent& p) { probe = p; });
+  controller->on_plan([&](const PlanEvent& e) {
+    int64_t plan_id = 0;
+    if (store_) {
+      PlanSolveInfo info;
+      info.run_id = run_id_;
+      info.options = {{"lambda", options_.adaptive->estimator.lambda},
+                      {"ties", options_.adaptive->request.ties},
+                      {"replan_every", options_.adaptive->replan_every}};
+      info.objective = finite(e.result.objective);
+      info.predicted_delta_loss = finite(e.result.predicted_dl);
+      info.predicted_delta_weight = finite(e.result.predicted_dw);
+      info.mip_gap = finite(e.result.mip_gap);
+      info.solver_status = e.result.status;
+      info.solve_time_s = e.result.solve_ms / 1000.0;
+      // One transaction each, so a write retried after a busy lock is never doubled.
+      recorder->write([&] { info.stats_round_id = store_->add_stats_round(e.round, run_id_); });
+      recorder->write([&] { plan_id = store_->add_plan(e.result.plan, info); });
+      recorder->write([&] { store_->set_plan_in_effect(run_id_, plan_id, e.first_step); });
+    }
+    if (on_plan) on_plan(e, plan_id);
+  });
+  // A resumed adaptive run goes on with the plan its controller made (it came with the
+  // checkpoint); its next round and probes fall on the uninterrupted run's steps.
+  if (trainer_.step_count() > 0) {
+    if (const std::optional<int64_t> made_at = adaptive_plan_step(trainer_))
+      controller->continue_from(trainer_.config().plan, *made_at);
+  }
+}
+
+// The checkpoint every save_every steps.
+void RecordedTraining::save_scheduled_checkpoint(RunRecorder* recorder, int64_t step, int64_t& last_saved) {
+  const std::string dir = checkpoint_path(step);
+  // Rows first: a kill between the two then loses nothing a resume from this
+  // checkpoint would not recompute (resume drops rows after the checkpoint's step).
+  if (recorder) recorder->flush_now();
+  trainer_.save_checkpoint(dir);
+  last_saved = step;
+  if (recorder) recorder->add_checkpoint(step, dir);
+}
+
+// After the loop: the plan timeline closed, the last state saved, the run finished or interrupted.
+TrainingOutcome RecordedTraining::finish_run(RunRecorder* recorder, bool adaptive, int64_t last_saved, int64_t total) {
+  if (adaptive && store_) recorder->write([&] { store_->end_plan_timeline(run_id_, trainer_.step_count()); });
+
+  TrainingOutcome out;
+  out.step = trainer_.step_count();
+  out.finished = out.step >= total;
+  out.checkpoint = checkpoint_path(out.step);
+  if (recorder) recorder->flush_now();
+  if (last_saved != out.step) trainer_.save_checkpoint(out.checkpoint);
+  if (recorder) {
+    recorder->add_checkpoint(out.step, out.checkpoint);
+    if (out.finished)
+      recorder->finish();
+    else
+      recorder->interrupt(options_.stop_reason + " at step " + std::to_string(out.step));
+  }
+  return out;
+}
+
 TrainingOutcome RecordedTraining::run() {
   std::optional<RunRecorder> recorder;
   if (store_) recorder.emplace(*store_, run_id_, options_.recorder);
@@ -372,37 +465,7 @@ TrainingOutcome RecordedTraining::run() {
     trainer_.set_state_extra("adaptive",
                              options_.adaptive ? adaptive_options_to_json(*options_.adaptive) : nlohmann::json());
     trainer_.set_state_extra("save_every", options_.save_every);  // kept by `snip train --resume DIR`
-    if (options_.adaptive) {
-      controller.emplace(trainer_, *options_.adaptive);
-      controller->on_probe([&](const ProbeEvent& p) { probe = p; });
-      controller->on_plan([&](const PlanEvent& e) {
-        int64_t plan_id = 0;
-        if (store_) {
-          PlanSolveInfo info;
-          info.run_id = run_id_;
-          info.options = {{"lambda", options_.adaptive->estimator.lambda},
-                          {"ties", options_.adaptive->request.ties},
-                          {"replan_every", options_.adaptive->replan_every}};
-          info.objective = finite(e.result.objective);
-          info.predicted_delta_loss = finite(e.result.predicted_dl);
-          info.predicted_delta_weight = finite(e.result.predicted_dw);
-          info.mip_gap = finite(e.result.mip_gap);
-          info.solver_status = e.result.status;
-          info.solve_time_s = e.result.solve_ms / 1000.0;
-          // One transaction each, so a write retried after a busy lock is never doubled.
-          recorder->write([&] { info.stats_round_id = store_->add_stats_round(e.round, run_id_); });
-          recorder->write([&] { plan_id = store_->add_plan(e.result.plan, info); });
-          recorder->write([&] { store_->set_plan_in_effect(run_id_, plan_id, e.first_step); });
-        }
-        if (on_plan) on_plan(e, plan_id);
-      });
-      // A resumed adaptive run goes on with the plan its controller made (it came with the
-      // checkpoint); its next round and probes fall on the uninterrupted run's steps.
-      if (trainer_.step_count() > 0) {
-        if (const std::optional<int64_t> made_at = adaptive_plan_step(trainer_))
-          controller->continue_from(trainer_.config().plan, *made_at);
-      }
-    }
+    if (options_.adaptive) start_controller(controller, probe, recorder);
 
     // A stop request abandons a long step (many micro-batches) instead of waiting for it.
     struct InterruptGuard {
@@ -421,44 +484,14 @@ TrainingOutcome RecordedTraining::run() {
         break;  // the trainer holds the state before the step: saved below as the last good one
       }
       if (controller) controller->after_step(m);
-      MetricRow row;
-      row.step = m.step;
-      row.train_loss = m.train_loss;
-      row.val_loss = m.val_loss;
-      row.lr = m.lr;
-      row.grad_norm = m.grad_norm;
-      row.tokens_per_s = m.tokens_per_s;
-      row.fp4_fraction = m.fp4_fraction;
-      if (probe && probe->step == m.step) row.bf16_gap = probe->gap();
+      MetricRow row = metric_row(m, probe);
       if (recorder) recorder->record(row);
       const bool go_on = on_step ? on_step(m, row) : true;
-      if (options_.save_every > 0 && m.step % options_.save_every == 0) {
-        const std::string dir = checkpoint_path(m.step);
-        // Rows first: a kill between the two then loses nothing a resume from this
-        // checkpoint would not recompute (resume drops rows after the checkpoint's step).
-        if (recorder) recorder->flush_now();
-        trainer_.save_checkpoint(dir);
-        last_saved = m.step;
-        if (recorder) recorder->add_checkpoint(m.step, dir);
-      }
+      if (options_.save_every > 0 && m.step % options_.save_every == 0)
+        save_scheduled_checkpoint(recorder ? &*recorder : nullptr, m.step, last_saved);
       if (!go_on) break;
     }
-    if (controller && store_) recorder->write([&] { store_->end_plan_timeline(run_id_, trainer_.step_count()); });
-
-    TrainingOutcome out;
-    out.step = trainer_.step_count();
-    out.finished = out.step >= total;
-    out.checkpoint = checkpoint_path(out.step);
-    if (recorder) recorder->flush_now();
-    if (last_saved != out.step) trainer_.save_checkpoint(out.checkpoint);
-    if (recorder) {
-      recorder->add_checkpoint(out.step, out.checkpoint);
-      if (out.finished)
-        recorder->finish();
-      else
-        recorder->interrupt(options_.stop_reason + " at step " + std::to_string(out.step));
-    }
-    return out;
+    return finish_run(recorder ? &*recorder : nullptr, controller.has_value(), last_saved, total);
   } catch (const std::exception& e) {
     const std::string saved = save_after_failure(recorder ? &*recorder : nullptr, first_step, last_saved);
     try {

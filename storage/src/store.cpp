@@ -216,40 +216,37 @@ void check_location(const std::string& path, const StoreOptions& options) {
                 "writable location");
 }
 
-}  // namespace
-
-Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
-  impl_->path = path;
-  Db& db = impl_->db;
-  const bool read_only = options.read_only ||
-                         (options.read_only_if_unwritable && std::filesystem::exists(path) && !location_writable(path));
-  impl_->read_only = read_only;
-  impl_->use = open_file_in_use(path, "the experiment database " + path, [&] {
-    if (read_only) {
-      check_readable_location(path);
-      // A WAL database read-only: SQLite reads it through its -shm, which it cannot create in a
-      // read-only folder. With no -wal file nothing committed lives outside the database file, so
-      // it is read as immutable (no -shm, no locks) then.
-      std::error_code ec;
-      const bool wal = std::filesystem::exists(path + "-wal", ec);
-      try {
-        db.open(file_uri(path, !wal && !folder_writable(path) ? "?immutable=1" : ""), path,
-                SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
-      } catch (const Error& e) {
-        throw_pending_wal(path, e);
-      }
-      return;
+// Opens the connection: read-only (immutable when nothing lives outside the file) or read-write.
+void open_connection(Db& db, const std::string& path, const StoreOptions& options, bool read_only) {
+  if (read_only) {
+    check_readable_location(path);
+    // A WAL database read-only: SQLite reads it through its -shm, which it cannot create in a
+    // read-only folder. With no -wal file nothing committed lives outside the database file, so
+    // it is read as immutable (no -shm, no locks) then.
+    std::error_code ec;
+    const bool wal = std::filesystem::exists(path + "-wal", ec);
+    try {
+      db.open(file_uri(path, !wal && !folder_writable(path) ? "?immutable=1" : ""), path,
+              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
+    } catch (const Error& e) {
+      throw_pending_wal(path, e);
     }
-    check_location(path, options);
-    // NOMUTEX: a Store is used from one thread at a time (store.h), so SQLite's per-call
-    // connection mutex is pure overhead (~5% of an insert).
-    db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0));
-  });
-  sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
-  impl_->busy_timeout_ms = options.busy_timeout_ms;
-  sqlite3_extended_result_codes(db.handle(), 1);
-  db.exec("PRAGMA foreign_keys = ON");
+    return;
+  }
+  check_location(path, options);
+  // NOMUTEX: a Store is used from one thread at a time (store.h), so SQLite's per-call
+  // connection mutex is pure overhead (~5% of an insert).
+  db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0));
+}
 
+// The file's schema version, once its header says it is a SNIP Workbench store this build can
+// open (and, read-only, one that needs no upgrade); empty: a new file.
+struct StoreHeader {
+  int64_t version = 0;
+  bool empty = false;
+};
+
+StoreHeader check_header(Db& db, const std::string& path, bool read_only, int latest) {
   // Reading the header and the schema catches "not a database" and damage before any write.
   int64_t version = 0;
   try {
@@ -260,9 +257,6 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
   }
   const int64_t app_id = db.query_int64("PRAGMA application_id");
   const int64_t tables = db.query_int64("SELECT count(*) FROM sqlite_schema");
-  const int latest = int(store_detail::schema_steps().size());
-  static_assert(kSchemaVersion == 5, "update schema.cpp together with kSchemaVersion");
-  SNIP_ASSERT(latest == kSchemaVersion);
   if (version > latest)
     throw Error(path + ": written by a newer SNIP Workbench (schema version " + std::to_string(version) +
                 ", this build reads up to " + std::to_string(latest) +
@@ -282,21 +276,23 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
       throw Error(path + ": written by an older SNIP Workbench (schema version " + std::to_string(version) +
                   ") and opened read-only, so it cannot be upgraded here; open it once where it can be written (or "
                   "copy it to a writable folder) to upgrade it");
-    impl_->version = latest;
-    return;
   }
-  if (options.check_integrity && !empty) {
-    // (A page SQLite cannot even parse throws from the query itself, with the same advice.)
-    Stmt st(db, "PRAGMA quick_check(1)");
-    const std::string verdict = st.step() ? st.column_text(0) : "no answer";
-    if (verdict != "ok")
-      throw Error(path + ": the database is damaged (SQLite's quick_check: " + verdict +
-                  "); it was not modified — restore it from a copy, or pass another --db");
-  }
+  return {version, empty};
+}
 
-  // WAL: readers never block the writer and see only committed transactions. synchronous =
-  // NORMAL in WAL mode is safe against process crashes (kill -9); a power loss may drop the
-  // last transactions but never corrupts the file.
+void check_integrity(Db& db, const std::string& path) {
+  // (A page SQLite cannot even parse throws from the query itself, with the same advice.)
+  Stmt st(db, "PRAGMA quick_check(1)");
+  const std::string verdict = st.step() ? st.column_text(0) : "no answer";
+  if (verdict != "ok")
+    throw Error(path + ": the database is damaged (SQLite's quick_check: " + verdict +
+                "); it was not modified — restore it from a copy, or pass another --db");
+}
+
+// WAL: readers never block the writer and see only committed transactions. synchronous =
+// NORMAL in WAL mode is safe against process crashes (kill -9); a power loss may drop the
+// last transactions but never corrupts the file.
+void set_write_pragmas(Db& db, const std::string& path) {
   {
     Stmt st(db, "PRAGMA journal_mode = WAL");
     if (!st.step() || st.column_text(0) != "wal")
@@ -307,20 +303,49 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
   // and read through a memory map, so redrawing a curve does not re-read the file.
   db.exec("PRAGMA cache_size = -65536");
   db.exec("PRAGMA mmap_size = 268435456");
+}
 
-  if (version < latest) {
-    WriteTxn txn(db);
-    // Another process may have migrated between our check and the write lock.
-    const int64_t now_version = db.query_int64("PRAGMA user_version");
-    if (now_version < 0 || now_version > latest)
-      throw Error(path + ": migrated to a newer schema by another process while opening");
-    for (int64_t v = now_version; v < latest; ++v) {
-      db.exec(store_detail::schema_steps()[size_t(v)]);
-    }
-    db.exec("PRAGMA application_id = " + std::to_string(store_detail::kApplicationId));
-    db.exec("PRAGMA user_version = " + std::to_string(latest));
-    txn.commit();
+// The schema steps from the file's version to latest, in one write transaction.
+void migrate(Db& db, const std::string& path, int latest) {
+  WriteTxn txn(db);
+  // Another process may have migrated between our check and the write lock.
+  const int64_t now_version = db.query_int64("PRAGMA user_version");
+  if (now_version < 0 || now_version > latest)
+    throw Error(path + ": migrated to a newer schema by another process while opening");
+  for (int64_t v = now_version; v < latest; ++v) {
+    db.exec(store_detail::schema_steps()[size_t(v)]);
   }
+  db.exec("PRAGMA application_id = " + std::to_string(store_detail::kApplicationId));
+  db.exec("PRAGMA user_version = " + std::to_string(latest));
+  txn.commit();
+}
+
+}  // namespace
+
+Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  Db& db = impl_->db;
+  const bool read_only = options.read_only ||
+                         (options.read_only_if_unwritable && std::filesystem::exists(path) && !location_writable(path));
+  impl_->read_only = read_only;
+  impl_->use =
+      open_file_in_use(path, "the experiment database " + path, [&] { open_connection(db, path, options, read_only); });
+  sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
+  impl_->busy_timeout_ms = options.busy_timeout_ms;
+  sqlite3_extended_result_codes(db.handle(), 1);
+  db.exec("PRAGMA foreign_keys = ON");
+
+  const int latest = int(store_detail::schema_steps().size());
+  static_assert(kSchemaVersion == 5, "update schema.cpp together with kSchemaVersion");
+  SNIP_ASSERT(latest == kSchemaVersion);
+  const StoreHeader header = check_header(db, path, read_only, latest);
+  if (read_only) {
+    impl_->version = latest;
+    return;
+  }
+  if (options.check_integrity && !header.empty) check_integrity(db, path);
+  set_write_pragmas(db, path);
+  if (header.version < latest) migrate(db, path, latest);
   impl_->version = latest;
   if (options.mark_dead_runs_interrupted) {
     mark_dead_runs_interrupted();

@@ -387,68 +387,116 @@ void CurveChart::rebuild_axes() {
   }
 }
 
-void CurveChart::redraw_now() {
-  redraw_timer_.stop();
-  ++redraw_count_;
-  replace_band_series({});  // the curves' series below are indexed without the bands
-  // One (raw, smoothed) series pair per curve, plus the marker: recreate only when the set changes.
-  const bool smoothing_on = smoothing_ > 0.0;
+// One (raw, smoothed) series pair per curve, plus the marker: recreated only when the set changes.
+QList<QAbstractSeries*> CurveChart::curve_series() {
   const size_t wanted = curves_.size() * 2 + 1;
   QList<QAbstractSeries*> series = chart_->series();
   bool same = size_t(series.size()) == wanted;
   for (size_t i = 0; same && i < curves_.size(); ++i) same = series[int(2 * i + 1)]->name() == curves_[i].name;
-  if (!same) {
-    chart_->removeAllSeries();
-    static const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14),  QColor(44, 160, 44),
-                                      QColor(214, 39, 40),   QColor(148, 103, 189), QColor(140, 86, 75),
-                                      QColor(227, 119, 194), QColor(23, 190, 207)};
-    for (size_t i = 0; i < curves_.size(); ++i) {
-      const QColor colour = curves_[i].colour.isValid() ? curves_[i].colour : kPalette[i % 8];
-      auto* raw = new QLineSeries();
-      auto* smooth = new QLineSeries();
-      QColor faint = colour;
-      faint.setAlphaF(0.25);
-      raw->setPen(QPen(faint, 1.0));
-      smooth->setPen(QPen(colour, 2.0));
-      smooth->setName(curves_[i].name);
-      chart_->addSeries(raw);
-      chart_->addSeries(smooth);
-      chart_->legend()->markers(raw).first()->setVisible(false);
-    }
-    auto* marker = new QLineSeries();
-    marker->setName(QStringLiteral("marker"));
-    QPen pen(palette().color(QPalette::Text), 1.5, Qt::DashLine);
-    marker->setPen(pen);
-    chart_->addSeries(marker);
-    chart_->legend()->markers(marker).first()->setVisible(false);
-    QList<QAbstractAxis*> axes = chart_->axes();
-    for (QAbstractSeries* s : chart_->series())
-      for (QAbstractAxis* a : axes) s->attachAxis(a);
-    series = chart_->series();
+  if (same) return series;
+  chart_->removeAllSeries();
+  static const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14),  QColor(44, 160, 44),
+                                    QColor(214, 39, 40),   QColor(148, 103, 189), QColor(140, 86, 75),
+                                    QColor(227, 119, 194), QColor(23, 190, 207)};
+  for (size_t i = 0; i < curves_.size(); ++i) {
+    const QColor colour = curves_[i].colour.isValid() ? curves_[i].colour : kPalette[i % 8];
+    auto* raw = new QLineSeries();
+    auto* smooth = new QLineSeries();
+    QColor faint = colour;
+    faint.setAlphaF(0.25);
+    raw->setPen(QPen(faint, 1.0));
+    smooth->setPen(QPen(colour, 2.0));
+    smooth->setName(curves_[i].name);
+    chart_->addSeries(raw);
+    chart_->addSeries(smooth);
+    chart_->legend()->markers(raw).first()->setVisible(false);
   }
+  auto* marker = new QLineSeries();
+  marker->setName(QStringLiteral("marker"));
+  QPen pen(palette().color(QPalette::Text), 1.5, Qt::DashLine);
+  marker->setPen(pen);
+  chart_->addSeries(marker);
+  chart_->legend()->markers(marker).first()->setVisible(false);
+  QList<QAbstractAxis*> axes = chart_->axes();
+  for (QAbstractSeries* s : chart_->series())
+    for (QAbstractAxis* a : axes) s->attachAxis(a);
+  return chart_->series();
+}
 
-  // Feed each curve's points not seen yet into its EMA and decimators: O(new points).
-  if (tracks_.size() != curves_.size()) reset_tracks();
+// Feeds curve i's points not seen yet into its EMA and decimators (O(new points)) and fills
+// raw and smooth with what the chart shows.
+void CurveChart::feed_track(size_t i, QList<QPointF>& raw, QList<QPointF>& smooth) {
+  const bool smoothing_on = smoothing_ > 0.0;
   const double w = std::min(smoothing_, 0.999);
+  Track& t = tracks_[i];
+  const std::vector<QPointF>& pts = curves_[i].points;
+  for (; t.fed < pts.size(); ++t.fed) {
+    const QPointF& p = pts[t.fed];
+    if (log_scale_ && !(p.y() > 0.0)) continue;
+    t.raw.add(p);
+    if (!smoothing_on || !std::isfinite(p.y())) continue;
+    // smooth_ema's recurrence, continued from the last point.
+    t.ema = w * t.ema + (1.0 - w) * p.y();
+    t.debias *= w;
+    t.smooth.add(QPointF(p.x(), t.ema / (1.0 - t.debias)));
+  }
+  raw.clear();
+  smooth.clear();
+  t.raw.append_to(raw);
+  if (smoothing_on) t.smooth.append_to(smooth);
+}
+
+namespace {
+
+// The vertical dashed marker line from y_lo to y_hi at x, hidden when x is not finite.
+void place_marker(QLineSeries* marker, double x, double y_lo, double y_hi) {
+  if (std::isfinite(x)) {
+    marker->replace(QList<QPointF>{{x, y_lo}, {x, y_hi}});
+    marker->setVisible(true);
+  } else {
+    marker->clear();
+    marker->setVisible(false);
+  }
+}
+
+// Round tick values (0, 100, 200 rather than 1, 150.75, 300.5) on the x axis and the y axis.
+void set_axis_ranges(QChart* chart, const Range& xr, double y_lo, double y_hi) {
+  QList<QAbstractAxis*> x_axes = chart->axes(Qt::Horizontal);
+  QList<QAbstractAxis*> y_axes = chart->axes(Qt::Vertical);
+  if (!x_axes.isEmpty()) {
+    if (auto* axis = qobject_cast<QValueAxis*>(x_axes.first()))
+      set_nice_range(axis, xr.lo, xr.hi > xr.lo ? xr.hi : xr.lo + 1.0);
+  }
+  if (y_axes.isEmpty()) return;
+  if (auto* axis = qobject_cast<QValueAxis*>(y_axes.first())) {
+    set_nice_range(axis, y_lo, y_hi);
+  } else if (auto* log_axis = qobject_cast<QLogValueAxis*>(y_axes.first())) {
+    // A log axis labels the powers of its base inside the range: base 10 over a decade or more,
+    // else a base that puts about four labelled ticks in the range (a loss from 3 to 6 showed
+    // no label at all with base 10).
+    const double ratio = y_hi / y_lo;
+    const bool decades = ratio >= 10.0;
+    log_axis->setBase(decades ? 10.0 : std::pow(ratio, 0.25));
+    log_axis->setMinorTickCount(decades ? -1 : 0);
+    log_axis->setRange(y_lo, y_hi);
+  } else {
+    y_axes.first()->setRange(y_lo, y_hi);
+  }
+}
+
+}  // namespace
+
+void CurveChart::redraw_now() {
+  redraw_timer_.stop();
+  ++redraw_count_;
+  replace_band_series({});  // the curves' series below are indexed without the bands
+  const bool smoothing_on = smoothing_ > 0.0;
+  const QList<QAbstractSeries*> series = curve_series();
+  if (tracks_.size() != curves_.size()) reset_tracks();
   Range xr, yr;
   QList<QPointF> raw, smooth;
   for (size_t i = 0; i < curves_.size(); ++i) {
-    Track& t = tracks_[i];
-    const std::vector<QPointF>& pts = curves_[i].points;
-    for (; t.fed < pts.size(); ++t.fed) {
-      const QPointF& p = pts[t.fed];
-      if (log_scale_ && !(p.y() > 0.0)) continue;
-      t.raw.add(p);
-      if (!smoothing_on || !std::isfinite(p.y())) continue;
-      // smooth_ema's recurrence, continued from the last point.
-      t.ema = w * t.ema + (1.0 - w) * p.y();
-      t.debias *= w;
-      t.smooth.add(QPointF(p.x(), t.ema / (1.0 - t.debias)));
-    }
-    raw.clear();
-    smooth.clear();
-    t.raw.append_to(raw);
-    if (smoothing_on) t.smooth.append_to(smooth);
+    feed_track(i, raw, smooth);
     for (const QPointF& p : raw) {
       xr.add(p.x());
       yr.add(p.y());
@@ -476,38 +524,9 @@ void CurveChart::redraw_now() {
     y_lo -= pad;
     y_hi += pad;
   }
-  auto* marker = static_cast<QLineSeries*>(series.back());
-  if (std::isfinite(marker_x_)) {
-    marker->replace(QList<QPointF>{{marker_x_, y_lo}, {marker_x_, y_hi}});
-    marker->setVisible(true);
-  } else {
-    marker->clear();
-    marker->setVisible(false);
-  }
-  QList<QAbstractAxis*> x_axes = chart_->axes(Qt::Horizontal);
-  QList<QAbstractAxis*> y_axes = chart_->axes(Qt::Vertical);
+  place_marker(static_cast<QLineSeries*>(series.back()), marker_x_, y_lo, y_hi);
   if (!log_scale_ && yr.lo >= 0.0 && y_lo < 0.0) y_lo = 0.0;  // a non-negative quantity keeps its zero
-  // Round tick values (0, 100, 200 rather than 1, 150.75, 300.5).
-  if (!x_axes.isEmpty()) {
-    if (auto* axis = qobject_cast<QValueAxis*>(x_axes.first()))
-      set_nice_range(axis, xr.lo, xr.hi > xr.lo ? xr.hi : xr.lo + 1.0);
-  }
-  if (!y_axes.isEmpty()) {
-    if (auto* axis = qobject_cast<QValueAxis*>(y_axes.first())) {
-      set_nice_range(axis, y_lo, y_hi);
-    } else if (auto* log_axis = qobject_cast<QLogValueAxis*>(y_axes.first())) {
-      // A log axis labels the powers of its base inside the range: base 10 over a decade or more,
-      // else a base that puts about four labelled ticks in the range (a loss from 3 to 6 showed
-      // no label at all with base 10).
-      const double ratio = y_hi / y_lo;
-      const bool decades = ratio >= 10.0;
-      log_axis->setBase(decades ? 10.0 : std::pow(ratio, 0.25));
-      log_axis->setMinorTickCount(decades ? -1 : 0);
-      log_axis->setRange(y_lo, y_hi);
-    } else {
-      y_axes.first()->setRange(y_lo, y_hi);
-    }
-  }
+  set_axis_ranges(chart_, xr, y_lo, y_hi);
   replace_band_series(bands);
   bool any_points = false;
   for (const Curve& c : curves_) any_points |= !c.points.empty();

@@ -19,6 +19,7 @@ class QLabel;
 class QSlider;
 class QLineSeries;
 class QAbstractAxis;
+class QAbstractSeries;
 
 namespace snip::ui {
 
@@ -127,6 +128,9 @@ class CurveChart : public QWidget {
   // The band of every curve with replicates (empty entries for the others), and their series.
   std::vector<BandPoints> compute_bands() const;
   void replace_band_series(const std::vector<BandPoints>& bands);
+  // redraw_now's steps: the series (created when the curve set changes) and one curve's feed.
+  QList<QAbstractSeries*> curve_series();
+  void feed_track(size_t i, QList<QPointF>& raw, QList<QPointF>& smooth);
 
   QString title_;
   QString y_label_;

@@ -9,6 +9,8 @@
 namespace snip::ui {
 
 namespace {
+const QColor kSnipShade(31, 119, 180, 45);  // SNIP's train interval, in the legend and the plot
+
 // The interval's ends, or its mean twice without one (K = 1, or a run's single value).
 std::pair<double, double> ends(const snip::Interval& iv) {
   if (iv.has_interval() && std::isfinite(iv.ci95)) return {iv.lo(), iv.hi()};
@@ -80,6 +82,86 @@ QString GapChart::title() const {
   return QFontMetrics(bold).horizontalAdvance(full) <= width() - 4 ? full : tr("Gap to BF16 (± 95%)");
 }
 
+double GapChart::x_at(const QRect& plot, double v) const {
+  return plot.left() + (v - x_min_) / (x_max_ - x_min_) * plot.width();
+}
+
+// The legend at legend_y: train (filled point), val (hollow point), SNIP's interval (shade).
+void GapChart::draw_legend(QPainter& p, int legend_y) const {
+  const QFontMetrics fm(font());
+  const int line = fm.height();
+  const Legend legend_box = legend();
+  int lx = legend_box.left;
+  p.setBrush(palette().color(QPalette::Text));
+  p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
+  p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("train"));
+  lx += 16 + fm.horizontalAdvance(tr("train")) + 10;
+  p.setBrush(Qt::NoBrush);
+  p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
+  p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("val"));
+  lx += 16 + fm.horizontalAdvance(tr("val")) + 10;
+  p.fillRect(QRectF(lx, legend_y + 2, 14, line - 4), kSnipShade);
+  p.drawText(QPoint(lx + 18, legend_y + fm.ascent()), legend_box.snip_label);
+}
+
+// Grid, ticks, 0 and SNIP's interval.
+void GapChart::draw_grid(QPainter& p, const QRect& plot) const {
+  const QPalette pal = palette();
+  const QColor ink = pal.color(QPalette::Text);
+  const int line = QFontMetrics(font()).height();
+  p.setPen(QPen(pal.color(QPalette::Mid), 1));
+  p.drawRect(plot);
+  for (double t : nice_ticks(x_min_, x_max_)) {
+    const double x = x_at(plot, t);
+    p.setPen(QPen(pal.color(QPalette::Midlight), 1, Qt::DotLine));
+    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+    p.setPen(ink);
+    const QString label = QString::number(t, 'g', 3);
+    p.drawText(QRectF(x - 40, plot.bottom() + 2, 80, line), Qt::AlignHCenter, label);
+  }
+  for (const GapBar& b : bars_)
+    if (b.reference) {
+      const auto [a, z] = ends(b.train);
+      if (std::isfinite(a) && std::isfinite(z))
+        p.fillRect(QRectF(x_at(plot, a), plot.top(), std::max(1.0, x_at(plot, z) - x_at(plot, a)), plot.height()),
+                   kSnipShade);
+    }
+  p.setPen(QPen(ink, 1.2));
+  p.drawLine(QPointF(x_at(plot, 0), plot.top()), QPointF(x_at(plot, 0), plot.bottom()));
+}
+
+// Arm i's row: label, train bar (filled point), val bar (hollow point) just below it.
+void GapChart::draw_row(QPainter& p, const QRect& plot, size_t i, int label_w) const {
+  const QPalette pal = palette();
+  const QFontMetrics fm(font());
+  const int line = fm.height();
+  const double row_h = double(plot.height()) / double(bars_.size());
+  const GapBar& b = bars_[i];
+  const double y = plot.top() + (double(i) + 0.5) * row_h;
+  p.setPen(pal.color(QPalette::Text));
+  QFont f = font();
+  f.setBold(b.reference);
+  p.setFont(f);
+  p.drawText(QRectF(2, y - line / 2.0, label_w - 4, line), Qt::AlignRight | Qt::AlignVCenter,
+             fm.elidedText(b.label, Qt::ElideRight, label_w - 4));
+  const double off = std::min(3.0, row_h / 5.0);
+  for (int which = 0; which < 2; ++which) {
+    const snip::Interval& iv = which == 0 ? b.train : b.val;
+    if (!std::isfinite(iv.mean)) continue;
+    const double yy = y + (which == 0 ? -off : off);
+    const auto [a, z] = ends(iv);
+    p.setPen(QPen(b.colour, 1.5));
+    p.drawLine(QPointF(x_at(plot, a), yy), QPointF(x_at(plot, z), yy));
+    if (z > a) {
+      p.drawLine(QPointF(x_at(plot, a), yy - 2.5), QPointF(x_at(plot, a), yy + 2.5));
+      p.drawLine(QPointF(x_at(plot, z), yy - 2.5), QPointF(x_at(plot, z), yy + 2.5));
+    }
+    p.setBrush(which == 0 ? QBrush(b.colour) : QBrush(pal.color(QPalette::Base)));
+    p.drawEllipse(QPointF(x_at(plot, iv.mean), yy), 3.2, 3.2);
+    p.setBrush(Qt::NoBrush);
+  }
+}
+
 void GapChart::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing);
@@ -102,72 +184,9 @@ void GapChart::paintEvent(QPaintEvent*) {
   const int label_w = label_width();
   const QRect plot(label_w + 4, legend_y + line + 4, std::max(10, width() - label_w - 14),
                    std::max(10, height() - (legend_y + line + 4) - line - 8));
-  auto x_of = [&](double v) { return plot.left() + (v - x_min_) / (x_max_ - x_min_) * plot.width(); };
-  const double row_h = double(plot.height()) / double(bars_.size());
-
-  // Legend.
-  const QColor ink = pal.color(QPalette::Text);
-  const Legend legend_box = legend();
-  int lx = legend_box.left;
-  p.setBrush(ink);
-  p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
-  p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("train"));
-  lx += 16 + fm.horizontalAdvance(tr("train")) + 10;
-  p.setBrush(Qt::NoBrush);
-  p.drawEllipse(QPointF(lx + 4, legend_y + line / 2.0), 3.5, 3.5);
-  p.drawText(QPoint(lx + 12, legend_y + fm.ascent()), tr("val"));
-  lx += 16 + fm.horizontalAdvance(tr("val")) + 10;
-  QColor shade(31, 119, 180, 45);
-  p.fillRect(QRectF(lx, legend_y + 2, 14, line - 4), shade);
-  p.drawText(QPoint(lx + 18, legend_y + fm.ascent()), legend_box.snip_label);
-
-  // Grid, ticks, 0 and SNIP's interval.
-  p.setPen(QPen(pal.color(QPalette::Mid), 1));
-  p.drawRect(plot);
-  for (double t : nice_ticks(x_min_, x_max_)) {
-    const double x = x_of(t);
-    p.setPen(QPen(pal.color(QPalette::Midlight), 1, Qt::DotLine));
-    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
-    p.setPen(ink);
-    const QString label = QString::number(t, 'g', 3);
-    p.drawText(QRectF(x - 40, plot.bottom() + 2, 80, line), Qt::AlignHCenter, label);
-  }
-  for (const GapBar& b : bars_)
-    if (b.reference) {
-      const auto [a, z] = ends(b.train);
-      if (std::isfinite(a) && std::isfinite(z))
-        p.fillRect(QRectF(x_of(a), plot.top(), std::max(1.0, x_of(z) - x_of(a)), plot.height()), shade);
-    }
-  p.setPen(QPen(ink, 1.2));
-  p.drawLine(QPointF(x_of(0), plot.top()), QPointF(x_of(0), plot.bottom()));
-
-  // One row per arm: label, train bar (filled point), val bar (hollow point) just below it.
-  for (size_t i = 0; i < bars_.size(); ++i) {
-    const GapBar& b = bars_[i];
-    const double y = plot.top() + (double(i) + 0.5) * row_h;
-    p.setPen(ink);
-    QFont f = font();
-    f.setBold(b.reference);
-    p.setFont(f);
-    p.drawText(QRectF(2, y - line / 2.0, label_w - 4, line), Qt::AlignRight | Qt::AlignVCenter,
-               fm.elidedText(b.label, Qt::ElideRight, label_w - 4));
-    const double off = std::min(3.0, row_h / 5.0);
-    for (int which = 0; which < 2; ++which) {
-      const snip::Interval& iv = which == 0 ? b.train : b.val;
-      if (!std::isfinite(iv.mean)) continue;
-      const double yy = y + (which == 0 ? -off : off);
-      const auto [a, z] = ends(iv);
-      p.setPen(QPen(b.colour, 1.5));
-      p.drawLine(QPointF(x_of(a), yy), QPointF(x_of(z), yy));
-      if (z > a) {
-        p.drawLine(QPointF(x_of(a), yy - 2.5), QPointF(x_of(a), yy + 2.5));
-        p.drawLine(QPointF(x_of(z), yy - 2.5), QPointF(x_of(z), yy + 2.5));
-      }
-      p.setBrush(which == 0 ? QBrush(b.colour) : QBrush(pal.color(QPalette::Base)));
-      p.drawEllipse(QPointF(x_of(iv.mean), yy), 3.2, 3.2);
-      p.setBrush(Qt::NoBrush);
-    }
-  }
+  draw_legend(p, legend_y);
+  draw_grid(p, plot);
+  for (size_t i = 0; i < bars_.size(); ++i) draw_row(p, plot, i, label_w);
 }
 
 }  // namespace snip::ui

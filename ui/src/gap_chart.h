@@ -10,6 +10,8 @@
 
 #include "compare_report.h"
 
+class QPainter;
+
 namespace snip::ui {
 
 class GapChart : public QWidget {
@@ -39,6 +41,11 @@ class GapChart : public QWidget {
 
  private:
   int label_width() const;
+  // paintEvent's parts: the x of value v in plot, the legend, the grid, one arm's row.
+  double x_at(const QRect& plot, double v) const;
+  void draw_legend(QPainter& p, int legend_y) const;
+  void draw_grid(QPainter& p, const QRect& plot) const;
+  void draw_row(QPainter& p, const QRect& plot, size_t i, int label_w) const;
   std::vector<GapBar> bars_;
   double x_min_ = -1, x_max_ = 1;
 };

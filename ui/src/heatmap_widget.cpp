@@ -178,17 +178,8 @@ QString HeatmapWidget::tooltip_text(int cell) const {
   return text;
 }
 
-void HeatmapWidget::paintEvent(QPaintEvent*) {
-  QPainter p(this);
-  const QPalette pal = palette();
-  p.fillRect(rect(), pal.color(QPalette::Base));
-  if (data_.rows <= 0 || data_.cols <= 0) {
-    p.setPen(pal.color(QPalette::PlaceholderText));
-    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
-               tr("No statistics yet — run a statistics round, or use File › Import statistics/costs"));
-    return;
-  }
-  const Geometry g = geometry();
+// Every cell in its colour (its value written in when the cells are big enough); hatched when it has none.
+void HeatmapWidget::draw_cells(QPainter& p, const Geometry& g) const {
   const QFontMetrics fm(font());
   const bool show_numbers =
       g.cell_h >= fm.height() + 2 && g.cell_w >= fm.horizontalAdvance(QStringLiteral("0.00e-00")) + 4;
@@ -204,10 +195,14 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
         p.drawText(rc, Qt::AlignCenter, QString::number(v, 'g', 3));
       }
     } else {
-      p.fillRect(rc, QBrush(pal.color(QPalette::Mid), Qt::BDiagPattern));
+      p.fillRect(rc, QBrush(palette().color(QPalette::Mid), Qt::BDiagPattern));
     }
   }
-  // Grid lines between cells when they are big enough to see.
+}
+
+// Grid lines between cells when they are big enough to see; the pinned, selected and hovered cells.
+void HeatmapWidget::draw_marks(QPainter& p, const Geometry& g) const {
+  const QPalette pal = palette();
   if (g.cell_w >= 6 && g.cell_h >= 6) {
     p.setPen(QPen(pal.color(QPalette::Base), 1));
     for (int c = 1; c < data_.cols; ++c) {
@@ -239,8 +234,12 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
     p.setBrush(Qt::NoBrush);
     p.drawRect(cell_rect(hover_).adjusted(0, 0, -1, -1));
   }
-  // Labels: column header; row labels thinned so they never overlap.
-  p.setPen(pal.color(QPalette::Text));
+}
+
+// Labels: column header; row labels thinned so they never overlap.
+void HeatmapWidget::draw_labels(QPainter& p, const Geometry& g) const {
+  const QFontMetrics fm(font());
+  p.setPen(palette().color(QPalette::Text));
   const int col_step =
       std::max(1, int(std::ceil(fm.horizontalAdvance(QStringLiteral("gate_")) / std::max(1.0, g.cell_w))));
   for (int c = 0; c < data_.cols; c += col_step) {
@@ -254,13 +253,17 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
     const QRect rc(0, g.grid.top() + int(r * g.cell_h), g.grid.left() - 6, std::max(int(g.cell_h), fm.height()));
     p.drawText(rc, Qt::AlignRight | Qt::AlignTop, label);
   }
-  // Colour bar with its range (values in the data's own units).
+}
+
+// Colour bar with its range (values in the data's own units) and the scale's caption.
+void HeatmapWidget::draw_colour_bar(QPainter& p, const Geometry& g) const {
+  const QFontMetrics fm(font());
   const QRect bar = g.colorbar;
   for (int y = 0; y < bar.height(); ++y) {
     const double t = double(y) / std::max(1, bar.height() - 1);
     p.fillRect(QRect(bar.left(), bar.bottom() - y, bar.width(), 1), diverging_ ? diverging_colour(t) : viridis(t));
   }
-  p.setPen(pal.color(QPalette::Text));
+  p.setPen(palette().color(QPalette::Text));
   p.drawRect(bar.adjusted(0, 0, -1, -1));
   const QStringList labels = legend_labels();
   const QRect top_label(bar.right() + 4, bar.top() - 2, width() - bar.right() - 4, fm.height());
@@ -272,6 +275,23 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   // Which scale this is, always: a reader must not take a log scale for a linear one.
   const QRect caption(bar.left() - 4, 0, width() - bar.left() + 4, g.grid.top() - 2);
   p.drawText(caption, Qt::AlignLeft | Qt::AlignBottom, scale_caption());
+}
+
+void HeatmapWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const QPalette pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  if (data_.rows <= 0 || data_.cols <= 0) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+               tr("No statistics yet — run a statistics round, or use File › Import statistics/costs"));
+    return;
+  }
+  const Geometry g = geometry();
+  draw_cells(p, g);
+  draw_marks(p, g);
+  draw_labels(p, g);
+  draw_colour_bar(p, g);
 }
 
 void HeatmapWidget::select_cell(int cell) {

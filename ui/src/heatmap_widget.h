@@ -14,6 +14,8 @@
 #include <set>
 #include <vector>
 
+class QPainter;
+
 namespace snip::ui {
 
 struct HeatmapData {
@@ -86,6 +88,11 @@ class HeatmapWidget : public QWidget {
     double cell_w = 0, cell_h = 0;
   };
   Geometry geometry() const;
+  // paintEvent's parts, in drawing order.
+  void draw_cells(QPainter& p, const Geometry& g) const;
+  void draw_marks(QPainter& p, const Geometry& g) const;
+  void draw_labels(QPainter& p, const Geometry& g) const;
+  void draw_colour_bar(QPainter& p, const Geometry& g) const;
   double normalized(double v) const;  // value -> [0, 1] for the colour scale
   double value_at(double t) const;    // its inverse, for the colour bar's labels
   bool diverging() const { return diverging_; }

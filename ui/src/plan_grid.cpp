@@ -92,29 +92,26 @@ int PlanGrid::layer_at(QPoint pos) const {
   return r * snip::kLayersPerBlock + c;
 }
 
-void PlanGrid::paintEvent(QPaintEvent*) {
-  QPainter p(this);
+// The title in bold, elided to the width; returns the y below it.
+int PlanGrid::draw_title(QPainter& p) const {
   const QPalette pal = palette();
-  p.fillRect(rect(), pal.color(QPalette::Base));
   const QFontMetrics fm(font());
-  int y = 0;
-  if (!title_.isEmpty()) {
-    QFont bold = font();
-    bold.setBold(true);
-    p.setFont(bold);
-    p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignLeft | Qt::AlignVCenter,
-               QFontMetrics(bold).elidedText(title_, Qt::ElideRight, width()));
-    p.setFont(font());
-    y = fm.height() + 4;
-  }
-  if (num_blocks_ <= 0 || plan_.empty()) {
-    p.setPen(pal.color(QPalette::PlaceholderText));
-    p.drawText(rect().adjusted(0, y, 0, 0), Qt::AlignCenter | Qt::TextWordWrap, tr("No plan"));
-    return;
-  }
-  const QRect g = grid_rect();
+  if (title_.isEmpty()) return 0;
+  QFont bold = font();
+  bold.setBold(true);
+  p.setFont(bold);
   p.setPen(pal.color(QPalette::Text));
+  p.drawText(QRect(0, 0, width(), fm.height() + 4), Qt::AlignLeft | Qt::AlignVCenter,
+             QFontMetrics(bold).elidedText(title_, Qt::ElideRight, width()));
+  p.setFont(font());
+  return fm.height() + 4;
+}
+
+// Layer type names over the columns (from y down to the grid), block numbers left of the rows.
+void PlanGrid::draw_axis_labels(QPainter& p, int y) const {
+  const QRect g = grid_rect();
+  const QFontMetrics fm(font());
+  p.setPen(palette().color(QPalette::Text));
   for (int c = 0; c < snip::kLayersPerBlock; ++c) {
     const QRect rc = layer_rect(c);
     p.drawText(QRect(rc.left(), y, rc.width(), g.top() - y - 2), Qt::AlignHCenter | Qt::AlignBottom,
@@ -127,39 +124,83 @@ void PlanGrid::paintEvent(QPaintEvent*) {
     p.drawText(QRect(0, rc.top(), g.left() - 6, std::max(rc.height(), fm.height())), Qt::AlignRight | Qt::AlignTop,
                QString::number(b));
   }
-  const bool comparing = reference_.size() == plan_.size();
-  const int layers = std::min<int>(int(plan_.size()), num_blocks_ * snip::kLayersPerBlock);
-  for (int l = 0; l < layers; ++l) {
-    const QRect rc = layer_rect(l);
-    const snip::LinearPrecision& lp = plan_[size_t(l)];
-    const bool uniform = lp.fprop == lp.dgrad && lp.dgrad == lp.wgrad;
-    if (uniform) {
-      p.fillRect(rc, precision_colour(lp.fprop));
-      if (rc.height() >= fm.height() && rc.width() >= fm.horizontalAdvance(QStringLiteral("BF16")) + 4) {
-        p.setPen(Qt::white);
-        p.drawText(rc, Qt::AlignCenter, precision_label(lp.fprop));
-      }
-    } else {
-      // fprop | dgrad | wgrad stripes
-      for (int gi = 0; gi < snip::kNumGemms; ++gi) {
-        const int x0 = rc.left() + rc.width() * gi / 3, x1 = rc.left() + rc.width() * (gi + 1) / 3;
-        p.fillRect(QRect(x0, rc.top(), x1 - x0, rc.height()), precision_colour(lp[snip::kAllGemms[size_t(gi)]]));
-      }
+}
+
+// Layer l's cell: one colour (labelled when it fits) or fprop|dgrad|wgrad stripes; a frame when
+// it differs from the reference, a corner triangle when pinned.
+void PlanGrid::draw_cell(QPainter& p, int l, bool comparing) const {
+  const QFontMetrics fm(font());
+  const QRect rc = layer_rect(l);
+  const snip::LinearPrecision& lp = plan_[size_t(l)];
+  const bool uniform = lp.fprop == lp.dgrad && lp.dgrad == lp.wgrad;
+  if (uniform) {
+    p.fillRect(rc, precision_colour(lp.fprop));
+    if (rc.height() >= fm.height() && rc.width() >= fm.horizontalAdvance(QStringLiteral("BF16")) + 4) {
+      p.setPen(Qt::white);
+      p.drawText(rc, Qt::AlignCenter, precision_label(lp.fprop));
     }
-    if (comparing && !(lp == reference_[size_t(l)])) {
-      p.setPen(QPen(QColor(220, 30, 120), std::max(2.0, std::min(rc.width(), rc.height()) / 8.0)));
-      p.setBrush(Qt::NoBrush);
-      p.drawRect(rc.adjusted(2, 2, -2, -2));
-    }
-    if (pins_.count(l)) {
-      const int s = std::max(6, std::min(rc.width(), rc.height()) / 3);
-      QPolygon tri;
-      tri << rc.topRight() << QPoint(rc.right() - s, rc.top()) << QPoint(rc.right(), rc.top() + s);
-      p.setPen(Qt::NoPen);
-      p.setBrush(pal.color(QPalette::Text));
-      p.drawPolygon(tri);
+  } else {
+    // fprop | dgrad | wgrad stripes
+    for (int gi = 0; gi < snip::kNumGemms; ++gi) {
+      const int x0 = rc.left() + rc.width() * gi / 3, x1 = rc.left() + rc.width() * (gi + 1) / 3;
+      p.fillRect(QRect(x0, rc.top(), x1 - x0, rc.height()), precision_colour(lp[snip::kAllGemms[size_t(gi)]]));
     }
   }
+  if (comparing && !(lp == reference_[size_t(l)])) {
+    p.setPen(QPen(QColor(220, 30, 120), std::max(2.0, std::min(rc.width(), rc.height()) / 8.0)));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(rc.adjusted(2, 2, -2, -2));
+  }
+  if (pins_.count(l)) {
+    const int s = std::max(6, std::min(rc.width(), rc.height()) / 3);
+    QPolygon tri;
+    tri << rc.topRight() << QPoint(rc.right() - s, rc.top()) << QPoint(rc.right(), rc.top() + s);
+    p.setPen(Qt::NoPen);
+    p.setBrush(palette().color(QPalette::Text));
+    p.drawPolygon(tri);
+  }
+}
+
+// The precision colours, then the marks' meanings: most important first; an entry that does
+// not fit the width is left out, not cut (two grids side by side in the Compare view at 1280 px).
+void PlanGrid::draw_legend(QPainter& p, bool comparing) const {
+  const QPalette pal = palette();
+  const QFontMetrics fm(font());
+  const QRect g = grid_rect();
+  int x = g.left();
+  const int ly = g.bottom() + 8;
+  p.setPen(pal.color(QPalette::Text));
+  for (snip::Precision prec : {snip::Precision::fp4, snip::Precision::fp8, snip::Precision::bf16}) {
+    p.fillRect(QRect(x, ly + 3, 14, 14), precision_colour(prec));
+    p.drawText(QRect(x + 18, ly, 60, 20), Qt::AlignLeft | Qt::AlignVCenter, precision_label(prec));
+    x += 18 + fm.horizontalAdvance(precision_label(prec)) + 14;
+  }
+  const QString extras[] = {comparing ? tr("□ differs") : QString(), tr("▲ pinned"), tr("stripes: fprop|dgrad|wgrad")};
+  for (const QString& s : extras) {
+    if (s.isEmpty() || x + fm.horizontalAdvance(s) > width()) continue;
+    if (s == extras[0]) p.setPen(QColor(220, 30, 120));
+    p.drawText(QRect(x, ly, fm.horizontalAdvance(s) + 4, 20), Qt::AlignLeft | Qt::AlignVCenter, s);
+    p.setPen(pal.color(QPalette::Text));
+    x += fm.horizontalAdvance(s) + 14;
+  }
+}
+
+void PlanGrid::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const QPalette pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  const int y = draw_title(p);
+  if (num_blocks_ <= 0 || plan_.empty()) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(rect().adjusted(0, y, 0, 0), Qt::AlignCenter | Qt::TextWordWrap, tr("No plan"));
+    return;
+  }
+  draw_axis_labels(p, y);
+  const QRect g = grid_rect();
+  const double ch = double(g.height()) / num_blocks_;
+  const bool comparing = reference_.size() == plan_.size();
+  const int layers = std::min<int>(int(plan_.size()), num_blocks_ * snip::kLayersPerBlock);
+  for (int l = 0; l < layers; ++l) draw_cell(p, l, comparing);
   if (ch >= 5) {
     p.setPen(QPen(pal.color(QPalette::Base), 1));
     for (int l = 0; l < layers; ++l) {
@@ -176,25 +217,7 @@ void PlanGrid::paintEvent(QPaintEvent*) {
     p.setPen(QPen(pal.color(QPalette::Base), 2));
     p.drawRect(rc.adjusted(4, 4, -5, -5));
   }
-  // Legend
-  int x = g.left();
-  const int ly = g.bottom() + 8;
-  p.setPen(pal.color(QPalette::Text));
-  for (snip::Precision prec : {snip::Precision::fp4, snip::Precision::fp8, snip::Precision::bf16}) {
-    p.fillRect(QRect(x, ly + 3, 14, 14), precision_colour(prec));
-    p.drawText(QRect(x + 18, ly, 60, 20), Qt::AlignLeft | Qt::AlignVCenter, precision_label(prec));
-    x += 18 + fm.horizontalAdvance(precision_label(prec)) + 14;
-  }
-  // Most important first; an entry that does not fit the width is left out, not cut (two grids
-  // side by side in the Compare view at 1280 px).
-  const QString extras[] = {comparing ? tr("□ differs") : QString(), tr("▲ pinned"), tr("stripes: fprop|dgrad|wgrad")};
-  for (const QString& s : extras) {
-    if (s.isEmpty() || x + fm.horizontalAdvance(s) > width()) continue;
-    if (s == extras[0]) p.setPen(QColor(220, 30, 120));
-    p.drawText(QRect(x, ly, fm.horizontalAdvance(s) + 4, 20), Qt::AlignLeft | Qt::AlignVCenter, s);
-    p.setPen(pal.color(QPalette::Text));
-    x += fm.horizontalAdvance(s) + 14;
-  }
+  draw_legend(p, comparing);
 }
 
 void PlanGrid::mousePressEvent(QMouseEvent* event) {

@@ -13,6 +13,8 @@
 
 #include "snip/precision.h"
 
+class QPainter;
+
 namespace snip::ui {
 
 QColor precision_colour(snip::Precision p);
@@ -59,6 +61,11 @@ class PlanGrid : public QWidget {
 
  private:
   QRect grid_rect() const;
+  // paintEvent's parts, in drawing order.
+  int draw_title(QPainter& p) const;
+  void draw_axis_labels(QPainter& p, int y) const;
+  void draw_cell(QPainter& p, int l, bool comparing) const;
+  void draw_legend(QPainter& p, bool comparing) const;
 
   int num_blocks_ = 0;
   std::vector<snip::LinearPrecision> plan_;

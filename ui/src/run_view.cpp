@@ -456,9 +456,8 @@ void RunView::show_progress(const StepUpdate& u) {
                                .arg(format_duration(u.eta_s)));
 }
 
-TrainRequest RunView::make_request() const {
-  TrainRequest r;
-  snip::TrainConfig& c = r.config;
+// The model, data and schedule the form gives (the precision aside).
+void RunView::fill_train_config(snip::TrainConfig& c) const {
   if (!config_edit_->text().trimmed().isEmpty())
     c.model = snip::read_config_file(config_edit_->text().trimmed().toStdString());
   else
@@ -477,6 +476,26 @@ TrainRequest RunView::make_request() const {
     throw snip::Error("sequence length " + std::to_string(c.seq_len) + " exceeds the model's max_position_embeddings " +
                       std::to_string(c.model.max_position_embeddings) + ": choose T ≤ " +
                       std::to_string(c.model.max_position_embeddings));
+}
+
+// Adaptive planning's settings from the form.
+snip::AdaptiveOptions RunView::adaptive_options() const {
+  snip::AdaptiveOptions a;
+  a.method = snip::parse_method(adaptive_method_->currentText().toStdString());
+  a.request.budget = adaptive_budget_->value() / 100.0;
+  a.request.ties = adaptive_ties_->isChecked();
+  a.request.per_role = adaptive_per_role_->isChecked();
+  a.replan_every = adaptive_replan_->value();
+  a.bf16_probe_every = adaptive_probe_->value();
+  a.estimator.lambda = adaptive_lambda_->value();
+  a.stats.noise_passes = adaptive_noise_passes_->value();
+  a.stats.sigma_eta_rel = adaptive_sigma_->value();
+  return a;
+}
+
+// The precision choice: a uniform precision, a plan (file or stored) or adaptive planning.
+void RunView::apply_precision_choice(TrainRequest& r) const {
+  snip::TrainConfig& c = r.config;
   switch (precision_combo_->currentIndex()) {
     case kBf16:
       c.precision = "bf16";
@@ -511,24 +530,21 @@ TrainRequest RunView::make_request() const {
       break;
     }
     case kAdaptive: {
-      snip::AdaptiveOptions a;
-      a.method = snip::parse_method(adaptive_method_->currentText().toStdString());
-      a.request.budget = adaptive_budget_->value() / 100.0;
-      a.request.ties = adaptive_ties_->isChecked();
-      a.request.per_role = adaptive_per_role_->isChecked();
-      a.replan_every = adaptive_replan_->value();
-      a.bf16_probe_every = adaptive_probe_->value();
-      a.estimator.lambda = adaptive_lambda_->value();
-      a.stats.noise_passes = adaptive_noise_passes_->value();
-      a.stats.sigma_eta_rel = adaptive_sigma_->value();
+      r.adaptive = adaptive_options();
       c.precision = "bf16";  // until the first plan, made before step 1
-      r.adaptive = a;
       r.method = adaptive_method_->currentText();
       break;
     }
     default:
       throw snip::Error("unknown precision choice");
   }
+}
+
+TrainRequest RunView::make_request() const {
+  TrainRequest r;
+  snip::TrainConfig& c = r.config;
+  fill_train_config(c);
+  apply_precision_choice(r);
   r.run_name = name_edit_->text().trimmed();
   if (r.run_name.isEmpty())
     r.run_name = QStringLiteral("%1 · %2 · seed %3")

@@ -100,6 +100,10 @@ class RunView : public QWidget {
   void resume_selected_run();
 
  private:
+  // make_request's parts: the training configuration, adaptive planning's options, the precision.
+  void fill_train_config(snip::TrainConfig& c) const;
+  snip::AdaptiveOptions adaptive_options() const;
+  void apply_precision_choice(TrainRequest& r) const;
   // The constructor's parts: one function per group box (and row group), then the connections.
   QGroupBox* make_run_box();
   void add_model_rows(QGroupBox* box, QFormLayout* form);

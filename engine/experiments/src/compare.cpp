@@ -168,6 +168,51 @@ struct JobDone {
   std::exception_ptr error;
 };
 
+// Starts up to `threads` threads running worker. A thread the system refuses (a thread or memory
+// limit) leaves fewer job threads, which give the same results (running counts only those
+// started); none at all is an error, never std::terminate with threads left running.
+std::vector<std::thread> start_job_threads(int threads, const std::function<void()>& worker, std::mutex& mu,
+                                           int& running) {
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        running -= threads - t;
+      }
+      if (pool.empty())
+        throw Error(std::string("cannot start a training thread (") + e.what() +
+                    "); free memory or raise the process limit, or give --jobs 1");
+      break;
+    }
+  }
+  return pool;
+}
+
+// Hands a finished job to `done`, or keeps its error: the first that is not a CompareStopped in
+// first_error (an error from `done` too, which aborts the other jobs), the first CompareStopped in stopped.
+void hand_over(const JobDone& d, const std::function<void(const JobDone&)>& done, std::atomic<bool>& abort,
+               std::exception_ptr& first_error, std::exception_ptr& stopped) {
+  if (!d.error) {
+    try {
+      done(d);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+      abort.store(true);
+    }
+    return;
+  }
+  try {
+    std::rethrow_exception(d.error);
+  } catch (const CompareStopped&) {
+    if (!stopped) stopped = d.error;
+  } catch (...) {
+    if (!first_error) first_error = d.error;
+  }
+}
+
 // Runs `jobs` on `threads` threads (each pulls the next job in order) and hands every finished
 // one to `done` on the calling thread, in the order they finish. A job that throws stops the
 // others after their current step; the finished ones are still handed over, then the first
@@ -202,23 +247,7 @@ void run_jobs(const std::vector<Job>& jobs, int threads, const std::function<boo
     --running;
     cv.notify_one();
   };
-  std::vector<std::thread> pool;
-  // A thread the system refuses (a thread or memory limit) leaves fewer job threads, which give
-  // the same results; none at all is an error, never std::terminate with threads left running.
-  for (int t = 0; t < threads; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error& e) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        running -= threads - t;
-      }
-      if (pool.empty())
-        throw Error(std::string("cannot start a training thread (") + e.what() +
-                    "); free memory or raise the process limit, or give --jobs 1");
-      break;
-    }
-  }
+  std::vector<std::thread> pool = start_job_threads(threads, worker, mu, running);
   std::exception_ptr first_error, stopped;
   for (;;) {
     std::vector<JobDone> batch;
@@ -229,24 +258,7 @@ void run_jobs(const std::vector<Job>& jobs, int threads, const std::function<boo
       batch.swap(finished);
       last = running == 0;
     }
-    for (const JobDone& d : batch) {
-      if (!d.error) {
-        try {
-          done(d);
-        } catch (...) {
-          if (!first_error) first_error = std::current_exception();
-          abort.store(true);
-        }
-        continue;
-      }
-      try {
-        std::rethrow_exception(d.error);
-      } catch (const CompareStopped&) {
-        if (!stopped) stopped = d.error;
-      } catch (...) {
-        if (!first_error) first_error = d.error;
-      }
-    }
+    for (const JobDone& d : batch) hand_over(d, done, abort, first_error, stopped);
     if (last) break;
   }
   for (std::thread& t : pool) t.join();
@@ -387,62 +399,56 @@ void check_compare_options(const CompareOptions& o) {
   if (!o.recipe.empty()) parse_recipe_name(o.recipe);
 }
 
-CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
-  const CompareProgress& progress = hooks.progress;
-  check_compare_options(o);
-  std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
-  {  // Bounded set-up: the job threads' trainers and every replicate's curve, refused before any work.
-    const size_t baselines = o.baselines.empty() ? compare_baseline_names().size() - compare_role_arm_names().size() +
-                                                       size_t(std::max(0, o.random_seeds))
-                                                 : o.baselines.size() + size_t(std::max(0, o.random_seeds));
-    const double arms = double(o.lambdas.size() + baselines + 2);
-    const double trainings = arms * o.replicates;
-    const double threads = std::min<double>(o.jobs, trainings);
-    const double per_job =
-        Trainer::memory_bytes(t0->config()) + 4.0 * double(t0->data().train.size() + t0->data().val.size());
-    const double curves = trainings * double(o.steps) * 16.0;
-    check_fits_in_memory(threads * per_job + curves,
-                         "a compare of about " + std::to_string(int64_t(trainings)) + " trainings on " +
-                             std::to_string(int64_t(threads)) + " job threads",
-                         "give fewer --jobs (each holds a whole trainer), fewer --replicates or fewer --steps");
-  }
-  CompareReport rep;
-  rep.start_step = t0->step_count();
-  rep.budget = o.budget;
-  rep.replicates = o.replicates;
-  rep.recipe = parse_recipe_name(o.recipe.empty() ? t0->config().recipe : o.recipe).canonical;
-  t0->model().set_recipe(Recipe::named(rep.recipe));
-  StatsRoundOptions so = o.stats;
-  if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
-  rep.round = collect_stats_round(*t0, so);
-  const StatsRound& round = rep.round;
-  t0.reset();
+namespace {
 
-  // every plan, in report order
+// Bounded set-up: the job threads' trainers and every replicate's curve, refused before any work.
+void check_compare_fits(const CompareOptions& o, const Trainer& t0) {
+  const size_t baselines = o.baselines.empty() ? compare_baseline_names().size() - compare_role_arm_names().size() +
+                                                     size_t(std::max(0, o.random_seeds))
+                                               : o.baselines.size() + size_t(std::max(0, o.random_seeds));
+  const double arms = double(o.lambdas.size() + baselines + 2);
+  const double trainings = arms * o.replicates;
+  const double threads = std::min<double>(o.jobs, trainings);
+  const double per_job =
+      Trainer::memory_bytes(t0.config()) + 4.0 * double(t0.data().train.size() + t0.data().val.size());
+  const double curves = trainings * double(o.steps) * 16.0;
+  check_fits_in_memory(threads * per_job + curves,
+                       "a compare of about " + std::to_string(int64_t(trainings)) + " trainings on " +
+                           std::to_string(int64_t(threads)) + " job threads",
+                       "give fewer --jobs (each holds a whole trainer), fewer --replicates or fewer --steps");
+}
+
+// Appends the arm `name` with plan p under the compare's recipe, noting an earlier row with the same plan.
+void add_compare_row(CompareReport& rep, const std::string& name, PlanResult p, Method m, uint64_t seed,
+                     std::optional<double> lambda) {
+  p.plan.recipe = rep.recipe;
+  CompareRow row;
+  row.method = name;
+  row.lambda = lambda;
+  if (m == Method::random) row.seed = seed;
+  row.plan = std::move(p.plan);
+  row.achieved_fraction = p.achieved_fraction;
+  row.notes = std::move(p.notes);
+  for (const CompareRow& prev : rep.rows)
+    if (prev.plan.layers == row.plan.layers) {
+      row.same_plan_as = prev.method;
+      break;
+    }
+  rep.rows.push_back(std::move(row));
+}
+
+// Every arm's plan from the statistics round, in report order.
+void plan_arms(const std::string& dir, const CompareOptions& o, CompareReport& rep, const CompareHooks& hooks) {
+  const CompareProgress& progress = hooks.progress;
+  const StatsRound& round = rep.round;
   PlanRequest req;
   req.budget = o.budget;
-  auto add_result = [&](const std::string& name, PlanResult p, Method m, uint64_t seed, std::optional<double> lambda) {
-    p.plan.recipe = rep.recipe;
-    CompareRow row;
-    row.method = name;
-    row.lambda = lambda;
-    if (m == Method::random) row.seed = seed;
-    row.plan = std::move(p.plan);
-    row.achieved_fraction = p.achieved_fraction;
-    row.notes = std::move(p.notes);
-    for (const CompareRow& prev : rep.rows)
-      if (prev.plan.layers == row.plan.layers) {
-        row.same_plan_as = prev.method;
-        break;
-      }
-    rep.rows.push_back(std::move(row));
-  };
   auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1,
                  std::optional<double> lambda = std::nullopt) {
     if (m != Method::snip && m != Method::uniform_bf16 && !baseline_selected(o, name)) return;
     PlanRequest r = req;
     r.seed = seed;
-    add_result(name, make_plan(in, m, r), m, seed, lambda);
+    add_compare_row(rep, name, make_plan(in, m, r), m, seed, lambda);
   };
   const PlannerInput base = planner_input_from_stats(round);
   add("uniform-bf16", base, Method::uniform_bf16);
@@ -471,10 +477,29 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   add("fp4-wgrad-only", base, Method::fp4_wgrad_only);
   if (o.oracle) {
     if (progress) progress(0, 0, "oracle: measuring every layer's loss damage");
-    add_result("oracle", oracle_plan(dir, rep.recipe, o, base.snip, req), Method::snip, 1, std::nullopt);
+    add_compare_row(rep, "oracle", oracle_plan(dir, rep.recipe, o, base.snip, req), Method::snip, 1, std::nullopt);
     rep.oracle_row = rep.rows.size() - 1;
   }
+}
 
+}  // namespace
+
+CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
+  check_compare_options(o);
+  std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
+  check_compare_fits(o, *t0);
+  CompareReport rep;
+  rep.start_step = t0->step_count();
+  rep.budget = o.budget;
+  rep.replicates = o.replicates;
+  rep.recipe = parse_recipe_name(o.recipe.empty() ? t0->config().recipe : o.recipe).canonical;
+  t0->model().set_recipe(Recipe::named(rep.recipe));
+  StatsRoundOptions so = o.stats;
+  if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
+  rep.round = collect_stats_round(*t0, so);
+  t0.reset();
+
+  plan_arms(dir, o, rep, hooks);
   if (hooks.planned) hooks.planned(rep);
   train_arms(dir, o, rep, hooks);
   for (CompareRow& row : rep.rows)

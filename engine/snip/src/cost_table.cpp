@@ -96,92 +96,89 @@ double parse_number(const std::string& s, const std::string& where, const char* 
   return v;
 }
 
-}  // namespace
-
-CostTable cost_table_from_csv(const std::string& text, const std::string& source) {
-  std::istringstream in{std::string(without_utf8_bom(text))};
-  std::string line;
-  int line_no = 0;
+// The header's columns (lower-cased name -> index); layer, precision, cost and flops required.
+std::map<std::string, int> parse_cost_header(const std::vector<std::string>& cells, const std::string& where) {
   std::map<std::string, int> col;
-  // name -> layer, plus the line on which each (layer, precision, role) was first given.
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::string name = cells[i];
+    std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+    if (col.count(name)) throw Error(where + ": column '" + name + "' appears twice in the header");
+    col[name] = int(i);
+  }
+  for (const char* need : {"layer", "precision", "cost", "flops"})
+    if (!col.count(need))
+      throw Error(where + ": the header has no '" + need + "' column (expected layer,precision,cost,flops[,role])");
+  return col;
+}
+
+// What the rows so far gave: name -> layer, plus the line on which each layer's FLOPs and each
+// (layer, precision, role) were first given.
+struct CostRows {
+  std::map<std::string, int> col;
+  bool roles = false;
   std::map<std::string, CostLayer> layers;
   std::map<std::string, int> flops_line;
   std::map<std::tuple<std::string, int, int>, int> seen;
-  bool header = false, roles = false;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string t = trim(line);
-    if (t.empty() || t[0] == '#') continue;
-    const auto cells = split_csv_line(t);
-    const std::string where = source + ":" + std::to_string(line_no);
-    if (!header) {
-      for (size_t i = 0; i < cells.size(); ++i) {
-        std::string name = cells[i];
-        std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-        if (col.count(name)) throw Error(where + ": column '" + name + "' appears twice in the header");
-        col[name] = int(i);
-      }
-      for (const char* need : {"layer", "precision", "cost", "flops"})
-        if (!col.count(need))
-          throw Error(where + ": the header has no '" + need + "' column (expected layer,precision,cost,flops[,role])");
-      roles = col.count("role") > 0;
-      header = true;
-      continue;
-    }
-    if (cells.size() != col.size())
-      throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " +
-                  std::to_string(col.size()));
-    const std::string& name = cells[col["layer"]];
-    auto id = parse_layer_module_name(name);
-    if (!id)
-      throw Error(
-          where + ": unknown layer '" + name +
-          "' (expected an HF module name such as model.layers.0.self_attn.q_proj or model.layers.3.mlp.down_proj)");
-    Precision p;
-    try {
-      p = parse_precision(cells[col["precision"]]);
-    } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
-    }
-    if (p == Precision::fp32) throw Error(where + ": precision fp32 is not a planning choice (use fp8, fp4 or bf16)");
-    int role = 0;
-    if (roles) {
-      const std::string& r = cells[col["role"]];
-      if (r == "fprop")
-        role = 0;
-      else if (r == "backward")
-        role = 1;
-      else
-        throw Error(where + ": unknown role '" + r + "' (expected fprop or backward)");
-    }
-    const double cost = parse_number(cells[col["cost"]], where, "cost");
-    const double flops = parse_number(cells[col["flops"]], where, "flops");
-    if (!(flops > 0)) throw Error(where + ": flops is 0; every layer has positive FLOPs");
-    auto key = std::make_tuple(name, int(p), role);
-    if (auto it = seen.find(key); it != seen.end())
-      throw Error(where + ": duplicate row for " + name + " " + precision_name(p) +
-                  (roles ? std::string(" ") + role_name(Role(role)) : std::string()) + " (first given on line " +
-                  std::to_string(it->second) + ")");
-    seen[key] = line_no;
-    auto [it, inserted] = layers.try_emplace(name);
-    CostLayer& c = it->second;
-    if (inserted) {
-      c.name = name;
-      c.block = id->block;
-      c.type = id->type;
-      c.flops = flops;
-      flops_line[name] = line_no;
-      for (int r = 0; r < kNumRoles; ++r) c.cost[r].fill(kNaN);
-      for (int r = 0; r < kNumRoles; ++r) c.pred_q[r].fill(kNaN);
-    } else if (c.flops != flops) {
-      throw Error(where + ": flops " + cells[col["flops"]] + " for " + name + " differs from line " +
-                  std::to_string(flops_line[name]) + "; a layer has one FLOP count");
-    }
-    c.cost[role][int(p)] = cost;
-    if (!roles) c.cost[1][int(p)] = 0;
+};
+
+Precision parse_row_precision(const std::string& cell, const std::string& where) {
+  Precision p;
+  try {
+    p = parse_precision(cell);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
   }
-  if (!header) throw Error(source + ": empty cost file (expected a header layer,precision,cost,flops[,role])");
-  if (layers.empty()) throw Error(source + ": no cost rows after the header");
+  if (p == Precision::fp32) throw Error(where + ": precision fp32 is not a planning choice (use fp8, fp4 or bf16)");
+  return p;
+}
+
+int parse_row_role(const std::string& r, const std::string& where) {
+  if (r == "fprop") return 0;
+  if (r == "backward") return 1;
+  throw Error(where + ": unknown role '" + r + "' (expected fprop or backward)");
+}
+
+void add_cost_row(CostRows& rows, const std::vector<std::string>& cells, const std::string& where, int line_no) {
+  auto& col = rows.col;
+  if (cells.size() != col.size())
+    throw Error(where + ": " + std::to_string(cells.size()) + " fields, the header has " + std::to_string(col.size()));
+  const std::string& name = cells[col["layer"]];
+  auto id = parse_layer_module_name(name);
+  if (!id)
+    throw Error(
+        where + ": unknown layer '" + name +
+        "' (expected an HF module name such as model.layers.0.self_attn.q_proj or model.layers.3.mlp.down_proj)");
+  const Precision p = parse_row_precision(cells[col["precision"]], where);
+  const int role = rows.roles ? parse_row_role(cells[col["role"]], where) : 0;
+  const double cost = parse_number(cells[col["cost"]], where, "cost");
+  const double flops = parse_number(cells[col["flops"]], where, "flops");
+  if (!(flops > 0)) throw Error(where + ": flops is 0; every layer has positive FLOPs");
+  auto key = std::make_tuple(name, int(p), role);
+  if (auto it = rows.seen.find(key); it != rows.seen.end())
+    throw Error(where + ": duplicate row for " + name + " " + precision_name(p) +
+                (rows.roles ? std::string(" ") + role_name(Role(role)) : std::string()) + " (first given on line " +
+                std::to_string(it->second) + ")");
+  rows.seen[key] = line_no;
+  auto [it, inserted] = rows.layers.try_emplace(name);
+  CostLayer& c = it->second;
+  if (inserted) {
+    c.name = name;
+    c.block = id->block;
+    c.type = id->type;
+    c.flops = flops;
+    rows.flops_line[name] = line_no;
+    for (int r = 0; r < kNumRoles; ++r) c.cost[r].fill(kNaN);
+    for (int r = 0; r < kNumRoles; ++r) c.pred_q[r].fill(kNaN);
+  } else if (c.flops != flops) {
+    throw Error(where + ": flops " + cells[col["flops"]] + " for " + name + " differs from line " +
+                std::to_string(rows.flops_line[name]) + "; a layer has one FLOP count");
+  }
+  c.cost[role][int(p)] = cost;
+  if (!rows.roles) c.cost[1][int(p)] = 0;
+}
+
+// The table of the rows read, once every layer has its fp8 and fp4 costs.
+CostTable imported_cost_table(std::map<std::string, CostLayer>& layers, bool roles, const std::string& source) {
   CostTable t;
   t.kind = "imported";
   t.source = source;
@@ -204,6 +201,33 @@ CostTable cost_table_from_csv(const std::string& text, const std::string& source
     return std::pair(a.block, int(a.type)) < std::pair(b.block, int(b.type));
   });
   return t;
+}
+
+}  // namespace
+
+CostTable cost_table_from_csv(const std::string& text, const std::string& source) {
+  std::istringstream in{std::string(without_utf8_bom(text))};
+  std::string line;
+  int line_no = 0;
+  CostRows rows;
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto cells = split_csv_line(t);
+    const std::string where = source + ":" + std::to_string(line_no);
+    if (!header) {
+      rows.col = parse_cost_header(cells, where);
+      rows.roles = rows.col.count("role") > 0;
+      header = true;
+      continue;
+    }
+    add_cost_row(rows, cells, where, line_no);
+  }
+  if (!header) throw Error(source + ": empty cost file (expected a header layer,precision,cost,flops[,role])");
+  if (rows.layers.empty()) throw Error(source + ": no cost rows after the header");
+  return imported_cost_table(rows.layers, rows.roles, source);
 }
 
 CostTable read_cost_csv(const std::string& path) {

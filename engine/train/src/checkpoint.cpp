@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "snip/atomic_file.h"
@@ -152,66 +153,41 @@ static void remove_stale_temp_dirs(const fs::path& parent, const std::string& na
   }
 }
 
-void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW<float>& opt,
-                      const nlohmann::json& trainer_state) {
+// dir_in without trailing slashes; a symbolic link's target (the folder it names is replaced; the link stays).
+static std::string resolved_checkpoint_dir(const std::string& dir_in) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::error_code link_ec;
-  if (fs::is_symlink(dir, link_ec)) {  // the folder the link names is replaced; the link stays
+  if (fs::is_symlink(dir, link_ec)) {
     const fs::path real = fs::canonical(dir, link_ec);
     if (!link_ec) dir = real.string();
   }
-  const fs::path target(dir);
-  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  return dir;
+}
+
+// The checkpoint's four files in tmp, the state last (it names the others' checksums).
+static void write_checkpoint_files(const std::string& tmp, const Llama& model, const AdamW<float>& opt,
+                                   const nlohmann::json& trainer_state) {
+  write_config_file(tmp + "/config.json", model.config());
+  const std::string model_crc = write_model_weights(tmp + "/model.safetensors", model);
+  std::vector<TensorRef> moments = tensor_refs(model, opt.m(), "exp_avg.");
+  for (auto& r : tensor_refs(model, opt.v(), "exp_avg_sq.")) moments.push_back(r);
+  const std::string optimizer_crc = write_safetensors(tmp + "/optimizer.safetensors", moments,
+                                                      {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
+  // The state names its files' checksums, under its own: the files of one checkpoint vouch for
+  // each other, so removing or renaming one file's checksum key does not pass unnoticed.
+  nlohmann::json state = trainer_state;
+  state[kCheckpointFilesKey] = {{"model.safetensors", model_crc}, {"optimizer.safetensors", optimizer_crc}};
+  write_file_atomic(tmp + "/trainer_state.json", with_state_checksum(state).dump(2) + "\n");
+  fsync_dir(tmp);
+}
+
+// Swap the finished directory tmp in at dir: atomically exchange with an existing one (Linux
+// renameat2 RENAME_EXCHANGE), else rename aside and in.
+static void swap_in_checkpoint(const std::string& tmp, const std::string& dir,
+                               const std::function<Error(const std::string&)>& failed, std::string& why_not) {
   std::error_code ec;
-  // Every failure names the checkpoint, the cause and what was kept (disk full, read-only, ...).
-  const bool had_previous = fs::exists(target, ec);
-  const auto failed = [&](const std::string& why) {
-    return Error("cannot save checkpoint " + dir + ": " + why +
-                 (had_previous ? "; the previous checkpoint in " + dir + " is intact" : "; no checkpoint was written"));
-  };
-  // A checkpoint with a NaN/Inf weight would replace the last good one with one that cannot train.
-  if (const std::string bad = model.first_nonfinite_param(/*values=*/true); !bad.empty())
-    throw failed("weight " + bad + " is not finite (training diverged?); it was not saved");
-  // The swap below removes what was at `dir`: only ever a checkpoint (check_checkpoint_target
-  // refuses the rest before training; this is the last guard).
-  std::string why_not;
-  if (had_previous && !replaceable(dir, &why_not))
-    throw Error("cannot save checkpoint " + dir + ": " + dir + " is not a snip checkpoint (" + why_not +
-                "), so it was left as it is and nothing was saved; save to a new folder");
-  fs::create_directories(parent, ec);
-  if (ec)
-    throw failed("cannot create " + parent.string() + ": " + ec.message() +
-                 " (choose a writable location for the checkpoint)");
-  remove_stale_temp_dirs(parent, target.filename().string());
-  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec) || ec)
-    throw failed("cannot create " + tmp + ": " + (ec ? ec.message() : "exists") + " (is " + parent.string() +
-                 " writable? choose a writable location for the checkpoint)");
-  try {
-    write_config_file(tmp + "/config.json", model.config());
-    const std::string model_crc = write_model_weights(tmp + "/model.safetensors", model);
-    std::vector<TensorRef> moments = tensor_refs(model, opt.m(), "exp_avg.");
-    for (auto& r : tensor_refs(model, opt.v(), "exp_avg_sq.")) moments.push_back(r);
-    const std::string optimizer_crc = write_safetensors(tmp + "/optimizer.safetensors", moments,
-                                                        {{"optimizer", "AdamW"}, {"t", std::to_string(opt.t())}});
-    // The state names its files' checksums, under its own: the files of one checkpoint vouch for
-    // each other, so removing or renaming one file's checksum key does not pass unnoticed.
-    nlohmann::json state = trainer_state;
-    state[kCheckpointFilesKey] = {{"model.safetensors", model_crc}, {"optimizer.safetensors", optimizer_crc}};
-    write_file_atomic(tmp + "/trainer_state.json", with_state_checksum(state).dump(2) + "\n");
-    fsync_dir(tmp);
-  } catch (const Error& e) {
-    fs::remove_all(tmp, ec);
-    throw failed(e.what());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-  // Swap the finished directory in: atomically exchange with an existing one (Linux
-  // renameat2 RENAME_EXCHANGE), else rename aside and in.
-  if (fs::exists(target)) {
+  if (fs::exists(fs::path(dir))) {
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
       // `tmp` now holds what was at `dir`: removed only if it is still a checkpoint (something
       // else may have been put there since the check above: swap back and keep it).
@@ -243,6 +219,49 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
     fs::remove_all(tmp, ec);
     throw failed(std::string("cannot rename ") + tmp + " to it: " + std::strerror(e));
   }
+}
+
+void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW<float>& opt,
+                      const nlohmann::json& trainer_state) {
+  const std::string dir = resolved_checkpoint_dir(dir_in);
+  const fs::path target(dir);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  // Every failure names the checkpoint, the cause and what was kept (disk full, read-only, ...).
+  const bool had_previous = fs::exists(target, ec);
+  const auto failed = [&](const std::string& why) {
+    return Error("cannot save checkpoint " + dir + ": " + why +
+                 (had_previous ? "; the previous checkpoint in " + dir + " is intact" : "; no checkpoint was written"));
+  };
+  // A checkpoint with a NaN/Inf weight would replace the last good one with one that cannot train.
+  if (const std::string bad = model.first_nonfinite_param(/*values=*/true); !bad.empty())
+    throw failed("weight " + bad + " is not finite (training diverged?); it was not saved");
+  // The swap below removes what was at `dir`: only ever a checkpoint (check_checkpoint_target
+  // refuses the rest before training; this is the last guard).
+  std::string why_not;
+  if (had_previous && !replaceable(dir, &why_not))
+    throw Error("cannot save checkpoint " + dir + ": " + dir + " is not a snip checkpoint (" + why_not +
+                "), so it was left as it is and nothing was saved; save to a new folder");
+  fs::create_directories(parent, ec);
+  if (ec)
+    throw failed("cannot create " + parent.string() + ": " + ec.message() +
+                 " (choose a writable location for the checkpoint)");
+  remove_stale_temp_dirs(parent, target.filename().string());
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec) || ec)
+    throw failed("cannot create " + tmp + ": " + (ec ? ec.message() : "exists") + " (is " + parent.string() +
+                 " writable? choose a writable location for the checkpoint)");
+  try {
+    write_checkpoint_files(tmp, model, opt, trainer_state);
+  } catch (const Error& e) {
+    fs::remove_all(tmp, ec);
+    throw failed(e.what());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  swap_in_checkpoint(tmp, dir, failed, why_not);
   fsync_dir(parent.string());
 }
 

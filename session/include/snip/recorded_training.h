@@ -163,6 +163,11 @@ class RecordedTraining {
   std::string checkpoint_path(int64_t step) const;
   std::string save_after_failure(RunRecorder* recorder, int64_t first_step, int64_t last_saved) noexcept;
   bool wait_while_paused();  // false when stopped
+  // run()'s steps: the adaptive controller, the periodic checkpoint, the end of the run.
+  void start_controller(std::optional<AdaptiveController>& controller, std::optional<ProbeEvent>& probe,
+                        std::optional<RunRecorder>& recorder);
+  void save_scheduled_checkpoint(RunRecorder* recorder, int64_t step, int64_t& last_saved);
+  TrainingOutcome finish_run(RunRecorder* recorder, bool adaptive, int64_t last_saved, int64_t total);
 
   Trainer& trainer_;
   Store* store_;
