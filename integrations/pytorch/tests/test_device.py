@@ -96,6 +96,11 @@ class DeviceTest(unittest.TestCase):
             loss.backward()
             losses.append(loss.item())
             grads.append(torch.cat([p.grad.detach().float().cpu().flatten() for p in model.parameters()]))
+        # Fake quantization is bit-identical across devices (test above); the GEMMs between are
+        # FP32 on both with different summation orders (cuBLAS, TF32 off by default for matmul in
+        # 2.x; the CPU's BLAS), which moves a cross-entropy of order 5 by ~1e-6 relative and the
+        # gradient norm by rounding that quantization can amplify at a few grid boundaries:
+        # 1e-3 and 5e-2 are far outside that on any device and far inside a real bug.
         self.assertTrue(math.isclose(losses[0], losses[1], rel_tol=1e-3), f"{kind}: {losses}")
         rel = (grads[0] - grads[1]).norm() / grads[0].norm()
         self.assertLess(rel.item(), 5e-2, kind)
