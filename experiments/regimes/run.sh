@@ -105,11 +105,20 @@ done
 
 cell_names() { printf '%s\n' "$CELLS" | awk 'NF {print $1}'; }
 scratch_names() {
+  local steps s arm
   for steps in 405 2000; do
     for s in 1337 1338 1339; do
       for arm in bf16 adaptive-snip uniform-fp4 adaptive-min-err adaptive-hawq; do
         echo "tiny-scratch-${steps}steps-$arm-seed$s"
       done
+    done
+  done
+  # The gradient-noise rule (METHOD.md section 10): re-plan only when a layer's FP4 noise ratio
+  # crosses sqrt(3) (-noise), and the same with FP4 forbidden below it (-floor).
+  for s in 1337 1338 1339; do
+    for arm in adaptive-snip-noise adaptive-snip-floor; do echo "tiny-scratch-2000steps-$arm-seed$s"; done
+    for arm in bf16 uniform-fp4 adaptive-snip adaptive-snip-noise adaptive-snip-floor; do
+      echo "small-scratch-1000steps-$arm-seed$s"
     done
   done
 }
@@ -181,25 +190,28 @@ cell() {
   echo "$out/$name.json (compare $id)"
 }
 
-# One from-scratch run: tiny-scratch-<steps>steps-<arm>-seed<seed>.
+# One from-scratch run: <preset>-scratch-<steps>steps-<arm>-seed<seed>.
 scratch_run() {
-  local name="$1" rest steps arm seed every
-  rest="${name#tiny-scratch-}"
+  local name="$1" preset rest steps arm seed every
+  preset="${name%%-scratch-*}"
+  rest="${name#*-scratch-}"
   steps="${rest%%steps-*}"
   rest="${rest#*steps-}"
   arm="${rest%-seed*}"
   seed="${rest##*-seed}"
   every=50
-  [ "$steps" = 2000 ] && every=100
+  [ "$steps" -ge 1000 ] && every=100
   local how=()
   case "$arm" in
     bf16) how=(--precision bf16) ;;
     uniform-fp4) how=(--precision fp4) ;;
     adaptive-snip | adaptive-min-err | adaptive-hawq) how=(--method "${arm#adaptive-}" --budget 0.75 --replan-every "$every") ;;
+    adaptive-snip-noise) how=(--method snip --budget 0.75 --replan-every "$every" --replan-when noise) ;;
+    adaptive-snip-floor) how=(--method snip --budget 0.75 --replan-every "$every" --replan-when noise --noise-floor 1.7320508) ;;
     *) die "unknown run $name" ;;
   esac
   log "train $name"
-  "$SNIP" train --preset tiny --steps "$steps" --batch-size 8 --seq-len 64 --warmup 20 --recipe tensor --seed "$seed" \
+  "$SNIP" train --preset "$preset" --steps "$steps" --batch-size 8 --seq-len 64 --warmup 20 --recipe tensor --seed "$seed" \
     "${how[@]}" --json --out "$work/$name" --db "$db" --name "$name" |
     /usr/bin/python3 -c 'import json, sys
 for line in sys.stdin:

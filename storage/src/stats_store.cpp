@@ -136,4 +136,18 @@ std::vector<StatsRoundInfo> Store::stats_rounds(std::optional<int64_t> run_id) c
   return out;
 }
 
+std::vector<StatsValuePoint> Store::stats_value_series(int64_t run_id, const std::string& key) const {
+  Stmt st(impl_->db,
+          "SELECT r.id, r.step, v.position, l.name, v.precision, v.value FROM stats_rounds r "
+          "JOIN stats_values v ON v.round_id = r.id JOIN stats_layers l ON l.round_id = r.id AND "
+          "l.position = v.position WHERE r.run_id = ?1 AND v.key = ?2 AND v.value IS NOT NULL "
+          "ORDER BY r.step, r.id, v.position, v.precision");
+  st.bind(1, run_id).bind(2, key);
+  std::vector<StatsValuePoint> out;
+  while (st.step())
+    out.push_back({st.column_int64(0), st.column_int64(1), int(st.column_int64(2)), st.column_text(3),
+                   st.column_text(4), st.column_double(5)});
+  return out;
+}
+
 }  // namespace snip

@@ -66,6 +66,7 @@ inline StatsRound synthetic_stats_round(const ModelDims& dims, int64_t tokens, i
                                          {k::kPrecGDotDy, 0.0},
                                          {k::kPrecOwnUpdateSq, e * e * 1e-2 * sens * K * N},
                                          {k::kPrecResidErrSq, e * e * g * g * sens}};
+      m[k::kPrecGradNoiseRatio] = m[k::kPrecDdwErr] > 0 ? (g * x * 1e-2) / m[k::kPrecDdwErr] : 0.0;
       if (info.type == LayerType::o)
         for (const char* s : {"q", "k", "v"}) m[k::sibling_dg_sq_key(s)] = e * e * g * g * 0.3;
       if (info.type == LayerType::down)

@@ -8,7 +8,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "snip/layers.h"
+
 namespace snip::ui {
+
+QStringList layer_short_labels(int layers) {
+  QStringList out;
+  for (int l = 0; l < layers; ++l)
+    out << QStringLiteral("%1.%2")
+               .arg(l / snip::kLayersPerBlock)
+               .arg(QString::fromLatin1(
+                   snip::layer_type_short_name(snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
+  return out;
+}
 
 QColor viridis(double t) {
   // 9 control points of matplotlib's viridis, linearly interpolated.
@@ -174,6 +186,8 @@ QString HeatmapWidget::tooltip_text(int cell) const {
     const QString extra = detail_(cell);
     if (!extra.isEmpty()) text += QStringLiteral("<br>") + extra;
   }
+  if (data_.contour && std::isfinite(v))
+    text += QStringLiteral("<br>") + (v < *data_.contour ? tr("below %1") : tr("at or above %1")).arg(contour_name());
   if (marked_.count(cell)) text += QStringLiteral("<br><i>%1</i>").arg(tr("pinned"));
   return text;
 }
@@ -236,15 +250,75 @@ void HeatmapWidget::draw_marks(QPainter& p, const Geometry& g) const {
   }
 }
 
+QString HeatmapWidget::contour_name() const {
+  if (!data_.contour) return {};
+  return data_.contour_label.isEmpty() ? QString::number(*data_.contour, 'g', 4) : data_.contour_label;
+}
+
+std::vector<std::pair<int, int>> HeatmapWidget::contour_edges() const {
+  std::vector<std::pair<int, int>> out;
+  if (!data_.contour || data_.rows <= 0 || data_.cols <= 0) return out;
+  auto below = [this](int cell) {
+    const double v = cell < int(data_.values.size()) ? data_.values[size_t(cell)] : std::nan("");
+    return std::isfinite(v) && v < *data_.contour;
+  };
+  for (int cell = 0; cell < data_.rows * data_.cols; ++cell) {
+    if (!below(cell)) continue;
+    const int r = cell / data_.cols, c = cell % data_.cols;
+    const int neighbours[4] = {r > 0 ? cell - data_.cols : -1, r + 1 < data_.rows ? cell + data_.cols : -1,
+                               c > 0 ? cell - 1 : -1, c + 1 < data_.cols ? cell + 1 : -1};
+    for (int n : neighbours)
+      if (n < 0 || !below(n)) out.emplace_back(cell, n);
+  }
+  return out;
+}
+
+// The region below the contour level, outlined (a dark line under a light one, visible on every colour).
+void HeatmapWidget::draw_contour(QPainter& p, const Geometry& g) const {
+  const std::vector<std::pair<int, int>> edges = contour_edges();
+  if (edges.empty()) return;
+  std::vector<QLine> lines;
+  lines.reserve(edges.size());
+  for (const auto& [cell, n] : edges) {
+    const QRect rc = cell_rect(cell);
+    const int r = cell / data_.cols, c = cell % data_.cols;
+    const QPoint tl(rc.left(), rc.top()), tr_(rc.left() + rc.width(), rc.top());
+    const QPoint bl(rc.left(), rc.top() + rc.height()), br(rc.left() + rc.width(), rc.top() + rc.height());
+    if (n < 0) {  // the grid's edge: whichever sides of the cell lie on it
+      if (r == 0) lines.emplace_back(tl, tr_);
+      if (r == data_.rows - 1) lines.emplace_back(bl, br);
+      if (c == 0) lines.emplace_back(tl, bl);
+      if (c == data_.cols - 1) lines.emplace_back(tr_, br);
+    } else if (n == cell - data_.cols) {
+      lines.emplace_back(tl, tr_);
+    } else if (n == cell + data_.cols) {
+      lines.emplace_back(bl, br);
+    } else if (n == cell - 1) {
+      lines.emplace_back(tl, bl);
+    } else {
+      lines.emplace_back(tr_, br);
+    }
+  }
+  const double w = std::clamp(std::min(g.cell_w, g.cell_h) / 6.0, 2.0, 4.0);
+  p.setBrush(Qt::NoBrush);
+  p.setPen(QPen(Qt::black, w + 2, Qt::SolidLine, Qt::SquareCap));
+  p.drawLines(lines.data(), int(lines.size()));
+  p.setPen(QPen(QColor(255, 255, 255), w, Qt::SolidLine, Qt::SquareCap));
+  p.drawLines(lines.data(), int(lines.size()));
+}
+
 // Labels: column header; row labels thinned so they never overlap.
 void HeatmapWidget::draw_labels(QPainter& p, const Geometry& g) const {
   const QFontMetrics fm(font());
   p.setPen(palette().color(QPalette::Text));
-  const int col_step =
-      std::max(1, int(std::ceil(fm.horizontalAdvance(QStringLiteral("gate_")) / std::max(1.0, g.cell_w))));
+  // Every shown label fits its share of the width ("step 1200" needs more than "gate").
+  int label_w = fm.horizontalAdvance(QStringLiteral("gate_"));
+  for (const QString& label : data_.col_labels) label_w = std::max(label_w, fm.horizontalAdvance(label) + 6);
+  const int col_step = std::max(1, int(std::ceil(label_w / std::max(1.0, g.cell_w))));
   for (int c = 0; c < data_.cols; c += col_step) {
     const QString label = c < data_.col_labels.size() ? data_.col_labels[c] : QString::number(c);
-    const QRect rc(g.grid.left() + int(c * g.cell_w) - 20, 0, int(g.cell_w * col_step) + 40, g.grid.top() - 2);
+    const int centre = g.grid.left() + int((c + 0.5) * g.cell_w);  // over its own column
+    const QRect rc(centre - label_w / 2 - 20, 0, label_w + 40, g.grid.top() - 2);
     p.drawText(rc, Qt::AlignHCenter | Qt::AlignBottom, label);
   }
   const int row_step = std::max(1, int(std::ceil((fm.height() + 1) / std::max(1.0, g.cell_h))));
@@ -272,6 +346,16 @@ void HeatmapWidget::draw_colour_bar(QPainter& p, const Geometry& g) const {
   p.drawText(top_label, Qt::AlignLeft | Qt::AlignTop, labels[0]);
   p.drawText(mid_label, Qt::AlignLeft | Qt::AlignVCenter, labels[1]);
   p.drawText(bottom_label, Qt::AlignLeft | Qt::AlignBottom, labels[2]);
+  if (data_.contour && !diverging_) {  // the contour's level on the bar, where it falls in the range
+    const double t = normalized(*data_.contour);
+    if (t >= 0.0 && t <= 1.0) {
+      const int y = bar.bottom() - int(std::lround(t * (bar.height() - 1)));
+      p.setPen(QPen(palette().color(QPalette::Text), 2));
+      p.drawLine(bar.left() - 4, y, bar.right() + 4, y);
+      p.drawText(QRect(bar.right() + 4, y - fm.height() / 2, width() - bar.right() - 4, fm.height()),
+                 Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("— ") + contour_name());
+    }
+  }
   // Which scale this is, always: a reader must not take a log scale for a linear one.
   const QRect caption(bar.left() - 4, 0, width() - bar.left() + 4, g.grid.top() - 2);
   p.drawText(caption, Qt::AlignLeft | Qt::AlignBottom, scale_caption());
@@ -289,6 +373,7 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   }
   const Geometry g = geometry();
   draw_cells(p, g);
+  draw_contour(p, g);
   draw_marks(p, g);
   draw_labels(p, g);
   draw_colour_bar(p, g);

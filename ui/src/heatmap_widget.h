@@ -11,6 +11,7 @@
 #include <QStringList>
 #include <QWidget>
 #include <functional>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -27,7 +28,14 @@ struct HeatmapData {
   QString value_name;       // e.g. "ΔL (FP4)"
   bool log_colour = false;  // colour by log10(value) (diverging: by sign·log10(1 + |v|/(10⁻³·max|v|)))
   bool diverging = false;   // a signed quantity: diverging scale around 0 (also chosen when any value < 0)
+  // A level to outline (e.g. the gradient noise ratio's √3): the cells below it are framed as a
+  // region, the level is marked on the colour bar and every tooltip says which side a cell is on.
+  std::optional<double> contour;
+  QString contour_label;  // how the level is named ("√3"); empty: its number
 };
+
+// Short labels of the first `layers` linear layers in index order: "0.q", "0.k", ..., "1.q".
+QStringList layer_short_labels(int layers);
 
 // Viridis, t in [0, 1] (perceptually uniform, readable on dark and light backgrounds).
 QColor viridis(double t);
@@ -56,6 +64,9 @@ class HeatmapWidget : public QWidget {
   QString scale_caption() const;
   QColor colour_of(double value) const;
   QStringList legend_labels() const;
+  // The contour's segments: pairs (cell below the level, neighbour not below it or -1 for the
+  // grid's edge), one per side of the region below the level; empty without a contour.
+  std::vector<std::pair<int, int>> contour_edges() const;
   // The keyboard selection (-1: none); selecting shows the cell's tooltip.
   int selected() const { return selected_; }
   void select_cell(int cell);
@@ -92,7 +103,9 @@ class HeatmapWidget : public QWidget {
   void draw_cells(QPainter& p, const Geometry& g) const;
   void draw_marks(QPainter& p, const Geometry& g) const;
   void draw_labels(QPainter& p, const Geometry& g) const;
+  void draw_contour(QPainter& p, const Geometry& g) const;
   void draw_colour_bar(QPainter& p, const Geometry& g) const;
+  QString contour_name() const;       // the contour's label, or its number
   double normalized(double v) const;  // value -> [0, 1] for the colour scale
   double value_at(double t) const;    // its inverse, for the colour bar's labels
   bool diverging() const { return diverging_; }

@@ -885,9 +885,31 @@ QStringList MainWindow::render_screenshots(const QString& dir) {
     // Charts redraw on timers; draw them now so the image shows the data.
     for (CurveChart* c : tabs_->widget(i)->findChildren<CurveChart*>()) c->redraw_now();
     QCoreApplication::processEvents();
+    // A view with pages of its own (the Monitor's curves and gradient noise): <view>.png is its
+    // first page, <view>-<page>.png each other page, whichever page the user left open.
+    const QList<QTabWidget*> page_sets = tabs_->widget(i)->findChildren<QTabWidget*>();
+    std::vector<int> shown;
+    for (QTabWidget* pages : page_sets) {
+      shown.push_back(pages->currentIndex());
+      pages->setCurrentIndex(0);
+    }
+    QCoreApplication::processEvents();
     const QString path = QDir(dir).filePath(names[i] + QStringLiteral(".png"));
     write_png_file(grab(), path);
     written << path;
+    for (int k = 0; k < page_sets.size(); ++k) {
+      QTabWidget* pages = page_sets[k];
+      for (int page = 1; page < pages->count(); ++page) {
+        if (pages->widget(page)->objectName().isEmpty()) continue;
+        pages->setCurrentIndex(page);
+        QCoreApplication::processEvents();
+        const QString page_path = QDir(dir).filePath(names[i] + QLatin1Char('-') + pages->widget(page)->objectName() +
+                                                     QStringLiteral(".png"));
+        write_png_file(grab(), page_path);
+        written << page_path;
+      }
+      pages->setCurrentIndex(shown[size_t(k)]);
+    }
   }
   tabs_->setCurrentIndex(previous);
   return written;

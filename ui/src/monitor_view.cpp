@@ -6,8 +6,15 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QTabWidget>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <map>
 
+#include "heatmap_widget.h"
+#include "snip/grad_noise.h"
+#include "snip/stats_keys.h"
 #include "snip/store_export.h"
 #include "workbench.h"
 
@@ -16,6 +23,7 @@ namespace snip::ui {
 namespace {
 constexpr int kLiveRefreshMs = 100;
 constexpr int kStoreCurvePoints = 2000;
+constexpr int kLiveNoiseRefreshMs = 2000;
 std::vector<QPointF> to_points(const std::vector<snip::CurvePoint>& curve) {
   std::vector<QPointF> out;
   out.reserve(curve.size());
@@ -38,6 +46,26 @@ MonitorView::MonitorView(Workbench* workbench, std::shared_ptr<LiveMetrics> live
     c->set_smoothing(0.0);
     c->set_smoothing_visible(false);
   }
+  noise_ = new HeatmapWidget(this);
+  noise_->setToolTip({});
+  noise_precision_ = new QComboBox(this);
+  noise_precision_->addItem(tr("FP4"), QStringLiteral("fp4"));
+  noise_precision_->addItem(tr("FP8"), QStringLiteral("fp8"));
+  noise_summary_ = new QLabel(this);
+  noise_summary_->setWordWrap(true);
+  auto* noise_head = new QHBoxLayout();
+  auto* noise_title = new QLabel(tr("<b>Gradient noise ratio</b> ‖∇W‖ / ‖∇W<sub>q</sub> − ∇W‖ per layer and "
+                                    "statistics round (below √3 the precision's noise rivals the gradient)"),
+                                 this);
+  noise_title->setWordWrap(true);
+  noise_head->addWidget(noise_title, 3);
+  noise_head->addWidget(new QLabel(tr("Precision:"), this));
+  noise_head->addWidget(noise_precision_);
+  noise_head->addWidget(noise_summary_, 2);
+  auto* noise_box = new QVBoxLayout();
+  noise_box->addLayout(noise_head);
+  noise_box->addWidget(noise_, 1);
+
   auto* top = new QHBoxLayout();
   top->addWidget(new QLabel(tr("Run:"), this));
   top->addWidget(run_combo_, 1);
@@ -53,10 +81,22 @@ MonitorView::MonitorView(Workbench* workbench, std::shared_ptr<LiveMetrics> live
   grid->setColumnStretch(0, 1);
   grid->setColumnStretch(1, 1);
   grid->setColumnStretch(2, 1);
+  // Two pages, each with the whole height: the curves, and the gradient noise heatmap.
+  pages_ = new QTabWidget(this);
+  pages_->setDocumentMode(true);
+  auto* curves_page = new QWidget(pages_);
+  curves_page->setObjectName(QStringLiteral("curves"));
+  curves_page->setLayout(grid);
+  auto* noise_page = new QWidget(pages_);
+  noise_page->setObjectName(QStringLiteral("noise"));
+  noise_page->setLayout(noise_box);
+  pages_->addTab(curves_page, tr("Curves"));
+  pages_->addTab(noise_page, tr("Gradient noise"));
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
-  layout->addLayout(grid, 1);
+  layout->addWidget(pages_, 1);
 
+  connect(noise_precision_, &QComboBox::currentIndexChanged, this, &MonitorView::reload_noise);
   connect(run_combo_, &QComboBox::activated, this, [this](int i) { show_run(run_combo_->itemData(i).toLongLong()); });
   live_timer_.setInterval(kLiveRefreshMs);
   connect(&live_timer_, &QTimer::timeout, this, &MonitorView::poll_live);
@@ -154,6 +194,7 @@ void MonitorView::reload_from_store() {
     if (!run.spec.data_source.empty()) parts << QString::fromStdString(run.spec.data_source);
     if (!run.status_message.empty()) parts << QString::fromStdString(run.status_message);
     summary_->setText(parts.join(QStringLiteral(" · ")));
+    reload_noise();
   } catch (const std::exception& e) {
     workbench_->report(MessageLevel::error, tr("Reading run #%1 failed: %2").arg(run_id_).arg(error_text(e)));
   }
@@ -187,6 +228,8 @@ void MonitorView::poll_live() {
     return;
   }
   live_taken_ += rows.size();
+  // The live run's statistics rounds are in the store as soon as they are taken.
+  if (!noise_clock_.isValid() || noise_clock_.elapsed() >= kLiveNoiseRefreshMs) reload_noise();
   std::vector<QPointF> train, val, lr, grad_norm, fp4, gap;
   for (const snip::MetricRow& m : rows) {
     const double s = double(m.step);
@@ -227,6 +270,78 @@ void MonitorView::set_empty_curves() {
   grad_norm_->set_curves({Curve{tr("grad norm"), {}, {}}});
   fp4_->set_curves({Curve{tr("ρ achieved"), {}, {}}});
   bf16_gap_->set_curves({Curve{tr("gap"), {}, {}}});
+  noise_->set_data({});
+  noise_summary_->clear();
+}
+
+QString MonitorView::noise_summary() const {
+  return noise_summary_->text();
+}
+
+void MonitorView::reload_noise() {
+  noise_clock_.start();
+  snip::Store* store = workbench_->store();
+  if (!store || run_id_ == 0) return;
+  const QString precision = noise_precision_->currentData().toString();
+  std::vector<snip::StatsValuePoint> points;
+  try {
+    points = store->stats_value_series(run_id_, snip::keys::kPrecGradNoiseRatio);
+  } catch (const std::exception& e) {
+    workbench_->report(MessageLevel::error,
+                       tr("Reading the statistics rounds of run #%1 failed: %2").arg(run_id_).arg(error_text(e)));
+    return;
+  }
+  // Columns: the rounds in step order; rows: the layers in index order.
+  std::vector<int64_t> rounds;
+  int layers = 0;
+  std::map<int, QString> names;
+  for (const snip::StatsValuePoint& p : points) {
+    if (p.precision != precision.toStdString()) continue;
+    if (rounds.empty() || rounds.back() != p.round_id) rounds.push_back(p.round_id);
+    layers = std::max(layers, p.position + 1);
+    names[p.position] = QString::fromStdString(p.layer);
+  }
+  HeatmapData data;
+  if (rounds.empty()) {
+    noise_->set_data(data);
+    const size_t stored = store->stats_rounds(run_id_).size();
+    noise_summary_->setText(stored == 0 ? tr("No statistics rounds in this run (adaptive SNIP takes one every "
+                                             "--replan-every steps).")
+                                        : tr("This run's %1 rounds predate the gradient noise ratio.").arg(stored));
+    return;
+  }
+  data.rows = layers;
+  data.cols = int(rounds.size());
+  data.values.assign(size_t(data.rows * data.cols), std::nan(""));
+  data.row_labels = layer_short_labels(layers);
+  data.value_name = tr("%1 gradient noise ratio").arg(noise_precision_->currentText());
+  data.log_colour = true;
+  data.contour = snip::kNoiseRatioThreshold;
+  data.contour_label = QStringLiteral("√3");
+  std::vector<int64_t> steps(rounds.size());
+  for (const snip::StatsValuePoint& p : points) {
+    if (p.precision != precision.toStdString()) continue;
+    const int col = int(std::find(rounds.begin(), rounds.end(), p.round_id) - rounds.begin());
+    steps[size_t(col)] = p.step;
+    data.values[size_t(p.position * data.cols + col)] = p.value;
+  }
+  for (int64_t s : steps) data.col_labels << tr("step %1").arg(s);
+  int below = 0, last_layers = 0;
+  for (int r = 0; r < data.rows; ++r) {
+    const double v = data.values[size_t(r * data.cols + data.cols - 1)];
+    if (!std::isfinite(v)) continue;
+    ++last_layers;
+    if (v < snip::kNoiseRatioThreshold) ++below;
+  }
+  const int cols = data.cols;
+  noise_->set_detail_provider(
+      [names, cols](int cell) { return names.count(cell / cols) ? names.at(cell / cols) : QString(); });
+  noise_->set_data(std::move(data));
+  noise_summary_->setText(tr("Step %1: %2 of %3 layers below √3 in %4.")
+                              .arg(steps.back())
+                              .arg(below)
+                              .arg(last_layers)
+                              .arg(noise_precision_->currentText()));
 }
 
 }  // namespace snip::ui

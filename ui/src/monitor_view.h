@@ -3,7 +3,10 @@
 // live run's curves come from the worker's LiveMetrics buffer on a 100 ms timer (bulk, never
 // per step) and are appended to the charts, so a refresh costs the new steps, not the run's
 // length; any other run's curves come from the store, downsampled to 2,000 points per metric.
+// On a second page: the gradient noise monitor (METHOD.md 10), a layer × step heatmap of each
+// statistics round's ‖∇W‖/‖∇W_q − ∇W‖ at FP4 or FP8 on a log scale, the region below √3 outlined.
 #pragma once
+#include <QElapsedTimer>
 #include <QHash>
 #include <QTimer>
 #include <QWidget>
@@ -15,9 +18,11 @@
 
 class QComboBox;
 class QLabel;
+class QTabWidget;
 
 namespace snip::ui {
 
+class HeatmapWidget;
 class Workbench;
 
 class MonitorView : public QWidget {
@@ -31,6 +36,10 @@ class MonitorView : public QWidget {
   QComboBox* run_combo() const { return run_combo_; }
   QString summary_text() const;
   std::vector<CurveChart*> charts() const { return {loss_, lr_, grad_norm_, fp4_, bf16_gap_}; }
+  QTabWidget* pages() const { return pages_; }  // "Curves", "Gradient noise"
+  HeatmapWidget* noise_heatmap() const { return noise_; }
+  QComboBox* noise_precision_combo() const { return noise_precision_; }
+  QString noise_summary() const;
   // Points of the loss chart's train curve (what is shown, before display downsampling).
   size_t train_points() const { return loss_->curves().empty() ? 0 : loss_->curves().front().points.size(); }
 
@@ -43,6 +52,7 @@ class MonitorView : public QWidget {
  private:
   void poll_live();
   void set_empty_curves();
+  void reload_noise();  // the heatmap from the store's rounds of the shown run
 
   Workbench* workbench_;
   std::shared_ptr<LiveMetrics> live_;
@@ -63,6 +73,11 @@ class MonitorView : public QWidget {
   CurveChart* grad_norm_ = nullptr;
   CurveChart* fp4_ = nullptr;
   CurveChart* bf16_gap_ = nullptr;
+  QTabWidget* pages_ = nullptr;
+  HeatmapWidget* noise_ = nullptr;
+  QComboBox* noise_precision_ = nullptr;
+  QLabel* noise_summary_ = nullptr;
+  QElapsedTimer noise_clock_;  // a live run's rounds are re-read at most every few seconds
 };
 
 }  // namespace snip::ui

@@ -59,6 +59,12 @@ void PlanGrid::set_pins(std::map<int, snip::Precision> pins) {
   update();
 }
 
+void PlanGrid::set_flags(std::map<int, QString> flags, const QString& legend) {
+  flags_ = std::move(flags);
+  flag_legend_ = legend;
+  update();
+}
+
 std::vector<int> PlanGrid::differing_layers() const {
   std::vector<int> out;
   if (reference_.size() != plan_.size()) return out;
@@ -159,6 +165,23 @@ void PlanGrid::draw_cell(QPainter& p, int l, bool comparing) const {
     p.setBrush(palette().color(QPalette::Text));
     p.drawPolygon(tri);
   }
+  if (flags_.count(l)) {  // a yellow warning triangle with "!", lower left, framed so it shows on FP4's orange
+    const int s = std::clamp(std::min(rc.width(), rc.height()) / 2, 10, 22);
+    const QPoint a(rc.left() + 3, rc.bottom() - 3), b(rc.left() + 3 + s, rc.bottom() - 3),
+        c(rc.left() + 3 + s / 2, rc.bottom() - 3 - s);
+    QPolygon tri;
+    tri << a << b << c;
+    p.setPen(QPen(Qt::black, 1.5));
+    p.setBrush(QColor(255, 214, 0));
+    p.drawPolygon(tri);
+    QFont bold = font();
+    bold.setBold(true);
+    bold.setPixelSize(std::max(7, s * 2 / 3));
+    p.setFont(bold);
+    p.setPen(Qt::black);
+    p.drawText(QRect(c.x() - s / 2, c.y() + s / 4, s, s * 3 / 4), Qt::AlignCenter, QStringLiteral("!"));
+    p.setFont(font());
+  }
 }
 
 // The precision colours, then the marks' meanings: most important first; an entry that does
@@ -175,7 +198,9 @@ void PlanGrid::draw_legend(QPainter& p, bool comparing) const {
     p.drawText(QRect(x + 18, ly, 60, 20), Qt::AlignLeft | Qt::AlignVCenter, precision_label(prec));
     x += 18 + fm.horizontalAdvance(precision_label(prec)) + 14;
   }
-  const QString extras[] = {comparing ? tr("□ differs") : QString(), tr("▲ pinned"), tr("stripes: fprop|dgrad|wgrad")};
+  const QString extras[] = {comparing ? tr("□ differs") : QString(),
+                            flags_.empty() ? QString() : QStringLiteral("⚠ ") + flag_legend_, tr("▲ pinned"),
+                            tr("stripes: fprop|dgrad|wgrad")};
   for (const QString& s : extras) {
     if (s.isEmpty() || x + fm.horizontalAdvance(s) > width()) continue;
     if (s == extras[0]) p.setPen(QColor(220, 30, 120));
@@ -242,6 +267,7 @@ QString PlanGrid::tooltip_text(int l) const {
     text += QStringLiteral("<br>reference: %1 · %2 · %3")
                 .arg(precision_label(rp.fprop), precision_label(rp.dgrad), precision_label(rp.wgrad));
   }
+  if (auto it = flags_.find(l); it != flags_.end()) text += QStringLiteral("<br>⚠ ") + it->second.toHtmlEscaped();
   if (auto it = pins_.find(l); it != pins_.end())
     text += tr("<br><i>pinned to %1 (click to unpin)</i>").arg(precision_label(it->second));
   return text;

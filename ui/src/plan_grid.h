@@ -1,7 +1,8 @@
 // The plan grid: one cell per selectable linear layer (rows = blocks, columns = q/k/v/o/gate/
 // up/down), coloured by precision (FP4 / FP8 / BF16 / FP32). When the three GEMM roles of a
 // layer differ, the cell splits into fprop | dgrad | wgrad stripes. Cells that differ from a
-// reference plan (compare mode) are outlined; pinned layers carry a corner mark. Keyboard: the
+// reference plan (compare mode) are outlined; pinned layers carry a corner mark, flagged layers
+// (the Plan view: FP4 gradient noise below √3) a warning mark. Keyboard: the
 // arrow keys move a visible selection whose tooltip names the layer and its precisions; Enter or
 // Space clicks it (pins it, in the Plan view).
 #pragma once
@@ -30,6 +31,10 @@ class PlanGrid : public QWidget {
   // Cells differing from `reference` are outlined; empty = no comparison.
   void set_reference(std::vector<snip::LinearPrecision> reference);
   void set_pins(std::map<int, snip::Precision> pins);
+  // Flagged layers (e.g. FP4 gradient noise ratio below √3) carry a warning mark in the lower
+  // left corner; the text is added to the layer's tooltip. `legend` names the mark in the legend.
+  void set_flags(std::map<int, QString> flags, const QString& legend = {});
+  const std::map<int, QString>& flags() const { return flags_; }
 
   const std::vector<snip::LinearPrecision>& plan() const { return plan_; }
   int num_blocks() const { return num_blocks_; }
@@ -71,6 +76,8 @@ class PlanGrid : public QWidget {
   std::vector<snip::LinearPrecision> plan_;
   std::vector<snip::LinearPrecision> reference_;
   std::map<int, snip::Precision> pins_;
+  std::map<int, QString> flags_;
+  QString flag_legend_;
   QString title_;
   int selected_ = -1;
 };

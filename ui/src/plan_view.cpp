@@ -23,6 +23,7 @@
 #include "snip/atomic_file.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
+#include "snip/grad_noise.h"
 #include "snip/layers.h"
 #include "workbench.h"
 
@@ -214,9 +215,29 @@ void PlanView::rebuild_input() {
   }
   // λ only matters to SNIP's costs; the combo lists every method, the solve says which lack costs.
   lambda_spin_->setEnabled(!src.round ? false : true);
+  find_noisy_layers();
   resolve();
   start_sweep();
   refresh_validation();
+}
+
+void PlanView::find_noisy_layers() {
+  noisy_layers_.clear();
+  std::map<int, QString> flags;
+  const PlanningSource& src = workbench_->planning_source();
+  if (src.round) {
+    for (size_t i : snip::layers_below_noise_threshold(*src.round)) {
+      const snip::LayerStats& layer = src.round->layers[i];
+      const auto id = snip::parse_layer_module_name(layer.name);
+      const auto ratio = snip::grad_noise_ratio(layer, snip::Precision::fp4);
+      if (!id || !ratio) continue;
+      noisy_layers_[id->index()] = *ratio;
+      flags[id->index()] = tr("FP4 gradient noise ratio %1 < √3 at step %2: FP4's noise rivals this layer's gradient")
+                               .arg(*ratio, 0, 'f', 2)
+                               .arg(src.round->step);
+    }
+  }
+  grid_->set_flags(std::move(flags), tr("FP4 noise ratio < √3"));
 }
 
 void PlanView::resolve() {
@@ -294,6 +315,19 @@ void PlanView::show_result(const snip::PlanResult& r) {
   QStringList notes;
   for (const std::string& n : r.notes) notes << QString::fromStdString(n).toHtmlEscaped();
   if (!r.meets_budget()) notes << tr("<b>does not meet the budget</b>");
+  if (!noisy_layers_.empty()) {
+    const std::vector<snip::LinearPrecision> layers = snip::resolve_plan_lenient(r.plan, num_blocks_);
+    int in_fp4 = 0;
+    for (const auto& [l, ratio] : noisy_layers_)
+      if (l < int(layers.size()) &&
+          (layers[size_t(l)].fprop == snip::Precision::fp4 || layers[size_t(l)].dgrad == snip::Precision::fp4 ||
+           layers[size_t(l)].wgrad == snip::Precision::fp4))
+        ++in_fp4;
+    notes << tr("⚠ %n layer(s) below √3 in FP4 (METHOD.md 10); this plan runs %1 of them in FP4 "
+                "(pin them to FP8, or train with --noise-floor 1.732)",
+                "", int(noisy_layers_.size()))
+                 .arg(in_fp4);
+  }
   notes_label_->setText(notes.join(QStringLiteral("<br>")));
   tradeoff_->set_marker_x(r.budget);
   if (request_clock_valid_) last_latency_ms_ = request_clock_.nsecsElapsed() / 1e6;

@@ -65,6 +65,10 @@ class PlanView : public QWidget {
   // A trade-off sweep is running or queued (its curves are not drawn yet).
   bool sweeping() const { return sweep_watcher_.isRunning() || sweep_dirty_; }
 
+  // Layers of the planning source whose FP4 gradient noise ratio is below √3 (METHOD.md 10),
+  // by layer index, with their ratio: flagged in the grid.
+  const std::map<int, double>& noisy_layers() const { return noisy_layers_; }
+
   snip::PlanRequest request() const;
   void export_plan_json(const QString& path);
   void export_plan_csv(const QString& path);
@@ -94,10 +98,12 @@ class PlanView : public QWidget {
   void sweep_finished();
   void show_result(const snip::PlanResult& r);
   void refresh_validation();
+  void find_noisy_layers();  // noisy_layers_ from the planning source's round, flagged in the grid
 
   Workbench* workbench_;
   std::shared_ptr<const snip::PlannerInput> input_;
   int num_blocks_ = 0;
+  std::map<int, double> noisy_layers_;
   std::map<std::string, snip::Precision> pins_;
   std::optional<snip::PlanResult> current_;
   QString last_error_;

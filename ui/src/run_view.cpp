@@ -172,6 +172,22 @@ QWidget* RunView::make_adaptive_box(QWidget* parent) {
   adaptive_ties_->setToolTip(tr("One precision for q/k/v and one for gate/up of a block (fused kernels)"));
   adaptive_per_role_ = new QCheckBox(tr("per role"), adaptive_box_);
   adaptive_per_role_->setToolTip(tr("Choose fprop and the backward GEMMs (dgrad, wgrad) separately"));
+  // The gradient noise monitor (METHOD.md 10), as `snip train --replan-when` and `--noise-floor`.
+  adaptive_replan_when_ = new QComboBox(adaptive_box_);
+  adaptive_replan_when_->addItem(tr("every round"), QStringLiteral("always"));
+  adaptive_replan_when_->addItem(tr("FP4 noise crosses √3"), QStringLiteral("noise"));
+  adaptive_replan_when_->setToolTip(
+      tr("Re-solve at every statistics round, or only when the set of layers whose FP4 gradient noise ratio "
+         "‖∇W‖/‖∇W_q − ∇W‖ is below √3 (or the noise floor) changes"));
+  adaptive_noise_floor_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_noise_floor_->setRange(0.0, 100.0);
+  adaptive_noise_floor_->setDecimals(3);
+  adaptive_noise_floor_->setSingleStep(0.1);
+  adaptive_noise_floor_->setSpecialValueText(tr("off"));
+  adaptive_noise_floor_->setValue(0.0);
+  adaptive_noise_floor_->setToolTip(
+      tr("Layers whose FP4 gradient noise ratio is below this stay out of FP4 (the "
+         "budget is lowered when it must be, and said); √3 ≈ 1.732; 0: off"));
   adaptive_grid->addWidget(new QLabel(tr("method"), adaptive_box_), 0, 0);
   adaptive_grid->addWidget(adaptive_method_, 0, 1);
   adaptive_grid->addWidget(new QLabel(tr("λ"), adaptive_box_), 0, 2);
@@ -188,6 +204,10 @@ QWidget* RunView::make_adaptive_box(QWidget* parent) {
   adaptive_grid->addWidget(adaptive_sigma_, 2, 3);
   adaptive_grid->addWidget(adaptive_ties_, 3, 0, 1, 3);
   adaptive_grid->addWidget(adaptive_per_role_, 3, 3, 1, 3);
+  adaptive_grid->addWidget(new QLabel(tr("re-plan when"), adaptive_box_), 4, 0);
+  adaptive_grid->addWidget(adaptive_replan_when_, 4, 1, 1, 2);
+  adaptive_grid->addWidget(new QLabel(tr("noise floor"), adaptive_box_), 4, 3, 1, 2);
+  adaptive_grid->addWidget(adaptive_noise_floor_, 4, 5);
   return adaptive_box_;
 }
 
@@ -376,6 +396,8 @@ void RunView::save_settings() const {
   s.setValue(QStringLiteral("adaptive/sigma_eta_rel"), adaptive_sigma_->value());
   s.setValue(QStringLiteral("adaptive/ties"), adaptive_ties_->isChecked());
   s.setValue(QStringLiteral("adaptive/per_role"), adaptive_per_role_->isChecked());
+  s.setValue(QStringLiteral("adaptive/replan_when"), adaptive_replan_when_->currentIndex());
+  s.setValue(QStringLiteral("adaptive/noise_floor"), adaptive_noise_floor_->value());
 }
 
 void RunView::restore_settings() {
@@ -430,6 +452,8 @@ void RunView::restore_settings() {
   dspin(adaptive_sigma_, "adaptive/sigma_eta_rel");
   check(adaptive_ties_, "adaptive/ties");
   check(adaptive_per_role_, "adaptive/per_role");
+  index(adaptive_replan_when_, "adaptive/replan_when");
+  dspin(adaptive_noise_floor_, "adaptive/noise_floor");
 }
 
 void RunView::set_training(bool training, bool paused) {
@@ -490,6 +514,8 @@ snip::AdaptiveOptions RunView::adaptive_options() const {
   a.estimator.lambda = adaptive_lambda_->value();
   a.stats.noise_passes = adaptive_noise_passes_->value();
   a.stats.sigma_eta_rel = adaptive_sigma_->value();
+  a.replan_when = snip::parse_replan_when(adaptive_replan_when_->currentData().toString().toStdString());
+  a.noise_floor = adaptive_noise_floor_->value();
   return a;
 }
 

@@ -65,6 +65,8 @@ class RunView : public QWidget {
   QDoubleSpinBox* adaptive_sigma() const { return adaptive_sigma_; }
   QCheckBox* adaptive_ties() const { return adaptive_ties_; }
   QCheckBox* adaptive_per_role() const { return adaptive_per_role_; }
+  QComboBox* adaptive_replan_when() const { return adaptive_replan_when_; }       // "always", "noise"
+  QDoubleSpinBox* adaptive_noise_floor() const { return adaptive_noise_floor_; }  // 0: off
   QPushButton* resume_button() const { return resume_button_; }
   QPushButton* resume_run_button() const { return resume_run_button_; }
   QAction* resume_action() const { return resume_action_; }
@@ -144,6 +146,8 @@ class RunView : public QWidget {
   QDoubleSpinBox* adaptive_sigma_ = nullptr;
   QCheckBox* adaptive_ties_ = nullptr;
   QCheckBox* adaptive_per_role_ = nullptr;
+  QComboBox* adaptive_replan_when_ = nullptr;
+  QDoubleSpinBox* adaptive_noise_floor_ = nullptr;
   QPushButton* resume_button_ = nullptr;
   QPushButton* resume_run_button_ = nullptr;
   QAction* resume_action_ = nullptr;

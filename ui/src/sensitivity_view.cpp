@@ -193,19 +193,6 @@ QString SensitivityView::detail(int layer) const {
            row("‖δY‖²", e.dy_err_sq));
 }
 
-namespace {
-// Column labels "block.type" of the first `layers` linear layers, in index order.
-QStringList layer_labels(int layers) {
-  QStringList out;
-  for (int l = 0; l < layers; ++l)
-    out << QStringLiteral("%1.%2")
-               .arg(l / snip::kLayersPerBlock)
-               .arg(QString::fromLatin1(
-                   snip::layer_type_short_name(snip::kAllLayerTypes[size_t(l % snip::kLayersPerBlock)])));
-  return out;
-}
-}  // namespace
-
 void SensitivityView::redraw() {
   const PlanningSource& src = workbench_->planning_source();
   const bool diff = precision_combo_->currentIndex() == kPrecDiff;
@@ -250,7 +237,7 @@ void SensitivityView::fill_plan_timeline(HeatmapData& data, const PlanningSource
   data.value_name = tr("FP4 share of the layer's GEMMs");
   data.log_colour = false;
   data.cols = blocks * snip::kLayersPerBlock;
-  data.col_labels = layer_labels(data.cols);
+  data.col_labels = layer_short_labels(data.cols);
   if (run_id && store) {
     for (const snip::PlanTimelineEntry& e : store->plan_timeline(*run_id)) {
       const std::vector<snip::LinearPrecision> layers = snip::resolve_plan_lenient(store->plan(e.plan_id).plan, blocks);
@@ -294,7 +281,7 @@ void SensitivityView::fill_estimates(HeatmapData& data, const PlanningSource& sr
   // Layer × step: one row per round of the run, one column per layer.
   const int layers = src.num_blocks() * snip::kLayersPerBlock;
   data.cols = layers;
-  data.col_labels = layer_labels(layers);
+  data.col_labels = layer_short_labels(layers);
   std::vector<snip::StatsRoundInfo> rows = run_rounds_;
   if (rows.empty() && src.round_id) {
     snip::StatsRoundInfo only;

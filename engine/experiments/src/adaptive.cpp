@@ -35,12 +35,7 @@ namespace {
 // The layers whose FP4 grad_noise_ratio (METHOD.md 10) is below `threshold`, in round order.
 std::vector<std::string> layers_below(const StatsRound& round, double threshold) {
   std::vector<std::string> out;
-  for (const LayerStats& ls : round.layers) {
-    const auto fp4 = ls.per_precision.find(precision_name(Precision::fp4));
-    if (fp4 == ls.per_precision.end()) continue;
-    const auto r = fp4->second.find(keys::kPrecGradNoiseRatio);
-    if (r != fp4->second.end() && r->second < threshold) out.push_back(ls.name);
-  }
+  for (size_t i : layers_below_noise_threshold(round, threshold)) out.push_back(round.layers[i].name);
   return out;
 }
 

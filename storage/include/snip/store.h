@@ -126,6 +126,10 @@ class Store {
   int64_t add_stats_round(const StatsRound& round, std::optional<int64_t> run_id = std::nullopt);
   StatsRound stats_round(int64_t round_id) const;  // throws snip::Error when missing
   std::vector<StatsRoundInfo> stats_rounds(std::optional<int64_t> run_id = std::nullopt) const;
+  // One key's per-layer values (e.g. "grad_noise_ratio", snip/stats_keys.h) in every round of a
+  // run, ordered by step, round, layer and precision: what a layer × step view needs, without
+  // loading whole rounds.
+  std::vector<StatsValuePoint> stats_value_series(int64_t run_id, const std::string& key) const;
 
   // ---- plans -------------------------------------------------------------------------
   int64_t add_plan(const Plan& plan, const PlanSolveInfo& solve = {});

@@ -129,6 +129,16 @@ struct StatsRoundInfo {
   int64_t created_ms = 0;
 };
 
+// One per-layer value of a stored statistics round (Store::stats_value_series).
+struct StatsValuePoint {
+  int64_t round_id = 0;
+  int64_t step = 0;
+  int position = 0;       // the layer's index in the round
+  std::string layer;      // its HF module name
+  std::string precision;  // "fp8", "fp4", ...
+  double value = 0;
+};
+
 // METHOD.md section 6: per layer and precision, predicted vs measured divergences as named
 // values (key names are defined by engine/snip, e.g. "dl_pred", "dl_true", "dw_true_bwd").
 struct ValidationEntry {

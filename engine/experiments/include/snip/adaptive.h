@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "snip/defaults.h"
+#include "snip/grad_noise.h"
 #include "snip/planner.h"
 #include "snip/stats_round.h"
 #include "snip/trainer.h"
@@ -51,9 +52,8 @@ struct AdaptiveOptions {
   double noise_floor = 0;
 };
 
-inline constexpr double kNoiseRatioThreshold = 1.7320508075688772;  // √3 (FP4 All the Way)
-const char* replan_when_name(ReplanWhen w);                         // "always" "noise"
-ReplanWhen parse_replan_when(std::string_view s);                   // snip::Error naming the choices
+const char* replan_when_name(ReplanWhen w);        // "always" "noise"
+ReplanWhen parse_replan_when(std::string_view s);  // snip::Error naming the choices
 
 struct PlanEvent {
   int64_t first_step = 0;      // first step (1-based) trained under this plan
