@@ -35,7 +35,7 @@ struct CompareCliOptions {
   double budget = snip::defaults::kBudget;
   int64_t steps = 200;
   int seeds = 2, cooldown = 20, eval_batches = 8, replicates = 3;
-  bool json = false, no_db = false, oracle = false, list = false;
+  bool json = false, no_db = false, oracle = false, list = false, per_role = false;
   int oracle_batches = 32;
   int jobs = 0;        // 0: snip::default_compare_jobs()
   int64_t resume = 0;  // compare id to continue
@@ -55,6 +55,7 @@ std::vector<snip::GivenSetting> given_compare_settings(const snip::cli::OptionRu
                                     {"--eval-batches", "/eval-batches", o.eval_batches},
                                     {"--replicates", "/replicates", o.replicates},
                                     {"--oracle", "/oracle", o.oracle},
+                                    {"--per-role", "/per-role", o.per_role},
                                     {"--oracle-batches", "/oracle-batches", o.oracle_batches},
                                     {"--lambdas", "/lambdas", o.lambdas},
                                     {"--baselines", "/baselines", o.baselines}},
@@ -111,6 +112,7 @@ snip::CompareOptions compare_options(const CompareCliOptions& o) {
   co.eval_batches = o.eval_batches;
   co.replicates = o.replicates;
   co.oracle = o.oracle;
+  co.per_role = o.per_role;
   co.oracle_batches = o.oracle_batches;
   co.jobs = o.jobs > 0 ? o.jobs : snip::default_compare_jobs();
   return co;
@@ -249,6 +251,9 @@ void add_compare_run_options(CLI::App* cmd, CompareCliOptions& o) {
 // Which arms (the oracle, SNIP's lambdas, the baselines and their seeds), how they are judged, and
 // where the table goes (--db, --no-db, --json).
 void add_compare_arm_options(CLI::App* cmd, CompareCliOptions& o) {
+  cmd->add_flag("--per-role", o.per_role,
+                "SNIP and the cost-based baselines choose fprop and the backward GEMMs (dgrad, wgrad) of each layer "
+                "separately, as `snip solve --per-role` (FLOPs split 1/3 : 2/3); compare with the per-role arms");
   cmd->add_flag("--oracle", o.oracle,
                 "Add an oracle arm: the same ILP on the measured per-layer loss damage (snip validate's dl_true) "
                 "on this checkpoint, and report SNIP's regret to it (paired, with interval)");

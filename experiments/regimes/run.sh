@@ -86,6 +86,9 @@ medium-channel-rho0.75-min-err-uniform-fp4-oracle              ck-medium       -
 per-role-small-tensor-rho0.75-150steps                         ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
 per-role-small-nvfp4-rho0.75-150steps                          ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe nvfp4 --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
 per-role-small-mx-rho0.75-150steps                             ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe mx --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
+per-role-small-tensor-rho0.33-150steps-snip-per-role           ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.3333 --per-role --baselines fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
+per-role-small-tensor-rho0.75-150steps-snip-per-role           ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.75 --per-role --baselines uniform-fp4
+per-role-medium-tensor-rho0.75-150steps                        ck-medium-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
 '
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -122,7 +125,7 @@ scratch_names() {
     done
   done
 }
-checkpoint_names() { printf '%s\n' ck-small ck-tiny-s5 ck-small-sp ck-medium ck-small-sp2048 ck-medium-s2 ck-small-tensor; }
+checkpoint_names() { printf '%s\n' ck-small ck-tiny-s5 ck-small-sp ck-medium ck-small-sp2048 ck-medium-s2 ck-small-tensor ck-medium-tensor; }
 
 if [ "$list" = 1 ]; then
   echo "# checkpoints"; checkpoint_names
@@ -158,6 +161,8 @@ checkpoint() {
     ck-small-sp) vocabulary_checkpoint 4096 "$name" ;;
     ck-small-sp2048) vocabulary_checkpoint 2048 "$name" ;;
     ck-small-tensor) "$SNIP" train --preset small --steps 200 --batch-size 8 --seq-len 128 --recipe tensor \
+      --out "$dir" --db "$db" --name "$name" ;;
+    ck-medium-tensor) "$SNIP" train --preset medium --steps 200 --batch-size 8 --seq-len 128 --recipe tensor \
       --out "$dir" --db "$db" --name "$name" ;;
     *) die "unknown checkpoint $name" ;;
   esac

@@ -88,7 +88,8 @@ nlohmann::json compare_settings_to_json(const CompareOptions& o) {
           {"replicate-rel", o.replicate_rel},
           {"oracle", o.oracle},
           {"oracle-batches", o.oracle_batches},
-          {"oracle-disjoint", o.oracle_disjoint}};
+          {"oracle-disjoint", o.oracle_disjoint},
+          {"per-role", o.per_role}};
 }
 
 CompareOptions compare_options_from_record(const CompareRecord& c) {
@@ -115,6 +116,7 @@ CompareOptions compare_options_from_record(const CompareRecord& c) {
     o.oracle_batches = j.at("oracle-batches").get<int>();
     // stored before the oracle moved off the evaluation's batches: keep the old rule
     o.oracle_disjoint = j.contains("oracle-disjoint") && j.at("oracle-disjoint").get<bool>();
+    o.per_role = j.contains("per-role") && j.at("per-role").get<bool>();  // stored before it existed: false
   } catch (const nlohmann::json::exception& e) {
     throw Error(name + ": its stored settings are damaged (" + std::string(e.what()) + "); start a new compare");
   }

@@ -16,6 +16,7 @@
 #include "exp_test_util.h"
 #include "snip/compare.h"
 #include "snip/error.h"
+#include "snip/planner.h"
 
 namespace fs = std::filesystem;
 
@@ -209,6 +210,48 @@ TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
       mb, (std::vector<std::string>{"uniform-bf16", "snip λ=0.1", "random s1", "random s2", "min-err", "uniform-fp4"}));
   EXPECT_EQ(a.rows[2].replicates[0].train_curve, b.rows[5].replicates[0].train_curve);
   EXPECT_EQ(a.rows[1].replicates[0].train_curve, b.rows[1].replicates[0].train_curve);
+}
+
+// --per-role: the SNIP arm's plan is the solver's per-role plan on the compare's own round (fprop
+// and the backward GEMMs chosen apart), and without it the whole-layer plan; the fixed arms are
+// the same either way.
+TEST(Compare, PerRolePlansSnipsArmByRoleAndLeavesTheFixedArmsAlone) {
+  const exptest::TinyCheckpoint ck(10);
+  snip::CompareOptions o;
+  o.budget = 1.0 / 3.0;
+  o.steps = 2;
+  o.cooldown_steps = 0;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.lambdas = {0.1};
+  o.replicates = 1;
+  o.recipe = "tensor";
+  o.baselines = {"fp4-fprop-only"};
+  const snip::CompareReport whole = snip::run_compare(ck.dir, o);
+  o.per_role = true;
+  const snip::CompareReport by_role = snip::run_compare(ck.dir, o);
+  ASSERT_EQ(by_role.rows.size(), 3u);
+  ASSERT_EQ(by_role.rows[1].method, "snip λ=0.1");
+  snip::EstimatorOptions eo;
+  eo.lambda = 0.1;
+  snip::PlanRequest req;
+  req.budget = o.budget;
+  req.per_role = true;
+  const snip::PlanResult expected =
+      snip::make_plan(snip::planner_input_from_stats(by_role.round, eo), snip::Method::snip, req);
+  EXPECT_EQ(by_role.rows[1].plan.layers, expected.plan.layers);
+  req.per_role = false;
+  const snip::PlanResult expected_whole =
+      snip::make_plan(snip::planner_input_from_stats(whole.round, eo), snip::Method::snip, req);
+  EXPECT_EQ(whole.rows[1].plan.layers, expected_whole.plan.layers);
+  // On this checkpoint the two solves differ, so the option reached the planner: some layer of
+  // the per-role plan has its fprop and backward GEMMs in different precisions.
+  bool split = false;
+  for (const auto& [name, lp] : by_role.rows[1].plan.layers) split |= lp.fprop != lp.wgrad;
+  EXPECT_TRUE(split);
+  EXPECT_NE(by_role.rows[1].plan.layers, whole.rows[1].plan.layers);
+  EXPECT_EQ(by_role.rows[2].plan.layers, whole.rows[2].plan.layers);  // fp4-fprop-only is fixed
+  EXPECT_EQ(by_role.rows[2].replicates[0].train_curve, whole.rows[2].replicates[0].train_curve);
 }
 
 // The oracle's costs are the measured ΔL per layer and precision; the ILP on them puts FP4 where

@@ -443,6 +443,7 @@ void plan_arms(const std::string& dir, const CompareOptions& o, CompareReport& r
   const StatsRound& round = rep.round;
   PlanRequest req;
   req.budget = o.budget;
+  req.per_role = o.per_role;
   auto add = [&](const std::string& name, const PlannerInput& in, Method m, uint64_t seed = 1,
                  std::optional<double> lambda = std::nullopt) {
     if (m != Method::snip && m != Method::uniform_bf16 && !baseline_selected(o, name)) return;

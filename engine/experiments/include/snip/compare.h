@@ -56,6 +56,9 @@ struct CompareOptions {
   // (the zero of the gaps) and the SNIP arms always run. Fewer arms buy more replicates on a
   // small machine.
   std::vector<std::string> baselines;
+  // SNIP and the cost-based baselines plan fprop and the backward GEMMs of each layer separately
+  // (PlanRequest::per_role), so their role split can be set against the per-role arms'.
+  bool per_role = false;
 };
 
 // What the cores allow: one job per hardware thread (each job's GEMMs run on one thread), at
