@@ -44,6 +44,9 @@ void run_collect(const CollectOptions& o) {
     run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
   }
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
+  std::string note;
+  run_id = snip::run_of_measurement(run_id, setup.own_data, setup.data.source, &note);
+  if (!note.empty()) std::fprintf(stderr, "note: the round was %s\n", note.c_str());
   std::vector<int32_t> in, tgt;
   snip::StatsRoundOptions so;
   setup.train_batch(0, in, tgt, &so.batch_id);

@@ -141,6 +141,9 @@ void run_validate(const ValidateCliOptions& o) {
     run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
   }
   snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
+  std::string note;
+  run_id = snip::run_of_measurement(run_id, setup.own_data, setup.data.source, &note);
+  if (!note.empty()) std::fprintf(stderr, "note: the validation was %s\n", note.c_str());
   if (!o.recipe.empty()) setup.model->set_recipe(snip::Recipe::named(o.recipe));
   const snip::ValidateOptions vo = validate_options(o);
   const snip::ValidationReport rep = snip::run_validation(setup, vo);

@@ -151,6 +151,15 @@ std::optional<AdaptiveOptions> resumed_adaptive_options(const Trainer& trainer, 
   return stored.adaptive;
 }
 
+std::optional<int64_t> run_of_measurement(std::optional<int64_t> checkpoint_run, bool own_data, const std::string& data,
+                                          std::string* note) {
+  if (!checkpoint_run || own_data) return checkpoint_run;
+  if (note)
+    *note = "measured on " + data + ", not on the corpus run " + std::to_string(*checkpoint_run) +
+            " trains on: stored on its own, not as a round of run " + std::to_string(*checkpoint_run);
+  return std::nullopt;
+}
+
 std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::string& checkpoint_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -566,6 +566,35 @@ TEST(RunIdentity, AValidationIsAttachedToItsRunWithItsSummary) {
   EXPECT_TRUE(contains(sh(kSnip + " show --run 1 --db " + db).out, "validations 1"));
 }
 
+TEST(RunIdentity, AMeasurementOnAnotherCorpusIsStoredButNotAsARoundOfTheRun) {
+  TempDir dir("other-corpus");
+  const std::string db = dir / "runs.db";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 3 --db " + db + " --out " + dir.file("ck")).status, 0);
+  {
+    std::ofstream other(dir / "other.txt");
+    for (int i = 0; i < 400; ++i) other << "A corpus the run never trained on, line " << i << ".\n";
+  }
+  const Result c = sh(kSnip + " collect --checkpoint " + dir.file("ck") + " --db " + db + " --noise-passes 1 --data " +
+                      dir.file("other.txt"));
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_TRUE(contains(c.out, "not as a round of run 1")) << c.out;
+  const Result v = sh(kSnip + " validate --checkpoint " + dir.file("ck") + " --db " + db + " --data " +
+                      dir.file("other.txt") + " --batches 1 --no-weight-truth");
+  ASSERT_EQ(v.status, 0) << v.out;
+  EXPECT_TRUE(contains(v.out, "not as a round of run 1")) << v.out;
+  {
+    snip::Store store(db);
+    EXPECT_TRUE(store.stats_rounds(1).empty()) << "a round on another corpus became one of the run's";
+    EXPECT_TRUE(store.validations(1).empty());
+    EXPECT_EQ(store.stats_rounds().size(), 2u);  // both stored, on their own
+  }
+  // The run's own corpus, named by path, is the run's: that round is attached.
+  const Result own = sh(kSnip + " collect --checkpoint " + dir.file("ck") + " --db " + db + " --noise-passes 1");
+  ASSERT_EQ(own.status, 0) << own.out;
+  EXPECT_FALSE(contains(own.out, "not as a round")) << own.out;
+  EXPECT_EQ(snip::Store(db).stats_rounds(1).size(), 1u);
+}
+
 TEST(RunIdentity, TheRunsTokenizerIsItsOwnFromAnyFolderAndAChangedOneIsRefused) {
   TempDir dir("tok");
   fs::create_directories(dir.path / "x");

@@ -45,6 +45,7 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
                 " exceeds the model's max_position_embeddings " +
                 std::to_string(s.config.model.max_position_embeddings) + "; use a smaller --seq-len");
   if (!same_data) s.position = DataPosition{0, 0, s.config.seed};
+  s.own_data = same_data;
   // Bounded set-up, before the corpus is read: the trainer's own memory plus what a statistics
   // round adds (a clean and a noisy gradient per precision, the Hessian probes' weight copies):
   // about 24 more bytes per parameter.

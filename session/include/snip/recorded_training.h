@@ -86,6 +86,12 @@ struct RunDescription {
 // The run in `store` one of whose checkpoints is `checkpoint_dir` (paths compared canonically).
 std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::string& checkpoint_dir);
 
+// The run a measurement on a checkpoint (`snip collect`, `snip validate`) is stored with: the
+// checkpoint's run when the measurement read the run's own corpus; none when it read other data
+// (--data), since its round says nothing about the run's training. Then `note` says so.
+std::optional<int64_t> run_of_measurement(std::optional<int64_t> checkpoint_run, bool own_data, const std::string& data,
+                                          std::string* note);
+
 // The GUI's checkpoint layout. A database's runs keep their checkpoints in
 // <db folder>/<db file name>.checkpoints (unique per database file: two databases in one folder
 // never share one), run `run_id`'s in run_checkpoint_folder(root, ...)/step-<N>.
