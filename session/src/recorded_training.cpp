@@ -485,9 +485,9 @@ TrainingOutcome RecordedTraining::run() {
     while (trainer_.step_count() < total) {
       if (!wait_while_paused()) break;
       if (stop_requested && stop_requested()) break;
-      if (controller) controller->before_step();
       StepMetrics m;
       try {
+        if (controller) controller->before_step();  // a statistics round stops between its passes too
         m = trainer_.step();
       } catch (const StepInterrupted&) {
         break;  // the trainer holds the state before the step: saved below as the last good one

@@ -179,6 +179,49 @@ TEST(ResumeIsTheSameRun, ANoiseDrivenAdaptiveRunInterruptedEndsBitIdentical) {
   EXPECT_TRUE(file_bytes(last + "/optimizer.safetensors") == file_bytes(ck_b + "/optimizer.safetensors"));
 }
 
+// A stop request that arrives inside the step-0 statistics round (here: at the round's third
+// question, between its passes) ends the run at once: no step trained, no plan or round stored,
+// the untouched start saved, and the resume from it is the uninterrupted run bit for bit.
+TEST(ResumeIsTheSameRun, AStopInsideTheFirstStatisticsRoundStopsBeforeStepOne) {
+  TempDir dir;
+  const snip::AdaptiveOptions ao = adaptive_options();
+  const std::string ck_a = dir.file("ck_straight"), ck_b = dir.file("ck_split");
+  {
+    snip::Trainer t(resume_config());
+    train_until(t, dir.file("a.db"), ck_a, ao, kSteps);
+  }
+  {
+    snip::Trainer t(resume_config());
+    snip::Store store(dir.file("b.db"));
+    snip::RunDescription d;
+    d.name = "adaptive";
+    const snip::RecordedRun run = snip::open_recorded_run(store, t, d, ao, "");
+    snip::RecordedTrainingOptions o;
+    o.checkpoint_dir = ck_b;
+    o.adaptive = ao;
+    o.stop_reason = "stopped by the test";
+    snip::RecordedTraining training(t, &store, run.id, o);
+    int asked = 0;  // 1: before step 1's round; 2 and later: inside the round
+    training.stop_requested = [&] { return ++asked >= 3; };
+    training.run();
+    EXPECT_GE(asked, 3);
+    EXPECT_EQ(t.step_count(), 0);
+    EXPECT_EQ(store.run(run.id).status, snip::RunStatus::interrupted);
+    EXPECT_TRUE(store.stats_rounds(run.id).empty()) << "the abandoned round was stored";
+    EXPECT_TRUE(store.plan_timeline(run.id).empty());
+    EXPECT_TRUE(store.metrics(run.id).empty());
+  }
+  ASSERT_TRUE(fs::exists(ck_b + "/trainer_state.json")) << "the start was not saved";
+  std::unique_ptr<snip::Trainer> t = snip::Trainer::resume(ck_b);
+  EXPECT_EQ(t->step_count(), 0);
+  const auto adaptive = snip::resumed_adaptive_options(*t, ck_b, std::nullopt, {}, nullptr);
+  ASSERT_TRUE(adaptive.has_value());
+  train_until(*t, dir.file("b.db"), ck_b, adaptive, kSteps, ck_b);
+  EXPECT_TRUE(file_bytes(ck_a + "/model.safetensors") == file_bytes(ck_b + "/model.safetensors"));
+  EXPECT_TRUE(file_bytes(ck_a + "/optimizer.safetensors") == file_bytes(ck_b + "/optimizer.safetensors"));
+  expect_same_run(recorded(dir.file("a.db")), recorded(dir.file("b.db")));
+}
+
 TEST(ResumeIsTheSameRun, AdaptiveRunInterruptedFiveTimesEndsBitIdentical) {
   TempDir dir;
   const std::string db_a = dir.file("straight.db"), ck_a = dir.file("ck_straight");

@@ -212,6 +212,21 @@ TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
   EXPECT_EQ(a.rows[1].replicates[0].train_curve, b.rows[1].replicates[0].train_curve);
 }
 
+// A stop request during the compare's statistics round (minutes on a large model) stops it
+// there: no plan is made and nothing is trained.
+TEST(Compare, AStopDuringTheStatisticsRoundStopsBeforeAnyPlan) {
+  const exptest::TinyCheckpoint ck(10);
+  snip::CompareOptions o = two_replicate_options();
+  snip::CompareHooks hooks;
+  int asked = 0;
+  hooks.stop_requested = [&] { return ++asked >= 2; };  // the round asks between its passes
+  bool planned = false;
+  hooks.planned = [&](const snip::CompareReport&) { planned = true; };
+  EXPECT_THROW(snip::run_compare(ck.dir, o, hooks), snip::CompareStopped);
+  EXPECT_FALSE(planned) << "the round ran to its end and the plans were made before the stop";
+  EXPECT_GE(asked, 2);
+}
+
 // --per-role: the SNIP arm's plan is the solver's per-role plan on the compare's own round (fprop
 // and the backward GEMMs chosen apart), and without it the whole-layer plan; the fixed arms are
 // the same either way.

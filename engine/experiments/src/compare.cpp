@@ -497,7 +497,12 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   t0->model().set_recipe(Recipe::named(rep.recipe));
   StatsRoundOptions so = o.stats;
   if (so.hessian_probes == 0) so.hessian_probes = 8;  // the hawq arm's weight-Hessian traces
-  rep.round = collect_stats_round(*t0, so);
+  so.interrupt = hooks.stop_requested;                // a stop during the round stops the compare
+  try {
+    rep.round = collect_stats_round(*t0, so);
+  } catch (const StepInterrupted&) {
+    throw CompareStopped();
+  }
   t0.reset();
 
   plan_arms(dir, o, rep, hooks);

@@ -263,6 +263,11 @@ void record_hessian_traces(Llama& model, const int32_t* inputs, const int32_t* t
       if (ls.name == model.linear(l).name) ls.scalars[keys::kLayerHessianTraceW] = traces[size_t(l)];
 }
 
+// Between two passes or layers: a stop request abandons the round.
+void check_interrupt(const StatsRoundOptions& o) {
+  if (o.interrupt && o.interrupt()) throw StepInterrupted();
+}
+
 void check_round_inputs(const Llama& model, const AdamW<float>& opt, const StatsRoundOptions& o) {
   if (o.noise_passes < 1) throw Error("statistics round: noise_passes must be ≥ 1 (METHOD.md uses 3)");
   if (!(o.lr > 0) || !std::isfinite(o.lr))
@@ -323,6 +328,7 @@ BackwardNoise backward_noise_passes(Llama& model, const StatsRoundOptions& o, st
   Buf eps(static_cast<size_t>(BTC)), eps_next(static_cast<size_t>(BTC));
   fill_gaussian(eps, bn.sigma_eps, rng);
   for (int j = 0; j < o.noise_passes; ++j) {
+    check_interrupt(o);
     model.backward_from_residual(eps.data());
     // This pass's sums, one task per linear layer and per block (each sum runs whole on one
     // thread, in its own order: the bits do not depend on which), alongside the next pass's
@@ -369,6 +375,7 @@ ForwardNoise forward_noise_passes(Llama& model, const StatsRoundOptions& o, std:
   std::vector<double> lp, lm, esq;
   Buf eta(static_cast<size_t>(BTC)), zz(static_cast<size_t>(BTC));
   for (int j = 0; j < o.noise_passes; ++j) {
+    check_interrupt(o);
     fill_gaussian(eta, fn.sigma_eta, rng);
     // the perturbation actually applied is the float difference (Z±η) − Z, measured in double
     for (int64_t i = 0; i < BTC; ++i) zz[size_t(i)] = Z[size_t(i)] + eta[size_t(i)];
@@ -642,7 +649,10 @@ class LayerStatsPass {
 
   void run(StatsRound& round) {
     for (int b = 0; b < model_.config().num_hidden_layers; ++b)
-      for (LayerType type : kAllLayerTypes) round.layers.push_back(layer(b, type));
+      for (LayerType type : kAllLayerTypes) {
+        check_interrupt(o_);
+        round.layers.push_back(layer(b, type));
+      }
   }
 
  private:
@@ -789,6 +799,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   round.tokens = int64_t(model.batch_size()) * model.seq_len();
   round.recipe = model.recipe().name();
 
+  check_interrupt(o);
   const double loss0 = clean_bf16_pass(model, inputs, targets, o.step);
   const NextAdamStep next_step = next_adam_step(model, opt, o);
   std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + uint64_t(o.step));  // stages 2 and 3 draw from it in turn
@@ -797,6 +808,7 @@ StatsRound collect_stats_round(Llama& model, const AdamW<float>& opt, const int3
   record_globals(round, loss0, next_step, opt.config(), backward_noise, forward_noise, o, opt.t());
   LayerStatsPass(model, opt, o, next_step, backward_noise).run(round);
   record_grad_noise_ratios(round);
+  check_interrupt(o);
   if (o.hessian_probes > 0) record_hessian_traces(model, inputs, targets, o, round);
   round.options = round_options_json(o);
   return round;
@@ -862,6 +874,7 @@ StatsRound collect_stats_round(Trainer& trainer, StatsRoundOptions options) {
   options.step = trainer.step_count();
   options.lr = c.schedule.at(trainer.step_count());
   options.grad_clip = c.grad_clip;
+  if (!options.interrupt) options.interrupt = trainer.interrupt();
   return collect_stats_round(trainer.model(), trainer.optimizer(), in.data(), tgt.data(), options);
 }
 

@@ -13,6 +13,7 @@
 // dim; BT = B·T rows. Per linear layer: X (BT,K), W (N,K), Y = X·Wᵀ (BT,N), G = dY (BT,N).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct StatsRoundOptions {
   // refuses the round).
   int hessian_probes = 0;
   double hessian_eps_rel = 1e-2;
+  // Asked between the round's passes and layers: true abandons the round (throws
+  // snip::StepInterrupted; the model's plan and weights are as before), so a stop request never
+  // waits for a whole round. The trainer overload takes the trainer's (Trainer::set_interrupt).
+  std::function<bool()> interrupt;
 };
 
 // Runs one round on the batch (inputs, targets: (B, T) ids, the model's batch shape) with the

@@ -105,6 +105,7 @@ class Trainer {
   // Asked between two micro-batches of a step (--grad-accum): true abandons the step (throws
   // StepInterrupted, nothing of it applied), so a stop request never waits for a long step.
   void set_interrupt(std::function<bool()> interrupt) { interrupt_ = std::move(interrupt); }
+  const std::function<bool()>& interrupt() const { return interrupt_; }
   // Runs steps until the total is reached, the callback returns false or stop is requested.
   // With save_every > 0 and an out_dir, writes a checkpoint every save_every steps. Returns true
   // when the run reached its total step count.
