@@ -84,8 +84,8 @@ void check_resume_settings(const snip::CompareRecord& c, const snip::cli::Option
                       clashes + ". Drop these options to continue it as it was, or start a new compare");
 }
 
-std::string resume_command(int64_t id, const std::string& db) {
-  return "snip compare --resume " + std::to_string(id) + " --db " + snip::cli::shell_quote(db);
+std::string resume_command(const snip::Store& store, int64_t id) {
+  return snip::compare_resume_command(store, id);
 }
 
 // The stored compares with their status, newest first (`snip compare --list`).
@@ -203,7 +203,7 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
   // The id, before any training: the handle a resume needs (and the sign that Ctrl-C now stops cleanly).
   std::fprintf(stderr,
                "compare %lld: each finished training is stored in %s as it comes; if stopped, continue with: %s\n",
-               (long long)id, store.path().c_str(), resume_command(id, store.path()).c_str());
+               (long long)id, store.path().c_str(), resume_command(store, id).c_str());
   snip::CompareReport rep;
   try {
     rep = recorder->run(hooks);
@@ -211,12 +211,12 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
     end_progress();
     const std::string how = signals.name().empty() ? std::string("request") : signals.name();
     store.set_compare_status(id, snip::RunStatus::interrupted,
-                             "stopped by " + how + "; continue it with: " + resume_command(id, store.path()));
+                             "stopped by " + how + "; continue it with: " + resume_command(store, id));
     const std::string kept =
         done == 0 ? " before its first training finished (nothing trained yet"
                   : " after " + std::to_string(done) + " of " + std::to_string(total) + " trainings (those are kept";
     throw snip::cli::Interrupted{"compare " + std::to_string(id) + " stopped by " + how + kept + " in " + store.path() +
-                                     "); continue it with: " + resume_command(id, store.path()),
+                                     "); continue it with: " + resume_command(store, id),
                                  signals.exit_status()};
   } catch (const std::exception&) {
     end_progress();

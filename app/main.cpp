@@ -14,6 +14,7 @@
 #include "output_streams.h"
 #include "snip/error.h"
 #include "snip/store.h"
+#include "snip/store_export.h"
 #include "stop_signals.h"
 
 namespace snip::cli {
@@ -28,13 +29,7 @@ std::string default_db_path() {
 }
 
 std::string shell_quote(const std::string& word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::strchr("_./:=@%+,-", c) != nullptr;
-  });
-  if (plain) return word;
-  std::string q = "'";
-  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+  return snip::shell_quote(word);
 }
 
 namespace {

@@ -87,6 +87,7 @@ per-role-small-tensor-rho0.75-150steps                         ck-small-tensor -
 per-role-small-nvfp4-rho0.75-150steps                          ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe nvfp4 --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
 per-role-small-mx-rho0.75-150steps                             ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe mx --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
 per-role-small-tensor-rho0.33-150steps-snip-per-role           ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.3333 --per-role --baselines fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
+per-role-small-tensor-rho0.33-150steps-snip-per-role-lambdas   ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1,1,10 --recipe tensor --budget 0.3333 --per-role --baselines fp4-fprop-only
 per-role-small-tensor-rho0.75-150steps-snip-per-role           ck-small-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.75 --per-role --baselines uniform-fp4
 per-role-medium-tensor-rho0.75-150steps                        ck-medium-tensor --steps 150 --replicates 3 --lambdas 0.1 --recipe tensor --budget 0.75 --baselines uniform-fp4,fp4-fprop-only,fp4-dgrad-only,fp4-wgrad-only
 '

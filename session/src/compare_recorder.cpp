@@ -13,6 +13,7 @@
 #include "snip/files_in_use.h"
 #include "snip/paired_stats.h"
 #include "snip/recorded_training.h"
+#include "snip/store_export.h"
 
 namespace snip {
 namespace {
@@ -42,8 +43,8 @@ CompareReplicate from_record(const CompareReplicateRecord& x) {
   return r;
 }
 
-std::string resume_hint(int64_t id) {
-  return "continue it with: snip compare --resume " + std::to_string(id);
+std::string resume_hint(const Store& store, int64_t id) {
+  return "continue it with: " + compare_resume_command(store, id);
 }
 
 }  // namespace
@@ -289,7 +290,7 @@ CompareReport CompareRecorder::run(const CompareHooks& front, const std::string&
   } catch (const CompareStopped&) {
     store_.set_compare_status(
         id_, RunStatus::interrupted,
-        stop_message.empty() ? "stopped before every arm was trained; " + resume_hint(id_) : stop_message);
+        stop_message.empty() ? "stopped before every arm was trained; " + resume_hint(store_, id_) : stop_message);
     throw;
   } catch (const std::exception& e) {
     try {

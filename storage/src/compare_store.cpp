@@ -6,6 +6,7 @@
 
 #include "snip/error.h"
 #include "snip/store.h"
+#include "snip/store_export.h"
 #include "store_impl.h"
 
 namespace snip {
@@ -249,8 +250,7 @@ int Store::mark_dead_compares_interrupted() {
           "WHERE id = ? AND status = 'running' AND owner_pid = ? AND owner_host = ? AND owner_start = ?");
   for (const auto& c : dead) {
     up.bind(1, "its process (pid " + std::to_string(c.owner.pid) + " on " + c.owner.host +
-                   ") ended without finishing the compare; continue it with snip compare --resume " +
-                   std::to_string(c.id));
+                   ") ended without finishing the compare; continue it with: " + compare_resume_command(*this, c.id));
     up.bind(2, c.id).bind(3, c.owner.pid).bind(4, c.owner.host).bind(5, c.owner.start);
     up.run();
     marked += sqlite3_changes(db.handle());

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <vector>
 
 #include "snip/store.h"
@@ -50,6 +52,23 @@ bool combining_mark(uint32_t cp) {
 }
 
 }  // namespace
+
+std::string shell_quote(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("_./:=@%+,-", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string compare_resume_command(const Store& store, int64_t id) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(store.path(), ec);
+  const std::string db = ec ? store.path() : abs.lexically_normal().string();
+  return "snip compare --resume " + std::to_string(id) + " --db " + shell_quote(db);
+}
 
 std::string printable_text(std::string_view s) {
   std::string out;

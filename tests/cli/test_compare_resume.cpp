@@ -199,6 +199,29 @@ TEST_F(CompareResume, AChangedCheckpointIsRefused) {
   EXPECT_NE(nothing.out.find("give --checkpoint DIR"), std::string::npos) << nothing.out;
 }
 
+// The resume hint a stopped compare stores names its database by absolute path: a store
+// opened as a relative path ("w.db" in the database's folder) leaves a hint that works from any
+// working directory, and so does `snip compare --list` read from elsewhere.
+TEST_F(CompareResume, TheStoredResumeHintNamesTheDatabaseByItsAbsolutePath) {
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(std::filesystem::path(db()).parent_path());
+  int64_t id = 0;
+  {
+    snip::Store store("w.db");
+    snip::CompareRecorder rec(store, ck(), options());
+    id = rec.id();
+    snip::CompareHooks hooks;
+    hooks.stop_requested = [] { return true; };
+    EXPECT_THROW(rec.run(hooks), snip::CompareStopped);
+  }
+  std::filesystem::current_path(before);
+  const std::string message = snip::Store(db()).compare(id).status_message;
+  EXPECT_NE(message.find("snip compare --resume " + std::to_string(id) + " --db " + db()), std::string::npos)
+      << message;
+  const Result list = run("compare --list --db " + db());
+  EXPECT_NE(list.out.find("--db " + db()), std::string::npos) << list.out;
+}
+
 // SIGINT (like SIGTERM and SIGHUP, app/stop_signals.h) stops after the current step: the compare
 // is interrupted, the message names the signal, and the exact resume command is printed.
 TEST_F(CompareResume, SigintLeavesAnInterruptedCompareAndPrintsTheResumeCommand) {

@@ -22,6 +22,13 @@ std::string format_duration_ms(int64_t ms);
 // a stored string (a run name, a path, a message) prints as one line of text in its own order
 // and cannot forge or reorder rows of a table.
 std::string printable_text(std::string_view s);
+// `word` as one word of a POSIX shell command line: unchanged when it holds only characters no
+// shell treats specially, else in single quotes (a ' inside as '\''), so a printed command can
+// be pasted back whatever the paths hold.
+std::string shell_quote(const std::string& word);
+// The command that continues stored compare `id` of `store`, naming the database by its absolute
+// path: the hint a compare stores works from any working directory.
+std::string compare_resume_command(const Store& store, int64_t id);
 // One column of a listing: `text` (printable_text's output) cut to `width` characters with a
 // final "~", or padded with spaces to it; counted in characters, never cut inside one.
 std::string fit_column(std::string_view text, size_t width);
