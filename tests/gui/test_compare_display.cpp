@@ -15,6 +15,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "compare_report.h"
@@ -348,6 +349,78 @@ TEST(GapChartTitle, FitsDownToTheMinimumWidth) {
   }
   chart.resize(600, 300);
   EXPECT_EQ(chart.title(), QString("Gap to BF16, mean ± 95% interval"));
+}
+
+}  // namespace
+
+namespace {
+
+// An interrupted compare (two jobs stopped after five trainings): bf16 and SNIP have all three
+// replicates, min-err only one, uniform FP4 two. The gap chart marks the incomplete arms (dashed
+// bars, "k/K" after the name) and draws the complete ones as before.
+TEST(IncompleteCompareChart, ArmsWithUnfinishedReplicatesAreMarked) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  const QString db = dir.filePath("partial.db");
+  int64_t id = 0;
+  {
+    snip::Store store(db.toStdString());
+    snip::CompareRecord c;
+    c.checkpoint = "/tmp/ck";
+    c.budget = 0.5;
+    c.recipe = "snip";
+    c.steps = 2;
+    c.last_window = 2;
+    c.replicates = 3;
+    c.status = snip::RunStatus::running;
+    for (const char* m : {"uniform-bf16", "snip λ=0.1", "min-err", "uniform-fp4"}) {
+      snip::CompareRowRecord r;
+      r.method = m;
+      if (std::string(m).rfind("snip", 0) == 0) r.lambda = 0.1;
+      r.train_loss_last = r.val_loss_plan = r.val_loss_bf16 = std::numeric_limits<double>::quiet_NaN();
+      c.rows.push_back(r);
+    }
+    c.options = {{"snip_reference", "snip λ=0.1"}};
+    id = store.insert_compare(c);
+    auto put = [&](int64_t pos, int64_t k, double loss) {
+      snip::CompareReplicateRecord x;
+      x.train_loss_last = loss;
+      x.val_loss_plan = loss + 0.01;
+      x.val_loss_bf16 = loss + 0.02;
+      x.train_curve = {loss + 1, loss};
+      store.add_compare_replicate(id, pos, k, x);
+    };
+    for (int k = 1; k <= 3; ++k) put(0, k, 3.0 + 0.01 * k), put(1, k, 3.1 + 0.012 * k);
+    put(2, 2, 3.3);
+    put(3, 1, 3.4), put(3, 3, 3.45);
+    store.set_compare_status(id, snip::RunStatus::interrupted, "stopped by the test");
+  }
+  auto w = snip_test::open_test_window(db);
+  w->show_view("compare");
+  QCoreApplication::processEvents();
+  CompareView* cv = w->compare_view();
+  cv->select({}, {}, {id});
+  GapChart* chart = cv->gap_chart();
+  std::map<QString, size_t> at;
+  for (size_t i = 0; i < chart->bars().size(); ++i) at[chart->bars()[i].label] = i;
+  ASSERT_TRUE(at.count("snip λ=0.1") && at.count("min-err") && at.count("uniform-fp4"));
+  const GapBar& snip_bar = chart->bars()[at["snip λ=0.1"]];
+  EXPECT_FALSE(snip_bar.incomplete());
+  EXPECT_EQ(chart->row_label(at["snip λ=0.1"]), "snip λ=0.1");
+  const GapBar& min_err = chart->bars()[at["min-err"]];
+  EXPECT_TRUE(min_err.incomplete());
+  EXPECT_EQ(min_err.finished, 1);
+  EXPECT_EQ(min_err.asked, 3);
+  EXPECT_EQ(chart->row_label(at["min-err"]), "min-err 1/3");
+  EXPECT_EQ(chart->row_label(at["uniform-fp4"]), "uniform-fp4 2/3");
+  // The table's losses of an arm are the mean of its finished replicates, not "—".
+  QTableWidget* t = cv->table();
+  for (int r = 0; r < t->rowCount(); ++r)
+    if (t->item(r, CompareView::col_method)->text() == "snip λ=0.1") {
+      const double mean = (3.1 + 0.012 + 3.1 + 0.024 + 3.1 + 0.036) / 3.0;
+      EXPECT_EQ(t->item(r, CompareView::col_train)->text(), QString::number(mean, 'f', 4));
+    }
+  ASSERT_TRUE(w->grab().save(shot_path("incomplete-compare-1280x800")));
 }
 
 }  // namespace

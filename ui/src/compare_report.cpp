@@ -18,6 +18,15 @@ namespace snip::ui {
 
 namespace {
 
+// The mean of one loss over an arm's finished replicates (NaN when none finished).
+double finished_mean(const snip::CompareRowRecord& r, double snip::CompareReplicateRecord::*loss) {
+  double sum = 0;
+  int n = 0;
+  for (const snip::CompareReplicateRecord& x : r.replicates)
+    if (x.finished && std::isfinite(x.*loss)) sum += x.*loss, ++n;
+  return n > 0 ? sum / n : std::nan("");
+}
+
 constexpr int kRunCurvePoints = 2000;  // a stored run's curve, downsampled by the store
 
 QString tr(const char* text) {
@@ -202,25 +211,31 @@ void add_compare(const snip::CompareRecord& c, bool prefix_bars, CompareModel& m
     // A uniform arm has no budget: its FP4 fraction is fixed by its precision.
     if (!starts_with(r.method, "uniform-")) row.budget = c.budget;
     row.achieved = r.achieved_fraction;
-    row.train = r.train_loss_last;
+    // An unfinished compare stores no arm means yet: the mean of the finished replicates'.
+    row.train = std::isfinite(r.train_loss_last) ? r.train_loss_last
+                                                 : finished_mean(r, &snip::CompareReplicateRecord::train_loss_last);
     row.train_window = window;
-    row.val = r.val_loss_plan;
+    const double val_bf16 = std::isfinite(r.val_loss_bf16)
+                                ? r.val_loss_bf16
+                                : finished_mean(r, &snip::CompareReplicateRecord::val_loss_bf16);
+    row.val = std::isfinite(r.val_loss_plan) ? r.val_loss_plan
+                                             : finished_mean(r, &snip::CompareReplicateRecord::val_loss_plan);
     row.gap_train = st.train.gap;
     row.gap_val = st.val.gap;
     row.diff_vs_snip = st.train.diff_vs_snip;
     set_arm_verdict(row, r, st.train, i == snip_row, k);
     row.tooltip = tr("%1: train loss %2 (mean of the last %3 steps), budget ρ %4")
-                      .arg(row.method, QString::number(r.train_loss_last, 'f', 4), QString::number(window),
+                      .arg(row.method, QString::number(row.train, 'f', 4), QString::number(window),
                            std::isfinite(row.budget) ? QString::number(row.budget, 'f', 3) : tr("none (uniform)")) +
                   tr("; validation loss under the plan %1, in BF16 %2 (gap %3)%4; validation vs SNIP %5 → %6")
-                      .arg(QString::number(r.val_loss_plan, 'f', 4), QString::number(r.val_loss_bf16, 'f', 4),
-                           signed4(r.gap_val_bf16), r.plan_id ? tr(" · plan #%1").arg(*r.plan_id) : QString(),
+                      .arg(QString::number(row.val, 'f', 4), QString::number(val_bf16, 'f', 4),
+                           signed4(row.val - val_bf16), r.plan_id ? tr(" · plan #%1").arg(*r.plan_id) : QString(),
                            st.val.diff_vs_snip ? mean_pm(*st.val.diff_vs_snip) : tr("reference"),
                            st.val.verdict ? verdict_text(*st.val.verdict, k) : tr("reference"));
     m.rows.push_back(row);
     if (!r.control)
       m.gap_bars.push_back(GapBar{prefix_bars ? tr("#%1 %2").arg(c.id).arg(row.method) : row.method, row.colour,
-                                  st.train.gap, st.val.gap, i == snip_row});
+                                  st.train.gap, st.val.gap, i == snip_row, st.train.finished, st.train.asked});
     if (!r.same_plan_as.empty()) continue;  // the same curve is drawn once
     // An unfinished compare's arm has no mean curve yet: the mean of its finished replicates'.
     std::vector<double> mean_curve = r.train_curve;

@@ -62,6 +62,10 @@ struct GapBar {
   QColor colour;
   snip::Interval train, val;
   bool reference = false;  // the SNIP reference (its interval is shaded across the chart)
+  // Replicates of the arm that finished, of those asked: fewer than asked draws the arm dashed
+  // and labelled "k/K": its interval is of what finished, not the arm's result.
+  int finished = 0, asked = 0;
+  bool incomplete() const { return finished < asked; }
 };
 
 // One plan grid: the plan per layer, titled, with the layers that differ from the first plan.

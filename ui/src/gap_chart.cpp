@@ -57,10 +57,15 @@ void GapChart::set_bars(std::vector<GapBar> bars) {
   update();
 }
 
+QString GapChart::row_label(size_t i) const {
+  const GapBar& b = bars_.at(i);
+  return b.incomplete() ? QStringLiteral("%1 %2/%3").arg(b.label).arg(b.finished).arg(b.asked) : b.label;
+}
+
 int GapChart::label_width() const {
   const QFontMetrics fm(font());
   int w = 0;
-  for (const GapBar& b : bars_) w = std::max(w, fm.horizontalAdvance(b.label) + 18);
+  for (size_t i = 0; i < bars_.size(); ++i) w = std::max(w, fm.horizontalAdvance(row_label(i)) + 18);
   return std::min(w, width() * 2 / 5);
 }
 
@@ -142,15 +147,17 @@ void GapChart::draw_row(QPainter& p, const QRect& plot, size_t i, int label_w) c
   QFont f = font();
   f.setBold(b.reference);
   p.setFont(f);
+  // An incomplete arm: its label ends in "k/K" (the count is kept whole when the name is cut).
+  const QString count = b.incomplete() ? QStringLiteral(" %1/%2").arg(b.finished).arg(b.asked) : QString();
   p.drawText(QRectF(2, y - line / 2.0, label_w - 4, line), Qt::AlignRight | Qt::AlignVCenter,
-             fm.elidedText(b.label, Qt::ElideRight, label_w - 4));
+             fm.elidedText(b.label, Qt::ElideRight, label_w - 4 - fm.horizontalAdvance(count)) + count);
   const double off = std::min(3.0, row_h / 5.0);
   for (int which = 0; which < 2; ++which) {
     const snip::Interval& iv = which == 0 ? b.train : b.val;
     if (!std::isfinite(iv.mean)) continue;
     const double yy = y + (which == 0 ? -off : off);
     const auto [a, z] = ends(iv);
-    p.setPen(QPen(b.colour, 1.5));
+    p.setPen(QPen(b.colour, 1.5, b.incomplete() ? Qt::DashLine : Qt::SolidLine));
     p.drawLine(QPointF(x_at(plot, a), yy), QPointF(x_at(plot, z), yy));
     if (z > a) {
       p.drawLine(QPointF(x_at(plot, a), yy - 2.5), QPointF(x_at(plot, a), yy + 2.5));

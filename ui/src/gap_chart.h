@@ -20,6 +20,9 @@ class GapChart : public QWidget {
   explicit GapChart(QWidget* parent = nullptr);
   void set_bars(std::vector<GapBar> bars);
   const std::vector<GapBar>& bars() const { return bars_; }
+  // Row i's label as drawn before eliding: the arm's name, and "k/K" when only k of its K
+  // replicates finished (its bars are then dashed).
+  QString row_label(size_t i) const;
   // The x range drawn (gap units), after set_bars: every bar's interval and 0 fit inside.
   double x_min() const { return x_min_; }
   double x_max() const { return x_max_; }
