@@ -102,8 +102,22 @@ int main(int argc, char** argv) {
   snip::cli::decimal_whole_numbers(&app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says "Could not convert: --jobs = 2147483648": say what is wrong and what to do.
+    std::string what = e.what();
+    const std::string prefix = "Could not convert: ";
+    if (what.rfind(prefix, 0) == 0) {
+      what = what.substr(prefix.size());
+      const size_t eq = what.find(" = ");
+      if (eq != std::string::npos) what = what.substr(0, eq) + " " + what.substr(eq + 3);
+      what += " is not a value this option can hold (too large, or not of its kind: see --help)";
+    }
+    std::fprintf(stderr, "error: %s\n", what.c_str());
+    return 1;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int status = app.exit(e);  // --help and --version print to stdout: a failed write is an error
+    const int written = snip::cli::finish_stdout();
+    return status != 0 ? status : written;
   } catch (const snip::cli::Interrupted& stop) {
     std::fprintf(stderr, "%s\n", stop.message.c_str());
     return stop.status;

@@ -3,6 +3,9 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,16 +26,31 @@ bool reader_gone(int fd) {
   return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
 }
 
+// Whether what `fd` writes to has no room left: a file on a full file system, or /dev/full.
+// Asked when a stream failed and the errno of the failed write is gone (stdio reports the
+// failure later, and calls in between may have reset errno).
+bool no_space_left(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  if (S_ISCHR(st.st_mode)) return major(st.st_rdev) == 1 && minor(st.st_rdev) == 7;  // /dev/full
+  struct statvfs vfs {};
+  return S_ISREG(st.st_mode) && ::fstatvfs(fd, &vfs) == 0 && vfs.f_bavail == 0;
+}
+
 bool stream_failed(std::FILE* f, int index) {
   if (!std::ferror(f)) return false;
-  if (g_errno[index] == 0) g_errno[index] = reader_gone(::fileno(f)) ? EPIPE : errno != 0 ? errno : EIO;
+  if (g_errno[index] == 0) {
+    const int fd = ::fileno(f);
+    g_errno[index] = reader_gone(fd) ? EPIPE : no_space_left(fd) ? ENOSPC : errno != 0 ? errno : EIO;
+  }
   return true;
 }
 
 // Flushes `f`, keeping the errno of a failed flush.
 void flush(std::FILE* f, int index) {
   errno = 0;
-  if (std::fflush(f) != 0 && g_errno[index] == 0) g_errno[index] = errno != 0 ? errno : EIO;
+  if (std::fflush(f) != 0 && g_errno[index] == 0)
+    g_errno[index] = errno != 0 ? errno : no_space_left(::fileno(f)) ? ENOSPC : EIO;
 }
 
 }  // namespace
@@ -64,7 +82,7 @@ std::string output_failure() {
   const int e = out ? g_errno[0] : g_errno[1];
   std::string s = std::string(out ? "standard output" : "standard error") + ": " + std::strerror(e != 0 ? e : EIO);
   if (e == EPIPE) s += " — its reader went away (a pipe into head, a closed terminal or socket)";
-  if (e == ENOSPC || e == EDQUOT) s += " — the disk is full; what was written is incomplete";
+  if (e == ENOSPC || e == EDQUOT) s += " — the disk is full";
   return s;
 }
 

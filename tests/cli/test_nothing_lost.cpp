@@ -106,11 +106,20 @@ TEST(Streams, WriteErrorsOnStdoutAreErrorsInEveryCommand) {
   for (const std::string& cmd :
        std::vector<std::string>{"runs --db " + db, "runs --db " + db + " --json", "show --run 1 --db " + db,
                                 "export --run 1 --format csv --db " + db, std::string("data peek"),
-                                "train" + kTiny + "--steps 1 --no-db --json --out " + dir.file("ck2")}) {
+                                "train" + kTiny + "--steps 1 --no-db --json --out " + dir.file("ck2"),
+                                std::string("export --help"), std::string("--help"), std::string("--version")}) {
     const Result r = sh("( " + kSnip + " " + cmd + " >/dev/full )");  // stderr still comes back
     EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
     EXPECT_TRUE(contains(r.out, "No space left on device")) << cmd << "\n" << r.out;
   }
+}
+
+// A number an option cannot hold says which option and what to do, not CLI11's "Could not convert".
+TEST(Options, ANumberTooLargeForItsOptionNamesTheOption) {
+  const Result r = sh(kSnip + " compare --checkpoint nowhere --no-db --jobs 2147483648");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "error: --jobs 2147483648 is not a value this option can hold")) << r.out;
+  EXPECT_FALSE(contains(r.out, "Could not convert")) << r.out;
 }
 
 TEST(Streams, AStopSignalInsideALongStepStopsAtTheNextMicroBatch) {
