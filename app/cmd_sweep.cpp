@@ -56,6 +56,17 @@ snip::SweepOptions sweep_options(const SweepCliOptions& o, const snip::PlannerIn
   opt.request.bf16_max_fraction = o.bf16_max;
   opt.request.seed = o.seed;
   for (const auto& p : o.pins) snip::add_pin(opt.request.pins, p);
+  // Bounded: every budget is one solve per method and per random seed. Refused before the first
+  // solve when that is more than a sweep can finish in a sitting.
+  constexpr size_t kMaxSolves = 200000;
+  size_t per_budget = 0;
+  for (snip::Method m : opt.methods) per_budget += m == snip::Method::random ? size_t(opt.random_seeds) : 1;
+  const size_t solves = opt.budgets.size() * per_budget;
+  if (solves > kMaxSolves)
+    throw snip::Error("this sweep asks for " + std::to_string(solves) + " solves (" +
+                      std::to_string(opt.budgets.size()) + " budgets x " + std::to_string(per_budget) +
+                      " plans each), more than the " + std::to_string(kMaxSolves) +
+                      " a sweep may run; give a coarser --budgets step, fewer --seeds or fewer --methods");
   return opt;
 }
 

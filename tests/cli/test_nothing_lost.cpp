@@ -257,6 +257,12 @@ TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
   const Result s = sh(kSnip + " sweep --costs " + dir.file("none.csv") + " --seeds 100000");
   EXPECT_EQ(s.status, 1) << s.out;
   EXPECT_TRUE(contains(s.out, "--seeds must be at most 1000")) << s.out;
+  // ... and so is one whose budgets times seeds ask for millions of solves.
+  ASSERT_EQ(sh(kSnip + " collect --checkpoint " + ck + " --noise-passes 1 --out " + dir.file("round.json")).status, 0);
+  const Result many = sh(kSnip + " sweep --stats " + dir.file("round.json") + " --seeds 1000 --budgets 0:1:0.0001");
+  EXPECT_EQ(many.status, 1) << many.out;
+  EXPECT_TRUE(contains(many.out, "this sweep asks for")) << many.out;
+  EXPECT_TRUE(contains(many.out, "give a coarser --budgets step")) << many.out;
   // collect: a statistics round that cannot fit, before the corpus is read.
   const Result c = sh(kSnip + " collect --checkpoint " + ck + " --batch-size 100000 --seq-len 64");
   EXPECT_EQ(c.status, 1) << c.out;
