@@ -40,6 +40,24 @@ TEST(CostCsv, ParsesGoodFileWithCommentsAndAnyColumnOrder) {
   EXPECT_FALSE(t.has_divergences);
 }
 
+// A spreadsheet's CSV: every text field quoted, "" for a quote inside one; the same table as
+// the plain file. A quote left open or text after a closing one names the line and the field.
+TEST(CostCsv, QuotedFieldsAsSpreadsheetsWriteThemAreRead) {
+  const std::string plain = "layer,precision,cost,flops\n" + kQ + ",fp8,0.5,30\n" + kQ + ",fp4,2.5,30\n";
+  const std::string quoted = "\"layer\",\"precision\",\"cost\",\"flops\"\n\"" + kQ + "\",\"fp8\",0.5,30\n \"" + kQ +
+                             "\" , \"fp4\",\"2.5\",30\n";
+  const CostTable a = cost_table_from_csv(plain, "a.csv"), b = cost_table_from_csv(quoted, "b.csv");
+  ASSERT_EQ(b.layers.size(), 1u);
+  EXPECT_EQ(b.layers[0].name, kQ);
+  EXPECT_DOUBLE_EQ(b.layers[0].total_cost(Precision::fp4), a.layers[0].total_cost(Precision::fp4));
+  EXPECT_DOUBLE_EQ(b.layers[0].flops, a.layers[0].flops);
+  // A quoted field keeps its commas and doubled quotes: here a layer name no model has.
+  expect_csv_error("layer,precision,cost,flops\n\"model.layers.0.self_attn.q_proj,x\"\"\",fp8,1,10\n",
+                   {"c.csv:2", "model.layers.0.self_attn.q_proj,x\""});
+  expect_csv_error("layer,precision,cost,flops\n\"" + kQ + ",fp8,1,10\n", {"c.csv:2", "never closes"});
+  expect_csv_error("layer,precision,cost,flops\n\"" + kQ + "\"x,fp8,1,10\n", {"c.csv:2", "after the closing quote"});
+}
+
 TEST(CostCsv, RoundTripsWithRoles) {
   CostTable t = test::random_table(2, 4);
   const CostTable back = cost_table_from_csv(cost_table_to_csv(t), "rt.csv");

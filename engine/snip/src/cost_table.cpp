@@ -77,12 +77,39 @@ std::string trim(std::string s) {
   return s;
 }
 
-std::vector<std::string> split_csv_line(const std::string& line) {
+// One CSV record (RFC 4180, as spreadsheets write it): fields separated by commas, a field in
+// double quotes may hold commas and "" for a quote; unquoted fields are trimmed.
+std::vector<std::string> split_csv_line(const std::string& line, const std::string& where) {
   std::vector<std::string> out;
   std::string cur;
-  std::istringstream ss(line);
-  while (std::getline(ss, cur, ',')) out.push_back(trim(cur));
-  if (!line.empty() && line.back() == ',') out.push_back("");
+  bool in_quotes = false, was_quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_quotes) {
+      if (c != '"') {
+        cur += c;
+      } else if (i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else {
+        in_quotes = false;
+      }
+    } else if (c == ',') {
+      out.push_back(was_quoted ? cur : trim(cur));
+      cur.clear();
+      was_quoted = false;
+    } else if (c == '"' && !was_quoted && trim(cur).empty()) {
+      in_quotes = was_quoted = true;
+      cur.clear();
+    } else if (was_quoted) {
+      if (c != ' ' && c != '\t' && c != '\r')
+        throw Error(where + ": text after the closing quote of field " + std::to_string(out.size() + 1));
+    } else {
+      cur += c;
+    }
+  }
+  if (in_quotes) throw Error(where + ": field " + std::to_string(out.size() + 1) + " opens a quote it never closes");
+  out.push_back(was_quoted ? cur : trim(cur));
   return out;
 }
 
@@ -215,8 +242,8 @@ CostTable cost_table_from_csv(const std::string& text, const std::string& source
     ++line_no;
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
-    const auto cells = split_csv_line(t);
     const std::string where = source + ":" + std::to_string(line_no);
+    const auto cells = split_csv_line(t, where);
     if (!header) {
       rows.col = parse_cost_header(cells, where);
       rows.roles = rows.col.count("role") > 0;
