@@ -306,6 +306,9 @@ TEST_F(Options, ConfigFieldsTheEngineDoesNotImplementAreRefused) {
       {{{"hidden_act", "gelu"}}, "hidden_act is \"gelu\""},
       {{{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}, "rope_scaling is not supported"},
       {{{"attention_bias", true}}, "attention_bias = true is not supported"},
+      // a misspelt optional field would leave the one it meant at its default: another model
+      {{{"rope_thetta", 500000.0}}, "\"rope_thetta\" is not a Llama config field; did you mean \"rope_theta\"?"},
+      {{{"rms_norm_esp", 1e-5}}, "did you mean \"rms_norm_eps\""},
   };
   for (const auto& [patch, message] : cases) {
     json c = base;

@@ -1,9 +1,11 @@
 // ModelConfig: HF config.json reading/writing with validation, and the named presets.
 #include "snip/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <vector>
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
@@ -130,6 +132,69 @@ void refuse_unimplemented_fields(const nlohmann::json& j, const std::string& sou
     if (!r.supported) throw Error(source + ": " + r.why + "; got " + r.key + " = " + j[r.key].dump());
 }
 
+// Edit distance (insertions, deletions, substitutions) between two short keys.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A misspelt field ("rope_thetta") would leave the field it meant at its default (or at the
+// value the user meant to change) and train another model: a key this reader does not know, one
+// or two edits from a field it reads, is refused with the field it meant. Other unknown keys (a Hugging Face
+// config carries many: bos_token_id, torch_dtype, ...) are left alone.
+void refuse_misspelt_fields(const nlohmann::json& j, const std::string& source) {
+  static const char* const kRead[] = {"hidden_size",
+                                      "intermediate_size",
+                                      "num_hidden_layers",
+                                      "num_attention_heads",
+                                      "num_key_value_heads",
+                                      "vocab_size",
+                                      "max_position_embeddings",
+                                      "rms_norm_eps",
+                                      "rope_theta",
+                                      "tie_word_embeddings",
+                                      "head_dim",
+                                      "rope_scaling",
+                                      "hidden_act",
+                                      "model_type",
+                                      "attention_bias",
+                                      "mlp_bias",
+                                      "attention_dropout",
+                                      "hidden_dropout",
+                                      "pretraining_tp",
+                                      "partial_rotary_factor"};
+  static const char* const kKnown[] = {"architectures", "initializer_range", "use_cache",   "pad_token_id",
+                                       "bos_token_id",  "eos_token_id",      "torch_dtype", "transformers_version",
+                                       "_name_or_path", "rope_type",         "dtype"};
+  auto known = [](const std::string& k) {
+    for (const char* r : kRead)
+      if (k == r) return true;
+    for (const char* r : kKnown)
+      if (k == r) return true;
+    return false;
+  };
+  for (const auto& [key, value] : j.items()) {
+    if (known(key) || key.size() < 5) continue;
+    for (const char* field : kRead) {
+      const std::string f = field;
+      if (edit_distance(key, f) > 2) continue;
+      throw Error(source + ": \"" + key + "\" is not a Llama config field; did you mean \"" + f + "\"? As written, " +
+                  f + (j.contains(f) ? " keeps the value given under its own name" : " is left out (its default applies)") +
+                  " and this one is ignored; correct or remove it");
+    }
+  }
+}
+
 }  // namespace
 
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
@@ -142,6 +207,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw Error(source + ": rope_scaling is not supported; remove it or set it to null");
   refuse_unimplemented_fields(j, source);
+  refuse_misspelt_fields(j, source);
   ModelConfig c;
   c.hidden_size = get_int(j, "hidden_size", source, std::nullopt);
   c.intermediate_size = get_int(j, "intermediate_size", source, std::nullopt);
