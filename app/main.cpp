@@ -119,13 +119,10 @@ int main(int argc, char** argv) {
     const int written = snip::cli::finish_stdout();
     return status != 0 ? status : written;
   } catch (const snip::cli::Interrupted& stop) {
-    std::fprintf(stderr, "%s\n", stop.message.c_str());
+    std::fprintf(stderr, "%s\n", snip::printable_message(stop.message).c_str());
     return stop.status;
-  } catch (const snip::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (const std::exception& e) {  // snip::Error and any other: bytes from a damaged file escaped
+    std::fprintf(stderr, "error: %s\n", snip::printable_message(e.what()).c_str());
     return 1;
   }
   return snip::cli::finish_stdout();

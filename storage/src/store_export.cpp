@@ -70,7 +70,20 @@ std::string compare_resume_command(const Store& store, int64_t id) {
   return "snip compare --resume " + std::to_string(id) + " --db " + shell_quote(db);
 }
 
+namespace {
+std::string printable(std::string_view s, bool keep_lines);
+}
+
 std::string printable_text(std::string_view s) {
+  return printable(s, false);
+}
+
+std::string printable_message(std::string_view s) {
+  return printable(s, true);
+}
+
+namespace {
+std::string printable(std::string_view s, bool keep_lines) {
   std::string out;
   out.reserve(s.size());
   char buf[16];
@@ -83,7 +96,9 @@ std::string printable_text(std::string_view s) {
       ++i;
       continue;
     }
-    if (cp == '\n') {
+    if (keep_lines && (cp == '\n' || cp == '\t')) {
+      out += char(cp);
+    } else if (cp == '\n') {
       out += "\\n";
     } else if (cp == '\r') {
       out += "\\r";
@@ -102,6 +117,7 @@ std::string printable_text(std::string_view s) {
   }
   return out;
 }
+}  // namespace
 
 std::string fit_column(std::string_view text, size_t width) {
   // Cut and pad by characters (code points), never inside a UTF-8 sequence.

@@ -445,6 +445,27 @@ TEST(Text, NamesThatAreNotUtf8OrHoldBidiOverridesNeverBreakOrReorderAListing) {
   EXPECT_EQ(status_at[1], status_at[2]);
 }
 
+// An error that quotes a damaged file (a safetensors header with a byte that is not UTF-8)
+// reaches the terminal escaped, never as the raw byte.
+TEST(Text, AnErrorQuotingADamagedFileEscapesItsBytes) {
+  TempDir dir("bytes");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 1 --no-db --out " + ck).status, 0);
+  const std::string header =
+      "{\"model.embed_tokens.weight\xff\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}";
+  {
+    std::ofstream f(ck + "/model.safetensors", std::ios::binary | std::ios::trunc);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << std::string(4, '\0');
+  }
+  const Result r = sh(kSnip + " eval --checkpoint " + ck);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "model.safetensors")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\\xff")) << r.out;
+  EXPECT_FALSE(contains(r.out, "\xff")) << "a raw byte reached the terminal";
+}
+
 // ---- run identity ------------------------------------------------------------------------------
 
 TEST(RunIdentity, AResumeFromAnotherFolderContinuesTheSameRun) {

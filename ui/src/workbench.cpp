@@ -8,6 +8,7 @@
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/store_export.h"
 
 namespace snip::ui {
 
@@ -40,7 +41,7 @@ QString gui_wording(QString text) {
 }
 
 QString error_text(const std::exception& e) {
-  return gui_wording(QString::fromStdString(e.what()));
+  return gui_wording(QString::fromStdString(snip::printable_message(e.what())));
 }
 
 int PlanningSource::num_blocks() const {

@@ -22,6 +22,10 @@ std::string format_duration_ms(int64_t ms);
 // a stored string (a run name, a path, a message) prints as one line of text in its own order
 // and cannot forge or reorder rows of a table.
 std::string printable_text(std::string_view s);
+// The same for a message of several lines (an error): newlines and tabs are kept, every other
+// control character and every byte that is not UTF-8 escaped, so text quoted from a damaged
+// file never reaches a terminal or a dialog as raw bytes.
+std::string printable_message(std::string_view s);
 // `word` as one word of a POSIX shell command line: unchanged when it holds only characters no
 // shell treats specially, else in single quotes (a ' inside as '\''), so a printed command can
 // be pasted back whatever the paths hold.
