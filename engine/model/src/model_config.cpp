@@ -189,7 +189,8 @@ void refuse_misspelt_fields(const nlohmann::json& j, const std::string& source) 
       const std::string f = field;
       if (edit_distance(key, f) > 2) continue;
       throw Error(source + ": \"" + key + "\" is not a Llama config field; did you mean \"" + f + "\"? As written, " +
-                  f + (j.contains(f) ? " keeps the value given under its own name" : " is left out (its default applies)") +
+                  f +
+                  (j.contains(f) ? " keeps the value given under its own name" : " is left out (its default applies)") +
                   " and this one is ignored; correct or remove it");
     }
   }
