@@ -134,6 +134,8 @@ COLORS = {
     "snip λ=0.1": "tab:red", "oracle": "black", "min-err": "tab:blue", "hawq": "tab:green",
     "random s1": "tab:gray", "uniform-fp4": "tab:purple", "min-rel-err": "tab:orange",
     "e-layer-type": "tab:brown", "e-layer-id": "tab:pink", "uniform-fp8": "tab:olive",
+    "fp4-fprop-only": "tab:cyan", "fp4-dgrad-only": "darkgoldenrod", "fp4-wgrad-only": "teal",
+    "snip λ=1": "salmon", "snip λ=10": "darkred",
 }
 
 
@@ -151,12 +153,15 @@ def replicates_text(group):
 def plot_gap_vs_budget(cs, path):
     groups = {}
     for c in cs:
-        groups.setdefault((c["recipe"], c["steps"], c["start_step"], checkpoint_name(c)), []).append(c)
+        # compares that differ only in the budget: the same planning options too (a per-role SNIP
+        # is another method than a whole-layer one)
+        per_role = bool(c.get("options", {}).get("resume", {}).get("per-role", False))
+        groups.setdefault((c["recipe"], c["steps"], c["start_step"], checkpoint_name(c), per_role), []).append(c)
     groups = {k: v for k, v in groups.items() if len({c["budget"] for c in v}) >= 2}
     if not groups:
         return False
     fig, axes = plt.subplots(1, len(groups), figsize=(6.5 * len(groups), 4.2), squeeze=False)
-    for ax, ((recipe, steps, start, ck), group) in zip(axes[0], sorted(groups.items())):
+    for ax, ((recipe, steps, start, ck, per_role), group) in zip(axes[0], sorted(groups.items())):
         methods = []
         for c in group:
             for r in c["rows"]:
@@ -170,7 +175,9 @@ def plot_gap_vs_budget(cs, path):
             by_budget = {}
             for c in sorted(group, key=lambda c: (-c["replicates"], c["id"])):
                 if row(c, m):
-                    by_budget.setdefault(1.0 if m == "uniform-fp4" else c["budget"], row(c, m))
+                    # fixed arms sit at their own FP4 fraction (uniform FP4 at 1, a role arm at 1/3)
+                    fixed = m == "uniform-fp4" or m.startswith("fp4-")
+                    by_budget.setdefault(row(c, m)["achieved_fraction"] if fixed else c["budget"], row(c, m))
             pts = sorted(by_budget.items())
             xs = [b + (k - len(methods) / 2) * 0.004 for b, _ in pts]  # dodge the error bars
             ys = [r["gap_train_mean"] for _, r in pts]
@@ -179,7 +186,7 @@ def plot_gap_vs_budget(cs, path):
         ax.axhline(0, color="0.7", lw=0.8)
         ax.set_xlabel("FP4 FLOP budget ρ")
         ax.set_ylabel("train-loss gap to BF16 (last-window mean)")
-        ax.set_title(f"{ck}: recipe {recipe}, {steps} steps from step {start}\n"
+        ax.set_title(f"{ck}: recipe {recipe}, {steps} steps from step {start}{', SNIP per role' if per_role else ''}\n"
                      f"mean ± 95% Student-t half-width, K = {replicates_text(group)} paired replicates", fontsize=10)
         ax.legend(fontsize=8)
     fig.tight_layout()
