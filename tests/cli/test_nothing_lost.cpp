@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "interrupted_compare.h"
 #include "run_command.h"
 #include "snip/store.h"
 #include "temp_dir.h"
@@ -281,39 +282,10 @@ TEST(IncompleteCompare, ShowsWhatFinishedAndConcludesNothingFromWhatDidNot) {
   TempDir dir("partial");
   const std::string db = dir / "runs.db";
   {
-    snip::Store store(db);
-    snip::CompareRecord c;
-    c.checkpoint = dir / "ck";
-    c.budget = 0.5;
-    c.recipe = "snip";
-    c.steps = 10;
-    c.cooldown_steps = 0;
-    c.eval_batches = 1;
-    c.last_window = 5;
-    c.replicates = 3;
-    c.status = snip::RunStatus::running;
-    for (const char* m : {"uniform-bf16", "snip \u03bb=0.1", "min-err", "uniform-fp4"}) {
-      snip::CompareRowRecord r;
-      r.method = m;
-      if (std::string(m).rfind("snip", 0) == 0) r.lambda = 0.1;
-      r.train_loss_last = r.val_loss_plan = r.val_loss_bf16 = std::numeric_limits<double>::quiet_NaN();
-      c.rows.push_back(r);
-    }
-    c.options = {{"snip_reference", "snip \u03bb=0.1"}};
-    const int64_t id = store.insert_compare(c);
     // Stopped after five trainings, out of order (two jobs): bf16 and SNIP have all three
     // replicates, min-err only its second, uniform FP4 none.
-    auto put = [&](int64_t pos, int64_t k, double loss) {
-      snip::CompareReplicateRecord x;
-      x.train_loss_last = loss;
-      x.val_loss_plan = loss + 0.01;
-      x.val_loss_bf16 = loss + 0.02;
-      x.train_curve = {loss + 1, loss};
-      store.add_compare_replicate(id, pos, k, x);
-    };
-    for (int k = 1; k <= 3; ++k) put(0, k, 3.0 + 0.01 * k), put(1, k, 3.1 + 0.012 * k);
-    put(2, 2, 3.3);
-    store.set_compare_status(id, snip::RunStatus::interrupted, "stopped by the test");
+    snip::Store store(db);
+    snip_test::insert_interrupted_compare(store, dir / "ck", {{2, 2}});
   }
   const Result text = sh(kSnip + " show --compare 1 --db " + db);
   ASSERT_EQ(text.status, 0) << text.out;

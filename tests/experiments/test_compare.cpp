@@ -36,6 +36,20 @@ snip::CompareOptions two_replicate_options() {
   return o;
 }
 
+// The shortest compare: 2 steps, no cooldown, one evaluation batch, one λ, one replicate.
+snip::CompareOptions two_step_options(double budget, const std::string& recipe) {
+  snip::CompareOptions o;
+  o.budget = budget;
+  o.steps = 2;
+  o.cooldown_steps = 0;
+  o.eval_batches = 1;
+  o.last_window = 2;
+  o.lambdas = {0.1};
+  o.replicates = 1;
+  o.recipe = recipe;
+  return o;
+}
+
 std::string slurp(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream s;
@@ -170,15 +184,7 @@ TEST(Compare, OneReplicateIsPairedAndRepeatable) {
 TEST(Compare, BaselinesSelectArmsWithoutChangingThem) {
   const exptest::TinyCheckpoint ck(10);
   const std::string& dir = ck.dir;
-  snip::CompareOptions o;
-  o.budget = 0.5;
-  o.steps = 2;
-  o.cooldown_steps = 0;
-  o.eval_batches = 1;
-  o.last_window = 2;
-  o.lambdas = {0.1};
-  o.replicates = 1;
-  o.recipe = "block:0016:sr";
+  snip::CompareOptions o = two_step_options(0.5, "block:0016:sr");
   o.baselines = {"uniform-fp4"};
   const snip::CompareReport a = snip::run_compare(dir, o);
   o.baselines = {"random", "min-err", "uniform-fp4"};
@@ -232,15 +238,7 @@ TEST(Compare, AStopDuringTheStatisticsRoundStopsBeforeAnyPlan) {
 // the same either way.
 TEST(Compare, PerRolePlansSnipsArmByRoleAndLeavesTheFixedArmsAlone) {
   const exptest::TinyCheckpoint ck(10);
-  snip::CompareOptions o;
-  o.budget = 1.0 / 3.0;
-  o.steps = 2;
-  o.cooldown_steps = 0;
-  o.eval_batches = 1;
-  o.last_window = 2;
-  o.lambdas = {0.1};
-  o.replicates = 1;
-  o.recipe = "tensor";
+  snip::CompareOptions o = two_step_options(1.0 / 3.0, "tensor");
   o.baselines = {"fp4-fprop-only"};
   const snip::CompareReport whole = snip::run_compare(ck.dir, o);
   o.per_role = true;

@@ -22,6 +22,7 @@
 #include "compare_view.h"
 #include "curve_chart.h"
 #include "gap_chart.h"
+#include "interrupted_compare.h"
 #include "main_window.h"
 #include "snip/store.h"
 #include "test_window.h"
@@ -365,35 +366,7 @@ TEST(IncompleteCompareChart, ArmsWithUnfinishedReplicatesAreMarked) {
   int64_t id = 0;
   {
     snip::Store store(db.toStdString());
-    snip::CompareRecord c;
-    c.checkpoint = "/tmp/ck";
-    c.budget = 0.5;
-    c.recipe = "snip";
-    c.steps = 2;
-    c.last_window = 2;
-    c.replicates = 3;
-    c.status = snip::RunStatus::running;
-    for (const char* m : {"uniform-bf16", "snip λ=0.1", "min-err", "uniform-fp4"}) {
-      snip::CompareRowRecord r;
-      r.method = m;
-      if (std::string(m).rfind("snip", 0) == 0) r.lambda = 0.1;
-      r.train_loss_last = r.val_loss_plan = r.val_loss_bf16 = std::numeric_limits<double>::quiet_NaN();
-      c.rows.push_back(r);
-    }
-    c.options = {{"snip_reference", "snip λ=0.1"}};
-    id = store.insert_compare(c);
-    auto put = [&](int64_t pos, int64_t k, double loss) {
-      snip::CompareReplicateRecord x;
-      x.train_loss_last = loss;
-      x.val_loss_plan = loss + 0.01;
-      x.val_loss_bf16 = loss + 0.02;
-      x.train_curve = {loss + 1, loss};
-      store.add_compare_replicate(id, pos, k, x);
-    };
-    for (int k = 1; k <= 3; ++k) put(0, k, 3.0 + 0.01 * k), put(1, k, 3.1 + 0.012 * k);
-    put(2, 2, 3.3);
-    put(3, 1, 3.4), put(3, 3, 3.45);
-    store.set_compare_status(id, snip::RunStatus::interrupted, "stopped by the test");
+    id = snip_test::insert_interrupted_compare(store, "/tmp/ck", {{2, 2}, {3, 1}, {3, 3}});
   }
   auto w = snip_test::open_test_window(db);
   w->show_view("compare");
