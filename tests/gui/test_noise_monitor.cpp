@@ -28,6 +28,7 @@
 #include "snip/recorded_training.h"
 #include "snip/stats_keys.h"
 #include "snip/store.h"
+#include "stored_run.h"
 #include "test_window.h"
 #include "training_worker.h"
 
@@ -156,6 +157,15 @@ TEST(NoiseMonitor, TheHeatmapAndThePlanFlagsShowEachRoundsRatioFromItsNorms) {
   EXPECT_TRUE(tip.contains(QStringLiteral("FP4"))) << tip.toStdString();
   EXPECT_TRUE(tip.contains(QStringLiteral("below √3"))) << tip.toStdString();
   EXPECT_TRUE(tip.contains(QString::number(fp4.values[size_t(noisy)], 'g', 6))) << tip.toStdString();
+
+  // A run with a fixed plan has no rounds: the page says so, and why.
+  const int64_t fixed = snip_test::stored_finished_run(db, "fixed", 5);
+  mv->show_run(fixed);
+  EXPECT_EQ(map->data().rows, 0);
+  EXPECT_TRUE(map->placeholder().contains(QStringLiteral("Run #%1 has no statistics rounds").arg(fixed)))
+      << map->placeholder().toStdString();
+  mv->show_run(run_id);
+  ASSERT_EQ(map->data().rows, layers);
 
   // FP8's noise is smaller, so its ratio exceeds FP4's on every layer of every round.
   mv->noise_precision_combo()->setCurrentIndex(1);

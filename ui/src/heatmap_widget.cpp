@@ -367,8 +367,7 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
   p.fillRect(rect(), pal.color(QPalette::Base));
   if (data_.rows <= 0 || data_.cols <= 0) {
     p.setPen(pal.color(QPalette::PlaceholderText));
-    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
-               tr("No statistics yet — run a statistics round, or use File › Import statistics/costs"));
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap, placeholder_);
     return;
   }
   const Geometry g = geometry();

@@ -54,6 +54,12 @@ class HeatmapWidget : public QWidget {
   const std::set<int>& marked() const { return marked_; }
   // Extra lines for a cell's tooltip (e.g. every statistic behind the value).
   void set_detail_provider(std::function<QString(int cell)> provider) { detail_ = std::move(provider); }
+  // What an empty map says (default: how to get statistics).
+  void set_placeholder(QString text) {
+    placeholder_ = std::move(text);
+    update();
+  }
+  QString placeholder() const { return placeholder_; }
   // Tooltip text of a cell (what hovering shows).
   QString tooltip_text(int cell) const;
   // Cell under a widget position, -1 outside the grid.
@@ -113,6 +119,7 @@ class HeatmapWidget : public QWidget {
   HeatmapData data_;
   std::set<int> marked_;
   std::function<QString(int)> detail_;
+  QString placeholder_ = tr("No statistics yet — run a statistics round, or use File › Import statistics/costs");
   double lo_ = 0.0, hi_ = 1.0;  // colour range in (possibly log) value space
   bool diverging_ = false;
   double max_abs_ = 1.0;  // diverging: the range is [-max_abs_, max_abs_]

@@ -271,6 +271,7 @@ void MonitorView::set_empty_curves() {
   fp4_->set_curves({Curve{tr("ρ achieved"), {}, {}}});
   bf16_gap_->set_curves({Curve{tr("gap"), {}, {}}});
   noise_->set_data({});
+  noise_->set_placeholder(tr("No statistics rounds shown yet"));
   noise_summary_->clear();
 }
 
@@ -305,9 +306,15 @@ void MonitorView::reload_noise() {
   if (rounds.empty()) {
     noise_->set_data(data);
     const size_t stored = store->stats_rounds(run_id_).size();
-    noise_summary_->setText(stored == 0 ? tr("No statistics rounds in this run (adaptive SNIP takes one every "
-                                             "--replan-every steps).")
-                                        : tr("This run's %1 rounds predate the gradient noise ratio.").arg(stored));
+    noise_summary_->clear();
+    noise_->set_placeholder(
+        stored == 0 ? tr("Run #%1 has no statistics rounds: its precision plan was fixed. Adaptive SNIP (Run view, "
+                         "Precision: adaptive) measures the ratio at every round.")
+                          .arg(run_id_)
+                    : tr("The %1 statistics rounds of run #%2 were taken before the gradient noise ratio was "
+                         "recorded.")
+                          .arg(stored)
+                          .arg(run_id_));
     return;
   }
   data.rows = layers;
