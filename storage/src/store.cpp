@@ -126,6 +126,12 @@ void check_existing_file(const std::string& path, uintmax_t size, bool check_siz
 
 // Whether this process may write the database at `path` and create its -wal/-shm beside it
 // (a missing file: whether its folder takes a new file).
+std::string octal_mode(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%03o", unsigned(mode & 0777));
+  return buf;
+}
+
 bool folder_writable(const std::string& path) {
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
@@ -204,6 +210,22 @@ void check_location(const std::string& path, const StoreOptions& options) {
     if (::access(path.c_str(), R_OK | W_OK) != 0)
       throw Error(path + ": the database file is read-only (" + std::strerror(errno) +
                   "); the store writes to it (runs, metrics, WAL): make it writable or copy it elsewhere");
+    // Its -wal and -shm must be writable too: left by another user's process (a reader of the
+    // database), they would make every write fail as if the folder were read-only.
+    for (const char* suffix : {"-wal", "-shm"}) {
+      const std::string side = path + suffix;
+      struct stat sst {};
+      if (::stat(side.c_str(), &sst) != 0 || ::access(side.c_str(), R_OK | W_OK) == 0) continue;
+      const bool pending = std::string(suffix) == "-wal" && sst.st_size > 0;
+      throw Error(side + " cannot be written by you (it belongs to user id " + std::to_string(sst.st_uid) + ", mode " +
+                  octal_mode(sst.st_mode) +
+                  "), so the database cannot be written either: a process of that user opened the database. " +
+                  (pending ? "It holds changes not yet in the database file: let that user open the database "
+                             "once more (which moves them in), then remove it"
+                           : "It holds no data: when no process has the database open, remove " + path + "-wal and " +
+                                 path + "-shm (SQLite makes them again)") +
+                  "; nothing was changed");
+    }
   } else {
     if (!options.create) throw Error(path + ": no such database (pass an existing --db file)");
     if (!fs::is_directory(dir, ec))
@@ -222,11 +244,14 @@ void open_connection(Db& db, const std::string& path, const StoreOptions& option
     check_readable_location(path);
     // A WAL database read-only: SQLite reads it through its -shm, which it cannot create in a
     // read-only folder. With no -wal file nothing committed lives outside the database file, so
-    // it is read as immutable (no -shm, no locks) then.
+    // it is read as immutable (no -shm, no locks) then. The same when the reader cannot write the
+    // database file (another user's database in a shared folder): the -wal and -shm SQLite would
+    // create would be the reader's, and the owner could no longer write its own database.
     std::error_code ec;
     const bool wal = std::filesystem::exists(path + "-wal", ec);
+    const bool leaves_nothing = !folder_writable(path) || ::access(path.c_str(), W_OK) != 0;
     try {
-      db.open(file_uri(path, !wal && !folder_writable(path) ? "?immutable=1" : ""), path,
+      db.open(file_uri(path, !wal && leaves_nothing ? "?immutable=1" : ""), path,
               SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
     } catch (const Error& e) {
       throw_pending_wal(path, e);

@@ -5,10 +5,12 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -338,4 +340,84 @@ TEST(StoreLocks, AnotherProcessClosingItsConnectionLeavesOurWalInPlace) {
   ASSERT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(std::filesystem::exists(path + "-wal")) << "another process deleted the WAL we still use";
   EXPECT_EQ(second.runs().size(), 1u);
+}
+
+namespace {
+
+// Runs `body` in a child process as user `uid` (the test runs as root to have a second user);
+// returns its exit status.
+int as_user(uid_t uid, const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(90);
+    int rc = 91;
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      rc = 92;
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+// A database in a shared folder, read by another user: the reader (who cannot write the file)
+// leaves no -wal or -shm of its own beside it, so its owner can go on writing; and -wal/-shm
+// files the owner cannot write are named as the cause, not the folder.
+TEST(StoreUsers, AnotherUsersReaderLeavesNothingAndItsFilesAreNamed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user";
+  constexpr uid_t kOther = 65534;  // nobody
+  TempDir dir("shared");
+  ASSERT_EQ(::chmod(dir.path.c_str(), 0777), 0);
+  const std::string db = dir / "owner.db";
+  {
+    Store s(db);
+    s.create_run(tiny_spec("the owner's run"));
+  }
+  ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
+  ASSERT_FALSE(std::filesystem::exists(db + "-wal"));
+  // Another user lists the runs (read-only: it cannot write the file).
+  const int listed = as_user(kOther, [&] {
+    Store s(db, StoreOptions{.read_only_if_unwritable = true});
+    return s.read_only() && s.runs().size() == 1 ? 0 : 1;
+  });
+  EXPECT_EQ(listed, 0);
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal")) << "the reader left a -wal its owner may not write";
+  EXPECT_FALSE(std::filesystem::exists(db + "-shm")) << "the reader left a -shm its owner may not write";
+
+  // The other way round: the other user owns a database, and -wal/-shm of another owner (here
+  // root's, mode 0600) lie beside it; its write names them and how to go on.
+  const std::string theirs = dir / "theirs.db";
+  ASSERT_EQ(as_user(kOther,
+                    [&] {
+                      Store s(theirs);
+                      return s.runs().empty() ? 0 : 1;
+                    }),
+            0);
+  {
+    std::ofstream(theirs + "-shm").put('\0');
+    std::ofstream(theirs + "-wal");
+  }
+  ASSERT_EQ(::chmod((theirs + "-shm").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((theirs + "-wal").c_str(), 0600), 0);
+  const int wrote = as_user(kOther, [&] {
+    try {
+      Store s(theirs);
+      return 3;  // opened for writing: the files were not noticed
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      const bool named = m.find(theirs + "-wal cannot be written by you") != std::string::npos ||
+                         m.find(theirs + "-shm cannot be written by you") != std::string::npos;
+      const bool advice =
+          m.find("user id 0") != std::string::npos && m.find("nothing was changed") != std::string::npos;
+      if (!named || !advice) std::fprintf(stderr, "message: %s\n", m.c_str());
+      return named && advice ? 0 : 4;
+    }
+  });
+  EXPECT_EQ(wrote, 0);
 }
