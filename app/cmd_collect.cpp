@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "measurement.h"
 #include "option_rules.h"
 #include "snip/atomic_file.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/experiment_setup.h"
-#include "snip/recorded_training.h"
 #include "snip/stats_round.h"
 #include "snip/store.h"
 
@@ -37,16 +37,10 @@ void run_collect(const CollectOptions& o) {
   if (!o.out.empty()) snip::checked_write_target(o.out);  // a directory or device: refused before the round
   // The database too, before the round (a damaged or foreign file is refused at once); the round
   // is attached to the run whose checkpoint this is, found from any working directory.
-  std::unique_ptr<snip::Store> store;
-  std::optional<int64_t> run_id;
-  if (!o.db.empty()) {
-    store = std::make_unique<snip::Store>(o.db, snip::StoreOptions{.check_integrity = true});
-    run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
-  }
-  snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
-  std::string note;
-  run_id = snip::run_of_measurement(run_id, setup.own_data, setup.data.source, &note);
-  if (!note.empty()) std::fprintf(stderr, "note: the round was %s\n", note.c_str());
+  snip::cli::Measurement m = snip::cli::open_measurement(o.db, o.checkpoint, o.data, o.batch_size, o.seq_len, "round");
+  std::unique_ptr<snip::Store>& store = m.store;
+  const std::optional<int64_t> run_id = m.run_id;
+  snip::ExperimentSetup& setup = m.setup;
   std::vector<int32_t> in, tgt;
   snip::StatsRoundOptions so;
   setup.train_batch(0, in, tgt, &so.batch_id);

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "measurement.h"
 #include "option_rules.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
-#include "snip/recorded_training.h"
 #include "snip/store.h"
 #include "snip/validate.h"
 
@@ -134,16 +134,11 @@ void print_dw_summary(const snip::ValidationReport& rep, const snip::ValidateOpt
 
 void run_validate(const ValidateCliOptions& o) {
   // The database before the work (minutes with many --batches), checked like every writer's.
-  std::unique_ptr<snip::Store> store;
-  std::optional<int64_t> run_id;
-  if (!o.db.empty()) {
-    store = std::make_unique<snip::Store>(o.db, snip::StoreOptions{.check_integrity = true});
-    run_id = snip::find_run_of_checkpoint(*store, o.checkpoint);
-  }
-  snip::ExperimentSetup setup = snip::load_experiment(o.checkpoint, o.data, o.batch_size, o.seq_len);
-  std::string note;
-  run_id = snip::run_of_measurement(run_id, setup.own_data, setup.data.source, &note);
-  if (!note.empty()) std::fprintf(stderr, "note: the validation was %s\n", note.c_str());
+  snip::cli::Measurement m =
+      snip::cli::open_measurement(o.db, o.checkpoint, o.data, o.batch_size, o.seq_len, "validation");
+  std::unique_ptr<snip::Store>& store = m.store;
+  const std::optional<int64_t> run_id = m.run_id;
+  snip::ExperimentSetup& setup = m.setup;
   if (!o.recipe.empty()) setup.model->set_recipe(snip::Recipe::named(o.recipe));
   const snip::ValidateOptions vo = validate_options(o);
   const snip::ValidationReport rep = snip::run_validation(setup, vo);
