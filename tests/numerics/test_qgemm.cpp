@@ -226,7 +226,13 @@ const ShapeCase kShapes[] = {{"snip", Gemm::fprop, 150, 90, 70},
                              {"block:48", Gemm::dgrad, 25, 33, 200},
                              {"block:256:sr", Gemm::wgrad, 21, 18, 700},
                              {"block:row", Gemm::fprop, 17, 70, 389},
-                             {"channel:sr", Gemm::dgrad, 15, 40, 130}};
+                             {"channel:sr", Gemm::dgrad, 15, 40, 130},
+                             // K in several steps (numerics_detail::k_steps) over several tiles of a
+                             // task: chunks grouped with a short last group, and one long chunk cut
+                             // into slices whose sums go on from step to step, with partial panels.
+                             {"mx", Gemm::fprop, 100, 70, 1000},
+                             {"snip", Gemm::wgrad, 97, 130, 900},
+                             {"tensor", Gemm::wgrad, 61, 66, 1030}};
 
 TEST(QGemm, EveryTiersKernelGivesThePortableBitsForAnyThreadCount) {
   ModeGuard guard;

@@ -149,13 +149,25 @@ struct ShapeCase {
   Gemm g;
   int64_t M, N, K;
 };
-const ShapeCase kShapes[] = {
-    {"snip", Precision::fp8, Gemm::fprop, 150, 90, 70},   {"snip", Precision::fp8, Gemm::fprop, 61, 130, 389},
-    {"snip", Precision::fp8, Gemm::dgrad, 50, 70, 300},   {"snip", Precision::fp8, Gemm::wgrad, 70, 45, 261},
-    {"mx", Precision::fp8, Gemm::fprop, 37, 70, 101},     {"mx", Precision::fp8, Gemm::wgrad, 30, 20, 96},
-    {"nvfp4", Precision::fp8, Gemm::dgrad, 19, 33, 50},   {"tensor", Precision::fp8, Gemm::fprop, 20, 65, 300},
-    {"tensor", Precision::fp8, Gemm::wgrad, 9, 17, 1500}, {"snip", Precision::bf16, Gemm::fprop, 40, 129, 257},
-    {"snip", Precision::bf16, Gemm::dgrad, 33, 64, 128},  {"snip", Precision::bf16, Gemm::wgrad, 25, 70, 99}};
+const ShapeCase kShapes[] = {{"snip", Precision::fp8, Gemm::fprop, 150, 90, 70},
+                             {"snip", Precision::fp8, Gemm::fprop, 61, 130, 389},
+                             {"snip", Precision::fp8, Gemm::dgrad, 50, 70, 300},
+                             {"snip", Precision::fp8, Gemm::wgrad, 70, 45, 261},
+                             {"mx", Precision::fp8, Gemm::fprop, 37, 70, 101},
+                             {"mx", Precision::fp8, Gemm::wgrad, 30, 20, 96},
+                             {"nvfp4", Precision::fp8, Gemm::dgrad, 19, 33, 50},
+                             {"tensor", Precision::fp8, Gemm::fprop, 20, 65, 300},
+                             {"tensor", Precision::fp8, Gemm::wgrad, 9, 17, 1500},
+                             {"snip", Precision::bf16, Gemm::fprop, 40, 129, 257},
+                             {"snip", Precision::bf16, Gemm::dgrad, 33, 64, 128},
+                             {"snip", Precision::bf16, Gemm::wgrad, 25, 70, 99},
+                             // K in several steps (numerics_detail::k_steps) over several tiles of a task: one long
+                             // chunk cut into slices whose sums go on from step to step (BF16 and per-tensor FP8 have
+                             // one chunk), and chunks grouped with a short last group, with partial panels.
+                             {"snip", Precision::bf16, Gemm::wgrad, 100, 70, 777},
+                             {"snip", Precision::bf16, Gemm::fprop, 97, 130, 601},
+                             {"tensor", Precision::fp8, Gemm::dgrad, 55, 66, 513},
+                             {"mx", Precision::fp8, Gemm::fprop, 100, 70, 1000}};
 
 std::string trace(const ShapeCase& c) {
   return std::string(c.recipe) + " " + precision_name(c.p) + " " + gemm_name(c.g) + " " + std::to_string(c.M) + "x" +

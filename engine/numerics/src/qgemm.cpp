@@ -331,7 +331,9 @@ struct TileArgs {
   const int32_t* corr;
   const float* sb;
   int64_t nch, kcp, kc, K;
-  int64_t ldo;  // the output tile's row stride
+  int64_t ldo;                // the output tile's row stride
+  numerics_detail::KStep ks;  // the chunks (and k quads) of this call
+  int32_t* part;              // a chunk's int32 sums between steps ([row][64])
 };
 
 // Portable kernel: the same int32 sums and FP32 operations as the VNNI kernel, the 64 columns
@@ -341,6 +343,7 @@ struct TileArgs {
 // quads (32,256 < 2^15, FORMATS.md 6.4) before they are added to the int32 sums.
 constexpr int64_t kPortableQuads = 28;
 void tile_scalar(float* ct, const TileArgs& t, int mr) {
+  SNIP_ASSERT(t.ks.c0 == 0 && t.ks.c1 == t.nch && t.ks.g0 == 0 && t.ks.g1 < 0);  // one step: the whole of K
   for (int r = 0; r < mr; ++r) std::fill(ct + r * t.ldo, ct + r * t.ldo + kNR, 0.0f);
   const int64_t kq = t.kcp / 4;
   thread_local std::vector<int16_t> bw;
@@ -394,19 +397,28 @@ void tile_scalar(float* ct, const TileArgs& t, int mr) {
 template <int MR>
 SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
-  for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + (i / 4) * t.ldo + (i % 4) * 16, zero);
+  if (t.ks.c0 == 0 && t.ks.g0 == 0)
+    for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + (i / 4) * t.ldo + (i % 4) * 16, zero);
   const int64_t kq = t.kcp / 4;
-  for (int64_t c = 0; c < t.nch; ++c) {
-    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
-    const int8_t* bq = t.b + c * kq * kNR * 4;
-    const uint8_t* aq = t.a + c * t.kcp;
-    const __m512i z0 = _mm512_loadu_si512(t.corr + c * kNR), z1 = _mm512_loadu_si512(t.corr + c * kNR + 16),
-                  z2 = _mm512_loadu_si512(t.corr + c * kNR + 32), z3 = _mm512_loadu_si512(t.corr + c * kNR + 48);
-#define SNIP_DECL(r) __m512i acc##r##0 = z0, acc##r##1 = z1, acc##r##2 = z2, acc##r##3 = z3;
+  for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
+    const int8_t* bq = t.b + c * kq * kNR * 4 + qb * 256;
+    const uint8_t* aq = t.a + c * t.kcp + qb * 4;
+    // A chunk starts from its correction (−12·Σb), or goes on from the sums of the last step.
+    const int32_t* from = qb == 0 ? t.corr + c * kNR : nullptr;
+#define SNIP_DECL(r)                                                                                                   \
+  __m512i acc##r##0, acc##r##1, acc##r##2, acc##r##3;                                                                  \
+  if constexpr (MR > r) {                                                                                              \
+    const int32_t* z = from ? from : t.part + r * kNR;                                                                 \
+    acc##r##0 = _mm512_loadu_si512(z), acc##r##1 = _mm512_loadu_si512(z + 16), acc##r##2 = _mm512_loadu_si512(z + 32), \
+    acc##r##3 = _mm512_loadu_si512(z + 48);                                                                            \
+  } else {                                                                                                             \
+    acc##r##0 = acc##r##1 = acc##r##2 = acc##r##3 = _mm512_setzero_si512();                                            \
+  }
     SNIP_ROWS(SNIP_DECL)
 #undef SNIP_DECL
     const uint8_t* ap = aq;
-    for (int64_t q = 0; q < nq; ++q, ap += 4, bq += 256) {
+    for (int64_t q = qb; q < qe; ++q, ap += 4, bq += 256) {
       const __m512i b0 = _mm512_loadu_si512(bq);
       const __m512i b1 = _mm512_loadu_si512(bq + 64);
       const __m512i b2 = _mm512_loadu_si512(bq + 128);
@@ -423,6 +435,17 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
   }
       SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
+    }
+    if (qe < nq) {  // the chunk goes on in the next step
+#define SNIP_KEEP(r)                                                                \
+  if constexpr (MR > r) {                                                           \
+    int32_t* z = t.part + r * kNR;                                                  \
+    _mm512_storeu_si512(z, acc##r##0), _mm512_storeu_si512(z + 16, acc##r##1);      \
+    _mm512_storeu_si512(z + 32, acc##r##2), _mm512_storeu_si512(z + 48, acc##r##3); \
+  }
+      SNIP_ROWS(SNIP_KEEP)
+#undef SNIP_KEEP
+      continue;
     }
     const float* sb = t.sb + c * kNR;
     const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
@@ -472,18 +495,19 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   const int64_t kq = t.kcp / 4;
   alignas(32) int32_t s32[MR][16];
   for (int jb = 0; jb < 4; ++jb) {  // 16-column blocks of the panel
-    for (int64_t c = 0; c < t.nch; ++c) {
-      const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4;
+    for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
+      const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
       const int8_t* bc = t.b + c * kq * kNR * 4 + jb * 64;
       const uint8_t* ac = t.a + c * t.kcp;
-      const __m256i z0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c * kNR + jb * 16));
-      const __m256i z1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c * kNR + jb * 16 + 8));
+      // A chunk starts from its correction (−12·Σb), or goes on from the sums of the last step.
       for (int r = 0; r < MR; ++r) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(s32[r]), z0);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(s32[r] + 8), z1);
+        const int32_t* z = qb == 0 ? t.corr + c * kNR + jb * 16 : t.part + r * kNR + jb * 16;
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s32[r]), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(z)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(s32[r] + 8),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(z + 8)));
       }
-      for (int64_t q0 = 0; q0 < nq; q0 += kQuadsPerWiden) {
-        const int64_t q1 = std::min(nq, q0 + kQuadsPerWiden);
+      for (int64_t q0 = qb; q0 < qe; q0 += kQuadsPerWiden) {
+        const int64_t q1 = std::min(qe, q0 + kQuadsPerWiden);
 #define SNIP_DECL(r) __m256i h##r##0 = zero, h##r##1 = zero;
         SNIP_ROWS(SNIP_DECL)
 #undef SNIP_DECL
@@ -511,6 +535,10 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   }
         SNIP_ROWS(SNIP_WIDEN)
 #undef SNIP_WIDEN
+      }
+      if (qe < nq) {  // the chunk goes on in the next step
+        for (int r = 0; r < MR; ++r) std::memcpy(t.part + r * kNR + jb * 16, s32[r], sizeof(s32[r]));
+        continue;
       }
       const float* sb = t.sb + c * kNR + jb * 16;
       const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
@@ -866,25 +894,30 @@ void E2M1Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
   const IsaTier tier = isa_tier();
   const int64_t lda = P.lda();
-  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr) {
-    const TileArgs t{P.a.data() + m0 * lda,
-                     lda,
-                     P.sa.data() + m0 * P.nch,
-                     P.b.data() + p * P.nch * P.kcp * kNR,
-                     P.corr.data() + p * P.nch * kNR,
-                     P.sb.data() + p * P.nch * kNR,
-                     P.nch,
-                     P.kcp,
-                     P.kc,
-                     P.K,
-                     ldo};
-    if (tier >= IsaTier::avx512vnni)
-      tile_vnni_any(ct, t, mr);
-    else if (tier >= IsaTier::avx2)
-      tile_avx2_any(ct, t, mr);
-    else
-      tile_scalar(ct, t, mr);
-  });
+  const bool stepped = tier >= IsaTier::avx2;  // the portable kernel takes the whole of K at once
+  numerics_detail::run_tiles(
+      P, C, ldc, quant_threads(), 4, stepped,
+      [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr, const numerics_detail::KStep& ks, uint32_t* part) {
+        const TileArgs t{P.a.data() + m0 * lda,
+                         lda,
+                         P.sa.data() + m0 * P.nch,
+                         P.b.data() + p * P.nch * P.kcp * kNR,
+                         P.corr.data() + p * P.nch * kNR,
+                         P.sb.data() + p * P.nch * kNR,
+                         P.nch,
+                         P.kcp,
+                         P.kc,
+                         P.K,
+                         ldo,
+                         ks,
+                         reinterpret_cast<int32_t*>(part)};
+        if (tier >= IsaTier::avx512vnni)
+          tile_vnni_any(ct, t, mr);
+        else if (tier >= IsaTier::avx2)
+          tile_avx2_any(ct, t, mr);
+        else
+          tile_scalar(ct, t, mr);
+      });
 }
 
 void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {

@@ -41,6 +41,7 @@ namespace {
 
 constexpr int kNR = numerics_detail::kPanel;
 constexpr int kTileRowsMax = numerics_detail::kTileRows;
+constexpr int kAw = 8;  // floats per k in the FMA kernels' widened A (a tile's 6 rows, 2 zeros)
 
 thread_local Bf16Kernel g_last_kernel = Bf16Kernel::scalar;
 
@@ -438,9 +439,11 @@ struct TileArgs {
   const uint16_t* b;  // the panel
   const float* sb;
   int64_t nch, kcp, kc, K;
-  int64_t ldo;      // the output tile's row stride
-  const float* aw;  // the FMA kernels: row 0 of the tile in the widened A ([row][lda] FP32)
-  const float* bw;  // and the panel in the widened B ([chunk][k pair][odd, even][64] FP32)
+  int64_t ldo;                // the output tile's row stride
+  const float* aw;            // the FMA kernels: the tile in the widened A ([k][kAw] FP32, widen_operands)
+  const float* bw;            // and the panel in the widened B ([chunk][k pair][odd, even][64] FP32)
+  numerics_detail::KStep ks;  // the chunks (and k pairs) of this call
+  float* part;                // a chunk's unscaled sums between steps ([row][64])
 };
 
 // Portable kernel: the operations of the definition, the 64 columns of a row side by side so
@@ -490,6 +493,7 @@ void tile_scalar_rows(float* ct, const TileArgs& t, int mr) {
   }
 }
 void tile_scalar(float* ct, const TileArgs& t, int mr, bool products_exact) {
+  SNIP_ASSERT(t.ks.c0 == 0 && t.ks.c1 == t.nch && t.ks.g0 == 0 && t.ks.g1 < 0);  // one step: the whole of K
   if (products_exact)
     tile_scalar_rows<true>(ct, t, mr);
   else
@@ -523,18 +527,32 @@ void tile_scalar(float* ct, const TileArgs& t, int mr, bool products_exact) {
     const __m512 sar = _mm512_set1_ps(t.sa[r * t.nch + c]);                 \
     SNIP_SCALE1(r, 0) SNIP_SCALE1(r, 1) SNIP_SCALE1(r, 2) SNIP_SCALE1(r, 3) \
   }
-#define SNIP_DECL(r) __m512 acc##r##0 = zero, acc##r##1 = zero, acc##r##2 = zero, acc##r##3 = zero;
+// A chunk's sums start at +0, or go on from the last step's (t.part); a chunk that goes on in
+// the next step keeps them there instead of scaling them.
+#define SNIP_DECL(r)                                                             \
+  __m512 acc##r##0 = zero, acc##r##1 = zero, acc##r##2 = zero, acc##r##3 = zero; \
+  if (MR > r && qb > 0) {                                                        \
+    const float* z = t.part + r * kNR;                                           \
+    acc##r##0 = _mm512_loadu_ps(z), acc##r##1 = _mm512_loadu_ps(z + 16);         \
+    acc##r##2 = _mm512_loadu_ps(z + 32), acc##r##3 = _mm512_loadu_ps(z + 48);    \
+  }
+#define SNIP_KEEP(r)                                                          \
+  if constexpr (MR > r) {                                                     \
+    float* z = t.part + r * kNR;                                              \
+    _mm512_storeu_ps(z, acc##r##0), _mm512_storeu_ps(z + 16, acc##r##1);      \
+    _mm512_storeu_ps(z + 32, acc##r##2), _mm512_storeu_ps(z + 48, acc##r##3); \
+  }
 
 template <int MR>
 SNIP_BF16_TARGET void tile_dpbf16(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
   const int64_t kq = t.kcp / 2;
-  for (int64_t c = 0; c < t.nch; ++c) {
-    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
-    const uint16_t* bq = t.b + c * kq * kNR * 2;
-    const uint16_t* ap = t.a + c * t.kcp;
+  for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
+    const uint16_t* bq = t.b + c * kq * kNR * 2 + qb * 128;
+    const uint16_t* ap = t.a + c * t.kcp + qb * 2;
     SNIP_ROWS(SNIP_DECL)
-    for (int64_t q = 0; q < nq; ++q, ap += 2, bq += 128) {
+    for (int64_t q = qb; q < qe; ++q, ap += 2, bq += 128) {
       const __m512 b0 = _mm512_castsi512_ps(_mm512_loadu_si512(bq));
       const __m512 b1 = _mm512_castsi512_ps(_mm512_loadu_si512(bq + 32));
       const __m512 b2 = _mm512_castsi512_ps(_mm512_loadu_si512(bq + 64));
@@ -552,6 +570,10 @@ SNIP_BF16_TARGET void tile_dpbf16(float* ct, const TileArgs& t) {
       SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
     }
+    if (qe < nq) {
+      SNIP_ROWS(SNIP_KEEP)
+      continue;
+    }
     const float* sb = t.sb + c * kNR;
     const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
                  sb3 = _mm512_loadu_ps(sb + 48);
@@ -560,34 +582,90 @@ SNIP_BF16_TARGET void tile_dpbf16(float* ct, const TileArgs& t) {
 }
 
 // Both operands widened to FP32 (BF16 bits << 16, exact) once per GEMM for the FMA kernels: A
-// as [M][lda], each k pair of B's panels as its 64 odd elements, then its 64 even ones. The
+// in tiles of 6 rows, each tile [lda][6] (a k's 6 row elements side by side: the kernel's
+// broadcasts then read one stream, as an FP32 GEMM's packed A, not 6 rows lda apart, which on
+// a weight-gradient GEMM (lda = tokens) fell into the same few L1 sets); each k pair of B's
+// panels as its 64 odd elements, then its 64 even ones. The
 // kernels' inner loops are then FP32 loads, broadcasts and FMAs, as in an FP32 GEMM: no mask or
 // shift per B vector, and no broadcast from a general register (on AVX-512 CPUs that takes the
 // port of the second FMA unit). Widening per tile instead redid A once per panel (3.5% of an
 // AVX2 BF16 step).
-__attribute__((target("avx2"))) void widen_bits(float* __restrict w, const uint16_t* __restrict a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = uint32_t(a[i]) << 16;
-    std::memcpy(w + i, &bits, 4);
+// Rows m0 … m1−1 (m0 a multiple of 6) of A into their tiles, each [lda][kAw] (a k's 6 row
+// elements side by side, 2 zeros after them: the 8 × 8 transposes below write whole vectors);
+// rows past M are zeros.
+__attribute__((target("avx2"))) void widen_rows(float* __restrict w, const uint16_t* __restrict a, int64_t lda,
+                                                int64_t m0, int64_t m1, int64_t M) {
+  for (int64_t t0 = m0; t0 < m1; t0 += kTileRowsMax) {
+    float* wt = w + (t0 / kTileRowsMax) * lda * kAw;
+    const int rows = int(std::min<int64_t>(kTileRowsMax, M - t0));
+    int64_t k = 0;
+    for (; k + 8 <= lda; k += 8) {
+      __m256 v[8];
+      for (int r = 0; r < 8; ++r)
+        v[r] =
+            r < rows
+                ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + (t0 + r) * lda + k))),
+                      16))
+                : _mm256_setzero_ps();
+      // 8 × 8 transpose: v[r]'s element i → row i's element r.
+      const __m256 t0a = _mm256_unpacklo_ps(v[0], v[1]), t1a = _mm256_unpackhi_ps(v[0], v[1]);
+      const __m256 t2a = _mm256_unpacklo_ps(v[2], v[3]), t3a = _mm256_unpackhi_ps(v[2], v[3]);
+      const __m256 t4a = _mm256_unpacklo_ps(v[4], v[5]), t5a = _mm256_unpackhi_ps(v[4], v[5]);
+      const __m256 t6a = _mm256_unpacklo_ps(v[6], v[7]), t7a = _mm256_unpackhi_ps(v[6], v[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0a, t2a, 0x44), u1 = _mm256_shuffle_ps(t0a, t2a, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1a, t3a, 0x44), u3 = _mm256_shuffle_ps(t1a, t3a, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4a, t6a, 0x44), u5 = _mm256_shuffle_ps(t4a, t6a, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5a, t7a, 0x44), u7 = _mm256_shuffle_ps(t5a, t7a, 0xEE);
+      float* o = wt + k * kAw;
+      _mm256_storeu_ps(o + 0 * kAw, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(o + 1 * kAw, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(o + 2 * kAw, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(o + 3 * kAw, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(o + 4 * kAw, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(o + 5 * kAw, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(o + 6 * kAw, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(o + 7 * kAw, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    for (; k < lda; ++k)
+      for (int r = 0; r < kAw; ++r) {
+        const uint32_t bits = r < rows ? uint32_t(a[(t0 + r) * lda + k]) << 16 : 0;
+        std::memcpy(wt + k * kAw + r, &bits, 4);
+      }
   }
 }
-__attribute__((target("avx2"))) void widen_pairs(float* __restrict w, const uint16_t* __restrict b, int64_t pairs) {
-  for (int64_t q = 0; q < pairs; ++q, w += 2 * kNR, b += 2 * kNR)
-    for (int j = 0; j < kNR; ++j) {
-      const uint32_t odd = uint32_t(b[2 * j + 1]) << 16, even = uint32_t(b[2 * j]) << 16;
-      std::memcpy(w + j, &odd, 4);
-      std::memcpy(w + kNR + j, &even, 4);
+// B's k pairs q0 … q1−1 of all panels ([panel][chunk][k pair] in order, per_panel of them per
+// panel). in16: the AVX2 kernel's layout, each panel as 4 strips of 16 columns, each strip
+// [chunk][k pair][odd, even][16]: its 16-column passes then read B in order, not 64 bytes of
+// every 512 (the AVX-512 kernel, which uses all 64 columns of a pair at once, keeps
+// [chunk][k pair][odd, even][64]).
+__attribute__((target("avx2"))) void widen_pairs(float* __restrict bw, const uint16_t* __restrict b, int64_t q0,
+                                                 int64_t q1, int64_t per_panel, bool in16) {
+  const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
+  for (int64_t q = q0; q < q1; ++q) {
+    const uint16_t* bq = b + q * 2 * kNR;  // 64 columns' (even, odd) pairs: 32 bits each
+    const int64_t p = q / per_panel, i = q % per_panel;
+    for (int jb = 0; jb < kNR / 16; ++jb) {
+      float* w = in16 ? bw + p * per_panel * 2 * kNR + jb * per_panel * 32 + i * 32 : bw + q * 2 * kNR + jb * 16;
+      const int64_t even_at = in16 ? 16 : kNR;
+      for (int h = 0; h < 16; h += 8) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 2 * (jb * 16 + h)));
+        _mm256_storeu_ps(w + h, _mm256_castsi256_ps(_mm256_and_si256(x, high)));
+        _mm256_storeu_ps(w + even_at + h, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)));
+      }
     }
+  }
 }
-void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks) {
+void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool in16) {
   const int64_t lda = P.lda(), pairs = P.npanel * P.nch * (P.kcp / 2);
-  grow(aw, P.M * lda);
+  const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
+  grow(aw, tiles * kAw * lda);
   grow(bw, pairs * 2 * kNR);
-  detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
-    widen_bits(aw.data() + m0 * lda, P.a.data() + m0 * lda, (m1 - m0) * lda);
+  detail::parallel_chunks(nchunks, tiles, 8, [&](int, int64_t t0, int64_t t1) {
+    widen_rows(aw.data(), P.a.data(), lda, t0 * kTileRowsMax, t1 * kTileRowsMax, P.M);
   });
   detail::parallel_chunks(nchunks, pairs, 256, [&](int, int64_t q0, int64_t q1) {
-    widen_pairs(bw.data() + q0 * 2 * kNR, P.b.data() + q0 * 2 * kNR, q1 - q0);
+    widen_pairs(bw.data(), P.b.data(), q0, q1, P.nch * (P.kcp / 2), in16);
   });
 }
 
@@ -600,28 +678,32 @@ template <int MR>
 SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
   const int64_t kq = t.kcp / 2;
-  for (int64_t c = 0; c < t.nch; ++c) {
-    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
-    const float* bq = t.bw + c * kq * kNR * 2;
-    const float* ap = t.aw + c * t.kcp;
+  for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
+    const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
+    const float* bq = t.bw + c * kq * kNR * 2 + qb * 2 * kNR;
+    const float* ap = t.aw + (c * t.kcp + qb * 2) * kAw;
     SNIP_ROWS(SNIP_DECL)
-    for (int64_t q = 0; q < nq; ++q, ap += 2, bq += 2 * kNR) {
+    for (int64_t q = qb; q < qe; ++q, ap += 2 * kAw, bq += 2 * kNR) {
       for (int half = 1; half >= 0; --half) {  // the odd elements, then the even ones
         const float* bh = bq + (1 - half) * kNR;
         const __m512 b0 = _mm512_loadu_ps(bh), b1 = _mm512_loadu_ps(bh + 16), b2 = _mm512_loadu_ps(bh + 32),
                      b3 = _mm512_loadu_ps(bh + 48);
-#define SNIP_ROW(r)                                         \
-  if constexpr (MR > r) {                                   \
-    const __m512 av = _mm512_set1_ps(ap[r * t.lda + half]); \
-    acc##r##0 = _mm512_fmadd_ps(av, b0, acc##r##0);         \
-    acc##r##1 = _mm512_fmadd_ps(av, b1, acc##r##1);         \
-    acc##r##2 = _mm512_fmadd_ps(av, b2, acc##r##2);         \
-    acc##r##3 = _mm512_fmadd_ps(av, b3, acc##r##3);         \
+#define SNIP_ROW(r)                                       \
+  if constexpr (MR > r) {                                 \
+    const __m512 av = _mm512_set1_ps(ap[half * kAw + r]); \
+    acc##r##0 = _mm512_fmadd_ps(av, b0, acc##r##0);       \
+    acc##r##1 = _mm512_fmadd_ps(av, b1, acc##r##1);       \
+    acc##r##2 = _mm512_fmadd_ps(av, b2, acc##r##2);       \
+    acc##r##3 = _mm512_fmadd_ps(av, b3, acc##r##3);       \
   }
         SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
         asm volatile("" ::: "memory");  // the even vectors load after the odd ones are used
       }
+    }
+    if (qe < nq) {
+      SNIP_ROWS(SNIP_KEEP)
+      continue;
     }
     const float* sb = t.sb + c * kNR;
     const __m512 sb0 = _mm512_loadu_ps(sb), sb1 = _mm512_loadu_ps(sb + 16), sb2 = _mm512_loadu_ps(sb + 32),
@@ -630,6 +712,7 @@ SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
   }
 }
 #undef SNIP_DECL
+#undef SNIP_KEEP
 #undef SNIP_SCALE
 #undef SNIP_SCALE1
 #undef SNIP_ROWS
@@ -641,27 +724,37 @@ SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
 // within AVX2's 16 registers.
 #define SNIP_AVX2_TARGET __attribute__((target("avx2,fma")))
 #define SNIP_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+// acc0 += a·b0, acc1 += a·b1 with a broadcast from memory, as one asm block with its own scratch
+// register: with the intrinsics GCC 12 ran out of AVX2's 16 registers (12 sums, 2 B vectors and
+// a broadcast) and shuffled them with register copies, a quarter of the kernel's instructions.
+#define SNIP_BCAST_FMA2(acc0, acc1, a, b0, b1)                                                           \
+  {                                                                                                      \
+    __m256 scratch;                                                                                      \
+    asm("vbroadcastss %[av], %[t]\n\tvfmadd231ps %[bv0], %[t], %[s0]\n\tvfmadd231ps %[bv1], %[t], %[s1]" \
+        : [s0] "+x"(acc0), [s1] "+x"(acc1), [t] "=&x"(scratch)                                           \
+        : [av] "m"(a), [bv0] "x"(b0), [bv1] "x"(b1));                                                    \
+  }
 template <int MR>
 SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   const __m256 zero = _mm256_setzero_ps();
   const int64_t kq = t.kcp / 2;
   for (int jb = 0; jb < 4; ++jb) {
-    for (int64_t c = 0; c < t.nch; ++c) {
-      const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2;
-      const float* bq = t.bw + c * kq * kNR * 2 + jb * 16;
-      const float* ap = t.aw + c * t.kcp;
-#define SNIP_DECL(r) __m256 acc##r##0 = zero, acc##r##1 = zero;
+    for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
+      const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
+      const float* bq = t.bw + jb * t.nch * kq * 32 + (c * kq + qb) * 32;  // widen_pairs' in16 layout
+      const float* ap = t.aw + (c * t.kcp + qb * 2) * kAw;
+#define SNIP_DECL(r)                                         \
+  __m256 acc##r##0 = zero, acc##r##1 = zero;                 \
+  if (MR > r && qb > 0)                                      \
+    acc##r##0 = _mm256_loadu_ps(t.part + r * kNR + jb * 16), \
+    acc##r##1 = _mm256_loadu_ps(t.part + r * kNR + jb * 16 + 8);
       SNIP_ROWS(SNIP_DECL)
 #undef SNIP_DECL
-      for (int64_t q = 0; q < nq; ++q, ap += 2, bq += kNR * 2) {
+      for (int64_t q = qb; q < qe; ++q, ap += 2 * kAw, bq += 32) {
         {
           const __m256 b0 = _mm256_loadu_ps(bq), b1 = _mm256_loadu_ps(bq + 8);
-#define SNIP_ROW(r)                                            \
-  if constexpr (MR > r) {                                      \
-    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda + 1); \
-    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);            \
-    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);            \
-  }
+#define SNIP_ROW(r) \
+  if constexpr (MR > r) SNIP_BCAST_FMA2(acc##r##0, acc##r##1, ap[kAw + r], b0, b1)
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
         }
@@ -669,16 +762,21 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
         // leave too few registers for the accumulators.
         asm volatile("" ::: "memory");
         {
-          const __m256 b0 = _mm256_loadu_ps(bq + kNR), b1 = _mm256_loadu_ps(bq + kNR + 8);
-#define SNIP_ROW(r)                                        \
-  if constexpr (MR > r) {                                  \
-    const __m256 av = _mm256_broadcast_ss(ap + r * t.lda); \
-    acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0);        \
-    acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1);        \
-  }
+          const __m256 b0 = _mm256_loadu_ps(bq + 16), b1 = _mm256_loadu_ps(bq + 24);
+#define SNIP_ROW(r) \
+  if constexpr (MR > r) SNIP_BCAST_FMA2(acc##r##0, acc##r##1, ap[r], b0, b1)
           SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
         }
+      }
+      if (qe < nq) {  // the chunk goes on in the next step
+#define SNIP_KEEP(r)                                         \
+  if constexpr (MR > r)                                      \
+    _mm256_storeu_ps(t.part + r * kNR + jb * 16, acc##r##0), \
+        _mm256_storeu_ps(t.part + r * kNR + jb * 16 + 8, acc##r##1);
+        SNIP_ROWS(SNIP_KEEP)
+#undef SNIP_KEEP
+        continue;
       }
       const float* sb = t.sb + c * kNR + jb * 16;
       const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
@@ -697,6 +795,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   }
 }
 #undef SNIP_ROWS
+#undef SNIP_BCAST_FMA2
 
 void tile_avx2_any(float* ct, const TileArgs& t, int mr) {
   numerics_detail::with_tile_rows(mr, [&](auto rows) { tile_avx2<decltype(rows)::value>(ct, t); });
@@ -720,7 +819,7 @@ void tile_fma_any(float*, const TileArgs&, int) {
 void tile_avx2_any(float*, const TileArgs&, int) {
   SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
 }
-void widen_operands(const Packed&, std::vector<float>&, std::vector<float>&, int) {
+void widen_operands(const Packed&, std::vector<float>&, std::vector<float>&, int, bool) {
   SNIP_ASSERT_MSG(false, "no FMA kernel on this CPU");
 }
 #endif
@@ -862,35 +961,41 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
   g_last_kernel = kernel;
   const int64_t lda = P.lda();
   const bool widened = kernel == Bf16Kernel::fma || kernel == Bf16Kernel::avx2;
-  if (widened) widen_operands(P, impl_->aw, impl_->bw, detail::chunks_for_threads(quant_threads()));
-  numerics_detail::run_tiles(P, C, ldc, quant_threads(), [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr) {
-    const TileArgs t{P.a.data() + m0 * lda,
-                     lda,
-                     P.sa.data() + m0 * P.nch,
-                     P.b.data() + p * P.nch * P.kcp * kNR,
-                     P.sb.data() + p * P.nch * kNR,
-                     P.nch,
-                     P.kcp,
-                     P.kc,
-                     P.K,
-                     ldo,
-                     widened ? impl_->aw.data() + m0 * lda : nullptr,
-                     widened ? impl_->bw.data() + p * P.nch * P.kcp * kNR : nullptr};
-    switch (kernel) {
-      case Bf16Kernel::dpbf16:
-        tile_dpbf16_any(ct, t, mr);
-        break;
-      case Bf16Kernel::fma:
-        tile_fma_any(ct, t, mr);
-        break;
-      case Bf16Kernel::avx2:
-        tile_avx2_any(ct, t, mr);
-        break;
-      case Bf16Kernel::scalar:
-        tile_scalar(ct, t, mr, exact);
-        break;
-    }
-  });
+  if (widened)
+    widen_operands(P, impl_->aw, impl_->bw, detail::chunks_for_threads(quant_threads()), kernel == Bf16Kernel::avx2);
+  const bool stepped = kernel != Bf16Kernel::scalar;  // the portable kernel takes the whole of K at once
+  numerics_detail::run_tiles(
+      P, C, ldc, quant_threads(), 2, stepped,
+      [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr, const numerics_detail::KStep& ks, uint32_t* part) {
+        const TileArgs t{P.a.data() + m0 * lda,
+                         lda,
+                         P.sa.data() + m0 * P.nch,
+                         P.b.data() + p * P.nch * P.kcp * kNR,
+                         P.sb.data() + p * P.nch * kNR,
+                         P.nch,
+                         P.kcp,
+                         P.kc,
+                         P.K,
+                         ldo,
+                         widened ? impl_->aw.data() + (m0 / kTileRowsMax) * kAw * lda : nullptr,  // m0: a multiple of 6
+                         widened ? impl_->bw.data() + p * P.nch * P.kcp * kNR : nullptr,
+                         ks,
+                         reinterpret_cast<float*>(part)};
+        switch (kernel) {
+          case Bf16Kernel::dpbf16:
+            tile_dpbf16_any(ct, t, mr);
+            break;
+          case Bf16Kernel::fma:
+            tile_fma_any(ct, t, mr);
+            break;
+          case Bf16Kernel::avx2:
+            tile_avx2_any(ct, t, mr);
+            break;
+          case Bf16Kernel::scalar:
+            tile_scalar(ct, t, mr, exact);
+            break;
+        }
+      });
   return true;
 }
 

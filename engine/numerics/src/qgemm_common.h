@@ -235,31 +235,79 @@ inline void with_tile_rows(int mr, F&& f) {
   }
 }
 
-// C (row stride ldc) from register tiles: tile(out, ldo, m0, panel, mr) writes the mr rows × 64
-// columns of rows m0 … m0+mr−1 and the panel's columns to out (row stride ldo): straight into C
-// where the panel is whole, else into a local tile that is copied out. One task per (panel,
-// 48-row group) on the shared pool; each output is computed by exactly one task, so the result
-// does not depend on threads.
+// One step along K of a task (KSteps): chunks c0 … c1−1 whole, except that the first of them
+// starts at k group g0 and, when g1 >= 0, the last ends before k group g1 (a k group: the
+// kernel's unit of k, 2 elements for BF16 pairs, 4 for E2M1 quads). A kernel carries a chunk's
+// unscaled sums from one step to the next in `part` ([row][64], 32 bits each): a sum then goes
+// through the same operations in the same order as in one pass, so the bits do not change.
+struct KStep {
+  int64_t c0 = 0, c1 = 0, g0 = 0, g1 = -1;
+  // The k groups [begin, end) of chunk c in this step, of the chunk's ng.
+  int64_t begin(int64_t c) const { return c == c0 ? g0 : 0; }
+  int64_t end(int64_t c, int64_t ng) const { return c == c1 - 1 && g1 >= 0 ? g1 : ng; }
+};
+
+// About this many k per step: B's slice of a panel (64 columns × kKStep, 16 KB of E2M1 codes or
+// 64 KB of widened BF16) then stays in L1/L2 while a task's 8 tiles use it. Before, each tile ran
+// over the whole of K: a weight-gradient GEMM (K = tokens, 2,048–4,096) streamed its panel
+// (up to 1 MB widened) from L3 once per tile.
+inline constexpr int64_t kKStep = 256;
+
+// The steps along K: whole chunks grouped up to kKStep, a chunk longer than kKStep cut into
+// slices of kKStep (a multiple of every k group). The whole of K as one step when !stepped.
+inline std::vector<KStep> k_steps(const PackGeometry& G, int64_t kgroup, bool stepped) {
+  std::vector<KStep> steps;
+  if (!stepped) {
+    steps.push_back({0, G.nch, 0, -1});
+    return steps;
+  }
+  if (G.kc <= kKStep) {
+    const int64_t per = std::max<int64_t>(1, kKStep / G.kc);
+    for (int64_t c = 0; c < G.nch; c += per) steps.push_back({c, std::min(G.nch, c + per), 0, -1});
+    return steps;
+  }
+  const int64_t per = kKStep / kgroup;
+  for (int64_t c = 0; c < G.nch; ++c) {
+    const int64_t ng = (G.chunk_len(c) + kgroup - 1) / kgroup;
+    for (int64_t g = 0; g < ng; g += per) steps.push_back({c, c + 1, g, g + per >= ng ? -1 : g + per});
+  }
+  return steps;
+}
+
+// C (row stride ldc) from register tiles: tile(out, ldo, m0, panel, mr, step, part) adds the
+// step's chunks of the mr rows × 64 columns of rows m0 … m0+mr−1 and the panel's columns to out
+// (row stride ldo; the first step starts it): straight into C where the panel is whole, else
+// into a local tile that is copied out. One task per (panel, 48-row group) on the shared pool,
+// its tiles in the inner loop and K's steps (k_steps) in the outer one; each output is computed
+// by exactly one task, in the same order whatever the threads, so the result does not depend on
+// them.
 template <class Tile>
-void run_tiles(const PackGeometry& G, float* C, int64_t ldc, int threads, Tile&& tile) {
+void run_tiles(const PackGeometry& G, float* C, int64_t ldc, int threads, int64_t kgroup, bool stepped, Tile&& tile) {
   const int64_t M = G.M, N = G.N;
   SNIP_ASSERT(ldc >= N);
+  const std::vector<KStep> steps = k_steps(G, kgroup, stepped);
   const int64_t groups = (M + kRowsPerTask - 1) / kRowsPerTask;
   const int64_t ntasks = G.npanel * groups;
   SNIP_ASSERT(ntasks <= INT32_MAX);
   auto task = [&](int id) {
     const int64_t p = id / groups, g = id % groups;
     const int64_t n0 = p * kPanel, ncols = std::min<int64_t>(kPanel, N - n0);
-    alignas(64) float ct[kTileRows * kPanel];
-    for (int64_t m0 = g * kRowsPerTask; m0 < std::min(M, (g + 1) * kRowsPerTask); m0 += kTileRows) {
-      const int mr = int(std::min<int64_t>(kTileRows, M - m0));
-      if (ncols == kPanel) {
-        tile(C + m0 * ldc + n0, ldc, m0, p, mr);
-        continue;
+    const int64_t r0 = g * kRowsPerTask, r1 = std::min(M, r0 + kRowsPerTask);
+    alignas(64) float ct[kRowsPerTask * kPanel];
+    alignas(64) uint32_t part[kRowsPerTask * kPanel];
+    const bool whole = ncols == kPanel;
+    for (const KStep& ks : steps)
+      for (int64_t m0 = r0; m0 < r1; m0 += kTileRows) {
+        const int mr = int(std::min<int64_t>(kTileRows, r1 - m0));
+        uint32_t* pt = part + (m0 - r0) * kPanel;
+        if (whole)
+          tile(C + m0 * ldc + n0, ldc, m0, p, mr, ks, pt);
+        else
+          tile(ct + (m0 - r0) * kPanel, int64_t(kPanel), m0, p, mr, ks, pt);
       }
-      tile(ct, int64_t(kPanel), m0, p, mr);
-      for (int r = 0; r < mr; ++r) std::memcpy(C + (m0 + r) * ldc + n0, ct + r * kPanel, size_t(ncols) * sizeof(float));
-    }
+    if (!whole)
+      for (int64_t m = r0; m < r1; ++m)
+        std::memcpy(C + m * ldc + n0, ct + (m - r0) * kPanel, size_t(ncols) * sizeof(float));
   };
   if (threads <= 1) {
     for (int64_t i = 0; i < ntasks; ++i) task(int(i));
