@@ -440,7 +440,7 @@ struct TileArgs {
   const float* sb;
   int64_t nch, kcp, kc, K;
   int64_t ldo;                // the output tile's row stride
-  const float* aw;            // the FMA kernels: the tile in the widened A ([k][kAw] FP32, widen_operands)
+  const float* aw;            // the FMA kernels: the tile in the widened A (widen_operands)
   const float* bw;            // and the panel in the widened B ([chunk][k pair][odd, even][64] FP32)
   numerics_detail::KStep ks;  // the chunks (and k pairs) of this call
   float* part;                // a chunk's unscaled sums between steps ([row][64])
@@ -581,18 +581,23 @@ SNIP_BF16_TARGET void tile_dpbf16(float* ct, const TileArgs& t) {
   }
 }
 
-// Both operands widened to FP32 (BF16 bits << 16, exact) once per GEMM for the FMA kernels: A
-// in tiles of 6 rows, each tile [lda][6] (a k's 6 row elements side by side: the kernel's
-// broadcasts then read one stream, as an FP32 GEMM's packed A, not 6 rows lda apart, which on
-// a weight-gradient GEMM (lda = tokens) fell into the same few L1 sets); each k pair of B's
-// panels as its 64 odd elements, then its 64 even ones. The
-// kernels' inner loops are then FP32 loads, broadcasts and FMAs, as in an FP32 GEMM: no mask or
-// shift per B vector, and no broadcast from a general register (on AVX-512 CPUs that takes the
-// port of the second FMA unit). Widening per tile instead redid A once per panel (3.5% of an
-// AVX2 BF16 step).
-// Rows m0 … m1−1 (m0 a multiple of 6) of A into their tiles, each [lda][kAw] (a k's 6 row
-// elements side by side, 2 zeros after them: the 8 × 8 transposes below write whole vectors);
-// rows past M are zeros.
+// Both operands widened to FP32 (BF16 bits << 16, exact) once per GEMM for the FMA kernels (A
+// and B in each kernel's layout, below). The kernels' inner loops are then FP32 loads,
+// broadcasts and FMAs, as in an FP32 GEMM: no mask or shift per B vector, and no broadcast from
+// a general register (on AVX-512 CPUs that takes the port of the second FMA unit). Widening per
+// tile instead redid A once per panel (3.5% of an AVX2 BF16 step).
+// A for the AVX-512 kernel: [M][lda].
+__attribute__((target("avx2"))) void widen_bits(float* __restrict w, const uint16_t* __restrict a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = uint32_t(a[i]) << 16;
+    std::memcpy(w + i, &bits, 4);
+  }
+}
+// A for the AVX2 kernel: rows m0 … m1−1 (m0 a multiple of 6) into their tiles, each [lda][kAw]
+// (a k's 6 row elements side by side, 2 zeros after them: the 8 × 8 transposes below write whole
+// vectors); rows past M are zeros. Its broadcasts then read one stream, not 6 rows lda apart
+// (on a weight-gradient GEMM, lda = tokens, in the same few L1 sets). On AVX-512, whose kernel
+// does twice the work per broadcast, the larger copy cost more than it saved.
 __attribute__((target("avx2"))) void widen_rows(float* __restrict w, const uint16_t* __restrict a, int64_t lda,
                                                 int64_t m0, int64_t m1, int64_t M) {
   for (int64_t t0 = m0; t0 < m1; t0 += kTileRowsMax) {
@@ -659,10 +664,14 @@ __attribute__((target("avx2"))) void widen_pairs(float* __restrict bw, const uin
 void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool in16) {
   const int64_t lda = P.lda(), pairs = P.npanel * P.nch * (P.kcp / 2);
   const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
-  grow(aw, tiles * kAw * lda);
+  grow(aw, in16 ? tiles * kAw * lda : P.M * lda);
   grow(bw, pairs * 2 * kNR);
   detail::parallel_chunks(nchunks, tiles, 8, [&](int, int64_t t0, int64_t t1) {
-    widen_rows(aw.data(), P.a.data(), lda, t0 * kTileRowsMax, t1 * kTileRowsMax, P.M);
+    if (in16)
+      widen_rows(aw.data(), P.a.data(), lda, t0 * kTileRowsMax, t1 * kTileRowsMax, P.M);
+    else
+      widen_bits(aw.data() + t0 * kTileRowsMax * lda, P.a.data() + t0 * kTileRowsMax * lda,
+                 (std::min(P.M, t1 * kTileRowsMax) - t0 * kTileRowsMax) * lda);
   });
   detail::parallel_chunks(nchunks, pairs, 256, [&](int, int64_t q0, int64_t q1) {
     widen_pairs(bw.data(), P.b.data(), q0, q1, P.nch * (P.kcp / 2), in16);
@@ -681,20 +690,20 @@ SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
   for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
     const float* bq = t.bw + c * kq * kNR * 2 + qb * 2 * kNR;
-    const float* ap = t.aw + (c * t.kcp + qb * 2) * kAw;
+    const float* ap = t.aw + c * t.kcp + qb * 2;
     SNIP_ROWS(SNIP_DECL)
-    for (int64_t q = qb; q < qe; ++q, ap += 2 * kAw, bq += 2 * kNR) {
+    for (int64_t q = qb; q < qe; ++q, ap += 2, bq += 2 * kNR) {
       for (int half = 1; half >= 0; --half) {  // the odd elements, then the even ones
         const float* bh = bq + (1 - half) * kNR;
         const __m512 b0 = _mm512_loadu_ps(bh), b1 = _mm512_loadu_ps(bh + 16), b2 = _mm512_loadu_ps(bh + 32),
                      b3 = _mm512_loadu_ps(bh + 48);
-#define SNIP_ROW(r)                                       \
-  if constexpr (MR > r) {                                 \
-    const __m512 av = _mm512_set1_ps(ap[half * kAw + r]); \
-    acc##r##0 = _mm512_fmadd_ps(av, b0, acc##r##0);       \
-    acc##r##1 = _mm512_fmadd_ps(av, b1, acc##r##1);       \
-    acc##r##2 = _mm512_fmadd_ps(av, b2, acc##r##2);       \
-    acc##r##3 = _mm512_fmadd_ps(av, b3, acc##r##3);       \
+#define SNIP_ROW(r)                                         \
+  if constexpr (MR > r) {                                   \
+    const __m512 av = _mm512_set1_ps(ap[r * t.lda + half]); \
+    acc##r##0 = _mm512_fmadd_ps(av, b0, acc##r##0);         \
+    acc##r##1 = _mm512_fmadd_ps(av, b1, acc##r##1);         \
+    acc##r##2 = _mm512_fmadd_ps(av, b2, acc##r##2);         \
+    acc##r##3 = _mm512_fmadd_ps(av, b3, acc##r##3);         \
   }
         SNIP_ROWS(SNIP_ROW)
 #undef SNIP_ROW
@@ -977,7 +986,9 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
                          P.kc,
                          P.K,
                          ldo,
-                         widened ? impl_->aw.data() + (m0 / kTileRowsMax) * kAw * lda : nullptr,  // m0: a multiple of 6
+                         !widened                     ? nullptr
+                         : kernel == Bf16Kernel::avx2 ? impl_->aw.data() + (m0 / kTileRowsMax) * kAw * lda  // m0: 6·n
+                                                      : impl_->aw.data() + m0 * lda,
                          widened ? impl_->bw.data() + p * P.nch * P.kcp * kNR : nullptr,
                          ks,
                          reinterpret_cast<float*>(part)};
