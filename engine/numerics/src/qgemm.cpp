@@ -397,8 +397,7 @@ void tile_scalar(float* ct, const TileArgs& t, int mr) {
 template <int MR>
 SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
-  if (t.ks.c0 == 0 && t.ks.g0 == 0)
-    for (int i = 0; i < MR * 4; ++i) _mm512_storeu_ps(ct + (i / 4) * t.ldo + (i % 4) * 16, zero);
+  if (t.ks.c0 == 0 && t.ks.g0 == 0) numerics_detail::prefetch_tile_for_write(ct, t.ldo, MR);
   const int64_t kq = t.kcp / 4;
   for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
@@ -454,7 +453,7 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
   {                                                                                              \
     const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(acc##r##j), _mm512_mul_ps(sar, sb##j)); \
     float* o = ct + r * t.ldo + 16 * j;                                                          \
-    _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), term));                                \
+    _mm512_storeu_ps(o, _mm512_add_ps(c == 0 ? zero : _mm512_loadu_ps(o), term));               \
   }
 #define SNIP_SCALE(r)                                                       \
   if constexpr (MR > r) {                                                   \
@@ -494,6 +493,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   const __m256 fzero = _mm256_setzero_ps();
   const int64_t kq = t.kcp / 4;
   alignas(32) int32_t s32[MR][16];
+  if (t.ks.c0 == 0 && t.ks.g0 == 0) numerics_detail::prefetch_tile_for_write(ct, t.ldo, MR);
   for (int jb = 0; jb < 4; ++jb) {  // 16-column blocks of the panel
     for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
       const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 3) / 4, qb = t.ks.begin(c), qe = t.ks.end(c, nq);

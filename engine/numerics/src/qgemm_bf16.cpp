@@ -547,6 +547,7 @@ template <int MR>
 SNIP_BF16_TARGET void tile_dpbf16(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
   const int64_t kq = t.kcp / 2;
+  if (t.ks.c0 == 0 && t.ks.g0 == 0) numerics_detail::prefetch_tile_for_write(ct, t.ldo, MR);
   for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
     const uint16_t* bq = t.b + c * kq * kNR * 2 + qb * 128;
@@ -687,6 +688,7 @@ template <int MR>
 SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
   const __m512 zero = _mm512_setzero_ps();
   const int64_t kq = t.kcp / 2;
+  if (t.ks.c0 == 0 && t.ks.g0 == 0) numerics_detail::prefetch_tile_for_write(ct, t.ldo, MR);
   for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
     const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
     const float* bq = t.bw + c * kq * kNR * 2 + qb * 2 * kNR;
@@ -747,6 +749,7 @@ template <int MR>
 SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   const __m256 zero = _mm256_setzero_ps();
   const int64_t kq = t.kcp / 2;
+  if (t.ks.c0 == 0 && t.ks.g0 == 0) numerics_detail::prefetch_tile_for_write(ct, t.ldo, MR);
   for (int jb = 0; jb < 4; ++jb) {
     for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
       const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);

@@ -274,6 +274,15 @@ inline std::vector<KStep> k_steps(const PackGeometry& G, int64_t kgroup, bool st
   return steps;
 }
 
+// Asks for the output tile's lines (mr rows × 64 floats, row stride ldo) to be brought into
+// cache for writing, at a tile's first step: its first stores then find them there instead of
+// stalling on a miss each (the first 24 stores of the VNNI kernel into a cold C were 12% of its
+// time).
+inline void prefetch_tile_for_write(const float* ct, int64_t ldo, int mr) {
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < kPanel; j += 16) __builtin_prefetch(ct + r * ldo + j, 1, 3);
+}
+
 // C (row stride ldc) from register tiles: tile(out, ldo, m0, panel, mr, step, part) adds the
 // step's chunks of the mr rows × 64 columns of rows m0 … m0+mr−1 and the panel's columns to out
 // (row stride ldo; the first step starts it): straight into C where the panel is whole, else
