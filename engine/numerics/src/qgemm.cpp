@@ -453,7 +453,7 @@ SNIP_VNNI_TARGET void tile_vnni(float* ct, const TileArgs& t) {
   {                                                                                              \
     const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(acc##r##j), _mm512_mul_ps(sar, sb##j)); \
     float* o = ct + r * t.ldo + 16 * j;                                                          \
-    _mm512_storeu_ps(o, _mm512_add_ps(c == 0 ? zero : _mm512_loadu_ps(o), term));               \
+    _mm512_storeu_ps(o, _mm512_add_ps(c == 0 ? zero : _mm512_loadu_ps(o), term));                \
   }
 #define SNIP_SCALE(r)                                                       \
   if constexpr (MR > r) {                                                   \
