@@ -81,17 +81,17 @@ class Pool {
   // libgomp's unbounded spinning did on a shared, loaded machine (thread_pool.h): at most 50 µs
   // per wait, then the same blocking wait as before.
   template <class Ready>
-  static bool spin_until(Ready&& ready) {
+  static void spin_until(Ready&& ready) {
     constexpr auto kSpin = std::chrono::microseconds(50);
     const auto until = std::chrono::steady_clock::now() + kSpin;
     for (int i = 1;; ++i) {
-      if (ready()) return true;
+      if (ready()) return;
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #elif defined(__aarch64__)
       asm volatile("yield");
 #endif
-      if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) return false;
+      if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) return;
     }
   }
 

@@ -641,19 +641,19 @@ __attribute__((target("avx2"))) void widen_rows(float* __restrict w, const uint1
   }
 }
 // B's k pairs q0 … q1−1 of all panels ([panel][chunk][k pair] in order, per_panel of them per
-// panel). in16: the AVX2 kernel's layout, each panel as 4 strips of 16 columns, each strip
+// panel). for_avx2: the AVX2 kernel's layout, each panel as 4 strips of 16 columns, each strip
 // [chunk][k pair][odd, even][16]: its 16-column passes then read B in order, not 64 bytes of
 // every 512 (the AVX-512 kernel, which uses all 64 columns of a pair at once, keeps
 // [chunk][k pair][odd, even][64]).
 __attribute__((target("avx2"))) void widen_pairs(float* __restrict bw, const uint16_t* __restrict b, int64_t q0,
-                                                 int64_t q1, int64_t per_panel, bool in16) {
+                                                 int64_t q1, int64_t per_panel, bool for_avx2) {
   const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
   for (int64_t q = q0; q < q1; ++q) {
     const uint16_t* bq = b + q * 2 * kNR;  // 64 columns' (even, odd) pairs: 32 bits each
     const int64_t p = q / per_panel, i = q % per_panel;
     for (int jb = 0; jb < kNR / 16; ++jb) {
-      float* w = in16 ? bw + p * per_panel * 2 * kNR + jb * per_panel * 32 + i * 32 : bw + q * 2 * kNR + jb * 16;
-      const int64_t even_at = in16 ? 16 : kNR;
+      float* w = for_avx2 ? bw + p * per_panel * 2 * kNR + jb * per_panel * 32 + i * 32 : bw + q * 2 * kNR + jb * 16;
+      const int64_t even_at = for_avx2 ? 16 : kNR;
       for (int h = 0; h < 16; h += 8) {
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 2 * (jb * 16 + h)));
         _mm256_storeu_ps(w + h, _mm256_castsi256_ps(_mm256_and_si256(x, high)));
@@ -662,20 +662,24 @@ __attribute__((target("avx2"))) void widen_pairs(float* __restrict bw, const uin
     }
   }
 }
-void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool in16) {
+// for_avx2: A and B in the AVX2 kernel's layouts (widen_rows, widen_pairs), else the AVX-512 one's.
+void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool for_avx2) {
   const int64_t lda = P.lda(), pairs = P.npanel * P.nch * (P.kcp / 2);
-  const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
-  grow(aw, in16 ? tiles * kAw * lda : P.M * lda);
   grow(bw, pairs * 2 * kNR);
-  detail::parallel_chunks(nchunks, tiles, 8, [&](int, int64_t t0, int64_t t1) {
-    if (in16)
+  if (for_avx2) {
+    const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
+    grow(aw, tiles * kAw * lda);
+    detail::parallel_chunks(nchunks, tiles, 8, [&](int, int64_t t0, int64_t t1) {
       widen_rows(aw.data(), P.a.data(), lda, t0 * kTileRowsMax, t1 * kTileRowsMax, P.M);
-    else
-      widen_bits(aw.data() + t0 * kTileRowsMax * lda, P.a.data() + t0 * kTileRowsMax * lda,
-                 (std::min(P.M, t1 * kTileRowsMax) - t0 * kTileRowsMax) * lda);
-  });
+    });
+  } else {
+    grow(aw, P.M * lda);
+    detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
+      widen_bits(aw.data() + m0 * lda, P.a.data() + m0 * lda, (m1 - m0) * lda);
+    });
+  }
   detail::parallel_chunks(nchunks, pairs, 256, [&](int, int64_t q0, int64_t q1) {
-    widen_pairs(bw.data(), P.b.data(), q0, q1, P.nch * (P.kcp / 2), in16);
+    widen_pairs(bw.data(), P.b.data(), q0, q1, P.nch * (P.kcp / 2), for_avx2);
   });
 }
 
@@ -753,7 +757,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   for (int jb = 0; jb < 4; ++jb) {
     for (int64_t c = t.ks.c0; c < t.ks.c1; ++c) {
       const int64_t nq = (std::min(t.kc, t.K - c * t.kc) + 1) / 2, qb = t.ks.begin(c), qe = t.ks.end(c, nq);
-      const float* bq = t.bw + jb * t.nch * kq * 32 + (c * kq + qb) * 32;  // widen_pairs' in16 layout
+      const float* bq = t.bw + jb * t.nch * kq * 32 + (c * kq + qb) * 32;  // widen_pairs' AVX2 layout
       const float* ap = t.aw + (c * t.kcp + qb * 2) * kAw;
 #define SNIP_DECL(r)                                         \
   __m256 acc##r##0 = zero, acc##r##1 = zero;                 \
