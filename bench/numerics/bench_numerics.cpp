@@ -285,6 +285,35 @@ void BM_e2m1_kernel(benchmark::State& st, const char* recipe_name, int64_t T, in
       benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 
+// The BF16-element GEMM alone (run(): widening and kernel) on operands quantized once into
+// its packed layout (fprop, `snip` recipe: BF16, or FP8 with 1×128 tiles and 128×128 weight
+// blocks), against cblas_sgemm of the same shape in the same run.
+void BM_bf16_kernel(benchmark::State& st, Precision p, int64_t T, int64_t K, int64_t N) {
+  const Recipe recipe = Recipe::named("snip");
+  const QuantSpec sx = recipe.spec(p, Gemm::fprop, Operand::activation),
+                  sw = recipe.spec(p, Gemm::fprop, Operand::weight);
+  const std::vector<float> X = randn(size_t(T * K), 5), W = randn(size_t(N * K), 6);
+  static const float kMarker = 1.0f;  // prepare reads only whether an operand has scales
+  const Bf16Operand A =
+      bf16_operand(nullptr, nullptr, sx.format == ElemFormat::bf16 ? nullptr : &kMarker, T, K, sx, true);
+  const Bf16Operand B =
+      bf16_operand(nullptr, nullptr, sw.format == ElemFormat::bf16 ? nullptr : &kMarker, N, K, sw, true);
+  Bf16Gemm g;
+  g.prepare(T, N, K, A, B);
+  g.quantize_a(X.data(), T, K, sx, {}, "X", true);
+  g.quantize_b(W.data(), N, K, sw, {}, "W", true);
+  std::vector<float> C(size_t(T * N));
+  for (auto _ : st) {
+    if (!g.run(C.data(), N)) {
+      st.SkipWithError("an operand was not BF16-exact");
+      return;
+    }
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(T * K * N) * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+
 void BM_quantize_code2(benchmark::State& st, QuantCase c, int threads) {
   set_quant_threads(threads);
   const std::vector<float> x = randn(size_t(kRows * kCols), 2);
@@ -612,6 +641,21 @@ void register_all() {
     g_ratios.push_back({n, "gemm/1024^3/fprop/sgemm", false});
   }
 #endif
+
+  // The training step's fprop shapes (small preset, 2048 tokens): the BF16-element kernel alone.
+  for (const auto& [K, N] : {std::pair<int64_t, int64_t>{256, 256}, {256, 688}, {688, 256}}) {
+    const std::string base = "gemm/T2048_K" + std::to_string(K) + "_N" + std::to_string(N) + "/fprop/";
+    benchmark::RegisterBenchmark((base + "sgemm").c_str(), BM_sgemm, Gemm::fprop, int64_t(2048), K, N)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    for (Precision p : {Precision::bf16, Precision::fp8}) {
+      const std::string n = base + precision_name(p) + "_kernel_only";
+      benchmark::RegisterBenchmark(n.c_str(), BM_bf16_kernel, p, int64_t(2048), K, N)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      g_ratios.push_back({n, base + "sgemm", false});
+    }
+  }
 
   for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8, Precision::fp4}) {
     const std::string n = std::string("block/T2048_small/") + precision_name(p);

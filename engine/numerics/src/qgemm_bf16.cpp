@@ -749,6 +749,11 @@ SNIP_FMA_TARGET void tile_fma(float* ct, const TileArgs& t) {
         : [s0] "+x"(acc0), [s1] "+x"(acc1), [t] "=&x"(scratch)                                           \
         : [av] "m"(a), [bv0] "x"(b0), [bv1] "x"(b1));                                                    \
   }
+// How far ahead (floats: 32 k pairs, 2 KB) the kernel prefetches its A tile. A slice's first
+// pass (strip 0 of 4) reads it from L2 or L3, and on the larger GEMMs (widened A of several MB)
+// the broadcasts then waited on it: the prefetch took 10-15% off a T4096 wgrad or dgrad GEMM
+// with N = 688 (bench/numerics, RESULTS.md).
+constexpr int kAPrefetch = 32 * 2 * kAw;
 template <int MR>
 SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
   const __m256 zero = _mm256_setzero_ps();
@@ -767,6 +772,7 @@ SNIP_AVX2_TARGET void tile_avx2(float* ct, const TileArgs& t) {
       SNIP_ROWS(SNIP_DECL)
 #undef SNIP_DECL
       for (int64_t q = qb; q < qe; ++q, ap += 2 * kAw, bq += 32) {
+        _mm_prefetch(reinterpret_cast<const char*>(ap + kAPrefetch), _MM_HINT_T0);
         {
           const __m256 b0 = _mm256_loadu_ps(bq), b1 = _mm256_loadu_ps(bq + 8);
 #define SNIP_ROW(r) \

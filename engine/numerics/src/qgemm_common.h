@@ -121,6 +121,32 @@ inline void transpose16x16_bytes(Dst* d, int64_t ldd, const uint8_t* s, int64_t 
 #endif
 }
 
+// d[r·ldd + c] = s[c·lds + r] for an 8 × 8 block of 16-bit elements (BF16 codes): three rounds
+// of interleaving, 16-, 32- and 64-bit.
+inline void transpose8x8_u16(uint16_t* d, int64_t ldd, const uint16_t* s, int64_t lds) {
+#if defined(__SSE2__)
+  __m128i x[8];
+  for (int i = 0; i < 8; ++i) x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i * lds));
+  __m128i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm_unpacklo_epi16(x[2 * i], x[2 * i + 1]);  // rows 2i, 2i+1: columns 0-3 interleaved
+    t[2 * i + 1] = _mm_unpackhi_epi16(x[2 * i], x[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h)  // rows 0-3 (h = 0) and 4-7: pairs of columns
+    for (int j = 0; j < 2; ++j) {
+      u[4 * h + 2 * j] = _mm_unpacklo_epi32(t[4 * h + j], t[4 * h + j + 2]);
+      u[4 * h + 2 * j + 1] = _mm_unpackhi_epi32(t[4 * h + j], t[4 * h + j + 2]);
+    }
+  for (int c = 0; c < 4; ++c) {  // u[c] holds columns 2c, 2c+1 of rows 0-3, u[c + 4] of rows 4-7
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * c) * ldd), _mm_unpacklo_epi64(u[c], u[c + 4]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * c + 1) * ldd), _mm_unpackhi_epi64(u[c], u[c + 4]));
+  }
+#else
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) d[r * ldd + c] = s[c * lds + r];
+#endif
+}
+
 // Codes of source rows k = r0 … r1−1 (at most 64; row stride ld, A's i along the row) into
 // A's rows i0 … i1−1 (stride G.lda(); src points at column i0) as code + offset, through
 // 64 × 64 tiles so each row of A is written in runs rather than a byte or element per cache line.
@@ -147,6 +173,19 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, i
           for (int64_t mm = 0; mm < 64; mm += 16)
             transpose16x16_bytes(&tile[mm][kk0], 64, reinterpret_cast<const uint8_t*>(src + kk0 * ld + m0 + mm), ld,
                                  uint8_t(offset));
+    }
+    if constexpr (sizeof(Dst) == 2 && sizeof(Src) == 2) {
+      if (offset == 0) {
+        const int64_t mfull = mn & ~int64_t(7);
+        for (; kk0 + 8 <= kn; kk0 += 8) {
+          const Src* s = src + kk0 * ld + m0;
+          for (int64_t mm = 0; mm < mfull; mm += 8)
+            transpose8x8_u16(reinterpret_cast<uint16_t*>(&tile[mm][kk0]), 64, reinterpret_cast<const uint16_t*>(s + mm),
+                             ld);
+          for (int64_t mm = mfull; mm < mn; ++mm)
+            for (int64_t kk = 0; kk < 8; ++kk) tile[mm][kk0 + kk] = Dst(s[kk * ld + mm]);
+        }
+      }
     }
     for (int64_t kk = kk0; kk < kn; ++kk) {
       const Src* s = src + kk * ld + m0;
