@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_tiers.h"
 #include "snip/elem_format.h"
 #include "snip/error.h"
 #include "snip/hadamard.h"
@@ -306,18 +307,24 @@ void expect_same_bf16_packing(int64_t M, int64_t N, int64_t K, const Side& a, co
   const Bf16Codes ca = bf16_codes_of(a), cb = bf16_codes_of(b);
   const Bf16Operand A = ca.view(a), B = cb.view(b);
   ASSERT_GT(qgemm_bf16_chunk(A, B, K), 0) << what;
-  Bf16Gemm old_path, fused;
-  old_path.prepare(M, N, K, A, B);
-  old_path.pack_a(A);
-  old_path.pack_b(B);
-  fused.prepare(M, N, K, A, B);
-  fused.quantize_a(a.x->data(), a.rows, a.cols, a.spec, a.key, "A", a.reduce_along_cols);
-  fused.quantize_b(b.x->data(), b.rows, b.cols, b.spec, b.key, "B", b.reduce_along_cols);
-  EXPECT_EQ(fused.packing_difference(old_path), "") << what;
-  std::vector<float> c0(size_t(M * N)), c1(size_t(M * N), -1.0f);
-  ASSERT_TRUE(old_path.run(c0.data(), N)) << what;
-  ASSERT_TRUE(fused.run(c1.data(), N)) << what;
-  EXPECT_EQ(std::memcmp(c0.data(), c1.data(), c0.size() * 4), 0) << what;
+  // Every tier: on avx2, quantize_a writes A straight into the AVX2 kernel's widened tiles.
+  test::IsaGuard isa;
+  for (IsaTier tier : test::runnable_tiers()) {
+    set_isa_tier(tier);
+    const std::string at = what + " " + isa_tier_name(tier);
+    Bf16Gemm old_path, fused;
+    old_path.prepare(M, N, K, A, B);
+    old_path.pack_a(A);
+    old_path.pack_b(B);
+    fused.prepare(M, N, K, A, B);
+    fused.quantize_a(a.x->data(), a.rows, a.cols, a.spec, a.key, "A", a.reduce_along_cols);
+    fused.quantize_b(b.x->data(), b.rows, b.cols, b.spec, b.key, "B", b.reduce_along_cols);
+    EXPECT_EQ(fused.packing_difference(old_path), "") << at;
+    std::vector<float> c0(size_t(M * N)), c1(size_t(M * N), -1.0f);
+    ASSERT_TRUE(old_path.run(c0.data(), N)) << at;
+    ASSERT_TRUE(fused.run(c1.data(), N)) << at;
+    EXPECT_EQ(std::memcmp(c0.data(), c1.data(), c0.size() * 4), 0) << at;
+  }
 }
 
 TEST(QGemmPack, Bf16GemmQuantizingIntoThePackedLayoutGivesTheBytesOfQuantizeThenPack) {

@@ -379,11 +379,13 @@ void finish_b(Packed& P, const Bf16Operand& B) {
   }
 }
 
-void finish_a(Packed& P, const Bf16Operand& A) {
+// A's scales, and its padding k in P.a as zeros (pad_a; not when A went into the widened layout).
+void finish_a(Packed& P, const Bf16Operand& A, bool pad_a = true) {
   const int64_t lda = P.nch * P.kcp;
   for (int64_t m = 0; m < P.M; ++m)
     for (int64_t c = 0; c < P.nch; ++c) {
       P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
+      if (!pad_a) continue;
       uint16_t* d = P.a.data() + m * lda + c * P.kcp;
       for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
     }
@@ -640,6 +642,107 @@ __attribute__((target("avx2"))) void widen_rows(float* __restrict w, const uint1
       }
   }
 }
+// The quantizer's codes of A straight into the AVX2 kernel's widened tiles (widen_rows' layout),
+// for quantize_a on the avx2 tier: the codes are not copied into P.a first and widened from there
+// (a copy and a pass over A saved). Source rows r0 … r1−1 (row stride ld). rows_are_i: each is a
+// row of A (K codes); full tiles among them go through 8 × 8 transposes as in widen_rows, the rows
+// of a tile the batch shares with another batch one element at a time. Else each is one k of
+// every row of A (M codes, a weight gradient's dYᵀ): 6 consecutive codes are one k of a tile, one
+// 8-float store. Lanes 6 and 7, and rows past M in the last tile, are left as they are (the kernel
+// reads lanes 0 … mr−1 only); padding k are zeroed by zero_aw_padding.
+__attribute__((target("avx2"))) inline __m256 widen8(const uint16_t* c) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))), 16));
+}
+__attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numerics_detail::PackGeometry& G,
+                                              bool rows_are_i, int64_t r0, int64_t r1, const uint16_t* src,
+                                              int64_t ld) {
+  const int64_t lda = G.lda();
+  if (!rows_are_i) {
+    // Tile by tile, so each tile's k are written in order (one run of (r1 − r0) · 32 bytes).
+    int64_t at[64];  // where k = r0 + kk goes in the tile
+    SNIP_ASSERT(r1 - r0 <= 64);
+    for (int64_t k = r0; k < r1; ++k) at[k - r0] = ((k / G.kc) * G.kcp + k % G.kc) * kAw;
+    int64_t t = 0;
+    for (; t * kTileRowsMax + 8 <= G.M; ++t) {  // the 8-code loads stay within the rows
+      float* w = aw + t * lda * kAw;
+      const uint16_t* s = src + t * kTileRowsMax;
+      for (int64_t kk = 0; kk < r1 - r0; ++kk) _mm256_storeu_ps(w + at[kk], widen8(s + kk * ld));
+    }
+    for (; t * kTileRowsMax < G.M; ++t)
+      for (int64_t kk = 0; kk < r1 - r0; ++kk)
+        for (int r = 0; r < kTileRowsMax && t * kTileRowsMax + r < G.M; ++r) {
+          const uint32_t bits = uint32_t(src[kk * ld + t * kTileRowsMax + r]) << 16;
+          std::memcpy(aw + t * lda * kAw + at[kk] + r, &bits, 4);
+        }
+    return;
+  }
+  const int64_t t_first = (r0 + kTileRowsMax - 1) / kTileRowsMax, t_end = r1 / kTileRowsMax;  // whole tiles
+  for (int64_t t = t_first; t < t_end; ++t) {
+    float* wt = aw + t * lda * kAw;
+    const uint16_t* rows = src + (t * kTileRowsMax - r0) * ld;
+    for (int64_t c = 0; c < G.nch; ++c) {
+      const int64_t len = G.chunk_len(c);
+      const uint16_t* sc = rows + c * G.kc;
+      float* wc = wt + c * G.kcp * kAw;
+      int64_t k = 0;
+      for (; k + 8 <= len; k += 8) {
+        __m256 v[8];
+        for (int r = 0; r < kTileRowsMax; ++r) v[r] = widen8(sc + r * ld + k);
+        v[6] = v[7] = _mm256_setzero_ps();
+        const __m256 t0a = _mm256_unpacklo_ps(v[0], v[1]), t1a = _mm256_unpackhi_ps(v[0], v[1]);
+        const __m256 t2a = _mm256_unpacklo_ps(v[2], v[3]), t3a = _mm256_unpackhi_ps(v[2], v[3]);
+        const __m256 t4a = _mm256_unpacklo_ps(v[4], v[5]), t5a = _mm256_unpackhi_ps(v[4], v[5]);
+        const __m256 t6a = _mm256_unpacklo_ps(v[6], v[7]), t7a = _mm256_unpackhi_ps(v[6], v[7]);
+        const __m256 u0 = _mm256_shuffle_ps(t0a, t2a, 0x44), u1 = _mm256_shuffle_ps(t0a, t2a, 0xEE);
+        const __m256 u2 = _mm256_shuffle_ps(t1a, t3a, 0x44), u3 = _mm256_shuffle_ps(t1a, t3a, 0xEE);
+        const __m256 u4 = _mm256_shuffle_ps(t4a, t6a, 0x44), u5 = _mm256_shuffle_ps(t4a, t6a, 0xEE);
+        const __m256 u6 = _mm256_shuffle_ps(t5a, t7a, 0x44), u7 = _mm256_shuffle_ps(t5a, t7a, 0xEE);
+        float* o = wc + k * kAw;
+        _mm256_storeu_ps(o + 0 * kAw, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(o + 1 * kAw, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(o + 2 * kAw, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(o + 3 * kAw, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(o + 4 * kAw, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(o + 5 * kAw, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(o + 6 * kAw, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(o + 7 * kAw, _mm256_permute2f128_ps(u3, u7, 0x31));
+      }
+      for (; k < len; ++k)
+        for (int r = 0; r < kTileRowsMax; ++r) {
+          const uint32_t bits = uint32_t(sc[r * ld + k]) << 16;
+          std::memcpy(wc + k * kAw + r, &bits, 4);
+        }
+    }
+  }
+  // Rows of tiles this batch shares with the next or the previous one (or the last, short tile).
+  auto one_row = [&](int64_t m) {
+    const uint16_t* sr = src + (m - r0) * ld;
+    float* w = aw + (m / kTileRowsMax) * lda * kAw + m % kTileRowsMax;
+    for (int64_t c = 0; c < G.nch; ++c) {
+      const uint16_t* sc = sr + c * G.kc;
+      float* wc = w + c * G.kcp * kAw;
+      for (int64_t k = 0, len = G.chunk_len(c); k < len; ++k) {
+        const uint32_t bits = uint32_t(sc[k]) << 16;
+        std::memcpy(wc + k * kAw, &bits, 4);
+      }
+    }
+  };
+  if (t_first >= t_end) {
+    for (int64_t m = r0; m < r1; ++m) one_row(m);
+    return;
+  }
+  for (int64_t m = r0; m < t_first * kTileRowsMax; ++m) one_row(m);
+  for (int64_t m = t_end * kTileRowsMax; m < r1; ++m) one_row(m);
+}
+// The padding k of every chunk of odd length, in every tile of the widened A, as zeros: the
+// kernel multiplies them by B's zero padding, and 0 · (left-over memory) could be a NaN.
+void zero_aw_padding(float* aw, const numerics_detail::PackGeometry& G) {
+  const int64_t lda = G.lda(), tiles = (G.M + kTileRowsMax - 1) / kTileRowsMax;
+  for (int64_t c = 0; c < G.nch; ++c)
+    for (int64_t k = G.chunk_len(c); k < G.kcp; ++k)
+      for (int64_t t = 0; t < tiles; ++t) std::memset(aw + (t * lda + c * G.kcp + k) * kAw, 0, kAw * sizeof(float));
+}
 // B's k pairs q0 … q1−1 of all panels ([panel][chunk][k pair] in order, per_panel of them per
 // panel). for_avx2: the AVX2 kernel's layout, each panel as 4 strips of 16 columns, each strip
 // [chunk][k pair][odd, even][16]: its 16-column passes then read B in order, not 64 bytes of
@@ -663,10 +766,14 @@ __attribute__((target("avx2"))) void widen_pairs(float* __restrict bw, const uin
   }
 }
 // for_avx2: A and B in the AVX2 kernel's layouts (widen_rows, widen_pairs), else the AVX-512 one's.
-void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool for_avx2) {
+// a_ready: A is already in aw (the AVX2 layout, written by quantize_a's sink).
+void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool for_avx2,
+                    bool a_ready) {
   const int64_t lda = P.lda(), pairs = P.npanel * P.nch * (P.kcp / 2);
   grow(bw, pairs * 2 * kNR);
-  if (for_avx2) {
+  if (a_ready) {
+    SNIP_ASSERT(for_avx2);
+  } else if (for_avx2) {
     const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
     grow(aw, tiles * kAw * lda);
     detail::parallel_chunks(nchunks, tiles, 8, [&](int, int64_t t0, int64_t t1) {
@@ -841,8 +948,14 @@ void tile_fma_any(float*, const TileArgs&, int) {
 void tile_avx2_any(float*, const TileArgs&, int) {
   SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
 }
-void widen_operands(const Packed&, std::vector<float>&, std::vector<float>&, int, bool) {
+void widen_operands(const Packed&, std::vector<float>&, std::vector<float>&, int, bool, bool) {
   SNIP_ASSERT_MSG(false, "no FMA kernel on this CPU");
+}
+void place_aw(float*, const numerics_detail::PackGeometry&, bool, int64_t, int64_t, const uint16_t*, int64_t) {
+  SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
+}
+void zero_aw_padding(float*, const numerics_detail::PackGeometry&) {
+  SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
 }
 #endif
 
@@ -890,7 +1003,33 @@ struct Bf16Gemm::Impl {
   Packed P;
   std::vector<float> scales_a, scales_b;
   std::vector<float> aw, bw;  // the FMA kernels' widened operands (widen_operands)
+  bool a_in_aw = false;       // quantize_a wrote A into aw (the AVX2 layout), not into P.a
 };
+
+namespace {
+// Whether quantize_a writes A straight into the AVX2 kernel's widened layout: on the avx2 tier,
+// the one tier whose kernel (avx2) does not depend on what packing learns about the operands.
+bool a_widened_by_sink() {
+  const IsaTier t = isa_tier();
+  return t >= IsaTier::avx2 && t < IsaTier::avx512;
+}
+
+class ASinkW final : public numerics_detail::RowCodeSink {
+ public:
+  ASinkW(Packed& P, float* aw, bool rows_are_i) : P_(P), aw_(aw), rows_are_i_(rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const uint16_t* src = static_cast<const uint16_t*>(codes);
+    note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
+    place_aw(aw_, P_, rows_are_i_, r0, r1, src, ld);
+  }
+
+ private:
+  Packed& P_;
+  float* const aw_;
+  const bool rows_are_i_;
+  std::mutex mu_;
+};
+}  // namespace
 
 Bf16Gemm::Bf16Gemm() : impl_(new Impl) {}
 Bf16Gemm::~Bf16Gemm() {
@@ -907,6 +1046,7 @@ void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, co
   const int64_t kc = qgemm_bf16_chunk(A, B, K);
   SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
   Packed& P = impl_->P;
+  impl_->a_in_aw = false;
   P.set(M, N, K, kc, 2);
   P.ra = P.rb = ElemRange{};
   grow(P.a, M * P.nch * P.kcp);
@@ -917,6 +1057,7 @@ void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, co
 
 void Bf16Gemm::pack_a(const Bf16Operand& A) {
   Packed& P = impl_->P;
+  impl_->a_in_aw = false;
   const int nchunks = detail::chunks_for_threads(quant_threads());
   bool rows_are_i = true;
   P.ra = dense_bits(A, P.M, P.K, &rows_are_i) ? pack_a_dense(P, A, rows_are_i, nchunks) : ::snip::pack_a(P, A, nchunks);
@@ -943,9 +1084,20 @@ void Bf16Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const Quan
   Packed& P = impl_->P;
   float* scales = scales_for(impl_->scales_a, rows, cols, spec);
   P.ra = ElemRange{};
+  impl_->a_in_aw = a_widened_by_sink();
+  const Bf16Operand view = bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols);
+  if (impl_->a_in_aw) {
+    std::vector<float>& aw = impl_->aw;
+    grow(aw, (P.M + kTileRowsMax - 1) / kTileRowsMax * kAw * P.lda());
+    ASinkW sink(P, aw.data(), reduce_along_cols);
+    numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
+    zero_aw_padding(aw.data(), P);
+    finish_a(P, view, false);
+    return;
+  }
   ASink16 sink(P, reduce_along_cols);
   numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
-  finish_a(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols));
+  finish_a(P, view);
 }
 
 void Bf16Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
@@ -967,7 +1119,19 @@ std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
     return "A's element range differs";
   if (P.rb.emin != Q.rb.emin || P.rb.subnormal != Q.rb.subnormal || P.rb.inexact != Q.rb.inexact)
     return "B's element range differs";
-  std::string d = first_difference(P.a, Q.a, P.M * P.lda(), "packed A");
+  // A's elements as BF16 bits, from P.a or from the widened layout quantize_a wrote.
+  auto a_bits = [](const Impl& g, int64_t m, int64_t at) -> uint16_t {
+    if (!g.a_in_aw) return g.P.a[size_t(m * g.P.lda() + at)];
+    const float w = g.aw[size_t(((m / kTileRowsMax) * g.P.lda() + at) * kAw + m % kTileRowsMax)];
+    return uint16_t(fbits(w) >> 16);
+  };
+  std::string d;
+  for (int64_t m = 0; m < P.M && d.empty(); ++m)
+    for (int64_t at = 0; at < P.lda(); ++at)
+      if (a_bits(*impl_, m, at) != a_bits(*other.impl_, m, at)) {
+        d = "packed A differs at " + std::to_string(m * P.lda() + at);
+        break;
+      }
   if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
   if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
   if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
@@ -983,8 +1147,11 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
   g_last_kernel = kernel;
   const int64_t lda = P.lda();
   const bool widened = kernel == Bf16Kernel::fma || kernel == Bf16Kernel::avx2;
+  SNIP_ASSERT_MSG(!impl_->a_in_aw || kernel == Bf16Kernel::avx2,
+                  "qgemm_bf16: A was quantized for the AVX2 kernel but another kernel runs (tier changed?)");
   if (widened)
-    widen_operands(P, impl_->aw, impl_->bw, detail::chunks_for_threads(quant_threads()), kernel == Bf16Kernel::avx2);
+    widen_operands(P, impl_->aw, impl_->bw, detail::chunks_for_threads(quant_threads()), kernel == Bf16Kernel::avx2,
+                   impl_->a_in_aw);
   const bool stepped = kernel != Bf16Kernel::scalar;  // the portable kernel takes the whole of K at once
   numerics_detail::run_tiles(
       P, C, ldc, quant_threads(), 2, stepped,
