@@ -735,13 +735,32 @@ __attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numeri
   for (int64_t m = r0; m < t_first * kTileRowsMax; ++m) one_row(m);
   for (int64_t m = t_end * kTileRowsMax; m < r1; ++m) one_row(m);
 }
-// The padding k of every chunk of odd length, in every tile of the widened A, as zeros: the
-// kernel multiplies them by B's zero padding, and 0 · (left-over memory) could be a NaN.
-void zero_aw_padding(float* aw, const numerics_detail::PackGeometry& G) {
+// The AVX-512 FMA kernel's widened A ([M][lda], widen_bits' layout) from the quantizer's codes,
+// as place_aw does for the AVX2 kernel's: whole rows (rows_are_i) chunk by chunk, or through
+// place_transposed_a's 8 × 8 transposes.
+void place_aw_fma(float* __restrict aw, const numerics_detail::PackGeometry& G, bool rows_are_i, int64_t r0, int64_t r1,
+                  const uint16_t* src, int64_t ld) {
+  if (!rows_are_i) {
+    numerics_detail::place_transposed_a(aw, G, r0, r1, src, ld, 0);
+    return;
+  }
+  const int64_t lda = G.lda();
+  for (int64_t m = r0; m < r1; ++m)
+    for (int64_t c = 0; c < G.nch; ++c)
+      widen_bits(aw + m * lda + c * G.kcp, src + (m - r0) * ld + c * G.kc, G.chunk_len(c));
+}
+// The padding k of every chunk of odd length in the widened A (for_avx2: the AVX2 kernel's tiles,
+// else [M][lda]) as zeros: the kernel multiplies them by B's zero padding, and 0 · (left-over
+// memory) could be a NaN.
+void zero_aw_padding(float* aw, const numerics_detail::PackGeometry& G, bool for_avx2) {
   const int64_t lda = G.lda(), tiles = (G.M + kTileRowsMax - 1) / kTileRowsMax;
   for (int64_t c = 0; c < G.nch; ++c)
-    for (int64_t k = G.chunk_len(c); k < G.kcp; ++k)
-      for (int64_t t = 0; t < tiles; ++t) std::memset(aw + (t * lda + c * G.kcp + k) * kAw, 0, kAw * sizeof(float));
+    for (int64_t k = G.chunk_len(c); k < G.kcp; ++k) {
+      if (for_avx2)
+        for (int64_t t = 0; t < tiles; ++t) std::memset(aw + (t * lda + c * G.kcp + k) * kAw, 0, kAw * sizeof(float));
+      else
+        for (int64_t m = 0; m < G.M; ++m) aw[m * lda + c * G.kcp + k] = 0.0f;
+    }
 }
 // B's k pairs q0 … q1−1 of all panels ([panel][chunk][k pair] in order, per_panel of them per
 // panel). for_avx2: the AVX2 kernel's layout, each panel as 4 strips of 16 columns, each strip
@@ -766,13 +785,12 @@ __attribute__((target("avx2"))) void widen_pairs(float* __restrict bw, const uin
   }
 }
 // for_avx2: A and B in the AVX2 kernel's layouts (widen_rows, widen_pairs), else the AVX-512 one's.
-// a_ready: A is already in aw (the AVX2 layout, written by quantize_a's sink).
+// a_ready: A is already in aw, in the kernel's layout (written by quantize_a's sink).
 void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>& bw, int nchunks, bool for_avx2,
                     bool a_ready) {
   const int64_t lda = P.lda(), pairs = P.npanel * P.nch * (P.kcp / 2);
   grow(bw, pairs * 2 * kNR);
   if (a_ready) {
-    SNIP_ASSERT(for_avx2);
   } else if (for_avx2) {
     const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
     grow(aw, tiles * kAw * lda);
@@ -954,8 +972,11 @@ void widen_operands(const Packed&, std::vector<float>&, std::vector<float>&, int
 void place_aw(float*, const numerics_detail::PackGeometry&, bool, int64_t, int64_t, const uint16_t*, int64_t) {
   SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
 }
-void zero_aw_padding(float*, const numerics_detail::PackGeometry&) {
-  SNIP_ASSERT_MSG(false, "no AVX2 kernel on this CPU");
+void place_aw_fma(float*, const numerics_detail::PackGeometry&, bool, int64_t, int64_t, const uint16_t*, int64_t) {
+  SNIP_ASSERT_MSG(false, "no AVX-512 kernel on this CPU");
+}
+void zero_aw_padding(float*, const numerics_detail::PackGeometry&, bool) {
+  SNIP_ASSERT_MSG(false, "no FMA kernel on this CPU");
 }
 #endif
 
@@ -1003,30 +1024,38 @@ struct Bf16Gemm::Impl {
   Packed P;
   std::vector<float> scales_a, scales_b;
   std::vector<float> aw, bw;  // the FMA kernels' widened operands (widen_operands)
-  bool a_in_aw = false;       // quantize_a wrote A into aw (the AVX2 layout), not into P.a
+  bool a_in_aw = false;       // quantize_a wrote A into aw (in aw_avx2's layout), not into P.a
+  bool aw_avx2 = false;       // aw holds the AVX2 kernel's layout (else the AVX-512 FMA kernel's)
 };
 
 namespace {
-// Whether quantize_a writes A straight into the AVX2 kernel's widened layout: on the avx2 tier,
-// the one tier whose kernel (avx2) does not depend on what packing learns about the operands.
-bool a_widened_by_sink() {
+// Whether quantize_a writes A straight into a widened layout, and whose (*for_avx2: the AVX2
+// kernel's, else the AVX-512 FMA kernel's): on the tiers whose kernel does not depend on what
+// packing learns about the operands, avx2 (the AVX2 kernel) and avx512, avx512vnni (FMA). With
+// a BF16 unit the range decides between vdpbf16ps and FMA, so A goes into P.a there.
+bool a_widened_by_sink(bool* for_avx2) {
   const IsaTier t = isa_tier();
-  return t >= IsaTier::avx2 && t < IsaTier::avx512;
+  *for_avx2 = t < IsaTier::avx512;
+  return t >= IsaTier::avx2 && t < IsaTier::avx512bf16;
 }
 
 class ASinkW final : public numerics_detail::RowCodeSink {
  public:
-  ASinkW(Packed& P, float* aw, bool rows_are_i) : P_(P), aw_(aw), rows_are_i_(rows_are_i) {}
+  ASinkW(Packed& P, float* aw, bool for_avx2, bool rows_are_i)
+      : P_(P), aw_(aw), for_avx2_(for_avx2), rows_are_i_(rows_are_i) {}
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
     const uint16_t* src = static_cast<const uint16_t*>(codes);
     note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
-    place_aw(aw_, P_, rows_are_i_, r0, r1, src, ld);
+    if (for_avx2_)
+      place_aw(aw_, P_, rows_are_i_, r0, r1, src, ld);
+    else
+      place_aw_fma(aw_, P_, rows_are_i_, r0, r1, src, ld);
   }
 
  private:
   Packed& P_;
   float* const aw_;
-  const bool rows_are_i_;
+  const bool for_avx2_, rows_are_i_;
   std::mutex mu_;
 };
 }  // namespace
@@ -1084,14 +1113,14 @@ void Bf16Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const Quan
   Packed& P = impl_->P;
   float* scales = scales_for(impl_->scales_a, rows, cols, spec);
   P.ra = ElemRange{};
-  impl_->a_in_aw = a_widened_by_sink();
+  impl_->a_in_aw = a_widened_by_sink(&impl_->aw_avx2);
   const Bf16Operand view = bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols);
   if (impl_->a_in_aw) {
     std::vector<float>& aw = impl_->aw;
-    grow(aw, (P.M + kTileRowsMax - 1) / kTileRowsMax * kAw * P.lda());
-    ASinkW sink(P, aw.data(), reduce_along_cols);
+    grow(aw, impl_->aw_avx2 ? (P.M + kTileRowsMax - 1) / kTileRowsMax * kAw * P.lda() : P.M * P.lda());
+    ASinkW sink(P, aw.data(), impl_->aw_avx2, reduce_along_cols);
     numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
-    zero_aw_padding(aw.data(), P);
+    zero_aw_padding(aw.data(), P, impl_->aw_avx2);
     finish_a(P, view, false);
     return;
   }
@@ -1122,7 +1151,8 @@ std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
   // A's elements as BF16 bits, from P.a or from the widened layout quantize_a wrote.
   auto a_bits = [](const Impl& g, int64_t m, int64_t at) -> uint16_t {
     if (!g.a_in_aw) return g.P.a[size_t(m * g.P.lda() + at)];
-    const float w = g.aw[size_t(((m / kTileRowsMax) * g.P.lda() + at) * kAw + m % kTileRowsMax)];
+    const float w = g.aw_avx2 ? g.aw[size_t(((m / kTileRowsMax) * g.P.lda() + at) * kAw + m % kTileRowsMax)]
+                              : g.aw[size_t(m * g.P.lda() + at)];
     return uint16_t(fbits(w) >> 16);
   };
   std::string d;
@@ -1147,8 +1177,8 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
   g_last_kernel = kernel;
   const int64_t lda = P.lda();
   const bool widened = kernel == Bf16Kernel::fma || kernel == Bf16Kernel::avx2;
-  SNIP_ASSERT_MSG(!impl_->a_in_aw || kernel == Bf16Kernel::avx2,
-                  "qgemm_bf16: A was quantized for the AVX2 kernel but another kernel runs (tier changed?)");
+  SNIP_ASSERT_MSG(!impl_->a_in_aw || kernel == (impl_->aw_avx2 ? Bf16Kernel::avx2 : Bf16Kernel::fma),
+                  "qgemm_bf16: A was quantized into another kernel's layout (the tier changed in between)");
   if (widened)
     widen_operands(P, impl_->aw, impl_->bw, detail::chunks_for_threads(quant_threads()), kernel == Bf16Kernel::avx2,
                    impl_->a_in_aw);

@@ -150,9 +150,12 @@ inline void transpose8x8_u16(uint16_t* d, int64_t ldd, const uint16_t* s, int64_
 // Codes of source rows k = r0 … r1−1 (at most 64; row stride ld, A's i along the row) into
 // A's rows i0 … i1−1 (stride G.lda(); src points at column i0) as code + offset, through
 // 64 × 64 tiles so each row of A is written in runs rather than a byte or element per cache line.
-template <class Dst, class Src>
-void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const Src* src,
+// Row float: A widened to FP32 (BF16 codes, offset 0: each code's bits << 16).
+template <class Row, class Src>
+void place_transposed_a(Row* a, const PackGeometry& G, int64_t r0, int64_t r1, int64_t i0, int64_t i1, const Src* src,
                         int64_t ld, int offset) {
+  using Dst = std::conditional_t<std::is_floating_point_v<Row>, uint16_t, Row>;  // the tile's codes
+  static_assert(!std::is_floating_point_v<Row> || sizeof(Src) == 2, "only BF16 codes are widened");
   const int64_t kn = r1 - r0, lda = G.lda();
   SNIP_ASSERT(kn <= 64);
   int64_t at[64];  // where k = r0 + kk goes in a row of A
@@ -192,8 +195,19 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, i
       for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = Dst(s[mm] + offset);
     }
     for (int64_t mm = 0; mm < mn; ++mm) {
-      Dst* row = a + (m0 + mm) * lda;
-      if (contiguous) {
+      Row* row = a + (m0 + mm) * lda;
+      if constexpr (std::is_floating_point_v<Row>) {
+        if (contiguous) {  // one run: a loop the compiler vectorizes
+          uint32_t* __restrict d = reinterpret_cast<uint32_t*>(row + at[0]);
+          const uint16_t* __restrict t = tile[mm];
+          for (int64_t kk = 0; kk < kn; ++kk) d[kk] = uint32_t(t[kk]) << 16;
+        } else {
+          for (int64_t kk = 0; kk < kn; ++kk) {
+            const uint32_t bits = uint32_t(tile[mm][kk]) << 16;
+            std::memcpy(row + at[kk], &bits, 4);
+          }
+        }
+      } else if (contiguous) {
         std::memcpy(row + at[0], tile[mm], size_t(kn) * sizeof(Dst));
       } else {
         for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
@@ -203,8 +217,8 @@ void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, i
 }
 
 // The same for all of A's rows (source columns 0 … G.M−1).
-template <class Dst, class Src>
-void place_transposed_a(Dst* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
+template <class Row, class Src>
+void place_transposed_a(Row* a, const PackGeometry& G, int64_t r0, int64_t r1, const Src* src, int64_t ld, int offset) {
   place_transposed_a(a, G, r0, r1, 0, G.M, src, ld, offset);
 }
 
