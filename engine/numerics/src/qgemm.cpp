@@ -89,6 +89,8 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
   }
   // 64×64 tiles through a local buffer: writing 64 rows of A straight from one source row hit
   // 64 lines lda bytes apart, the same L1 set when lda is a multiple of 4 KiB.
+  // A dense transposed source (A's rows adjacent in each source row) goes through the quantizer
+  // sink's placement and its 16 × 16 byte transposes.
   const int64_t groups = (P.M + 63) / 64;
   detail::parallel_chunks(nchunks, groups, 1, [&](int, int64_t g0, int64_t g1) {
     uint8_t tile[64][64];
@@ -96,16 +98,20 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
       const int64_t m0 = g * 64, mn = std::min<int64_t>(64, P.M - m0);
       for (int64_t kb = 0; kb < P.K; kb += 64) {
         const int64_t kn = std::min<int64_t>(64, P.K - kb);
+        if (A.code_rs == 1) {
+          numerics_detail::place_transposed_a(P.a.data(), P, kb, kb + kn, m0, m0 + mn, A.code2 + kb * A.code_cs + m0,
+                                              A.code_cs, kOffset);
+          continue;
+        }
+        int64_t at[64];  // where k = kb + kk goes in a row of A
+        for (int64_t kk = 0; kk < kn; ++kk) at[kk] = ((kb + kk) / P.kc) * P.kcp + (kb + kk) % P.kc;
         for (int64_t kk = 0; kk < kn; ++kk) {
           const int8_t* src = A.code2 + (kb + kk) * A.code_cs + m0 * A.code_rs;
           for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = uint8_t(src[mm * A.code_rs] + kOffset);
         }
         for (int64_t mm = 0; mm < mn; ++mm) {
           uint8_t* row = P.a.data() + (m0 + mm) * lda;
-          for (int64_t kk = 0; kk < kn; ++kk) {
-            const int64_t k = kb + kk;
-            row[(k / P.kc) * P.kcp + k % P.kc] = tile[mm][kk];
-          }
+          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
         }
       }
       for (int64_t m = m0; m < m0 + mn; ++m) scales(m);
