@@ -15,14 +15,17 @@
 #include <thread>
 
 #include "exp_test_util.h"
+#include "isa_tiers.h"
 #include "snip/blas_threads.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/hadamard.h"
+#include "snip/isa.h"
 #include "snip/planner.h"
 #include "snip/qlinear.h"
 #include "snip/stats_keys.h"
 #include "snip/stats_round.h"
+#include "snip/stats_sums.h"
 #include "snip/thread_pool.h"
 
 namespace {
@@ -533,22 +536,33 @@ void expect_same_round_bits(const snip::StatsRound& a, const snip::StatsRound& b
   }
 }
 
-// The round's double sums on AVX-512 (eight partials = the eight lanes of a vector) give the
-// bits of the scalar terms (AdamW::preview per element, the portable path), for every statistic;
-// a round with weight decay, clipping and both candidate precisions (recipe snip).
+// The round's double sums on AVX-512 and on AVX2 (eight partials = the eight lanes of one
+// AVX-512 vector or of two AVX vectors) give the bits of the scalar terms (AdamW::preview per
+// element, the portable path), for every statistic; a round with weight decay, clipping and both
+// candidate precisions (recipe snip). AVX2 and AVX-512, each forced where the CPU runs it.
 TEST(StatsRound, VectorSumsGiveTheScalarTermsBits) {
   auto cfg = exptest::tiny_config("bf16", 6);
   snip::Trainer t(cfg);
   for (int s = 0; s < 3; ++s) t.step();
-  const snip::StatsRound vec = snip::collect_stats_round(t);
-  snip::detail::set_stats_round_vector_sums(false);
-  const snip::StatsRound scalar = snip::collect_stats_round(t);
-  snip::detail::set_stats_round_vector_sums(true);
-  expect_same_round_bits(vec, scalar);
-  for (const snip::LayerStats& ls : vec.layers) {
-    EXPECT_GT(ls.scalars.at(k::kLayerUpdateNorm), 0) << ls.name;
-    EXPECT_EQ(ls.vectors.size(), 2u) << ls.name;  // per-channel gains, column norms of X
+  snip::test::IsaGuard isa;
+  int tiers = 0;
+  for (snip::IsaTier tier : snip::test::runnable_tiers()) {
+    if (tier != snip::IsaTier::avx2 && tier != snip::IsaTier::avx512) continue;  // the two kernel sets
+    snip::set_isa_tier(tier);
+    ASSERT_TRUE(snip::stats_sums::vector_sums()) << snip::isa_tier_name(tier);
+    const snip::StatsRound vec = snip::collect_stats_round(t);
+    snip::detail::set_stats_round_vector_sums(false);
+    const snip::StatsRound scalar = snip::collect_stats_round(t);
+    snip::detail::set_stats_round_vector_sums(true);
+    SCOPED_TRACE(snip::isa_tier_name(tier));
+    expect_same_round_bits(vec, scalar);
+    for (const snip::LayerStats& ls : vec.layers) {
+      EXPECT_GT(ls.scalars.at(k::kLayerUpdateNorm), 0) << ls.name;
+      EXPECT_EQ(ls.vectors.size(), 2u) << ls.name;  // per-channel gains, column norms of X
+    }
+    ++tiers;
   }
+  if (tiers == 0) GTEST_SKIP() << "no vector-sum tier on this CPU";
 }
 
 // A layer's residual maps, one per candidate precision, run concurrently on the shared pool give

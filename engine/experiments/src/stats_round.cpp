@@ -29,7 +29,7 @@ using Buf = std::vector<float>;
 
 bool g_concurrent_maps_off = false;  // detail::set_stats_round_concurrent_maps(false): maps in turn
 
-// The round's double sums and their AVX-512 kernels are numerics' (snip/stats_sums.h).
+// The round's double sums and their AVX-512 and AVX2 kernels are numerics' (snip/stats_sums.h).
 using stats_sums::combine;
 using stats_sums::lane_accumulate;
 using stats_sums::lane_sums;

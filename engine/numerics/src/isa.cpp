@@ -176,7 +176,10 @@ std::string isa_report() {
   r += "FP4 GEMMs: " + precision_kernel("fp4", t).kernel + "\n";
   r += "FP8 and BF16 GEMMs: " + precision_kernel("bf16", t).kernel + "\n";
   r += std::string("quantizer and statistics sums: ") +
-       (t >= IsaTier::avx512 ? "AVX-512" : "portable C++, compiler-vectorized for the CPU") + "\n";
+       (t >= IsaTier::avx512 ? "AVX-512"
+        : t >= IsaTier::avx2 ? "AVX2"
+                             : "portable C++, compiler-vectorized for the CPU") +
+       "\n";
   r += "FP32 GEMMs: OpenBLAS (its own CPU detection; OPENBLAS_CORETYPE overrides it)\n";
   if (precision_kernel("fp4", t).slow.size())
     r += "note: the portable kernels give the same bits, several times slower than FP32\n";

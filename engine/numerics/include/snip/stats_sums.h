@@ -1,14 +1,15 @@
-// The statistics rounds' double sums (docs/METHOD.md 4.4) and their AVX-512 kernels.
+// The statistics rounds' double sums (docs/METHOD.md 4.4) and their AVX-512 and AVX2 kernels.
 //
 // Every sum of a round runs element e of a range into partial sum e mod 8, the partials
 // combined as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). Eight independent chains run at the
 // adder's throughput; one chain in element order waits on the adder's latency at every element
 // (such chains were the largest item of the round's per-layer stage). The eight partials are
-// exactly the lanes of one AVX-512 vector of doubles over eight consecutive elements, so the
-// vector kernels (v8_*) give the same bits as the scalar terms: each lane does the same IEEE
-// operations (conversions, +, −, ×, ÷, √; never fused: -ffp-contract=off) on the same elements in
-// the same order. The kernels run behind the one instruction-set dispatch (snip/isa.h): at tier
-// avx512 and above, unless set_vector_sums(false) turned them off; each returns how many
+// exactly the lanes of one AVX-512 vector of doubles (of two AVX vectors on AVX2) over eight
+// consecutive elements, so the vector kernels (v8_*) give the same bits as the scalar terms: each
+// lane does the same IEEE operations (conversions, +, −, ×, ÷, √; never fused: -ffp-contract=off)
+// on the same elements in the same order. The kernels run behind the one instruction-set
+// dispatch (snip/isa.h): AVX-512 at tier avx512 and above, AVX2 at avx2, unless
+// set_vector_sums(false) turned them off; each returns how many
 // elements (columns for v8_col_sq) it did, 0 off x86-64, and the caller does the rest through
 // its scalar terms (lane_accumulate).
 #pragma once
@@ -52,9 +53,9 @@ std::array<double, NS> lane_sums(int64_t n, Term&& term) {
   return combine(L);
 }
 
-// Whether the v8_* kernels run: tier avx512 or above (snip/isa.h) and not turned off.
+// Whether the v8_* kernels run: tier avx2 or above (snip/isa.h) and not turned off.
 bool vector_sums();
-// false: the sums run on their scalar terms only, as on a CPU without AVX-512 (the kernels give
+// false: the sums run on their scalar terms only, as on a CPU without AVX2 (the kernels give
 // the same bits; StatsRound.VectorSumsGiveTheScalarTermsBits compares the two). Not
 // thread-safe; tests only.
 void set_vector_sums(bool on);
