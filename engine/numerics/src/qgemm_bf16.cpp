@@ -596,6 +596,31 @@ __attribute__((target("avx2"))) void widen_bits(float* __restrict w, const uint1
     std::memcpy(w + i, &bits, 4);
   }
 }
+// o[i·kAw + r] = v[r][i] for i, r < 8: an 8 × 8 transpose (v[r]'s element i → row i's
+// element r), one k of a widened A tile per stored vector.
+__attribute__((target("avx2"))) inline void store_transposed8x8(float* o, const __m256 v[8]) {
+  const __m256 t0a = _mm256_unpacklo_ps(v[0], v[1]), t1a = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2a = _mm256_unpacklo_ps(v[2], v[3]), t3a = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4a = _mm256_unpacklo_ps(v[4], v[5]), t5a = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6a = _mm256_unpacklo_ps(v[6], v[7]), t7a = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0a, t2a, 0x44), u1 = _mm256_shuffle_ps(t0a, t2a, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1a, t3a, 0x44), u3 = _mm256_shuffle_ps(t1a, t3a, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4a, t6a, 0x44), u5 = _mm256_shuffle_ps(t4a, t6a, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5a, t7a, 0x44), u7 = _mm256_shuffle_ps(t5a, t7a, 0xEE);
+  _mm256_storeu_ps(o + 0 * kAw, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(o + 1 * kAw, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(o + 2 * kAw, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(o + 3 * kAw, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(o + 4 * kAw, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(o + 5 * kAw, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(o + 6 * kAw, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(o + 7 * kAw, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+// Eight BF16 codes widened to FP32 (their bits << 16).
+__attribute__((target("avx2"))) inline __m256 widen8(const uint16_t* c) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))), 16));
+}
 // A for the AVX2 kernel: rows m0 … m1−1 (m0 a multiple of 6) into their tiles, each [lda][kAw]
 // (a k's 6 row elements side by side, 2 zeros after them: the 8 × 8 transposes below write whole
 // vectors); rows past M are zeros. Its broadcasts then read one stream, not 6 rows lda apart
@@ -609,31 +634,8 @@ __attribute__((target("avx2"))) void widen_rows(float* __restrict w, const uint1
     int64_t k = 0;
     for (; k + 8 <= lda; k += 8) {
       __m256 v[8];
-      for (int r = 0; r < 8; ++r)
-        v[r] =
-            r < rows
-                ? _mm256_castsi256_ps(_mm256_slli_epi32(
-                      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + (t0 + r) * lda + k))),
-                      16))
-                : _mm256_setzero_ps();
-      // 8 × 8 transpose: v[r]'s element i → row i's element r.
-      const __m256 t0a = _mm256_unpacklo_ps(v[0], v[1]), t1a = _mm256_unpackhi_ps(v[0], v[1]);
-      const __m256 t2a = _mm256_unpacklo_ps(v[2], v[3]), t3a = _mm256_unpackhi_ps(v[2], v[3]);
-      const __m256 t4a = _mm256_unpacklo_ps(v[4], v[5]), t5a = _mm256_unpackhi_ps(v[4], v[5]);
-      const __m256 t6a = _mm256_unpacklo_ps(v[6], v[7]), t7a = _mm256_unpackhi_ps(v[6], v[7]);
-      const __m256 u0 = _mm256_shuffle_ps(t0a, t2a, 0x44), u1 = _mm256_shuffle_ps(t0a, t2a, 0xEE);
-      const __m256 u2 = _mm256_shuffle_ps(t1a, t3a, 0x44), u3 = _mm256_shuffle_ps(t1a, t3a, 0xEE);
-      const __m256 u4 = _mm256_shuffle_ps(t4a, t6a, 0x44), u5 = _mm256_shuffle_ps(t4a, t6a, 0xEE);
-      const __m256 u6 = _mm256_shuffle_ps(t5a, t7a, 0x44), u7 = _mm256_shuffle_ps(t5a, t7a, 0xEE);
-      float* o = wt + k * kAw;
-      _mm256_storeu_ps(o + 0 * kAw, _mm256_permute2f128_ps(u0, u4, 0x20));
-      _mm256_storeu_ps(o + 1 * kAw, _mm256_permute2f128_ps(u1, u5, 0x20));
-      _mm256_storeu_ps(o + 2 * kAw, _mm256_permute2f128_ps(u2, u6, 0x20));
-      _mm256_storeu_ps(o + 3 * kAw, _mm256_permute2f128_ps(u3, u7, 0x20));
-      _mm256_storeu_ps(o + 4 * kAw, _mm256_permute2f128_ps(u0, u4, 0x31));
-      _mm256_storeu_ps(o + 5 * kAw, _mm256_permute2f128_ps(u1, u5, 0x31));
-      _mm256_storeu_ps(o + 6 * kAw, _mm256_permute2f128_ps(u2, u6, 0x31));
-      _mm256_storeu_ps(o + 7 * kAw, _mm256_permute2f128_ps(u3, u7, 0x31));
+      for (int r = 0; r < 8; ++r) v[r] = r < rows ? widen8(a + (t0 + r) * lda + k) : _mm256_setzero_ps();
+      store_transposed8x8(wt + k * kAw, v);
     }
     for (; k < lda; ++k)
       for (int r = 0; r < kAw; ++r) {
@@ -650,10 +652,6 @@ __attribute__((target("avx2"))) void widen_rows(float* __restrict w, const uint1
 // every row of A (M codes, a weight gradient's dYᵀ): 6 consecutive codes are one k of a tile, one
 // 8-float store. Lanes 6 and 7, and rows past M in the last tile, are left as they are (the kernel
 // reads lanes 0 … mr−1 only); padding k are zeroed by zero_aw_padding.
-__attribute__((target("avx2"))) inline __m256 widen8(const uint16_t* c) {
-  return _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))), 16));
-}
 __attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numerics_detail::PackGeometry& G,
                                               bool rows_are_i, int64_t r0, int64_t r1, const uint16_t* src,
                                               int64_t ld) {
@@ -690,23 +688,7 @@ __attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numeri
         __m256 v[8];
         for (int r = 0; r < kTileRowsMax; ++r) v[r] = widen8(sc + r * ld + k);
         v[6] = v[7] = _mm256_setzero_ps();
-        const __m256 t0a = _mm256_unpacklo_ps(v[0], v[1]), t1a = _mm256_unpackhi_ps(v[0], v[1]);
-        const __m256 t2a = _mm256_unpacklo_ps(v[2], v[3]), t3a = _mm256_unpackhi_ps(v[2], v[3]);
-        const __m256 t4a = _mm256_unpacklo_ps(v[4], v[5]), t5a = _mm256_unpackhi_ps(v[4], v[5]);
-        const __m256 t6a = _mm256_unpacklo_ps(v[6], v[7]), t7a = _mm256_unpackhi_ps(v[6], v[7]);
-        const __m256 u0 = _mm256_shuffle_ps(t0a, t2a, 0x44), u1 = _mm256_shuffle_ps(t0a, t2a, 0xEE);
-        const __m256 u2 = _mm256_shuffle_ps(t1a, t3a, 0x44), u3 = _mm256_shuffle_ps(t1a, t3a, 0xEE);
-        const __m256 u4 = _mm256_shuffle_ps(t4a, t6a, 0x44), u5 = _mm256_shuffle_ps(t4a, t6a, 0xEE);
-        const __m256 u6 = _mm256_shuffle_ps(t5a, t7a, 0x44), u7 = _mm256_shuffle_ps(t5a, t7a, 0xEE);
-        float* o = wc + k * kAw;
-        _mm256_storeu_ps(o + 0 * kAw, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(o + 1 * kAw, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(o + 2 * kAw, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(o + 3 * kAw, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(o + 4 * kAw, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(o + 5 * kAw, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(o + 6 * kAw, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm256_storeu_ps(o + 7 * kAw, _mm256_permute2f128_ps(u3, u7, 0x31));
+        store_transposed8x8(wc + k * kAw, v);
       }
       for (; k < len; ++k)
         for (int r = 0; r < kTileRowsMax; ++r) {
