@@ -669,10 +669,8 @@ __attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numeri
     }
     for (; t * kTileRowsMax < G.M; ++t)
       for (int64_t kk = 0; kk < r1 - r0; ++kk)
-        for (int r = 0; r < kTileRowsMax && t * kTileRowsMax + r < G.M; ++r) {
-          const uint32_t bits = uint32_t(src[kk * ld + t * kTileRowsMax + r]) << 16;
-          std::memcpy(aw + t * lda * kAw + at[kk] + r, &bits, 4);
-        }
+        for (int r = 0; r < kTileRowsMax && t * kTileRowsMax + r < G.M; ++r)
+          aw[t * lda * kAw + at[kk] + r] = bf16_value(src[kk * ld + t * kTileRowsMax + r]);
     return;
   }
   const int64_t t_first = (r0 + kTileRowsMax - 1) / kTileRowsMax, t_end = r1 / kTileRowsMax;  // whole tiles
@@ -691,10 +689,7 @@ __attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numeri
         store_transposed8x8(wc + k * kAw, v);
       }
       for (; k < len; ++k)
-        for (int r = 0; r < kTileRowsMax; ++r) {
-          const uint32_t bits = uint32_t(sc[r * ld + k]) << 16;
-          std::memcpy(wc + k * kAw + r, &bits, 4);
-        }
+        for (int r = 0; r < kTileRowsMax; ++r) wc[k * kAw + r] = bf16_value(sc[r * ld + k]);
     }
   }
   // Rows of tiles this batch shares with the next or the previous one (or the last, short tile).
@@ -704,18 +699,12 @@ __attribute__((target("avx2"))) void place_aw(float* __restrict aw, const numeri
     for (int64_t c = 0; c < G.nch; ++c) {
       const uint16_t* sc = sr + c * G.kc;
       float* wc = w + c * G.kcp * kAw;
-      for (int64_t k = 0, len = G.chunk_len(c); k < len; ++k) {
-        const uint32_t bits = uint32_t(sc[k]) << 16;
-        std::memcpy(wc + k * kAw, &bits, 4);
-      }
+      for (int64_t k = 0, len = G.chunk_len(c); k < len; ++k) wc[k * kAw] = bf16_value(sc[k]);
     }
   };
-  if (t_first >= t_end) {
-    for (int64_t m = r0; m < r1; ++m) one_row(m);
-    return;
-  }
-  for (int64_t m = r0; m < t_first * kTileRowsMax; ++m) one_row(m);
-  for (int64_t m = t_end * kTileRowsMax; m < r1; ++m) one_row(m);
+  const int64_t whole0 = std::min(r1, t_first * kTileRowsMax), whole1 = std::max(whole0, t_end * kTileRowsMax);
+  for (int64_t m = r0; m < whole0; ++m) one_row(m);
+  for (int64_t m = whole1; m < r1; ++m) one_row(m);
 }
 // The AVX-512 FMA kernel's widened A ([M][lda], widen_bits' layout) from the quantizer's codes,
 // as place_aw does for the AVX2 kernel's: whole rows (rows_are_i) chunk by chunk, or through
@@ -772,14 +761,13 @@ void widen_operands(const Packed& P, std::vector<float>& aw, std::vector<float>&
                     bool a_ready) {
   const int64_t lda = P.lda(), pairs = P.npanel * P.nch * (P.kcp / 2);
   grow(bw, pairs * 2 * kNR);
-  if (a_ready) {
-  } else if (for_avx2) {
+  if (!a_ready && for_avx2) {
     const int64_t tiles = (P.M + kTileRowsMax - 1) / kTileRowsMax;
     grow(aw, tiles * kAw * lda);
     detail::parallel_chunks(nchunks, tiles, 8, [&](int, int64_t t0, int64_t t1) {
       widen_rows(aw.data(), P.a.data(), lda, t0 * kTileRowsMax, t1 * kTileRowsMax, P.M);
     });
-  } else {
+  } else if (!a_ready) {
     grow(aw, P.M * lda);
     detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
       widen_bits(aw.data() + m0 * lda, P.a.data() + m0 * lda, (m1 - m0) * lda);

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "float_bits.h"
 #include "snip/error.h"
 #include "snip/quant.h"
 #include "snip/thread_pool.h"
@@ -198,14 +199,10 @@ void place_transposed_a(Row* a, const PackGeometry& G, int64_t r0, int64_t r1, i
       Row* row = a + (m0 + mm) * lda;
       if constexpr (std::is_floating_point_v<Row>) {
         if (contiguous) {  // one run: a loop the compiler vectorizes
-          uint32_t* __restrict d = reinterpret_cast<uint32_t*>(row + at[0]);
-          const uint16_t* __restrict t = tile[mm];
-          for (int64_t kk = 0; kk < kn; ++kk) d[kk] = uint32_t(t[kk]) << 16;
+          float* __restrict d = row + at[0];
+          for (int64_t kk = 0; kk < kn; ++kk) d[kk] = ffrom(uint32_t(tile[mm][kk]) << 16);
         } else {
-          for (int64_t kk = 0; kk < kn; ++kk) {
-            const uint32_t bits = uint32_t(tile[mm][kk]) << 16;
-            std::memcpy(row + at[kk], &bits, 4);
-          }
+          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = ffrom(uint32_t(tile[mm][kk]) << 16);
         }
       } else if (contiguous) {
         std::memcpy(row + at[0], tile[mm], size_t(kn) * sizeof(Dst));
