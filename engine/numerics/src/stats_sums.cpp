@@ -63,10 +63,6 @@ SNIP_VT inline V div(V a, V b) {
 SNIP_VT inline V sqrt(V a) {
   return _mm512_sqrt_pd(a);
 }
-template <int NS>
-SNIP_VT inline void store_lanes(Lanes<NS>& L, const V* acc) {
-  for (int k = 0; k < NS; ++k) st(L.s[k], acc[k]);
-}
 #include "stats_kernels.inc"
 #undef SNIP_VT
 }  // namespace avx512
@@ -108,10 +104,6 @@ SNIP_VT inline V div(V a, V b) {
 }
 SNIP_VT inline V sqrt(V a) {
   return {_mm256_sqrt_pd(a.lo), _mm256_sqrt_pd(a.hi)};
-}
-template <int NS>
-SNIP_VT inline void store_lanes(Lanes<NS>& L, const V* acc) {
-  for (int k = 0; k < NS; ++k) st(L.s[k], acc[k]);
 }
 #include "stats_kernels.inc"
 #undef SNIP_VT
