@@ -8,6 +8,7 @@
 #include "command.h"
 #include "option_rules.h"
 #include "snip/atomic_file.h"
+#include "snip/checkpoint.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/model_config.h"
@@ -64,7 +65,7 @@ std::string export_tensorboard(snip::Store& store, int64_t run_id, const std::st
   const double t1 = run.ended_ms ? double(*run.ended_ms) / 1000.0 : t0;
   const int64_t last = std::max<int64_t>(run.last_step, 1);
   const auto wall = [&](int64_t step) { return t0 + (t1 - t0) * double(step) / double(last); };
-  snip::TensorBoardWriter w(dir, t0);
+  snip::TensorBoardWriter w(dir, t0, "snip-run" + std::to_string(run_id));
   for (const snip::MetricRow& r : rows) {
     const double t = wall(r.step);
     w.add_scalar("train/loss", r.step, r.train_loss, t);
@@ -98,6 +99,7 @@ void run_export(const ExportOptions& o) {
     if (!o.run) throw snip::Error("--to tensorboard exports a run's scalars: give --run ID");
     if (o.out.empty() || o.out == "-")
       throw snip::Error("--to tensorboard writes event files into a folder: give --out DIR");
+    const snip::CheckpointLock folder = snip::claim_output_folder(o.out);  // held while the files are written
     snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
                       snip::StoreOptions{.create = o.db.empty(), .read_only_if_unwritable = true});
     (void)export_tensorboard(store, *o.run, o.out);
@@ -162,7 +164,7 @@ void setup_export(CLI::App& app) {
   cmd->add_option("--config", opts->config, "With --to: the model's config.json instead of --preset")->needs(to);
   cmd->add_option("--out", opts->out, "Output file (written atomically); default: standard output");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
-  rules->writes("--out", opts->out);
+  rules->writes("--out", opts->out).reads("--plan", opts->plan).reads("--config", opts->config);
   rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
       .excludes("--preset", "--config", "both name the model; give one")
       .add([opts] {
@@ -170,6 +172,20 @@ void setup_export(CLI::App& app) {
         if (is_id(opts->plan) && std::stoll(opts->plan) < 1)
           throw snip::Error("--plan " + opts->plan + ": plan ids start at 1 (see `snip show --run ID`)");
       });
+  // The format follows --out's suffix unless --format says otherwise; the two may not disagree.
+  rules->add([opts, r = rules.get()] {
+    const auto suffix = [&](const char* ext) {
+      const std::string e = ext;
+      return opts->out.size() > e.size() && opts->out.compare(opts->out.size() - e.size(), e.size(), e) == 0;
+    };
+    if (!opts->to.empty()) return;
+    const std::string implied = suffix(".csv") ? "csv" : suffix(".json") ? "json" : "";
+    if (implied.empty()) return;
+    if (r->given("--format") && opts->format != implied)
+      throw snip::Error("--format " + opts->format + " contradicts --out " + opts->out + " (a ." + implied +
+                        " file); give --out a ." + opts->format + " name or drop --format");
+    opts->format = implied;
+  });
   snip::cli::run_checked(cmd, rules, [opts] {
     if (!opts->run && opts->plan.empty()) throw CLI::RequiredError("--run or --plan");
     run_export(*opts);

@@ -16,6 +16,7 @@
 #include "snip/stats.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
+#include "snip/checked.h"
 
 namespace {
 
@@ -52,9 +53,9 @@ snip::Plan import_from_stack(const ImportOptions& o, const std::string& path, co
 std::string detect_format(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw snip::Error(path + ": not valid JSON (" + e.what() + "); expected a snip-plan/1 or snip-stats/1 file");
+    j = snip::parse_json_strict(text, path);
+  } catch (const snip::Error& e) {
+    throw snip::Error(std::string(e.what()) + "; expected a snip-plan/1 or snip-stats/1 file");
   }
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string())
     throw snip::Error(path +
@@ -85,7 +86,7 @@ ImportItem parse_import_item(const ImportOptions& o, const std::string& path) {
         some_fp4 = some_fp4 || lp[g] == snip::Precision::fp4;
         all_fp4 = all_fp4 && lp[g] == snip::Precision::fp4;
       }
-    it.fraction_known = nlohmann::json::parse(text).contains("achieved_fp4_fraction") || !some_fp4 || all_fp4;
+    it.fraction_known = snip::parse_json_strict(text, path).contains("achieved_fp4_fraction") || !some_fp4 || all_fp4;
   } else if (format == "snip-stats/1") {
     it.stats = snip::stats_from_json(text, path);
     // A round no plan can be made from (no layers, a missing global) would be stored and then

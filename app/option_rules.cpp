@@ -140,8 +140,41 @@ OptionRules& OptionRules::writes(const std::string& name, const std::string& pat
   return *this;
 }
 
+OptionRules& OptionRules::database(const std::string& name) {
+  databases_.push_back(name);
+  return *this;
+}
+
+std::string OptionRules::value_of(const std::string& name) const {
+  const CLI::Option* opt = cmd_->get_option_no_throw(name);
+  return opt && opt->count() > 0 && !opt->results().empty() ? opt->results().back() : "";
+}
+
+void OptionRules::check_collisions() const {
+  for (const auto& [out, out_path] : outputs_) {
+    if (!given(out) || out_path->empty() || *out_path == "-") continue;
+    for (const auto& [in, in_path] : inputs_)
+      if (given(in) && !in_path->empty() && same_file(*out_path, *in_path))
+        throw Error(out + " and " + in + " name the same file (" + *out_path + "): writing " + out +
+                    " would replace what " + in + " reads; give " + out + " another path (nothing was written)");
+    for (const std::string& db : databases_) {
+      const std::string db_path = value_of(db);
+      if (db_path.empty()) continue;
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+        if (same_file(*out_path, db_path + suffix))
+          throw Error(out + " " + *out_path + " is " +
+                      (*suffix ? "the " + std::string(suffix + 1) + " file of " : std::string()) +
+                      "the experiment database " + db_path + " (" + db +
+                      "); writing there would destroy it; give " + out + " another path (nothing was written)");
+    }
+  }
+}
+
 std::vector<FileInUse> OptionRules::protect_inputs() const {
   std::vector<FileInUse> held;
+  for (const std::string& name : databases_)
+    if (const std::string path = value_of(name); !path.empty())
+      held.push_back(protect_input(path, "the experiment database " + path + " (" + name + ")"));
   for (const auto& [name, path] : inputs_) {
     if (!given(name) || path->empty()) continue;
     std::error_code ec;
@@ -154,10 +187,13 @@ std::vector<FileInUse> OptionRules::protect_inputs() const {
 void OptionRules::check() const {
   check_types();
   for (const auto& rule : rules_) rule();
+  check_collisions();
 }
 
 void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::function<void()> body) {
   checked_commands().insert(cmd);
+  // Every command's --db is its database, declared or not (the bound string is the option's own).
+  if (cmd->get_option_no_throw("--db") != nullptr) rules->database("--db");
   cmd->callback([rules, body = std::move(body)] {
     check_environment();  // SNIP_* variables: a value the engine would ignore is an error, before any work
     rules->check();

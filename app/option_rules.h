@@ -68,6 +68,9 @@ class OptionRules {
   // `name` (bound to `path`) names a file the command writes: two outputs naming the same file
   // are an error.
   OptionRules& writes(const std::string& name, const std::string& path);
+  // `name` names the command's experiment database. Every command's --db is declared so by
+  // run_checked, used or ignored: no output may be the database or its WAL, index or journal.
+  OptionRules& database(const std::string& name);
   // The protections of every given input, for run_checked to hold while the command runs.
   std::vector<FileInUse> protect_inputs() const;
 
@@ -90,10 +93,15 @@ class OptionRules {
   [[noreturn]] static void fail_range(const std::string& name, const std::string& got, const std::string& want,
                                       const std::string& meaning);
   void check_types() const;
+  // Every given output against every given input and the database (and its sidecar files): the
+  // same file, by identity when both exist, else by absolute path.
+  void check_collisions() const;
 
   CLI::App* cmd_;
   std::vector<std::function<void()>> rules_;
   std::vector<std::pair<std::string, const std::string*>> inputs_, outputs_;
+  std::vector<std::string> databases_;
+  std::string value_of(const std::string& name) const;
 };
 
 // The one way a subcommand runs: its option rules first, then its body.

@@ -16,6 +16,7 @@
 #include "snip/error.h"
 #include "snip/files_in_use.h"
 #include "snip/store_export.h"
+#include "snip/checked.h"
 #include "store_impl.h"
 
 namespace snip {
@@ -42,9 +43,9 @@ namespace store_detail {
 
 nlohmann::json parse_json_column(const std::string& text, const std::string& where) {
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + " holds invalid JSON (" + e.what() + "); the database was edited or damaged");
+    return parse_json_strict(text, where);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; the database was edited or damaged");
   }
 }
 
@@ -173,9 +174,18 @@ std::string file_uri(const std::string& path, const std::string& query) {
   throw e;
 }
 
+// A database named as another's WAL, index or journal, or beside a file or folder SQLite would
+// take for its own WAL, index or journal: refused before SQLite opens (and deletes) anything.
+void refuse_sqlite_names(const std::string& path) {
+  if (std::string why = sqlite_sidecar_conflict(path); !why.empty())
+    throw Error(path + " cannot be an experiment database: " + why + "; nothing was changed");
+  if (std::string why = foreign_sqlite_sidecars(path); !why.empty()) throw Error(why);
+}
+
 void check_readable_location(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  refuse_sqlite_names(path);
   const auto st = fs::status(path, ec);
   if (!fs::exists(st)) throw Error(path + ": no such database (pass an existing --db file)");
   if (fs::is_directory(st)) throw Error(path + ": is a directory; --db needs a database file path");
@@ -189,6 +199,7 @@ void check_readable_location(const std::string& path) {
 void check_location(const std::string& path, const StoreOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  refuse_sqlite_names(path);
   const fs::path p(path);
   const auto st = fs::status(p, ec);
   fs::path dir = p.parent_path();

@@ -4,14 +4,24 @@
 // made by reopening the same file) releases them, and another process that then closes its
 // connection deletes the WAL under the GUI. /proc/locks shows what the kernel holds for us.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <QAbstractButton>
 #include <QAbstractFileIconProvider>
+#include <QAction>
+#include <QApplication>
+#include <QDir>
 #include <QFileInfo>
+#include <QFileSystemModel>
+#include <QMenu>
+#include <QMenuBar>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "file_dialogs.h"
@@ -104,4 +114,129 @@ TEST_F(DatabaseLocks, ReopeningTheOpenDatabaseOrImportingItKeepsTheLocks) {
   EXPECT_EQ(window_->workbench()->store()->runs().size(), 1u);
 }
 
+// Every file this process opens in `dir` (inotify IN_OPEN on the folder), by name.
+class OpensIn {
+ public:
+  explicit OpensIn(const QString& dir) : fd_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    if (fd_ >= 0) inotify_add_watch(fd_, dir.toLocal8Bit().constData(), IN_OPEN);
+  }
+  ~OpensIn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  std::set<std::string> names() {
+    std::set<std::string> out;
+    alignas(inotify_event) char buf[65536];
+    for (ssize_t n; (n = ::read(fd_, buf, sizeof buf)) > 0;)
+      for (char* p = buf; p < buf + n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(p);
+        if (e->len > 0) out.insert(e->name);
+        p += sizeof(inotify_event) + e->len;
+      }
+    return out;
+  }
+
+ private:
+  int fd_;
+};
+
+// Shows every dialog the GUI's file choosers open until its folder is listed and drawn, then
+// cancels it; counts them.
+class CancelEveryDialog {
+ public:
+  CancelEveryDialog() {
+    set_dialog_observer([this](QFileDialog& dialog) {
+      ++shown_;
+      auto* model = dialog.findChild<QFileSystemModel*>();
+      ASSERT_NE(model, nullptr);
+      const QString folder = dialog.directory().absolutePath();
+      // directoryLoaded comes through the event loop, which runs only once the dialog does.
+      QObject::connect(model, &QFileSystemModel::directoryLoaded, &dialog, [&dialog, folder](const QString& path) {
+        if (QDir(path).absolutePath() != folder) return;
+        QTimer::singleShot(0, &dialog, [&dialog] {
+          (void)dialog.grab();  // every column drawn: icons and types asked for
+          dialog.reject();
+        });
+      });
+      QTimer::singleShot(60000, &dialog, [this, &dialog] {
+        ++timed_out_;
+        dialog.reject();
+      });
+    });
+  }
+  ~CancelEveryDialog() { set_dialog_observer({}); }
+  int shown() const { return shown_; }
+  int timed_out() const { return timed_out_; }
+
+ private:
+  int shown_ = 0;
+  int timed_out_ = 0;
+};
+
 }  // namespace
+
+// Every file dialog of the GUI shown and cancelled: none opens the database or its WAL and
+// index (a close() of any of them drops the locks), and a second process that reads and closes
+// the database afterwards leaves the GUI's WAL in place.
+TEST_F(DatabaseLocks, EveryFileDialogShownAndCancelledLeavesTheDatabaseUnopened) {
+  const QString cwd = QDir::currentPath();
+  QDir::setCurrent(dir_.path());  // dialogs without a folder of their own list this one
+  OpensIn opens(dir_.path());
+  ASSERT_TRUE(opens.ok());
+  CancelEveryDialog cancel;
+  int expected = 0;
+  for (QAction* menu : window_->menuBar()->actions())
+    for (QAction* a : menu->menu()->actions())
+      if (a->text().endsWith(QChar(0x2026)) && !a->text().contains(QStringLiteral("Quick start"))) {
+        const int before = cancel.shown();
+        a->trigger();
+        EXPECT_EQ(cancel.shown(), before + 1) << a->text().toStdString() << " showed no file dialog";
+        ++expected;
+      }
+  for (QAbstractButton* b : window_->findChildren<QAbstractButton*>())
+    if (b->text() == QStringLiteral("Browse…") || b->text() == QStringLiteral("Export CSV…")) {
+      const int before = cancel.shown();
+      b->click();
+      EXPECT_EQ(cancel.shown(), before + 1) << b->text().toStdString() << " showed no file dialog";
+      ++expected;
+    }
+  QDir::setCurrent(cwd);
+  EXPECT_GE(expected, 14);
+  EXPECT_EQ(cancel.timed_out(), 0);
+  const auto opened = opens.names();
+  for (const char* name : {"workbench.db", "workbench.db-wal", "workbench.db-shm"})
+    EXPECT_EQ(opened.count(name), 0u) << name << " was opened by a dialog";
+  EXPECT_GT(locks_held_on(db_.toStdString()), 0);
+  QProcess other;
+  other.start(QStringLiteral(SNIP_EXE), {QStringLiteral("runs"), QStringLiteral("--db"), db_});
+  ASSERT_TRUE(other.waitForFinished(60000));
+  EXPECT_EQ(other.exitCode(), 0) << other.readAllStandardError().toStdString();
+  EXPECT_TRUE(QFileInfo::exists(db_ + "-wal"));
+  EXPECT_TRUE(QFileInfo::exists(db_ + "-shm"));
+  EXPECT_EQ(window_->workbench()->store()->runs().size(), 1u);
+}
+
+// An export dialog starts in the folder of the last file chosen, not the working directory.
+TEST(FileDialogs, AnExportDialogStartsInTheFolderOfTheLastFileChosen) {
+  QTemporaryDir chosen;
+  const QString target = chosen.filePath(QStringLiteral("table.csv"));
+  QString second_start;
+  int shown = 0;
+  set_dialog_observer([&](QFileDialog& dialog) {
+    if (shown++ == 0) {
+      QTimer::singleShot(0, &dialog, [&dialog, target] {
+        dialog.selectFile(target);
+        static_cast<QDialog&>(dialog).accept();  // QFileDialog::accept, as the Save button
+      });
+    } else {
+      second_start = dialog.directory().absolutePath();
+      QTimer::singleShot(0, &dialog, [&dialog] { dialog.reject(); });
+    }
+  });
+  EXPECT_EQ(save_file_name(nullptr, QStringLiteral("Export"), QStringLiteral("compare.csv"), QStringLiteral("CSV (*.csv)")),
+            target);
+  EXPECT_TRUE(save_file_name(nullptr, QStringLiteral("Export"), QStringLiteral("plan.json"), {}).isEmpty());
+  set_dialog_observer({});
+  EXPECT_EQ(shown, 2);
+  EXPECT_EQ(second_start, QDir(chosen.path()).absolutePath());
+}

@@ -10,6 +10,7 @@
 #include <QAbstractFileIconProvider>
 #include <QFileDialog>
 #include <QString>
+#include <functional>
 
 class QWidget;
 
@@ -19,9 +20,14 @@ namespace snip::ui {
 QAbstractFileIconProvider* plain_icon_provider();
 
 // The dialogs of QFileDialog's static functions, with the provider above. "" when cancelled.
+// Given no folder (an empty `dir`, or a bare file name to save as), a dialog starts in the folder
+// of the last file chosen in any of them.
 QString open_file_name(QWidget* parent, const QString& caption, const QString& dir, const QString& filter);
 QString save_file_name(QWidget* parent, const QString& caption, const QString& dir, const QString& filter,
                        QFileDialog::Options options = {});
 QString existing_directory(QWidget* parent, const QString& caption, const QString& dir);
+
+// Tests: called with every dialog just before it runs; the dialog lists its folder from then on.
+void set_dialog_observer(std::function<void(QFileDialog&)> observer);
 
 }  // namespace snip::ui

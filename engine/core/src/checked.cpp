@@ -13,7 +13,11 @@ nlohmann::json parse_json_strict(const std::string& text, const std::string& sou
   using json = nlohmann::json;
   std::vector<std::set<std::string>> keys;  // keys seen in each open object
   std::string duplicate;
-  const json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t track = [&](int depth, json::parse_event_t event, json& parsed) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw Error(source + ": arrays and objects nest more than " + std::to_string(kMaxJsonDepth) +
+                  " deep; no snip file nests more than a few levels, so this is not one (or it is damaged)");
     if (event == json::parse_event_t::object_start)
       keys.emplace_back();
     else if (event == json::parse_event_t::object_end && !keys.empty())

@@ -1,8 +1,11 @@
 // A process-wide table of (device, inode) → what holds the file; see files_in_use.h.
 #include "snip/files_in_use.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -112,6 +115,80 @@ FileInUse protect_input(const std::string& path, std::string what) {
   return FileInUse::enter(true, path, std::move(what));
 }
 
+namespace {
+
+constexpr std::string_view kSqliteSidecars[] = {"-wal", "-shm", "-journal"};
+
+// True when `path` is a regular file that starts with SQLite's 16-byte header. A database this
+// process has open counts without being read (a raw open and close would drop its locks).
+bool is_sqlite_database(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (!lookup(path).empty()) return true;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  char header[16] = {};
+  const bool yes = ::pread(fd, header, sizeof header, 0) == ssize_t(sizeof header) &&
+                   std::memcmp(header, "SQLite format 3", 16) == 0;
+  ::close(fd);
+  return yes;
+}
+
+}  // namespace
+
+std::string sqlite_sidecar_conflict(const std::string& path) {
+  std::lock_guard lock(table_mutex());
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  for (std::string_view suffix : kSqliteSidecars) {
+    if (p.size() <= suffix.size() || std::string_view(p).substr(p.size() - suffix.size()) != suffix) continue;
+    const std::string stem = p.substr(0, p.size() - suffix.size());
+    if (!is_sqlite_database(stem)) continue;
+    const char* role = suffix == "-wal"   ? "write-ahead log"
+                       : suffix == "-shm" ? "shared-memory index"
+                                          : "rollback journal";
+    return "it is the name SQLite gives the " + std::string(role) + " of the database " + stem +
+           ", which SQLite would take as that database's own and delete or roll back; choose a name that does not "
+           "end in " +
+           std::string(suffix);
+  }
+  return "";
+}
+
+std::string sqlite_conflict(const std::string& path) {
+  std::lock_guard lock(table_mutex());
+  if (std::string why = sqlite_sidecar_conflict(path); !why.empty()) return why;
+  if (is_sqlite_database(path))
+    return "it is a SQLite database (an experiment store?); snip never replaces one with another file";
+  return "";
+}
+
+std::string foreign_sqlite_sidecars(const std::string& db) {
+  std::lock_guard lock(table_mutex());
+  if (!lookup(db).empty()) return "";
+  for (std::string_view suffix : kSqliteSidecars) {
+    const std::string side = db + std::string(suffix);
+    struct stat st {};
+    if (::lstat(side.c_str(), &st) != 0) continue;
+    std::string what;
+    if (S_ISDIR(st.st_mode))
+      what = "a folder";
+    else if (!S_ISREG(st.st_mode))
+      what = "not a regular file";
+    else if (is_sqlite_database(side))
+      what = "a SQLite database of its own";
+    else
+      continue;
+    const char* role = suffix == "-wal"   ? "write-ahead log"
+                       : suffix == "-shm" ? "shared-memory index"
+                                          : "rollback journal";
+    return side + " is " + what + ", but SQLite takes a file of that name for the " + role + " of " + db +
+           " and would delete or replay it when opening " + db + ": rename " + side +
+           " (or use another database name); nothing was changed";
+  }
+  return "";
+}
+
 std::string write_conflict(const std::string& path) {
   std::lock_guard lock(table_mutex());
   if (std::string what = file_in_use(path); !what.empty())
@@ -126,7 +203,7 @@ std::string write_conflict(const std::string& path) {
     if (::stat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       return "it is inside " + what + ", which this command reads as a whole; a file written there would change it";
   }
-  return "";
+  return sqlite_conflict(path);
 }
 
 }  // namespace snip

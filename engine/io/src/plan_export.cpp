@@ -9,8 +9,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/recipe_name.h"
 
@@ -279,6 +281,43 @@ Precision megatron_config_precision(const YAML::Node& config, const std::string&
   return Precision::bf16;
 }
 
+// Megatron reads the file with PyYAML (yaml.safe_load); yaml-cpp reads some documents otherwise.
+// Those are refused, each naming where: a key written twice in one map (PyYAML keeps the last,
+// yaml-cpp the first), a merge key `<<` (PyYAML merges it, yaml-cpp keeps it as a key), and an
+// `enabled` that is not a YAML boolean (`enabled: 1` is true to Megatron, not to yaml-cpp).
+void refuse_what_pyyaml_reads_otherwise(const YAML::Node& node, const std::string& source, const std::string& where,
+                                        int depth) {
+  if (depth > kMaxJsonDepth)
+    throw Error(source + ": maps and lists nest more than " + std::to_string(kMaxJsonDepth) +
+                " deep; a Megatron precision config nests 4");
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i)
+      refuse_what_pyyaml_reads_otherwise(node[i], source, where + "[" + std::to_string(i) + "]", depth + 1);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::set<std::string> keys;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
+    const std::string at = where.empty() ? key : where + "." + key;
+    if (key == "<<" && entry.first.Tag() != "!")
+      throw Error(source + ": " + at + ": merge keys (<<) are read differently by PyYAML, which Megatron uses, and "
+                  "by this reader; write the merged keys out");
+    if (!keys.insert(key).second)
+      throw Error(source + ": " + at + " is written twice in one map; PyYAML, which Megatron uses, keeps the last "
+                  "and other readers the first: remove one");
+    if (key == "enabled" && entry.second.IsScalar()) {
+      static const std::set<std::string> booleans = {"true", "True", "TRUE", "false", "False", "FALSE",
+                                                     "yes",  "Yes",  "YES",  "no",    "No",    "NO",
+                                                     "on",   "On",   "ON",   "off",   "Off",   "OFF"};
+      if (booleans.count(entry.second.Scalar()) == 0)
+        throw Error(source + ": " + at + " is '" + entry.second.Scalar() +
+                    "', not true or false; Megatron would take any non-empty value as on: write true or false");
+    }
+    refuse_what_pyyaml_reads_otherwise(entry.second, source, at, depth + 1);
+  }
+}
+
 Plan import_megatron(const std::string& text, const ModelDims& dims, const std::string& source,
                      std::vector<std::string>* warnings) {
   YAML::Node root;
@@ -287,6 +326,7 @@ Plan import_megatron(const std::string& text, const ModelDims& dims, const std::
   } catch (const YAML::Exception& e) {
     throw Error(source + ": not valid YAML (" + e.what() + ")");
   }
+  refuse_what_pyyaml_reads_otherwise(root, source, "", 0);
   if (!root.IsMap() || !root["matchers"] || !root["matchers"].IsMap())
     throw Error(source + ": no `matchers` map; expected a Megatron-LM --te-precision-config-file");
   const YAML::Node configs = root["configs"];
@@ -336,12 +376,7 @@ Plan import_megatron(const std::string& text, const ModelDims& dims, const std::
 }
 
 nlohmann::json parse_json_format(const std::string& text, const std::string& source, const char* format) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(source + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json j = parse_json_strict(text, source);
   if (!j.is_object() || j.value("format", "") != format)
     throw Error(source + ": not a " + format + " file (its \"format\" member must be \"" + format + "\")");
   return j;

@@ -100,13 +100,14 @@ uint32_t masked_crc32c(const void* data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& dir, double wall_time) : dir_(dir) {
+TensorBoardWriter::TensorBoardWriter(const std::string& dir, double wall_time, const std::string& source)
+    : dir_(dir) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
     throw Error(dir + " is a file; TensorBoard reads a folder of event files: give a folder");
   char host[256] = "localhost";
   if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
-  name_ = "events.out.tfevents." + std::to_string(int64_t(std::floor(wall_time))) + "." + host + ".snip";
+  name_ = "events.out.tfevents." + std::to_string(int64_t(std::floor(wall_time))) + "." + host + "." + source;
   add_record(file_version_event(wall_time));
 }
 

@@ -9,6 +9,7 @@
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/checked.h"
 
 namespace snip {
 
@@ -253,13 +254,7 @@ nlohmann::json config_to_json(const ModelConfig& c) {
 
 ModelConfig read_config_file(const std::string& path) {
   const std::string text = read_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON (" + e.what() + ")");
-  }
-  return config_from_json(j, path);
+  return config_from_json(parse_json_strict(text, path), path);
 }
 
 void write_config_file(const std::string& path, const ModelConfig& c) {

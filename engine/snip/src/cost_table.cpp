@@ -113,6 +113,12 @@ std::vector<std::string> split_csv_line(const std::string& line, const std::stri
   return out;
 }
 
+std::string fmt_max() {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", kMaxCostValue);
+  return buf;
+}
+
 double parse_number(const std::string& s, const std::string& where, const char* what) {
   if (s.empty()) throw Error(where + ": " + what + " is empty");
   char* end = nullptr;
@@ -120,6 +126,10 @@ double parse_number(const std::string& s, const std::string& where, const char* 
   if (end != s.c_str() + s.size()) throw Error(where + ": " + what + " '" + s + "' is not a number");
   if (!std::isfinite(v)) throw Error(where + ": " + what + " is " + s + "; it must be finite");
   if (v < 0) throw Error(where + ": " + what + " " + s + " is negative; it must be ≥ 0");
+  if (v > kMaxCostValue)
+    throw Error(where + ": " + what + " " + s + " is beyond any model (at most " + fmt_max() +
+                "; the largest layer of a 405B-parameter Llama does about 1e20 FLOPs in a 16M-token step): the "
+                "file is damaged or not in FLOPs and loss units");
   return v;
 }
 
@@ -277,6 +287,21 @@ std::string cost_table_to_csv(const CostTable& table) {
       }
     }
   return os.str();
+}
+
+void check_cost_values(const CostTable& table) {
+  const auto bad = [](double v) { return !(std::fabs(v) <= kMaxCostValue); };
+  const std::string from = table.source.empty() ? std::string("the costs") : table.source;
+  for (const CostLayer& l : table.layers) {
+    if (bad(l.flops) || !(l.flops > 0))
+      throw Error(from + ": " + l.name + ": flops " + std::to_string(l.flops) + " is not a positive number ≤ " +
+                  fmt_max() + "; the layers' FLOPs must add up to a finite budget");
+    for (int r = 0; r < kNumRoles; ++r)
+      for (int p = 0; p < kNumPrecisions; ++p)
+        if (!std::isnan(l.cost[r][p]) && bad(l.cost[r][p]))
+          throw Error(from + ": " + l.name + ": the cost of " + precision_name(Precision(p)) + " is " +
+                      std::to_string(l.cost[r][p]) + ", beyond ±" + fmt_max() + "; the objective must stay finite");
+  }
 }
 
 }  // namespace snip

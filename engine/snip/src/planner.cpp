@@ -793,6 +793,7 @@ PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOp
   in.min_rel_err = cost_table_from_estimates(est, CostKind::min_rel_err);
   const std::string src = "statistics step " + std::to_string(round.step);
   in.snip.source = in.min_err->source = in.min_rel_err->source = src;
+  for (const CostTable* t : {&in.snip, &*in.min_err, &*in.min_rel_err}) check_cost_values(*t);
   bool traced = !est.layers.empty();
   for (const LayerEstimate& e : est.layers) traced = traced && !std::isnan(e.hawq[int(Precision::fp4)]);
   if (traced) {
@@ -803,6 +804,7 @@ PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOp
 }
 
 PlannerInput planner_input_from_costs(CostTable imported) {
+  check_cost_values(imported);
   PlannerInput in;
   in.snip = std::move(imported);
   return in;

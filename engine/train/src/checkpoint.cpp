@@ -18,6 +18,7 @@
 #include "snip/atomic_file.h"
 #include "snip/error.h"
 #include "snip/safetensors.h"
+#include "snip/checked.h"
 
 namespace snip {
 
@@ -115,7 +116,8 @@ void read_model_weights(const std::string& path, Llama& model) {
 // A process killed while saving leaves `<name>.tmp-<pid>` (a partial checkpoint) behind;
 // remove those whose process is gone. `.old-<pid>` directories are left alone: one may hold
 // the only copy of the previous checkpoint if the kill came in the middle of the fallback swap.
-// Only what a save left is removed: a folder holding nothing but checkpoint files (complete or not).
+// Only what a save left is removed: a folder holding nothing but checkpoint files, and not all of
+// them (a complete one may be a copy someone keeps, or the only copy of a state).
 static bool only_checkpoint_parts(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
@@ -148,6 +150,7 @@ static void remove_stale_temp_dirs(const fs::path& parent, const std::string& na
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still alive (or not ours)
     if (!only_checkpoint_parts(it->path())) continue;
+    if (is_snip_checkpoint(it->path().string())) continue;  // complete: maybe the only copy of a state; kept
     std::error_code rm;
     fs::remove_all(it->path(), rm);
   }
@@ -252,6 +255,12 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   if (!fs::create_directory(tmp, ec) || ec)
     throw failed("cannot create " + tmp + ": " + (ec ? ec.message() : "exists") + " (is " + parent.string() +
                  " writable? choose a writable location for the checkpoint)");
+  // The new folder keeps the permissions of the one it replaces (a private 0700 stays private).
+  if (had_previous) {
+    std::error_code mode_ec;
+    const fs::perms mode = fs::status(dir, mode_ec).permissions();
+    if (!mode_ec) fs::permissions(tmp, mode, mode_ec);
+  }
   try {
     write_checkpoint_files(tmp, model, opt, trainer_state);
   } catch (const Error& e) {
@@ -286,12 +295,7 @@ ModelConfig read_checkpoint_config(const std::string& dir) {
 
 nlohmann::json read_trainer_state(const std::string& dir) {
   const std::string path = dir + "/trainer_state.json";
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": not valid JSON (" + e.what() + ")");
-  }
+  nlohmann::json state = parse_json_strict(read_file(path), path);
   bool checked = false;  // the state's own checksum was there and agreed
   // The checksum recorded when it was saved: an edited value (a learning rate, the step, the data
   // position) would silently change the run a resume continues.

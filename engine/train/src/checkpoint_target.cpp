@@ -14,6 +14,7 @@
 #include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/error.h"
+#include "snip/files_in_use.h"
 
 namespace snip {
 namespace fs = std::filesystem;
@@ -292,12 +293,51 @@ CheckpointLock check_checkpoint_target(const std::string& given, const Checkpoin
   refuse_reserved_names(trimmed, given);
   const std::string dir = resolved(trimmed);
   refuse_reserved_names(dir, given);
+  if (const std::string why = sqlite_conflict(dir); !why.empty())
+    throw Error("cannot save checkpoints in " + given + ": " + why + " (nothing was written)");
   const fs::path target(dir);
   make_parent(target.has_parent_path() ? target.parent_path() : fs::path("."), given);
   probe_writable(dir, given);
   CheckpointLock lock = take_lock(dir, given);
   check_existing(dir, given, options);
   return lock;
+}
+
+}  // namespace snip
+
+namespace snip {
+
+CheckpointLock claim_output_folder(const std::string& given) {
+  std::string trimmed = given;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  refuse_reserved_names(trimmed, given);
+  const std::string dir = resolved(trimmed);
+  if (const std::string why = sqlite_conflict(dir); !why.empty())
+    throw Error("cannot write into " + given + ": " + why + " (nothing was written)");
+  // The folder and every folder above it: none may be a checkpoint or held by a live run.
+  for (fs::path p = fs::path(dir); !p.empty(); p = p.parent_path()) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec) && is_snip_checkpoint(p.string()))
+      throw Error("cannot write into " + given + ": " + (p.string() == dir ? "it is" : "it lies inside") +
+                  " the snip checkpoint " + p.string() +
+                  ", which holds a run's files and nothing else (a foreign file would make the run's next save "
+                  "fail); give --out a folder of its own (nothing was written)");
+    const std::string lock = p.string() + ".lock";
+    if (p.string() != dir && ::access(lock.c_str(), F_OK) == 0) {
+      const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd >= 0) {
+        const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
+        const std::string owner = held ? lock_owner(fd) : "";
+        ::close(fd);
+        if (held)
+          throw Error("cannot write into " + given + ": it lies inside " + p.string() +
+                      ", which is in use by another snip run (process " + (owner.empty() ? "?" : owner) +
+                      " holds " + lock + "); wait until it ends, or give --out a folder of its own");
+      }
+    }
+    if (p == p.parent_path()) break;
+  }
+  return take_lock(dir, given);
 }
 
 }  // namespace snip

@@ -58,9 +58,15 @@ T json_integer(const nlohmann::json& v, const std::string& what, T lo = std::num
   return v.get<T>();
 }
 
-// Parses a JSON document from outside. nlohmann keeps the last of two equal keys in an object
-// silently; here a repeated key is an error naming it, as is invalid JSON (both snip::Error
-// starting with `source`).
+// How deep arrays and objects may nest in a JSON document read from outside. Every format of
+// ours nests at most 6 deep; nlohmann's copy, comparison and dump recurse, so an unbounded depth
+// (80,000 brackets) would overflow the stack in whatever touches the document next.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a JSON document from outside: the one reader of JSON that did not come from this
+// process. nlohmann keeps the last of two equal keys in an object silently; here a repeated key
+// is an error naming it, as is invalid JSON and nesting deeper than kMaxJsonDepth (each a
+// snip::Error starting with `source`).
 nlohmann::json parse_json_strict(const std::string& text, const std::string& source);
 
 // Refuses an allocation of `bytes` that cannot fit: more than 80% of the machine's physical

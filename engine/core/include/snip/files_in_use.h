@@ -60,6 +60,20 @@ std::string file_in_use(const std::string& path);
 // handle lives; a missing path registers nothing.
 FileInUse protect_input(const std::string& path, std::string what);
 
+// Why `path` may not become a file or folder of ours because of SQLite, as a clause ("it is a
+// SQLite database; …"), or "": it is a SQLite database (its header; a database this process has
+// open is not read), or it bears the name SQLite gives the write-ahead log, shared-memory index
+// or rollback journal of a database beside it ("w.db-wal" next to w.db), which SQLite takes as
+// that database's own and deletes or rolls back when it opens or closes w.db.
+std::string sqlite_conflict(const std::string& path);
+// The part of sqlite_conflict that is about the name: `path` is named as the WAL, index or
+// journal of a database beside it. "" when not.
+std::string sqlite_sidecar_conflict(const std::string& path);
+// Before a database `db` is opened: a file or folder bearing the name of one of its WAL, index
+// or journal that SQLite would take for its own and delete (another SQLite database, a folder),
+// as a sentence naming it and what to do; "" when there is none (or `db` is open here already).
+std::string foreign_sqlite_sidecars(const std::string& db);
+
 // Why a write to `path` would destroy something this process holds (a database it has open, an
 // input, or a file in an input folder), as a clause ("it is …; writing there would replace it"),
 // or "" when nothing does.

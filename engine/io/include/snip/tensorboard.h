@@ -19,10 +19,13 @@ uint32_t masked_crc32c(const void* data, size_t n);
 
 class TensorBoardWriter {
  public:
-  // Writes <dir>/events.out.tfevents.<wall seconds>.<host>.snip; `dir` is created when missing.
+  // Writes <dir>/events.out.tfevents.<wall seconds>.<host>.<source>; `dir` is created when missing.
   // The file is written in place of a temporary one when close() succeeds, so a reader never
   // sees half a file. Throws snip::Error.
-  explicit TensorBoardWriter(const std::string& dir, double wall_time);
+  // `source` ends the file's name ("snip-run3"): exports of two runs into one folder never share
+  // a name (the time in it is the run's start, in whole seconds), while a second export of the
+  // same run replaces its first.
+  TensorBoardWriter(const std::string& dir, double wall_time, const std::string& source = "snip");
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;

@@ -40,6 +40,15 @@ struct CostLayer {
   bool has(Precision p) const { return !std::isnan(cost[0][int(p)]); }
 };
 
+// The largest FLOP count or cost a planner input may hold: far beyond any real layer, and small
+// enough that the sums over every layer (the budget, the objective) stay finite.
+inline constexpr double kMaxCostValue = 1e30;
+
+// Refuses a table whose FLOPs or costs are not finite and within kMaxCostValue, naming the layer,
+// the field and `table.source`. Every planner input passes through it.
+struct CostTable;
+void check_cost_values(const CostTable& table);
+
 struct CostTable {
   std::string kind;               // "snip", "min-err", "min-rel-err", "imported"
   std::string source;             // where the costs came from (file name, statistics round)

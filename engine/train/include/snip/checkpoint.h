@@ -75,6 +75,13 @@ class CheckpointLock {
 // Returns the lock on the location; keep it until the run's last checkpoint is saved.
 [[nodiscard]] CheckpointLock check_checkpoint_target(const std::string& dir, const CheckpointTargetOptions& options);
 
+// The pre-flight of a folder another writer fills (`snip export --to tensorboard --out DIR`):
+// refuses a folder that is, or lies inside, a snip checkpoint (the run's next save would refuse
+// the foreign files and end with no checkpoint), a folder a live run holds (its lock, for it or
+// any folder above it), and a name SQLite reserves (sqlite_conflict). Returns the folder's lock,
+// which keeps a run from starting there while the files are written.
+[[nodiscard]] CheckpointLock claim_output_folder(const std::string& dir);
+
 // Loads the parts of a checkpoint; each throws snip::Error naming what is missing or wrong.
 ModelConfig read_checkpoint_config(const std::string& dir);
 // The key under which save_checkpoint records the CRC-32 of trainer_state.json's other contents;
