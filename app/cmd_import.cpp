@@ -7,6 +7,7 @@
 #include "command.h"
 #include "option_rules.h"
 #include "snip/atomic_file.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
@@ -16,7 +17,6 @@
 #include "snip/stats.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
-#include "snip/checked.h"
 
 namespace {
 

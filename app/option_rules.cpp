@@ -153,19 +153,20 @@ std::string OptionRules::value_of(const std::string& name) const {
 void OptionRules::check_collisions() const {
   for (const auto& [out, out_path] : outputs_) {
     if (!given(out) || out_path->empty() || *out_path == "-") continue;
+    const auto refuse = [&, o = out, p = out_path](const std::string& what) {
+      throw Error("cannot write " + *p + " (" + o + "): it is " + what + "; writing there would replace it: give " + o +
+                  " another path (nothing was written)");
+    };
     for (const auto& [in, in_path] : inputs_)
       if (given(in) && !in_path->empty() && same_file(*out_path, *in_path))
-        throw Error(out + " and " + in + " name the same file (" + *out_path + "): writing " + out +
-                    " would replace what " + in + " reads; give " + out + " another path (nothing was written)");
+        refuse("the input " + *in_path + " (" + in + "), which this command reads");
     for (const std::string& db : databases_) {
       const std::string db_path = value_of(db);
       if (db_path.empty()) continue;
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      for (const std::string suffix : {"", "-wal", "-shm", "-journal"})
         if (same_file(*out_path, db_path + suffix))
-          throw Error(out + " " + *out_path + " is " +
-                      (*suffix ? "the " + std::string(suffix + 1) + " file of " : std::string()) +
-                      "the experiment database " + db_path + " (" + db +
-                      "); writing there would destroy it; give " + out + " another path (nothing was written)");
+          refuse("the experiment database " + db_path + " (" + db + ")" +
+                 (suffix.empty() ? "" : ", its " + suffix.substr(1) + " file"));
     }
   }
 }

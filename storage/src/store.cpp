@@ -13,10 +13,10 @@
 #include <fstream>
 
 #include "schema.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/files_in_use.h"
 #include "snip/store_export.h"
-#include "snip/checked.h"
 #include "store_impl.h"
 
 namespace snip {

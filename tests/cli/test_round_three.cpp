@@ -124,8 +124,8 @@ TEST(Collisions, ADatabaseNamedLikeAnotherDatabasesWalIsNeitherMadeNorDeleted) {
   // The other order: w.db exists, and a database w.db-journal would be its journal.
   TempDir dir2("wal-name2");
   train_tiny(dir2 / "w.db", dir2 / "ck1");
-  const Result made = sh(kSnip + " train" + kTiny + "--steps 1 --db " + dir2.file("w.db-journal") + " --out " +
-                         dir2.file("ck2"));
+  const Result made =
+      sh(kSnip + " train" + kTiny + "--steps 1 --db " + dir2.file("w.db-journal") + " --out " + dir2.file("ck2"));
   EXPECT_NE(made.status, 0) << made.out;
   EXPECT_TRUE(contains(made.out, "w.db-journal")) << made.out;
   EXPECT_FALSE(fs::exists(dir2.path / "w.db-journal"));
@@ -156,18 +156,17 @@ TEST(Collisions, ATensorBoardExportIntoARunningRunsFolderIsRefused) {
   const std::string db = dir / "runs.db", ck = dir / "ck", err = dir / "err", fifo = dir / "go";
   train_tiny(dir / "first.db", dir / "first");
   // The run waits for the export on its standard input's end: it trains until told to stop.
-  const Result r = sh(
-      "bash -c " +
-      q(kSnip + " train" + kTiny + "--steps 100000 --save-every 5 --db " + db + " --out " + ck + " 2>" + err +
-        " & pid=$!; until grep -q \"step \" " + err + " 2>/dev/null; do sleep 0.05; done; " + kSnip +
-        " export --run 1 --to tensorboard --db " + dir.file("first.db") + " --out " + ck +
-        "; echo export=$?; kill -TERM $pid; wait $pid; echo train=$?"));
+  const Result r =
+      sh("bash -c " + q(kSnip + " train" + kTiny + "--steps 100000 --save-every 5 --db " + db + " --out " + ck + " 2>" +
+                        err + " & pid=$!; until grep -q \"step \" " + err + " 2>/dev/null; do sleep 0.05; done; " +
+                        kSnip + " export --run 1 --to tensorboard --db " + dir.file("first.db") + " --out " + ck +
+                        "; echo export=$?; kill -TERM $pid; wait $pid; echo train=$?"));
   EXPECT_TRUE(contains(r.out, "train=143")) << r.out << slurp(err);
   EXPECT_FALSE(contains(r.out, "export=0")) << r.out;
   EXPECT_TRUE(contains(r.out, "in use by another snip run") || contains(r.out, "it is the snip checkpoint")) << r.out;
   // A folder inside the checkpoint is refused too.
-  const Result under = sh(kSnip + " export --run 1 --to tensorboard --db " + dir.file("first.db") + " --out " + ck +
-                          "/tb");
+  const Result under =
+      sh(kSnip + " export --run 1 --to tensorboard --db " + dir.file("first.db") + " --out " + ck + "/tb");
   EXPECT_NE(under.status, 0) << under.out;
   snip::Store store(db);
   ASSERT_FALSE(store.checkpoints(1).empty());
@@ -226,7 +225,8 @@ TEST(Numbers, CostsBeyondAnyModelAreRefusedAtTheReaderWithTheFieldNamed) {
   const std::string costs = dir / "costs.csv";
   for (const std::string& cmd :
        {"sweep --costs " + costs + " --budgets 0:1:0.5", "solve --costs " + costs + " --budget 0.5",
-        "solve --costs " + costs + " --budget 0.5 --method random", "solve --costs " + costs + " --budget 0.5 --json"}) {
+        "solve --costs " + costs + " --budget 0.5 --method random",
+        "solve --costs " + costs + " --budget 0.5 --json"}) {
     const Result r = sh(kSnip + " " + cmd);
     EXPECT_NE(r.status, -1) << cmd << " crashed\n" << r.out;
     EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
@@ -324,11 +324,15 @@ TEST(Yaml, WhatPyYamlReadsOtherwiseIsRefused) {
     std::string name, text, says;
   };
   const std::vector<Case> cases = {
-      {"duplicate", edited("matchers:\n", "matchers:\n  default:\n    type: glob\n    pattern: \"*\"\n    config: "
-                                          "bf16\n    enabled: false\n"),
+      {"duplicate",
+       edited("matchers:\n",
+              "matchers:\n  default:\n    type: glob\n    pattern: \"*\"\n    config: "
+              "bf16\n    enabled: false\n"),
        "written twice"},
-      {"merge", edited("  bf16:\n", "  base: &base\n    transformer_engine_config_type: TEQuantizationParams\n  "
-                                    "bf16:\n    <<: *base\n"),
+      {"merge",
+       edited("  bf16:\n",
+              "  base: &base\n    transformer_engine_config_type: TEQuantizationParams\n  "
+              "bf16:\n    <<: *base\n"),
        "merge keys"},
       {"enabled", edited("    enabled: true\n", "    enabled: 1\n"), "not true or false"},
   };
@@ -340,10 +344,10 @@ TEST(Yaml, WhatPyYamlReadsOtherwiseIsRefused) {
     EXPECT_TRUE(contains(r.out, c.says)) << c.name << "\n" << r.out;
   }
   // The control: the unedited file is read.
-  EXPECT_EQ(sh(kSnip + " import --from megatron --preset tiny " + dir.file("plan.yaml") + " --out " +
-               dir.file("back.json"))
-                .status,
-            0);
+  EXPECT_EQ(
+      sh(kSnip + " import --from megatron --preset tiny " + dir.file("plan.yaml") + " --out " + dir.file("back.json"))
+          .status,
+      0);
 }
 
 }  // namespace

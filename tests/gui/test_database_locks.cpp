@@ -233,8 +233,9 @@ TEST(FileDialogs, AnExportDialogStartsInTheFolderOfTheLastFileChosen) {
       QTimer::singleShot(0, &dialog, [&dialog] { dialog.reject(); });
     }
   });
-  EXPECT_EQ(save_file_name(nullptr, QStringLiteral("Export"), QStringLiteral("compare.csv"), QStringLiteral("CSV (*.csv)")),
-            target);
+  EXPECT_EQ(
+      save_file_name(nullptr, QStringLiteral("Export"), QStringLiteral("compare.csv"), QStringLiteral("CSV (*.csv)")),
+      target);
   EXPECT_TRUE(save_file_name(nullptr, QStringLiteral("Export"), QStringLiteral("plan.json"), {}).isEmpty());
   set_dialog_observer({});
   EXPECT_EQ(shown, 2);

@@ -164,7 +164,8 @@ std::string plan_to_json(const Plan& plan) {
 Plan read_plan_file(const std::string& path) {
   Plan plan = plan_from_json(read_file(path), path);
   if (plan.layers.empty())
-    throw Error(path + ": \"layers\" is empty, so the plan sets no layer's precision (every layer would train at "
+    throw Error(path +
+                ": \"layers\" is empty, so the plan sets no layer's precision (every layer would train at "
                 "the default); name the layers, or train with --precision instead");
   return plan;
 }

@@ -301,10 +301,12 @@ void refuse_what_pyyaml_reads_otherwise(const YAML::Node& node, const std::strin
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
     const std::string at = where.empty() ? key : where + "." + key;
     if (key == "<<" && entry.first.Tag() != "!")
-      throw Error(source + ": " + at + ": merge keys (<<) are read differently by PyYAML, which Megatron uses, and "
+      throw Error(source + ": " + at +
+                  ": merge keys (<<) are read differently by PyYAML, which Megatron uses, and "
                   "by this reader; write the merged keys out");
     if (!keys.insert(key).second)
-      throw Error(source + ": " + at + " is written twice in one map; PyYAML, which Megatron uses, keeps the last "
+      throw Error(source + ": " + at +
+                  " is written twice in one map; PyYAML, which Megatron uses, keeps the last "
                   "and other readers the first: remove one");
     if (key == "enabled" && entry.second.IsScalar()) {
       static const std::set<std::string> booleans = {"true", "True", "TRUE", "false", "False", "FALSE",

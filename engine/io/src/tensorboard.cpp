@@ -100,8 +100,7 @@ uint32_t masked_crc32c(const void* data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-TensorBoardWriter::TensorBoardWriter(const std::string& dir, double wall_time, const std::string& source)
-    : dir_(dir) {
+TensorBoardWriter::TensorBoardWriter(const std::string& dir, double wall_time, const std::string& source) : dir_(dir) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
     throw Error(dir + " is a file; TensorBoard reads a folder of event files: give a folder");

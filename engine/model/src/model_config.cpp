@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "snip/atomic_file.h"
-#include "snip/error.h"
 #include "snip/checked.h"
+#include "snip/error.h"
 
 namespace snip {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "snip/atomic_file.h"
+#include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/safetensors.h"
-#include "snip/checked.h"
 
 namespace snip {
 

@@ -331,8 +331,8 @@ CheckpointLock claim_output_folder(const std::string& given) {
         ::close(fd);
         if (held)
           throw Error("cannot write into " + given + ": it lies inside " + p.string() +
-                      ", which is in use by another snip run (process " + (owner.empty() ? "?" : owner) +
-                      " holds " + lock + "); wait until it ends, or give --out a folder of its own");
+                      ", which is in use by another snip run (process " + (owner.empty() ? "?" : owner) + " holds " +
+                      lock + "); wait until it ends, or give --out a folder of its own");
       }
     }
     if (p == p.parent_path()) break;
