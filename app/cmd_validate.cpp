@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "compare_table.h"
 #include "measurement.h"
 #include "option_rules.h"
 #include "snip/defaults.h"
@@ -19,6 +20,8 @@
 
 namespace {
 
+using snip::cli::num_or_null;
+
 struct ValidateCliOptions {
   std::string checkpoint, data, db, recipe, dw_mode = "approx";
   int batches = 8, batch_size = 0, seq_len = 0, noise_passes = 3;
@@ -26,10 +29,6 @@ struct ValidateCliOptions {
   uint64_t seed = 1;
   bool no_weights = false, json = false;
 };
-
-nlohmann::json num_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
 
 snip::ValidateOptions validate_options(const ValidateCliOptions& o) {
   snip::ValidateOptions vo;
