@@ -11,6 +11,7 @@
 #include "command.h"
 #include "measurement.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
@@ -86,7 +87,7 @@ void run_collect(const CollectOptions& o) {
                         {"stats_round_id", round_id ? nlohmann::json(*round_id) : nlohmann::json(nullptr)},
                         {"estimates", layers}};
     for (const auto& w : est.warnings) j["warnings"].push_back(w);
-    std::cout << j.dump(2) << "\n";
+    std::cout << snip::cli::json_text(j, 2) << "\n";
     return;
   }
   std::printf("statistics round: %s, step %lld, batch %s (%lld tokens), %.2f s\n", o.checkpoint.c_str(),

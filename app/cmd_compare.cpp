@@ -19,6 +19,7 @@
 #include "compare_table.h"
 #include "given_settings.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/compare.h"
 #include "snip/compare_recorder.h"
 #include "snip/defaults.h"
@@ -139,7 +140,7 @@ void print_report(const std::string& checkpoint, const snip::CompareOptions& co,
       j["rows"].push_back(snip::cli::compare_row_json(rep.rows[i], stats[i], i == rep.snip_row));
       j["rows"].back()["notes"] = rep.rows[i].notes;
     }
-    std::cout << j.dump(2) << "\n";
+    std::cout << snip::cli::json_text(j, 2) << "\n";
     return;
   }
   std::printf("compare: %s from step %lld, %lld steps per plan, %d replicate%s, budget %.3f, recipe %s\n",

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/dataset.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
@@ -64,7 +65,7 @@ void run_data_info(const DataInfoOptions& o) {
     nlohmann::json j = {{"source", d.source},         {"tokenizer", tok->name()},
                         {"vocab_size", d.vocab_size}, {"train_tokens", d.train.size()},
                         {"val_tokens", d.val.size()}, {"seconds", secs}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", snip::cli::json_text(j).c_str());
     return;
   }
   std::printf(
@@ -90,7 +91,7 @@ void run_data_peek(const DataPeekOptions& o) {
   }
   if (o.json) {
     nlohmann::json j = {{"batch", o.batch}, {"batches_per_epoch", per_epoch}, {"seed", o.seed}, {"rows", rows}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", snip::cli::json_text(j).c_str());
     return;
   }
   std::printf("batch %llu (epoch %llu, %llu batches per epoch, seed %llu), %d rows of %d tokens:\n",

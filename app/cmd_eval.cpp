@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
@@ -135,7 +136,7 @@ void run_eval(const EvalOptions& o) {
                      {"data", data.source}, {"split", o.split},
                      {"recipe", recipe},    {"precision", o.plan.empty() ? o.precision : "plan:" + o.plan}};
     if (!o.grads_out.empty()) j["grads_out"] = o.grads_out;
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", snip::cli::json_text(j).c_str());
   } else {
     std::printf("loss %.6f over %lld tokens (%lld batches of %dx%d, %s)\n", mean, (long long)tokens, (long long)n, B, T,
                 data.source.c_str());

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/checkpoint.h"
 #include "snip/error.h"
@@ -52,7 +53,7 @@ std::string export_run(snip::Store& store, int64_t run_id, const std::string& fo
                   {"first_step", e.first_step},
                   {"last_step", e.last_step ? nlohmann::json(*e.last_step) : nlohmann::json(nullptr)}});
   j["plan_timeline"] = tl;
-  return j.dump(2) + "\n";
+  return snip::cli::json_text(j, 2) + "\n";
 }
 
 // A run's scalars as TensorBoard event files in `dir`: every metric row, and each statistics

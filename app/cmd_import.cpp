@@ -6,6 +6,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/checked.h"
 #include "snip/error.h"
@@ -158,7 +159,7 @@ void store_items(const ImportOptions& o, snip::Store& store, const std::vector<I
   }
   txn.commit();
   if (o.json) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << snip::cli::json_text(out, 2) << "\n";
   } else {
     for (const auto& e : out)
       std::printf("imported %s %lld from %s\n", e["kind"] == "plan" ? "plan" : "statistics round",

@@ -13,6 +13,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/checked.h"
 #include "snip/error.h"
@@ -145,7 +146,7 @@ void print_quantize_report(const QuantizeOptions& o, const snip::QuantSpec& spec
                         {"max_abs_error", st.max_abs_err},
                         {"saturated_pct", sat_pct},
                         {"zero_pct", zero_pct}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", snip::cli::json_text(j).c_str());
     return;
   }
   std::printf(

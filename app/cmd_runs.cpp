@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/error.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
@@ -51,7 +52,7 @@ void list_compares(const snip::Store& store, bool json) {
                 (long long)c.start_step, (long long)c.steps, (long long)c.row_count, c.noise_floor_train,
                 snip::format_utc_ms(c.created_ms).c_str(), snip::printable_text(c.checkpoint).c_str());
   }
-  if (json) std::cout << out.dump(2) << "\n";
+  if (json) std::cout << snip::cli::json_text(out, 2) << "\n";
 }
 
 void run_runs(const RunsOptions& o) {
@@ -90,7 +91,7 @@ void run_runs(const RunsOptions& o) {
                 fit(r.spec.method.empty() ? "-" : r.spec.method, 12).c_str(), fit(r.spec.recipe, 6).c_str(),
                 snip::format_utc_ms(r.started_ms).c_str(), snip::format_duration_ms(end - r.started_ms).c_str());
   }
-  if (o.json) std::cout << out.dump(2) << "\n";
+  if (o.json) std::cout << snip::cli::json_text(out, 2) << "\n";
 }
 
 void setup_runs(CLI::App& app) {

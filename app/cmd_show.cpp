@@ -9,6 +9,7 @@
 #include "command.h"
 #include "compare_table.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/error.h"
 #include "snip/layers.h"
 #include "snip/store.h"
@@ -112,7 +113,7 @@ void show_compare(const snip::Store& store, int64_t id, bool json) {
       j["rows"].back()["plan_id"] = r.plan_id ? nlohmann::json(*r.plan_id) : nlohmann::json(nullptr);
       j["rows"].back()["train_curve"] = curve;
     }
-    std::cout << j.dump(2) << "\n";
+    std::cout << snip::cli::json_text(j, 2) << "\n";
     return;
   }
   std::printf(
@@ -198,7 +199,7 @@ void print_run_json(const snip::Store& store, const RunRecord& rec) {
                   {"rows", c.row_count},
                   {"noise_floor_train", num_or_null(c.noise_floor_train)}});
   j["compares"] = cj;
-  std::cout << j.dump(2) << "\n";
+  std::cout << snip::cli::json_text(j, 2) << "\n";
 }
 
 // The run's configuration, status and progress.
@@ -222,7 +223,7 @@ void print_run_summary(const snip::RunInfo& r, const MetricsSummary& m) {
   if (r.spec.parent_run_id)
     std::printf("  branched    from run %lld at step %lld\n", (long long)*r.spec.parent_run_id,
                 (long long)r.spec.parent_step.value_or(0));
-  if (!r.spec.train_config.empty()) std::printf("  training    %s\n", r.spec.train_config.dump().c_str());
+  if (!r.spec.train_config.empty()) std::printf("  training    %s\n", snip::cli::json_text(r.spec.train_config).c_str());
   std::printf("  progress    %lld steps recorded, last step %lld\n", (long long)m.rows, (long long)r.last_step);
   std::printf("  train loss  last %s   min %s\n", opt_text(m.last_train).c_str(), opt_text(m.min_train).c_str());
   std::printf("  val loss    last %s   min %s\n", opt_text(m.last_val).c_str(), opt_text(m.min_val).c_str());

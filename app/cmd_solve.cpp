@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
@@ -109,7 +110,7 @@ void run_solve(const SolveOptions& o) {
     j["stats_round_id"] = src.round_id ? nlohmann::json(*src.round_id) : nlohmann::json(nullptr);
     j["out"] = o.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.out);
     j["plan"] = nlohmann::json::parse(snip::plan_to_json(r.plan));
-    std::cout << j.dump(2) << "\n";
+    std::cout << snip::cli::json_text(j, 2) << "\n";
     return;
   }
   std::printf("method      %s (costs: %s%s)\n", r.method.c_str(), in.snip.source.c_str(),

@@ -8,6 +8,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/planner.h"
@@ -143,7 +144,7 @@ void run_sweep_cmd(const SweepCliOptions& o) {
     if (from_stats) out["lambda"] = o.lambda;
     if (src.round_id) out["stats_round_id"] = *src.round_id;
     out["points"] = rows;
-    std::cout << out.dump(2) << "\n";
+    std::cout << snip::cli::json_text(out, 2) << "\n";
     return;
   }
   if (o.csv) {

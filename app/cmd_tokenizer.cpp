@@ -8,6 +8,7 @@
 
 #include "command.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/atomic_file.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
@@ -52,7 +53,7 @@ void run_tokenizer_train(const TokenizerTrainOptions& o) {
                         {"model_type", o.model_type},
                         {"input", input},
                         {"seconds", secs}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", snip::cli::json_text(j).c_str());
   } else {
     std::printf("trained %s tokenizer (vocab %d) on %s in %.1f s: wrote %s.model and %s.vocab\n", o.model_type.c_str(),
                 tok->vocab_size(), input.c_str(), secs, o.out.c_str(), o.out.c_str());
@@ -76,7 +77,7 @@ void run_tokenizer_encode(const TokenizerEncodeOptions& o) {
                         {"vocab_size", tok->vocab_size()},
                         {"input", input},
                         {"seconds", secs}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", snip::cli::json_text(j).c_str());
   } else {
     std::printf("encoded %s (%zu bytes) with %s into %zu tokens (%.2f bytes/token) in %.2f s: wrote %s\n",
                 input.c_str(), text.size(), tok->name().c_str(), tokens.size(),

@@ -21,6 +21,7 @@
 #include "command.h"
 #include "given_settings.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/adaptive.h"
 #include "snip/checkpoint.h"
 #include "snip/dataset.h"
@@ -198,7 +199,7 @@ class Progress {
                        {"fp4_fraction", m.fp4_fraction},
                        {"tokens_seen", m.tokens_seen}};
       if (m.val_loss) j["val_loss"] = *m.val_loss;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", snip::cli::json_text(j).c_str());
       std::fflush(stdout);
       return;
     }

@@ -11,6 +11,7 @@
 #include "compare_table.h"
 #include "measurement.h"
 #include "option_rules.h"
+#include "output_streams.h"
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
@@ -73,7 +74,7 @@ void print_validation_json(const ValidateCliOptions& o, const snip::ValidationRe
     for (const auto& [k, x] : e.values) v[k] = num_or_null(x);
     j["entries"].push_back({{"layer", e.layer}, {"precision", snip::precision_name(e.precision)}, {"values", v}});
   }
-  std::cout << j.dump(2) << "\n";
+  std::cout << snip::cli::json_text(j, 2) << "\n";
 }
 
 // One line per (layer, precision): the measured and the predicted divergences.

@@ -58,14 +58,13 @@ void decimal_whole_numbers(CLI::App* app) {
     if (type == "FLOAT") opt->transform(decimal_real_number, "", "");
     if (type != "INT" && type != "UINT") continue;
     opt->transform(
-        [](std::string text) {
-          size_t i = text.size() > 0 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        [](const std::string& text) {
+          const size_t i = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
           const bool digits = i < text.size() && std::all_of(text.begin() + std::ptrdiff_t(i), text.end(),
                                                              [](char c) { return c >= '0' && c <= '9'; });
           if (!digits) throw CLI::ValidationError("must be a whole number in decimal digits (got " + text + ")");
-          const size_t first = text.find_first_not_of('0', i);
-          text.erase(i, (first == std::string::npos ? text.size() - 1 : first) - i);
-          return text;
+          const size_t first = text.find_first_not_of('0', i);  // leading zeros go (no octal)
+          return text.substr(0, i) + text.substr(first == std::string::npos ? text.size() - 1 : first);
         },
         "", "");
   }

@@ -1,6 +1,8 @@
 // See output_streams.h.
 #include "output_streams.h"
 
+#include <nlohmann/json.hpp>
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,7 +15,50 @@
 #include <cstring>
 #include <iostream>
 
+#include "snip/store_export.h"
+
 namespace snip::cli {
+
+namespace {
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+nlohmann::json with_printable_strings(const nlohmann::json& j, int depth) {
+  if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    return valid_utf8(s) ? j : nlohmann::json(snip::printable_text(s));
+  }
+  if (depth > 256) return j;  // our outputs nest a few levels
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(with_printable_strings(v, depth + 1));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = j.begin(); it != j.end(); ++it)
+      out[valid_utf8(it.key()) ? it.key() : snip::printable_text(it.key())] = with_printable_strings(it.value(), depth + 1);
+    return out;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  try {
+    return j.dump(indent);
+  } catch (const nlohmann::json::type_error&) {  // 316: a string that is not UTF-8
+    return with_printable_strings(j, 0).dump(indent);
+  }
+}
 
 namespace {
 

@@ -10,6 +10,7 @@
 //    closed pipe, /dev/full) is an error with a non-zero exit status, never exit 0 with a cut
 //    output.
 #pragma once
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace snip::cli {
@@ -28,6 +29,11 @@ std::string output_failure();
 // The exit status for the failure: 141 (128 + SIGPIPE, what a shell shows for a process ended
 // by a broken pipe) when a reader went away, 1 for any other write error.
 int output_failure_status();
+
+// `j` as JSON text for the user (every --json output): a string that is not UTF-8 (a folder
+// name in another encoding, stored as the user's bytes) is written as printable_text escapes it
+// ("r\xff"), where nlohmann would throw for the whole output. `indent` as for dump().
+std::string json_text(const nlohmann::json& j, int indent = -1);
 
 // Flushes stdout; returns 0 when everything written reached it, else prints "error: ..." on
 // stderr (where it can) and returns output_failure_status().

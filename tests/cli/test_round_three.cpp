@@ -350,4 +350,23 @@ TEST(Yaml, WhatPyYamlReadsOtherwiseIsRefused) {
       0);
 }
 
+// ---- names and paths -------------------------------------------------------------------------------
+
+// A checkpoint folder whose name is not UTF-8 (stored as the user's bytes) broke every --json
+// listing of the whole database; it is written escaped, as the text listing writes it.
+TEST(Names, AFolderNameThatIsNotUtf8BreaksNoJsonOutput) {
+  TempDir dir("latin1");
+  const std::string db = dir / "runs.db";
+  const std::string odd = dir / "r\xe9sum\xe9";  // Latin-1
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + q(odd)).status, 0);
+  for (const std::string cmd : {"runs --json", "show --run 1 --json", "show --run 1", "export --run 1"}) {
+    const Result r = snip_test::run_stdout(kSnip + " " + cmd + " --db " + db);
+    EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "r\\\\xe9sum\\\\xe9") || contains(r.out, "r\\xe9sum\\xe9")) << cmd << "\n" << r.out;
+    if (cmd.find("--json") != std::string::npos || cmd.rfind("export", 0) == 0) {
+      EXPECT_TRUE(nlohmann::json::accept(r.out)) << cmd << "\n" << r.out;
+    }
+  }
+}
+
 }  // namespace

