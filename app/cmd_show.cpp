@@ -223,7 +223,8 @@ void print_run_summary(const snip::RunInfo& r, const MetricsSummary& m) {
   if (r.spec.parent_run_id)
     std::printf("  branched    from run %lld at step %lld\n", (long long)*r.spec.parent_run_id,
                 (long long)r.spec.parent_step.value_or(0));
-  if (!r.spec.train_config.empty()) std::printf("  training    %s\n", snip::cli::json_text(r.spec.train_config).c_str());
+  if (!r.spec.train_config.empty())
+    std::printf("  training    %s\n", snip::cli::json_text(r.spec.train_config).c_str());
   std::printf("  progress    %lld steps recorded, last step %lld\n", (long long)m.rows, (long long)r.last_step);
   std::printf("  train loss  last %s   min %s\n", opt_text(m.last_train).c_str(), opt_text(m.min_train).c_str());
   std::printf("  val loss    last %s   min %s\n", opt_text(m.last_val).c_str(), opt_text(m.min_val).c_str());

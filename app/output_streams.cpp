@@ -1,8 +1,6 @@
 // See output_streams.h.
 #include "output_streams.h"
 
-#include <nlohmann/json.hpp>
-
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "snip/store_export.h"
 
@@ -44,7 +43,8 @@ nlohmann::json with_printable_strings(const nlohmann::json& j, int depth) {
   if (j.is_object()) {
     nlohmann::json out = nlohmann::json::object();
     for (auto it = j.begin(); it != j.end(); ++it)
-      out[valid_utf8(it.key()) ? it.key() : snip::printable_text(it.key())] = with_printable_strings(it.value(), depth + 1);
+      out[valid_utf8(it.key()) ? it.key() : snip::printable_text(it.key())] =
+          with_printable_strings(it.value(), depth + 1);
     return out;
   }
   return j;
