@@ -174,9 +174,18 @@ std::string file_uri(const std::string& path, const std::string& query) {
   throw e;
 }
 
-// A database named as another's WAL, index or journal, or beside a file or folder SQLite would
-// take for its own WAL, index or journal: refused before SQLite opens (and deletes) anything.
+// A path SQLite cannot open, a database named as another's WAL, index or journal, or one beside a
+// file or folder SQLite would take for its own WAL, index or journal: refused before SQLite opens
+// (and deletes) anything.
 void refuse_sqlite_names(const std::string& path) {
+  // SQLite's Unix VFS opens paths of at most 512 bytes (MAX_PATHNAME), after making them absolute;
+  // a longer one fails as "unable to open database file", which reads like a permission problem.
+  std::error_code abs_ec;
+  const std::string absolute = std::filesystem::absolute(path, abs_ec).lexically_normal().string();
+  if (!abs_ec && absolute.size() >= 512)
+    throw Error(path + ": the database's full path is " + std::to_string(absolute.size()) +
+                " bytes long, and SQLite opens paths of at most 511: use a folder with a shorter path; nothing was "
+                "changed");
   if (std::string why = sqlite_sidecar_conflict(path); !why.empty())
     throw Error(path + " cannot be an experiment database: " + why + "; nothing was changed");
   if (std::string why = foreign_sqlite_sidecars(path); !why.empty()) throw Error(why);

@@ -369,4 +369,40 @@ TEST(Names, AFolderNameThatIsNotUtf8BreaksNoJsonOutput) {
   }
 }
 
+// A database path longer than SQLite opens got "read-only location?"; it says what is wrong.
+TEST(Names, ADatabasePathLongerThanSqliteOpensSaysSo) {
+  TempDir dir("long");
+  const std::string part(200, 'a');
+  fs::create_directories(dir.path / part / part / part);
+  const std::string db = (dir.path / part / part / part / "w.db").string();
+  const Result r = sh(kSnip + " train" + kTiny + "--steps 1 --db " + db + " --out " + dir.file("ck"));
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "SQLite opens paths of at most 511")) << r.out;
+  EXPECT_FALSE(contains(r.out, "read-only")) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path / "ck"));
+}
+
+// ---- fingerprints ------------------------------------------------------------------------------
+
+// `collect` and `validate` measured a run on a corpus edited since it trained, as the run's own.
+TEST(Fingerprints, MeasuringARunOnItsCorpusEditedSinceTrainingIsRefused) {
+  TempDir dir("edited");
+  const std::string db = dir / "w.db", corpus = dir / "corpus.txt", ck = dir / "ck";
+  {
+    std::ofstream out(corpus);
+    for (int i = 0; i < 400; ++i) out << "In the beginning God created the heaven and the earth. " << i << "\n";
+  }
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 2 --data " + corpus + " --db " + db + " --out " + ck).status, 0);
+  std::ofstream(corpus, std::ios::app) << "And the earth was without form, and void.\n";
+  for (const std::string& cmd :
+       {"collect --checkpoint " + ck + " --out " + dir.file("s.json") + " --db " + db,
+        "validate --checkpoint " + ck + " --db " + db, "train --resume " + ck + " --steps 4 --db " + db}) {
+    const Result r = sh(kSnip + " " + cmd);
+    EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "is not the one " + ck + " was trained on")) << cmd << "\n" << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir.path / "s.json"));
+  EXPECT_TRUE(snip::Store(db).stats_rounds(1).empty());
+}
+
 }  // namespace

@@ -396,6 +396,24 @@ std::optional<Trainer::CorpusFingerprint> stored_fingerprint(const nlohmann::jso
   }
 }
 
+}  // namespace
+
+std::string check_checkpoint_corpus(const nlohmann::json& state_data, const TokenData& data, const std::string& dir) {
+  const std::optional<Trainer::CorpusFingerprint> saved = stored_fingerprint(state_data, dir + "/trainer_state.json");
+  if (!saved)
+    return dir + " was saved without a corpus fingerprint (by an older snip): whether " + data.source +
+           " is still the corpus the run trained on cannot be checked";
+  const Trainer::CorpusFingerprint now = fingerprint_tokens(data);
+  if (saved->tokens != now.tokens || saved->hash != now.hash)
+    throw Error("the corpus " + data.source + " is not the one " + dir +
+                " was trained on: the checkpoint's corpus is " + saved->str() + ", this one is " + now.str() +
+                " (edited or replaced since?) — restore the original corpus (or pass --data with it), or start a new "
+                "run on this one");
+  return "";
+}
+
+namespace {
+
 // Where a resumed run reads its corpus: `override_path`, else the absolute path the checkpoint
 // stored, else (older checkpoints) the configured path as it was given.
 std::string resume_data_path(const nlohmann::json& data, const TrainConfig& cfg, const std::string& override_path) {
@@ -422,15 +440,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
                 "Put it back, or pass --data with its new location" +
                 (saved ? " (it must be the same corpus: " + saved->str() + ")" : std::string()));
   std::unique_ptr<Trainer> t(new Trainer(cfg, /*init_weights=*/false));
-  if (!saved) {
-    t->resume_warnings_.push_back(dir + " was saved without a corpus fingerprint (by an older snip): whether " +
-                                  t->data_.source + " is still the corpus the run trained on cannot be checked");
-  } else if (saved->tokens != t->fingerprint_.tokens || saved->hash != t->fingerprint_.hash) {
-    throw Error("the corpus " + t->data_.source + " is not the one " + dir +
-                " was trained on: the checkpoint's corpus is " + saved->str() + ", this one is " +
-                t->fingerprint_.str() +
-                " — restore the original corpus (or pass --data with it), or start a new run on this one");
-  }
+  if (std::string warning = check_checkpoint_corpus(state["data"], t->data_, dir); !warning.empty())
+    t->resume_warnings_.push_back(std::move(warning));
   if (state.contains("extra") && state["extra"].is_object()) t->extra_ = state["extra"];
   read_checkpoint_model(dir, *t->model_);
   read_checkpoint_optimizer(dir, *t->model_, *t->opt_);

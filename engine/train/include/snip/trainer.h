@@ -187,4 +187,11 @@ class Trainer {
   std::condition_variable resume_cv_;
 };
 
+// Whether `data` (the tokens read now) is the corpus the checkpoint in `dir` was trained on (its
+// trainer_state.json's "data", as `state_data`): throws snip::Error naming both fingerprints
+// and what to do when they differ. Returns a warning when the checkpoint stored no fingerprint
+// (an older snip), else "". Every reader that continues or measures a run on its own corpus
+// (resume, collect, validate, compare) asks.
+std::string check_checkpoint_corpus(const nlohmann::json& state_data, const TokenData& data, const std::string& dir);
+
 }  // namespace snip
