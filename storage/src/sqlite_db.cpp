@@ -185,6 +185,12 @@ std::vector<uint8_t> Stmt::column_blob(int col) const {
 // ---- transactions ---------------------------------------------------------------------
 
 WriteTxn::WriteTxn(Db& db) : db_(db), outer_(db.txn_depth == 0) {
+  // Every write of the store runs in one of these: a connection opened read-only refuses here,
+  // in words, instead of SQLite's "attempt to write a readonly database" on the statement.
+  if (db_.handle() && sqlite3_db_readonly(db_.handle(), "main") == 1)
+    throw Error(db_.path() +
+                ": the database is open read-only (you cannot write the file), so nothing was saved; copy it to a "
+                "writable folder and open the copy");
   db_.exec(outer_ ? "BEGIN IMMEDIATE" : "SAVEPOINT snip_nested");
   ++db_.txn_depth;
 }

@@ -141,6 +141,35 @@ TEST_F(DatabaseErrorTest, DamagedPagesAreReportedAndTheWindowStaysUsable) {
   EXPECT_EQ(file_bytes(damaged), bytes);
 }
 
+// A database whose header and schema are fine but whose data pages are damaged was opened and
+// listed; the damage showed only when a run was read. It is refused when opened, with the
+// previous database kept and the reason said.
+TEST_F(DatabaseErrorTest, ADatabaseWithDamagedDataPagesIsRefusedWhenOpenedAndThePreviousOneKept) {
+  const QString good = dir_.filePath("good.db"), damaged = dir_.filePath("pages.db");
+  make_store(good);
+  snip_test::stored_finished_run(damaged, "long", 3000);
+  {
+    snip::Store checkpoint(damaged.toStdString());  // fold the WAL into the file
+  }
+  QFile::remove(damaged + "-wal");
+  QFile::remove(damaged + "-shm");
+  QByteArray bytes = file_bytes(damaged);
+  ASSERT_GT(bytes.size(), 8 * 4096);
+  for (int i = 3 * 4096; i < 4 * 4096; ++i) bytes[i] = char(0xDE ^ (i & 0xFF));
+  write_file(damaged, bytes);
+  auto w = open_window(good);
+  ASSERT_NE(w->workbench()->store(), nullptr);
+  EXPECT_FALSE(w->workbench()->open_database(damaged));
+  EXPECT_EQ(QFileInfo(w->workbench()->database_path()).fileName(), QStringLiteral("good.db"));
+  const std::string msg = w->message_text().toStdString();
+  EXPECT_NE(msg.find("pages.db"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("damaged"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Still using"), std::string::npos) << msg;
+  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 1);
+  w->close();
+  EXPECT_EQ(file_bytes(damaged), bytes);
+}
+
 // The executable, as a script runs it.
 struct ProcessResult {
   int exit_code = -1;

@@ -197,6 +197,19 @@ TEST(NoiseMonitor, TheHeatmapAndThePlanFlagsShowEachRoundsRatioFromItsNorms) {
     EXPECT_TRUE(pv->grid()->tooltip_text(layer).contains(why.toHtmlEscaped())) << "layer " << layer;
   }
   EXPECT_EQ(flagged, expected_flags);
+  // The note names what to do in the GUI; a new, empty database leaves none of it on screen.
+  EXPECT_TRUE(pv->notes_text().contains(QStringLiteral("below √3"))) << pv->notes_text().toStdString();
+  EXPECT_TRUE(pv->notes_text().contains(QStringLiteral("Run view"))) << pv->notes_text().toStdString();
+  EXPECT_FALSE(pv->notes_text().contains(QStringLiteral("--"))) << pv->notes_text().toStdString();
+  {
+    QTemporaryDir other;
+    ASSERT_TRUE(w->workbench()->open_database(other.filePath(QStringLiteral("empty.db"))));
+    QCoreApplication::processEvents();
+    ASSERT_TRUE(wait_for([&] { return !pv->solving(); }));
+    EXPECT_FALSE(pv->notes_text().contains(QStringLiteral("√3"))) << pv->notes_text().toStdString();
+    EXPECT_TRUE(pv->grid()->flags().empty());
+    ASSERT_TRUE(w->workbench()->open_database(db));
+  }
 
   // Look at it: the Monitor's noise page and the flagged plan (tests/screenshots/noise/).
   const QStringList files = w->render_screenshots(QStringLiteral(SNIP_SCREENSHOT_DIR "/noise"));

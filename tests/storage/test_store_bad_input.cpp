@@ -197,3 +197,23 @@ TEST(StoreBadInput, PlanNamingMissingLayerIsRejectedForTheRun) {
   EXPECT_EQ(read_plan_file(plan_path), plan);
   EXPECT_EQ(file_bytes(plan_path), before);
 }
+
+// A write to a database opened read-only (the GUI's Ctrl+S showed SQLite's raw statement error):
+// refused in words before any statement, and nothing is written.
+TEST(StoreBadInput, AWriteToADatabaseOpenedReadOnlyIsRefusedInWords) {
+  TempDir dir;
+  const std::string path = dir / "ro.db";
+  make_database(path);
+  Store store(path, StoreOptions{.read_only = true});
+  ASSERT_TRUE(store.read_only());
+  try {
+    store.add_plan(sample_plan(tiny_dims()), {});
+    FAIL() << "the write was not refused";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "open read-only")) << what;
+    EXPECT_FALSE(contains(what, "INSERT")) << what;
+    EXPECT_FALSE(contains(what, "readonly database")) << what;
+  }
+  EXPECT_TRUE(store.plans().empty());
+}

@@ -251,12 +251,17 @@ void PlanView::resolve() {
   start_solve();
 }
 
+QString PlanView::notes_text() const {
+  return notes_label_->text();
+}
+
 void PlanView::start_solve() {
   solve_dirty_ = false;
-  if (!input_) {
+  if (!input_) {  // nothing of an earlier source stays: its plan, its notes (a new, empty database)
     current_.reset();
     grid_->set_plan(0, {});
     result_label_->setText(tr("No plan: no costs to plan from."));
+    notes_label_->clear();
     return;
   }
   const snip::Method method = snip::kAllMethods[size_t(std::max(0, method_combo_->currentIndex()))];
@@ -324,7 +329,7 @@ void PlanView::show_result(const snip::PlanResult& r) {
            layers[size_t(l)].wgrad == snip::Precision::fp4))
         ++in_fp4;
     notes << tr("⚠ %n layer(s) below √3 in FP4 (METHOD.md 10); this plan runs %1 of them in FP4 "
-                "(pin them to FP8, or train with --noise-floor 1.732)",
+                "(pin them to FP8, or train adaptively with the Run view's noise floor at 1.732)",
                 "", int(noisy_layers_.size()))
                  .arg(in_fp4);
   }

@@ -49,6 +49,7 @@ class PlanView : public QWidget {
   QComboBox* method_combo() const { return method_combo_; }
   QDoubleSpinBox* lambda_spin() const { return lambda_spin_; }
   PlanGrid* grid() const { return grid_; }
+  QString notes_text() const;  // the notes under the plan (budget, noisy layers)
   CurveChart* tradeoff_chart() const { return tradeoff_; }
 
   // Pins: HF module name -> precision; clicking a grid cell cycles none → FP8 → FP4 → none.

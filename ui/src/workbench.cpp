@@ -72,7 +72,10 @@ bool Workbench::open_database(const QString& path) {
   try {
     // A database the user cannot write is opened read-only (its runs, plans and compares can be
     // looked at; training and imports say that they need a writable copy).
-    auto store = std::make_unique<snip::Store>(path.toStdString(), snip::StoreOptions{.read_only_if_unwritable = true});
+    // Checked whole (SQLite's quick_check) before it replaces the open one: a damaged file is
+    // refused here, with the previous database kept, not found out when a run is read.
+    auto store = std::make_unique<snip::Store>(
+        path.toStdString(), snip::StoreOptions{.check_integrity = true, .read_only_if_unwritable = true});
     store_ = std::move(store);
   } catch (const std::exception& e) {
     // The store refuses a damaged file before writing to it; say so, and how to go on in the GUI
