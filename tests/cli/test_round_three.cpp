@@ -405,4 +405,52 @@ TEST(Fingerprints, MeasuringARunOnItsCorpusEditedSinceTrainingIsRefused) {
   EXPECT_TRUE(snip::Store(db).stats_rounds(1).empty());
 }
 
+// A config's initializer_range was ignored (every run started from N(0, 0.02²)) and a float
+// head_dim accepted.
+TEST(Quiet, AConfigsInitializerRangeAndAFloatHeadDimAreNotIgnored) {
+  TempDir dir("config");
+  const std::string ck = dir / "ck";
+  ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 1 --no-db --out " + ck).status, 0);
+  const nlohmann::json base = nlohmann::json::parse(slurp(ck + "/config.json"));
+  struct Case {
+    std::string field;
+    nlohmann::json value;
+    std::string says;
+  };
+  for (const Case& c : {Case{"initializer_range", 0.5, "initializer_range is 0.5"},
+                        Case{"head_dim", 16.0, "\"head_dim\" must be an integer"},
+                        Case{"head_dim", 8, "differs from hidden_size/num_attention_heads"}}) {
+    nlohmann::json cfg = base;
+    cfg[c.field] = c.value;
+    std::ofstream(dir.file("cfg.json")) << cfg.dump();
+    const Result r = sh(kSnip + " train --config " + dir.file("cfg.json") +
+                        " --batch-size 2 --seq-len 32 --steps 1 --no-db --out " + dir.file("ck2"));
+    EXPECT_NE(r.status, 0) << c.field << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, c.says)) << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir.path / "ck2"));
+  // The config every checkpoint carries (initializer_range 0.02, an integer head_dim or none) is read.
+  nlohmann::json cfg = base;
+  cfg["head_dim"] = 16;
+  std::ofstream(dir.file("cfg.json")) << cfg.dump();
+  EXPECT_EQ(sh(kSnip + " train --config " + dir.file("cfg.json") +
+               " --batch-size 2 --seq-len 32 --steps 1 --no-db --out " + dir.file("ck3"))
+                .status,
+            0);
+}
+
+// One replicate gives no interval: the compare concludes nothing from it.
+TEST(Quiet, AOneReplicateCompareDoesNotConcludeThatPrecisionDoesNotMatter) {
+  TempDir dir("one-rep");
+  const std::string db = dir / "w.db";
+  train_tiny(db, dir / "ck");
+  const Result r = sh(kSnip + " compare --checkpoint " + dir.file("ck") +
+                      " --steps 2 --replicates 1 --budget 0.5 --baselines uniform-fp4 --db " + db);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(contains(r.out, "precision does not matter")) << r.out;
+  EXPECT_TRUE(contains(r.out, "no interval")) << r.out;
+  const Result shown = sh(kSnip + " show --compare 1 --db " + db);
+  EXPECT_FALSE(contains(shown.out, "precision does not matter")) << shown.out;
+}
+
 }  // namespace

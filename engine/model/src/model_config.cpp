@@ -224,10 +224,20 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
     if (!j["tie_word_embeddings"].is_boolean()) throw Error(source + ": tie_word_embeddings must be true or false");
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
-  if (j.contains("head_dim") && j["head_dim"].is_number_integer() && j["head_dim"].get<int>() != c.head_dim() &&
-      c.num_attention_heads > 0)
-    throw Error(source + ": head_dim = " + j["head_dim"].dump() + " differs from hidden_size/num_attention_heads = " +
-                std::to_string(c.head_dim()) + "; only head_dim = hidden_size/num_attention_heads is supported");
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    if (!j["head_dim"].is_number_integer())
+      throw Error(source + ": field \"head_dim\" must be an integer, got " + j["head_dim"].dump());
+    if (j["head_dim"].get<int64_t>() != c.head_dim() && c.num_attention_heads > 0)
+      throw Error(source + ": head_dim = " + j["head_dim"].dump() + " differs from hidden_size/num_attention_heads = " +
+                  std::to_string(c.head_dim()) + "; only head_dim = hidden_size/num_attention_heads is supported");
+  }
+  // Weights start as N(0, 0.02²) (Llama::init_weights), HF Llama's default; another value was
+  // silently trained with 0.02.
+  if (j.contains("initializer_range") && !j["initializer_range"].is_null() &&
+      !(j["initializer_range"].is_number() && j["initializer_range"].get<double>() == 0.02))
+    throw Error(source + ": initializer_range is " + j["initializer_range"].dump() +
+                "; new weights are drawn from N(0, 0.02²) (Hugging Face Llama's default) and no other value is "
+                "supported: set it to 0.02 or remove it");
   c.validate(source);
   return c;
 }

@@ -91,11 +91,12 @@ std::optional<Regret> oracle_regret(const Rows& rows, const std::vector<ArmStati
 inline constexpr const char* kPrecisionDoesNotMatter =
     "precision does not matter in this regime: the plans cannot be told apart";
 
-// Uniform FP4's train and validation gaps to BF16 both indistinguishable from 0 (their 95%
-// intervals contain 0; with one replicate there is no interval, so they cannot be told apart
-// either).
+// Uniform FP4's train and validation gaps to BF16 both indistinguishable from 0: their 95%
+// intervals contain 0. One replicate gives no interval, and no interval is no evidence either
+// way: nothing is concluded from it.
 inline bool precision_does_not_matter(const ArmStatistics& uniform_fp4) {
   return arm_complete(uniform_fp4) &&  // never before uniform FP4 (and BF16) have run
+         uniform_fp4.train.gap.has_interval() && uniform_fp4.val.gap.has_interval() &&
          verdict_of(uniform_fp4.train.gap) == Verdict::indistinguishable &&
          verdict_of(uniform_fp4.val.gap) == Verdict::indistinguishable;
 }
