@@ -15,7 +15,8 @@ class FreshSettings : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  qputenv("QT_QPA_PLATFORM", "offscreen");
+  // offscreen unless SNIP_TEST_QPA names another platform (xcb under Xvfb: the real X path).
+  qputenv("QT_QPA_PLATFORM", qEnvironmentVariable("SNIP_TEST_QPA", QStringLiteral("offscreen")).toUtf8());
   QTemporaryDir home;
   qputenv("XDG_CONFIG_HOME", (home.path() + "/config").toUtf8());
   qputenv("XDG_DATA_HOME", (home.path() + "/data").toUtf8());

@@ -48,6 +48,23 @@ TEST(CurveMath, MinMaxDownsamplingKeepsSpikesAndBoundsSize) {
   for (size_t i = 1; i < d.size(); ++i) EXPECT_LT(d[i - 1].x(), d[i].x());  // still in step order
 }
 
+// A gap chart on a log axis dropped the negative gaps (an arm better than BF16) without a word.
+TEST(CurveChart, ALogScaleSaysHowManyPointsItCannotDraw) {
+  CurveChart chart("gap", "gap to BF16");
+  chart.set_curves({Curve{"a", {{1, 0.5}, {2, -0.1}, {3, 0.2}, {4, 0.0}}, {}}});
+  chart.redraw_now();
+  EXPECT_EQ(chart.points_not_drawn(), 0u);
+  EXPECT_EQ(chart.log_scale_text(), QStringLiteral("Log scale"));
+  chart.set_log_scale(true);
+  chart.redraw_now();
+  EXPECT_EQ(chart.points_not_drawn(), 2u);
+  EXPECT_TRUE(chart.log_scale_text().contains(QStringLiteral("2 point(s) ≤ 0 not drawn")))
+      << chart.log_scale_text().toStdString();
+  chart.set_log_scale(false);
+  chart.redraw_now();
+  EXPECT_EQ(chart.points_not_drawn(), 0u);
+}
+
 TEST(CurveChart, ManyBulkUpdatesCoalesceIntoFewRedraws) {
   CurveChart chart("t", "y");
   chart.resize(600, 400);

@@ -20,6 +20,7 @@
 #include <QtCharts/QLogValueAxis>
 #include <QtCharts/QValueAxis>
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 
@@ -270,6 +271,10 @@ void CurveChart::set_smoothing(double weight) {
   schedule_redraw();
 }
 
+QString CurveChart::log_scale_text() const {
+  return log_check_->text();
+}
+
 void CurveChart::set_log_scale(bool on) {
   if (log_check_->isChecked() != on) log_check_->setChecked(on);
   if (log_scale_ == on) return;
@@ -432,7 +437,10 @@ void CurveChart::feed_track(size_t i, QList<QPointF>& raw, QList<QPointF>& smoot
   const std::vector<QPointF>& pts = curves_[i].points;
   for (; t.fed < pts.size(); ++t.fed) {
     const QPointF& p = pts[t.fed];
-    if (log_scale_ && !(p.y() > 0.0)) continue;
+    if (log_scale_ && !(p.y() > 0.0)) {
+      ++t.not_drawn;
+      continue;
+    }
     t.raw.add(p);
     if (!smoothing_on || !std::isfinite(p.y())) continue;
     // smooth_ema's recurrence, continued from the last point.
@@ -507,6 +515,14 @@ void CurveChart::redraw_now() {
     raw_series->setVisible(smoothing_on);
     smooth_series->replace(smoothing_on ? smooth : raw);
   }
+  points_not_drawn_ = 0;
+  for (const Track& t : tracks_) points_not_drawn_ += t.not_drawn;
+  log_check_->setText(points_not_drawn_ > 0
+                          ? tr("Log scale (%n point(s) ≤ 0 not drawn)", "", int(std::min<size_t>(points_not_drawn_, INT_MAX)))
+                          : tr("Log scale"));
+  log_check_->setToolTip(points_not_drawn_ > 0 ? tr("A log axis cannot show values at or below 0; turn it off to see "
+                                                    "every point")
+                                               : QString());
   const std::vector<BandPoints> bands = compute_bands();
   for (const BandPoints& b : bands) {
     for (const QPointF& p : b.lo) yr.add(p.y());

@@ -93,6 +93,10 @@ class CurveChart : public QWidget {
   double smoothing() const { return smoothing_; }
   void set_log_scale(bool on);
   bool log_scale() const { return log_scale_; }
+  // Points a log axis cannot draw (≤ 0: a gap below BF16's loss, say) at the last redraw; the
+  // "Log scale" box says how many, so none is dropped without a word.
+  size_t points_not_drawn() const { return points_not_drawn_; }
+  QString log_scale_text() const;
   void set_smoothing_visible(bool visible);
   void set_x_label(const QString& label);
   // Replicate bands (Curve::replicates) on or off; the "Replicate bands" box shows while a curve
@@ -144,6 +148,7 @@ class CurveChart : public QWidget {
   QString marker_label_;
   int max_display_points_ = 2000;
   int redraw_count_ = 0;
+  size_t points_not_drawn_ = 0;
   QTimer redraw_timer_;
   // Per curve: how many points the display state has consumed, the EMA state and the two
   // decimators (raw and smoothed). Reset when curves are replaced or smoothing/log scale change.
@@ -151,6 +156,7 @@ class CurveChart : public QWidget {
     size_t fed = 0;
     double ema = 0.0, debias = 1.0;
     MinMaxDecimator raw, smooth;
+    size_t not_drawn = 0;  // points ≤ 0 skipped on a log axis
   };
   std::vector<Track> tracks_;
 
