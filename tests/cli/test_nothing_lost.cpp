@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_test.h"
 #include "interrupted_compare.h"
 #include "run_command.h"
 #include "snip/store.h"
@@ -32,28 +33,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using snip_test::TempDir;
 using Result = snip_test::CommandResult;
 
-const std::string kSnip = SNIP_BIN;
-const std::string kTiny = " --preset tiny --batch-size 2 --seq-len 32 --eval-every 0 ";
-
-Result sh(const std::string& command) {
-  return snip_test::run_shell(command);
-}
-
-std::string q(const std::string& s) {
-  return "'" + s + "'";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using namespace snip_test;  // kSnip, kTiny, sh, q, contains, slurp (cli_test.h)
 
 // ---- streams ---------------------------------------------------------------------------------
 

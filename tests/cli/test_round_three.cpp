@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_test.h"
 #include "run_command.h"
 #include "snip/store.h"
 #include "temp_dir.h"
@@ -23,28 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using snip_test::TempDir;
 using Result = snip_test::CommandResult;
 
-const std::string kSnip = SNIP_BIN;
-const std::string kTiny = " --preset tiny --batch-size 2 --seq-len 32 --eval-every 0 ";
-
-Result sh(const std::string& command) {
-  return snip_test::run_shell(command);
-}
-
-std::string q(const std::string& s) {
-  return "'" + s + "'";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using namespace snip_test;  // kSnip, kTiny, sh, q, contains, slurp (cli_test.h)
 
 const std::vector<std::string> kLayers = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                                           "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",

@@ -66,6 +66,17 @@ class DatabaseLocks : public ::testing::Test {
     window_->workbench()->store()->runs();  // a read: the connection holds its shared lock
     ASSERT_GT(locks_held_on(db_.toStdString()), 0) << "no lock to keep: cannot test (is /proc/locks readable?)";
   }
+  // `snip runs` in a second process reads and closes the database: with the GUI's locks held,
+  // its WAL and index stay, and the GUI still reads its runs.
+  void another_process_leaves_the_wal() {
+    QProcess other;
+    other.start(QStringLiteral(SNIP_EXE), {QStringLiteral("runs"), QStringLiteral("--db"), db_});
+    ASSERT_TRUE(other.waitForFinished(60000));
+    EXPECT_EQ(other.exitCode(), 0) << other.readAllStandardError().toStdString();
+    EXPECT_TRUE(QFileInfo::exists(db_ + "-wal"));
+    EXPECT_TRUE(QFileInfo::exists(db_ + "-shm"));
+    EXPECT_EQ(window_->workbench()->store()->runs().size(), 1u);
+  }
   QTemporaryDir dir_;
   QString db_;
   std::unique_ptr<MainWindow> window_;
@@ -105,13 +116,7 @@ TEST_F(DatabaseLocks, ReopeningTheOpenDatabaseOrImportingItKeepsTheLocks) {
   EXPECT_FALSE(window_->workbench()->import_statistics_or_costs(db_));
   EXPECT_EQ(locks_held_on(db_.toStdString()), before);
   // A second process reads and closes: the GUI's WAL and index are still there, and so are its runs.
-  QProcess other;
-  other.start(QStringLiteral(SNIP_EXE), {QStringLiteral("runs"), QStringLiteral("--db"), db_});
-  ASSERT_TRUE(other.waitForFinished(60000));
-  EXPECT_EQ(other.exitCode(), 0) << other.readAllStandardError().toStdString();
-  EXPECT_TRUE(QFileInfo::exists(db_ + "-wal"));
-  EXPECT_TRUE(QFileInfo::exists(db_ + "-shm"));
-  EXPECT_EQ(window_->workbench()->store()->runs().size(), 1u);
+  another_process_leaves_the_wal();
 }
 
 // Every file this process opens in `dir` (inotify IN_OPEN on the folder), by name.
@@ -207,13 +212,7 @@ TEST_F(DatabaseLocks, EveryFileDialogShownAndCancelledLeavesTheDatabaseUnopened)
   for (const char* name : {"workbench.db", "workbench.db-wal", "workbench.db-shm"})
     EXPECT_EQ(opened.count(name), 0u) << name << " was opened by a dialog";
   EXPECT_GT(locks_held_on(db_.toStdString()), 0);
-  QProcess other;
-  other.start(QStringLiteral(SNIP_EXE), {QStringLiteral("runs"), QStringLiteral("--db"), db_});
-  ASSERT_TRUE(other.waitForFinished(60000));
-  EXPECT_EQ(other.exitCode(), 0) << other.readAllStandardError().toStdString();
-  EXPECT_TRUE(QFileInfo::exists(db_ + "-wal"));
-  EXPECT_TRUE(QFileInfo::exists(db_ + "-shm"));
-  EXPECT_EQ(window_->workbench()->store()->runs().size(), 1u);
+  another_process_leaves_the_wal();
 }
 
 // An export dialog starts in the folder of the last file chosen, not the working directory.
