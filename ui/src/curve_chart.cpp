@@ -517,9 +517,9 @@ void CurveChart::redraw_now() {
   }
   points_not_drawn_ = 0;
   for (const Track& t : tracks_) points_not_drawn_ += t.not_drawn;
-  log_check_->setText(points_not_drawn_ > 0
-                          ? tr("Log scale (%n point(s) ≤ 0 not drawn)", "", int(std::min<size_t>(points_not_drawn_, INT_MAX)))
-                          : tr("Log scale"));
+  log_check_->setText(points_not_drawn_ > 0 ? tr("Log scale (%n point(s) ≤ 0 not drawn)", "",
+                                                 int(std::min<size_t>(points_not_drawn_, INT_MAX)))
+                                            : tr("Log scale"));
   log_check_->setToolTip(points_not_drawn_ > 0 ? tr("A log axis cannot show values at or below 0; turn it off to see "
                                                     "every point")
                                                : QString());
