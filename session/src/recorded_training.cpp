@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "snip/checkpoint.h"
 #include "snip/dataset.h"
 #include "snip/error.h"
 #include "snip/model_config.h"
@@ -224,12 +225,21 @@ bool same_adaptive(const nlohmann::json& a, const nlohmann::json& b) {
   return normal(a) == normal(b);
 }
 
+// The plan's layers in a stored training configuration (null when it has none).
+nlohmann::json plan_layers(const nlohmann::json& config) {
+  return config.contains("plan") && config["plan"].is_object() && config["plan"].contains("layers")
+             ? config["plan"]["layers"]
+             : nlohmann::json();
+}
+
 // Run id, resumed from its checkpoint resumed_from: its id when the resume is a branch of it.
 // From an earlier checkpoint than the run's latest, the run is claimed again only when it
-// retrains its own trajectory (same plan, same total steps: the same rows, bit for bit, as
-// after a kill). A resume that goes another way from there (another --plan or --steps, e.g.
-// a second resume from one checkpoint) would overwrite the later rows with different ones:
-// that is a branch, a new run naming its parent, and the parent keeps everything.
+// retrains its own trajectory: the same rows, bit for bit, as after a kill. That needs the
+// resume's total steps to equal both what the checkpoint was training under and what the run
+// has gone on with since, and its plan and adaptive options to equal the run's (a takeover from the same checkpoint
+// with another --steps or --plan changed the latter). Any other resume from there (e.g. a second
+// resume from one checkpoint) would overwrite the later rows with different ones: that is a
+// branch, a new run naming its parent, and the parent keeps everything.
 std::optional<int64_t> branch_parent(Store& store, const Trainer& trainer, int64_t id, int64_t steps,
                                      const nlohmann::json& train_config, bool plan_changed,
                                      const std::string& resumed_from, const std::string& checkpoint_dir) {
@@ -237,11 +247,20 @@ std::optional<int64_t> branch_parent(Store& store, const Trainer& trainer, int64
   int64_t latest = -1;
   for (const Checkpoint& ck : store.checkpoints(id)) latest = std::max(latest, ck.step);
   const nlohmann::json& stored = store.run(id).spec.train_config;
-  const bool same_total =
-      stored.contains("steps") && stored["steps"].is_number_integer() && stored["steps"].get<int64_t>() == steps;
-  // Adaptive planning turned on, off or changed is another trajectory too.
-  const bool adaptive_changed = !same_adaptive(stored, train_config);
-  if (latest > trainer.step_count() && (plan_changed || adaptive_changed || !same_total)) parent = id;
+  const auto total_is = [steps](const nlohmann::json& config) {
+    return config.contains("steps") && config["steps"].is_number_integer() && config["steps"].get<int64_t>() == steps;
+  };
+  if (latest > trainer.step_count()) {
+    // What the checkpoint itself was training under (its own total, before --steps).
+    const nlohmann::json own = read_run_state(resumed_from)["config"];
+    const bool same_total = total_is(stored) && total_is(own);
+    // An adaptive run's plan moves with its rounds (the checkpoint carries the one in effect); a
+    // fixed plan is the run's stored one.
+    const bool same_plan =
+        !plan_changed && (train_config.contains("adaptive") || plan_layers(stored) == plan_layers(train_config));
+    // Adaptive planning turned on, off or changed is another trajectory too.
+    if (!(same_total && same_plan && same_adaptive(stored, train_config))) parent = id;
+  }
   if (parent && !checkpoint_dir.empty() && canonical_path(checkpoint_dir) == canonical_path(resumed_from))
     throw Error("resuming " + resumed_from + " at step " + std::to_string(trainer.step_count()) +
                 " with other settings starts a branch of run " + std::to_string(id) + " (which has gone on to step " +

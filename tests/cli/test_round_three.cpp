@@ -435,4 +435,43 @@ TEST(Quiet, AOneReplicateCompareDoesNotConcludeThatPrecisionDoesNotMatter) {
   EXPECT_FALSE(contains(shown.out, "precision does not matter")) << shown.out;
 }
 
+// ---- branches ---------------------------------------------------------------------------------
+
+// Run 1's metric rows, step by step (loss and FP4 fraction), to compare before and after.
+std::vector<std::pair<double, double>> rows_of(const std::string& db, int64_t run) {
+  std::vector<std::pair<double, double>> out;
+  for (const snip::MetricRow& r : snip::Store(db).metrics(run)) out.emplace_back(r.train_loss, r.fp4_fraction);
+  return out;
+}
+
+// A second resume from one checkpoint took run 1 over, and replaced its later rows, when an
+// earlier takeover had changed the run's total (`--steps`) or its plan: both are branches.
+TEST(Branches, ASecondResumeFromOneCheckpointAfterATakeoverChangedTheRunIsABranch) {
+  for (const bool by_plan : {false, true}) {
+    TempDir dir(by_plan ? "branch-plan" : "branch-total");
+    const std::string db = dir / "runs.db", ck = dir / "ck";
+    ASSERT_EQ(sh(kSnip + " train" + kTiny + "--steps 3 --db " + db + " --out " + ck).status, 0);
+    std::ofstream(dir.file("p.json")) << uniform_plan(2, "fp4");
+    if (by_plan) {
+      ASSERT_EQ(sh(kSnip + " train --resume " + ck + " --steps 6 --plan " + dir.file("p.json") + " --db " + db +
+                   " --out " + dir.file("a"))
+                    .status,
+                0);
+    } else {
+      ASSERT_EQ(sh(kSnip + " train --resume " + ck + " --steps 6 --db " + db + " --out " + dir.file("a")).status, 0);
+      ASSERT_EQ(sh(kSnip + " train --resume " + dir.file("a") + " --steps 9 --db " + db).status, 0);
+    }
+    const auto before = rows_of(db, 1);
+    const std::string total = by_plan ? "6" : "9";
+    const Result b =
+        sh(kSnip + " train --resume " + ck + " --steps " + total + " --db " + db + " --out " + dir.file("b"));
+    ASSERT_EQ(b.status, 0) << b.out;
+    snip::Store store(db);
+    ASSERT_EQ(store.runs().size(), 2u) << (by_plan ? "plan" : "total");
+    EXPECT_EQ(store.run(2).spec.parent_run_id, std::optional<int64_t>(1));
+    EXPECT_EQ(store.run(2).spec.parent_step, std::optional<int64_t>(3));
+    EXPECT_EQ(rows_of(db, 1), before) << "run 1's rows were replaced";
+  }
+}
+
 }  // namespace
