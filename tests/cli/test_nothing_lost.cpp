@@ -686,7 +686,8 @@ TEST(Checkpoints, ARemovedOrRenamedChecksumKeyIsRefused) {
       EXPECT_NE(r.status, 0) << cmd << "\n" << r.out;
       EXPECT_TRUE(contains(r.out, "restore the checkpoint from a copy")) << cmd << "\n" << r.out;
     }
-  EXPECT_EQ(sh(kSnip + " eval --checkpoint " + dir.file("ck")).status, 0);
+  // The untouched copy evaluates (two batches: the whole corpus took 43 s, and 10+ minutes under ASan).
+  EXPECT_EQ(sh(kSnip + " eval --batches 2 --checkpoint " + dir.file("ck")).status, 0);
 }
 
 TEST(Checkpoints, SwappedTensorsAnEditedStateOrAnotherConfigAreRefused) {
