@@ -474,4 +474,15 @@ TEST(Branches, ASecondResumeFromOneCheckpointAfterATakeoverChangedTheRunIsABranc
   }
 }
 
+// `compare --eval-batches 100000` evaluated every arm on the split's few batches without a word.
+TEST(Quiet, ACompareAskedForMoreEvaluationBatchesThanTheSplitHoldsIsRefused) {
+  TempDir dir("eval-batches");
+  train_tiny(dir / "w.db", dir / "ck");
+  const Result r = sh(kSnip + " compare --checkpoint " + dir.file("ck") +
+                      " --steps 1 --replicates 1 --budget 0.5 --baselines uniform-fp4 --eval-batches 100000 --no-db");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "--eval-batches 100000 is more than the")) << r.out;
+  EXPECT_FALSE(contains(r.out, "replicate 1/1")) << "trained before refusing\n" << r.out;
+}
+
 }  // namespace

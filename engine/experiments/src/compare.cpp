@@ -14,6 +14,7 @@
 
 #include "snip/blas_threads.h"
 #include "snip/checked.h"
+#include "snip/dataset.h"
 #include "snip/error.h"
 #include "snip/experiment_setup.h"
 #include "snip/qlinear.h"
@@ -418,6 +419,18 @@ void check_compare_fits(const CompareOptions& o, const Trainer& t0) {
                        "give fewer --jobs (each holds a whole trainer), fewer --replicates or fewer --steps");
 }
 
+// Every arm is evaluated on the same --eval-batches whole validation batches; more than the split
+// holds were quietly fewer (Trainer::evaluate takes what there is): refused before any work.
+void check_eval_batches(const CompareOptions& o, const Trainer& t0) {
+  const TrainConfig& c = t0.config();
+  const int64_t available =
+      int64_t(BatchLoader(&t0.data().val, c.batch_size, c.seq_len, 0, /*shuffle=*/false).batches_per_epoch());
+  if (available > 0 && o.eval_batches > available)
+    throw Error("compare: --eval-batches " + std::to_string(o.eval_batches) + " is more than the " +
+                std::to_string(available) + " whole validation batches of " + std::to_string(c.batch_size) + "x" +
+                std::to_string(c.seq_len) + " in " + t0.data().source + "; give at most " + std::to_string(available));
+}
+
 // Appends the arm `name` with plan p under the compare's recipe, noting an earlier row with the same plan.
 void add_compare_row(CompareReport& rep, const std::string& name, PlanResult p, Method m, uint64_t seed,
                      std::optional<double> lambda) {
@@ -489,6 +502,7 @@ CompareReport run_compare(const std::string& dir, const CompareOptions& o, const
   check_compare_options(o);
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);
   check_compare_fits(o, *t0);
+  check_eval_batches(o, *t0);
   CompareReport rep;
   rep.start_step = t0->step_count();
   rep.budget = o.budget;
