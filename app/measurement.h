@@ -28,6 +28,7 @@ inline Measurement open_measurement(const std::string& db, const std::string& ch
     m.run_id = find_run_of_checkpoint(*m.store, checkpoint);
   }
   m.setup = load_experiment(checkpoint, data, batch_size, seq_len);
+  for (const std::string& w : m.setup.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::string note;
   m.run_id = run_of_measurement(m.run_id, m.setup.own_data, m.setup.data.source, &note);
   if (!note.empty()) std::fprintf(stderr, "note: the %s was %s\n", what, note.c_str());

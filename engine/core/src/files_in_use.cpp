@@ -119,6 +119,10 @@ namespace {
 
 constexpr std::string_view kSqliteSidecars[] = {"-wal", "-shm", "-journal"};
 
+const char* sidecar_role(std::string_view suffix) {
+  return suffix == "-wal" ? "write-ahead log" : suffix == "-shm" ? "shared-memory index" : "rollback journal";
+}
+
 // True when `path` is a regular file that starts with SQLite's 16-byte header. A database this
 // process has open counts without being read (a raw open and close would drop its locks).
 bool is_sqlite_database(const std::string& path) {
@@ -144,9 +148,7 @@ std::string sqlite_sidecar_conflict(const std::string& path) {
     if (p.size() <= suffix.size() || std::string_view(p).substr(p.size() - suffix.size()) != suffix) continue;
     const std::string stem = p.substr(0, p.size() - suffix.size());
     if (!is_sqlite_database(stem)) continue;
-    const char* role = suffix == "-wal"   ? "write-ahead log"
-                       : suffix == "-shm" ? "shared-memory index"
-                                          : "rollback journal";
+    const char* role = sidecar_role(suffix);
     return "it is the name SQLite gives the " + std::string(role) + " of the database " + stem +
            ", which SQLite would take as that database's own and delete or roll back; choose a name that does not "
            "end in " +
@@ -179,9 +181,7 @@ std::string foreign_sqlite_sidecars(const std::string& db) {
       what = "a SQLite database of its own";
     else
       continue;
-    const char* role = suffix == "-wal"   ? "write-ahead log"
-                       : suffix == "-shm" ? "shared-memory index"
-                                          : "rollback journal";
+    const char* role = sidecar_role(suffix);
     return side + " is " + what + ", but SQLite takes a file of that name for the " + role + " of " + db +
            " and would delete or replay it when opening " + db + ": rename " + side +
            " (or use another database name); nothing was changed";

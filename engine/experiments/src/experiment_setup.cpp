@@ -1,7 +1,6 @@
 // Loading a checkpoint for the experiments (experiment_setup.h).
 #include "snip/experiment_setup.h"
 
-#include <cstdio>
 #include <filesystem>
 
 #include "snip/checked.h"
@@ -58,8 +57,8 @@ ExperimentSetup load_experiment(const std::string& dir, const std::string& data_
   s.data = load_token_data(s.config.data_path, *tok, s.config.model.vocab_size, s.config.val_fraction);
   // Measured as the run's own: the corpus must still be the one it trained on.
   if (same_data)
-    if (const std::string warning = check_checkpoint_corpus(state["data"], s.data, dir); !warning.empty())
-      std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    if (std::string warning = check_checkpoint_corpus(state["data"], s.data, dir); !warning.empty())
+      s.warnings.push_back(std::move(warning));
   const size_t need = size_t(s.config.batch_size) * size_t(s.config.seq_len) + 1;
   if (s.data.train.size() < need)
     throw Error("training data " + s.data.source + " has " + std::to_string(s.data.train.size()) +

@@ -22,7 +22,8 @@ struct ExperimentSetup {
   std::unique_ptr<Llama> model;       // at (config.batch_size, config.seq_len); recipe set, all BF16
   std::unique_ptr<AdamW<float>> opt;  // the checkpoint's moments and t
   TokenData data;
-  bool own_data = true;  // the run's own corpus (false: another one was given, read from its start)
+  bool own_data = true;               // the run's own corpus (false: another one was given, read from its start)
+  std::vector<std::string> warnings;  // for the front to show (a checkpoint without a corpus fingerprint)
 
   // The training batch at the checkpoint's data position (+ `offset` batches), what the run
   // would train on next; batch_id "train:e<epoch>:b<batch>". inputs/targets (B, T).
