@@ -170,7 +170,21 @@ std::optional<int64_t> find_run_of_checkpoint(const Store& store, const std::str
   for (const RunInfo& r : store.runs())
     for (const Checkpoint& ck : store.checkpoints(r.id))
       if (fs::weakly_canonical(ck.path, ec).string() == want && !ec && (!found || r.id > *found)) found = r.id;
-  return found;
+  if (found) return found;
+  // Not recorded (saved, then killed or the disk full before the row was written): the run the
+  // checkpoint names, when it names a run of this database.
+  try {
+    const nlohmann::json run =
+        read_run_state(checkpoint_dir).value("extra", nlohmann::json::object()).value("run", nlohmann::json());
+    if (run.is_object() && run.value("database", "") == canonical_path(store.path()) && run["id"].is_number_integer()) {
+      const int64_t id = run["id"].get<int64_t>();
+      for (const RunInfo& r : store.runs())
+        if (r.id == id) return id;
+    }
+  } catch (const std::exception&) {
+    // an unreadable checkpoint names no run; the resume itself says what is wrong with it
+  }
+  return std::nullopt;
 }
 
 std::string checkpoint_root_of_database(const std::string& db_path) {
@@ -385,6 +399,22 @@ std::string RecordedTraining::save_after_failure(RunRecorder* recorder, int64_t 
   try {
     const int64_t step = trainer_.step_count();
     if (step <= first_step || step == last_saved || options_.checkpoint_dir.empty()) return "";
+    if (recorder) {
+      // A checkpoint ahead of the database's rows would resume past them and lose them for good:
+      // the state is saved only when every row up to it is written.
+      try {
+        recorder->flush();
+      } catch (const std::exception&) {
+      }
+      if (recorder->rows_buffered() > 0)
+        return " (the state of step " + std::to_string(step) +
+               " was not saved: its metrics rows could not be written to the database, and a checkpoint ahead of "
+               "them would resume without them; " +
+               (last_saved > 0   ? "the checkpoint of step " + std::to_string(last_saved) + " is kept"
+                : first_step > 0 ? "the checkpoint this run resumed from is kept"
+                                 : std::string("no checkpoint was written")) +
+               ")";
+    }
     const std::string dir = checkpoint_path(step);
     trainer_.save_checkpoint(dir);
     if (recorder) recorder->add_checkpoint(step, dir);
@@ -493,6 +523,11 @@ TrainingOutcome RecordedTraining::run() {
     trainer_.set_state_extra("adaptive",
                              options_.adaptive ? adaptive_options_to_json(*options_.adaptive) : nlohmann::json());
     trainer_.set_state_extra("save_every", options_.save_every);  // kept by `snip train --resume DIR`
+    // The run this checkpoint belongs to, for a resume when the database never learnt of the
+    // checkpoint (a kill or a full disk between saving it and recording it).
+    trainer_.set_state_extra("run", store_
+                                        ? nlohmann::json{{"database", canonical_path(store_->path())}, {"id", run_id_}}
+                                        : nlohmann::json());
     if (options_.adaptive) start_controller(controller, probe, recorder);
 
     // A stop request abandons a long step (many micro-batches) instead of waiting for it.

@@ -515,7 +515,57 @@ TEST_F(Tmpfs, DiskFullWhileWritingTheDatabaseKeepsItConsistent) {
   EXPECT_EQ(integrity(db), "ok");
 }
 
+// A checkpoint saved but never recorded in the database (a kill or a full disk between the two):
+// the checkpoint names its run, and the resume goes on as that run instead of starting another.
+TEST(Resume, ACheckpointTheDatabaseNeverRecordedResumesAsItsOwnRun) {
+  TempDir dir("unrecorded");
+  std::string err;
+  ASSERT_EQ(run_snip(train_args(4, dir / "ck", dir / "run.db", 2), dir / "first", &err), 0) << err;
+  {
+    Db d(dir / "run.db");
+    ASSERT_EQ(sqlite3_exec(d.db, "DELETE FROM checkpoints", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  ASSERT_EQ(run_snip(resume_args(dir / "ck", dir / "run.db", 6), dir / "resume", &err), 0) << err;
+  Db d(dir / "run.db");
+  EXPECT_EQ(d.column("SELECT COUNT(*) FROM runs"), std::vector<std::string>{"1"}) << "the resume made another run";
+  EXPECT_EQ(d.column("SELECT COUNT(DISTINCT step) || ' ' || MAX(step) FROM metrics WHERE run_id = 1"),
+            std::vector<std::string>{"6 6"});
+}
+
 // A database on a disk that is already full when `snip train` opens it: SQLite reports only
+// The database fills up mid-run while the checkpoint lives on another disk (issue 42's example:
+// the checkpoint reached step 1027 while the database stopped at 908, and the resume made an
+// unlinked run). Whatever fails first, the resume is the same run with every row up to its end.
+TEST_F(Tmpfs, DatabaseFullMidRunTheResumeIsTheSameRunWithEveryRow) {
+  if (!mount_tmpfs(16 * 1024 * 1024)) GTEST_SKIP() << why_;  // room for SQLite's 4 MB write-ahead log
+  const fs::path db = mnt_ / "run.db", ck = dir_ / "ck";
+  std::string err;
+  ASSERT_EQ(run_snip(train_args(2, dir_ / "ck1", db), dir_ / "first", &err), 0) << err;
+  fill(160 * 1024);
+  // Rows are written 256 at a time (or every half second); the disk fills at one of those
+  // writes, long before the first scheduled checkpoint.
+  const int64_t steps = 1200;
+  ASSERT_EQ(run_snip(train_args(steps, ck, db, 100), dir_ / "full", &err), 1) << "the disk never filled";
+  EXPECT_CONTAINS(err, "full");
+  fs::remove(mnt_ / "filler");
+  const int64_t at = load_checkpoint(ck);
+  {
+    Db d(db);
+    const auto last = d.column("SELECT COALESCE(MAX(step), 0) FROM metrics WHERE run_id = 2");
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_LE(at, std::stoll(last[0])) << "the checkpoint is ahead of the rows the database holds";
+  }
+  ASSERT_EQ(run_snip(resume_args(ck, db), dir_ / "resume", &err), 0) << err;
+  Db d(db);
+  EXPECT_EQ(d.column("SELECT COUNT(*) FROM runs"), std::vector<std::string>{"2"}) << "the resume made another run";
+  EXPECT_EQ(d.column("SELECT status FROM runs WHERE id = 2"), std::vector<std::string>{"finished"});
+  EXPECT_EQ(
+      d.column("SELECT COUNT(DISTINCT step) || ' ' || MIN(step) || ' ' || MAX(step) FROM metrics WHERE run_id = 2"),
+      std::vector<std::string>{std::to_string(steps) + " 1 " + std::to_string(steps)})
+      << "rows are missing between the database's last row and the checkpoint";
+  EXPECT_EQ(integrity(db), "ok");
+}
+
 // "disk I/O error"; the message must say the disk is full, and the file must stay usable.
 TEST_F(Tmpfs, DiskAlreadyFullWhenTheDatabaseOpensSaysSo) {
   if (!mount_tmpfs(1024 * 1024)) GTEST_SKIP() << why_;
