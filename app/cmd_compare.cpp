@@ -174,6 +174,7 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
   if (o.no_db) {
     const snip::CompareOptions co = compare_options(o);
     snip::CompareReport rep;
+    signals.set_up_done();  // the compare's own loop asks for a stop between its trainings
     try {
       rep = snip::run_compare(o.checkpoint, co, hooks);
     } catch (const snip::CompareStopped&) {
@@ -205,6 +206,7 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
   std::fprintf(stderr,
                "compare %lld: each finished training is stored in %s as it comes; if stopped, continue with: %s\n",
                (long long)id, store.path().c_str(), resume_command(store, id).c_str());
+  signals.set_up_done();  // from here the compare's own loop asks for a stop between its trainings
   snip::CompareReport rep;
   try {
     rep = recorder->run(hooks);

@@ -382,6 +382,7 @@ void run_train(const TrainOptions& o) {
   const std::string out = !o.out.empty() ? o.out : !o.resume.empty() ? o.resume : default_out_dir();
   snip::TrainingSession session(run_request(o, out),
                                 [](const std::string& w) { std::fprintf(stderr, "warning: %s\n", w.c_str()); });
+  stop_signals.set_up_done();  // a signal now stops after the current step, with its checkpoint
   if (!o.json) {
     print_run_header(session.trainer(), out);
     if (session.store())

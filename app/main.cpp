@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
   } catch (const snip::cli::Interrupted& stop) {
     std::fprintf(stderr, "%s\n", snip::printable_message(stop.message).c_str());
     return stop.status;
+  } catch (const snip::SetUpStopped& stop) {  // a signal while a corpus was read: nothing began
+    std::fprintf(stderr, "stopped by %s %s, before anything was trained or recorded\n",
+                 snip::cli::StopSignals::name().c_str(), snip::printable_message(stop.what()).c_str());
+    return snip::cli::StopSignals::exit_status();
   } catch (const std::exception& e) {  // snip::Error and any other: bytes from a damaged file escaped
     std::fprintf(stderr, "error: %s\n", snip::printable_message(e.what()).c_str());
     return 1;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "output_streams.h"
+#include "snip/error.h"
 
 namespace snip::cli {
 
@@ -37,20 +38,26 @@ class StopSignals {
         handled |= 1u << i;
     }
     handled_mask().store(handled);
+    snip::set_stop_check(&StopSignals::requested);  // set-up work (reading a corpus) asks it too
   }
   ~StopSignals() {
+    snip::set_stop_check(nullptr);
     for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  bool requested() const { return received().load() != 0 || output_failed(); }
+  // Set-up is over (the run or compare is recorded and its own loop asks requested()): reads
+  // from here on, e.g. of the checkpoint being replaced by the last save, are never cut short.
+  void set_up_done() { snip::set_stop_check(nullptr); }
+
+  static bool requested() { return received().load() != 0 || output_failed(); }
   // The shell's status for a process ended by that signal (128 + its number: 130 for Ctrl-C,
   // 143 for SIGTERM, 129 for SIGHUP), which a command stopped by it exits with after saving
   // (Interrupted), so `snip train ... && next` does not go on with an unfinished run.
-  int exit_status() const { return received().load() != 0 ? 128 + received().load() : output_failure_status(); }
+  static int exit_status() { return received().load() != 0 ? 128 + received().load() : output_failure_status(); }
   // How the stop was asked for, for the run's message: "Ctrl-C", "SIGTERM", "SIGHUP" ("" if not).
-  std::string name() const {
+  static std::string name() {
     switch (received().load()) {
       case SIGINT:
         return "Ctrl-C";

@@ -486,3 +486,74 @@ TEST(Quiet, ACompareAskedForMoreEvaluationBatchesThanTheSplitHoldsIsRefused) {
 }
 
 }  // namespace
+
+// ---- bounded set-up, signals during it, and pipes ---------------------------------------------
+
+// A corpus larger than snip reads into memory (a 2 GB text, a folder of them, a token file, a
+// gzip that decompresses beyond the limit) is refused by its size or as it decompresses, never
+// read whole first. The files are sparse: nothing of them is on disk.
+TEST(SetUp, ACorpusLargerThanSnipReadsIsRefusedBeforeItIsRead) {
+  TempDir dir("big");
+  const std::string big = dir / "big.txt", folder = dir / "parts", bin = dir / "big.bin", gz = dir / "bomb.txt.gz";
+  fs::create_directories(folder);
+  std::ofstream(big).put('x');
+  fs::resize_file(big, uint64_t(2) << 30);
+  std::ofstream(folder + "/a.txt").put('x');
+  std::ofstream(folder + "/b.txt").put('x');
+  fs::resize_file(folder + "/a.txt", uint64_t(600) << 20);
+  fs::resize_file(folder + "/b.txt", uint64_t(600) << 20);
+  std::ofstream(bin).put('x');
+  fs::resize_file(bin, uint64_t(2) << 30);
+  // 17 gzip members of 64 MiB of zeros each: 1.06 GiB of text from 1 MB on disk.
+  ASSERT_EQ(sh("head -c 67108864 /dev/zero | gzip -1 > " + q(dir / "one.gz") + " && for i in $(seq 17); do cat " +
+               q(dir / "one.gz") + "; done > " + q(gz))
+                .status,
+            0);
+  for (const auto& [data, says] : std::vector<std::pair<std::string, std::string>>{
+           {big, "the corpus is longer than the 1 GiB snip reads into memory (it is 2147483648 bytes)"},
+           {folder, "holds 1258291200 bytes, more than the 1 GiB of text snip reads into memory"},
+           {bin, "the token file is longer than the 1 GiB snip reads into memory"},
+           {gz, "the corpus decompresses to more than the 1 GiB of text snip reads into memory"}}) {
+    const Result r = sh(kSnip + " train" + kTiny + "--steps 1 --no-db --out " + q(dir / "ck") + " --data " + q(data));
+    EXPECT_EQ(r.status, 1) << data << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, says)) << data << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, data == bin ? "use a shard of it" : "train on a part of it")) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "ck"));
+  }
+}
+
+// SIGTERM while the corpus is still being read (a FIFO whose writer waits) stops at once: exit
+// 143, nothing recorded, no checkpoint. Synchronised on the FIFO's open and on the data written
+// after the signal, never on a sleep.
+TEST(SetUp, SigtermWhileTheCorpusIsReadStopsAtOnceWithNothingRecorded) {
+  TempDir dir("fifo");
+  const std::string fifo = dir / "corpus.txt", db = dir / "t.db", ck = dir / "ck";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Result r = sh("(" + kSnip + " train" + kTiny + "--steps 2 --db " + q(db) + " --out " + q(ck) + " --data " +
+                      q(fifo) + " & P=$!; exec 3>" + q(fifo) + "; kill -TERM $P; echo 'In the beginning' >&3; " +
+                      "exec 3>&-; wait $P; echo \"status=$?\")");
+  EXPECT_TRUE(contains(r.out, "status=143")) << r.out;
+  EXPECT_TRUE(contains(r.out, "stopped by SIGTERM while reading " + fifo + ", before anything was trained or recorded"))
+      << r.out;
+  EXPECT_FALSE(fs::exists(ck));
+  EXPECT_TRUE(snip::Store(db).runs().empty());
+}
+
+// `--plan <(cat plan.json)`, `--stats <(…)` and FIFOs: a pipe gives its bytes once, so a command
+// that reads an input twice (solve read the statistics to check them, then to plan) got nothing
+// the second time ("not valid JSON").
+TEST(Names, APipeOrProcessSubstitutionGivesEveryReaderTheSameBytes) {
+  TempDir dir("pipes");
+  const std::string db = dir / "runs.db", ck = dir / "ck", stats = dir / "stats.json", plan = dir / "plan.json";
+  train_tiny(db, ck);
+  ASSERT_EQ(sh(kSnip + " collect --checkpoint " + q(ck) + " --out " + q(stats)).status, 0);
+  const Result solved = sh(kSnip + " solve --stats " + q(stats) + " --budget 0.5 --ties --json --out " + q(plan));
+  ASSERT_EQ(solved.status, 0) << solved.out;
+  for (const std::string& cmd :
+       {"solve --stats <(cat " + q(stats) + ") --budget 0.5", "sweep --stats <(cat " + q(stats) + ")",
+        "export --plan <(cat " + q(plan) + ") --to megatron", "import <(cat " + q(plan) + ") --db " + q(db),
+        "train" + kTiny + "--steps 1 --no-db --out " + q(dir / "ck2") + " --plan <(cat " + q(plan) + ")"}) {
+    const Result r = sh("bash -c " + q(kSnip + " " + cmd));
+    EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
+  }
+}

@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include "snip/error.h"
 #include "snip/files_in_use.h"
@@ -159,7 +164,31 @@ void write_file_atomic(const std::string& requested, const void* data, size_t si
   }
 }
 
-std::string read_file(const std::string& path) {
+namespace {
+
+// Bytes of the pipes read so far, by device and inode: a pipe gives its bytes once.
+struct PipeKey {
+  dev_t dev;
+  ino_t ino;
+  bool operator<(const PipeKey& o) const { return dev != o.dev ? dev < o.dev : ino < o.ino; }
+};
+constexpr uint64_t kKeptPipeBytes = uint64_t(64) << 20;
+std::mutex g_pipes_mutex;
+std::map<PipeKey, std::optional<std::string>>& read_pipes() {
+  static std::map<PipeKey, std::optional<std::string>> pipes;  // nullopt: too long to keep
+  return pipes;
+}
+
+std::string too_long(const std::string& path, const std::string& what_it_is, uint64_t max_bytes) {
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.3g", double(max_bytes) / double(1 << 30));
+  return path + ": " + what_it_is + " is longer than the " + limit + " GiB snip reads into memory";
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, uint64_t max_bytes, const std::string& what_it_is,
+                      const std::string& fix) {
   // Opening and closing a database this process has open would drop its SQLite locks
   // (files_in_use.h), so such a file is refused unopened.
   const auto hold = hold_files_in_use();
@@ -167,14 +196,66 @@ std::string read_file(const std::string& path) {
     throw Error("cannot read " + path + ": it is " + what +
                 ", which this program has open, not the file expected here; was it passed by mistake?");
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw Error("cannot read " + path + ": it is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error("cannot read " + path + ": read error");
-  return ss.str();
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw Error("cannot read " + path + ": it is a directory, not a file");
+    if (S_ISREG(st.st_mode) && uint64_t(st.st_size) > max_bytes)
+      throw Error(too_long(path, what_it_is, max_bytes) + " (it is " + std::to_string(uint64_t(st.st_size)) +
+                  " bytes)" + fix);
+  }
+  const bool pipe = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode);
+  const PipeKey key{st.st_dev, st.st_ino};
+  if (pipe) {
+    std::lock_guard lock(g_pipes_mutex);
+    const auto it = read_pipes().find(key);
+    if (it != read_pipes().end()) {
+      if (it->second) return *it->second;
+      throw Error("cannot read " + path +
+                  " a second time: it is a pipe, whose bytes come once, and they were too many to keep (over 64 MiB); "
+                  "give a regular file instead");
+    }
+  }
+  int fd = -1;
+  while ((fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR) stop_if_requested("opening " + path);
+  if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  std::string out;
+  if (S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));
+  std::vector<char> buf(size_t(1) << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) {
+      try {
+        stop_if_requested("reading " + path);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      continue;
+    }
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw Error("cannot read " + path + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    try {
+      stop_if_requested("reading " + path);  // a signal that came before the read began
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    if (out.size() + uint64_t(n) > max_bytes) {
+      ::close(fd);
+      throw Error(too_long(path, what_it_is, max_bytes) + " (more than " + std::to_string(max_bytes) +
+                  " bytes came through it)" + fix);
+    }
+    out.append(buf.data(), size_t(n));
+  }
+  ::close(fd);
+  if (pipe) {
+    std::lock_guard lock(g_pipes_mutex);
+    read_pipes()[key] = out.size() > kKeptPipeBytes ? std::nullopt : std::optional<std::string>(out);
+  }
+  return out;
 }
 
 }  // namespace snip

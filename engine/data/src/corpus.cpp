@@ -35,36 +35,67 @@ bool is_text_file_name(const std::string& name) {
   return ends_with(name, ".txt") || ends_with(name, ".txt.gz") || ends_with(name, ".text");
 }
 
-// Decompresses gzip (all members, as zcat does). A truncated or corrupt stream is an error.
-std::string gunzip(const std::string& path) {
-  gzFile gz = gzopen(path.c_str(), "rb");
-  if (!gz) throw Error("cannot open " + path + ": " + std::strerror(errno));
-  gzbuffer(gz, 1 << 17);
+// The most text a corpus may hold (after decompression): it is read whole into memory and
+// tokenized there (4 bytes a token beside it), so a larger one is refused before it is read.
+constexpr uint64_t kMaxCorpusTextBytes = uint64_t(1) << 30;
+constexpr uint64_t kMaxTokenFileBytes = kTokenHeaderBytes + (uint64_t(1) << 30);
+const char* const kTooLargeHint = "; train on a part of it (e.g. `head -c 1G corpus.txt > part.txt`)";
+
+// Decompresses gzip bytes (all members, as zcat does), to at most `max_bytes` of text. A
+// truncated or corrupt stream is an error.
+std::string gunzip(const std::string& raw, const std::string& path, uint64_t max_bytes) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) throw Error(path + ": cannot start zlib");
   std::string out;
   std::vector<char> buf(1 << 20);
-  for (;;) {
-    const int n = gzread(gz, buf.data(), unsigned(buf.size()));
-    if (n < 0) {
-      int code = 0;
-      std::string msg = gzerror(gz, &code);
-      gzclose(gz);
-      throw Error(path + ": corrupt gzip data (" + msg + "); re-download or re-compress it");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = uInt(std::min<size_t>(raw.size(), UINT32_MAX));
+  size_t fed = z.avail_in;
+  int rc = Z_OK;
+  try {
+    for (;;) {
+      z.next_out = reinterpret_cast<Bytef*>(buf.data());
+      z.avail_out = uInt(buf.size());
+      rc = inflate(&z, Z_NO_FLUSH);
+      if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+        throw Error(path + ": corrupt gzip data (" + (z.msg ? z.msg : "zlib error " + std::to_string(rc)) +
+                    "); re-download or re-compress it");
+      const size_t n = buf.size() - z.avail_out;
+      if (out.size() + n > max_bytes)
+        throw Error(path + ": the corpus decompresses to more than the " + std::to_string(max_bytes >> 30) +
+                    " GiB of text snip reads into memory" + kTooLargeHint);
+      if (out.size() + n > out.capacity())  // grown by doubling, but never past the limit
+        out.reserve(size_t(std::min<uint64_t>(max_bytes, std::max<uint64_t>(2 * out.capacity(), out.size() + n))));
+      out.append(buf.data(), n);
+      stop_if_requested("decompressing the corpus " + path);
+      if (z.avail_in == 0 && fed < raw.size()) {
+        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()) + fed);
+        z.avail_in = uInt(std::min<size_t>(raw.size() - fed, UINT32_MAX));
+        fed += z.avail_in;
+      }
+      if (rc == Z_STREAM_END) {
+        if (z.avail_in == 0 && fed == raw.size()) break;
+        inflateReset(&z);  // the next gzip member
+      } else if (rc == Z_BUF_ERROR && z.avail_in == 0 && n == 0) {
+        throw Error(path +
+                    ": gzip stream is truncated or corrupt (it ends inside a member); re-download or "
+                    "re-compress it");
+      }
     }
-    if (n == 0) break;
-    out.append(buf.data(), size_t(n));
+  } catch (...) {
+    inflateEnd(&z);
+    throw;
   }
-  const int rc = gzclose(gz);
-  if (rc != Z_OK)
-    throw Error(path + ": gzip stream is truncated or corrupt (zlib error " + std::to_string(rc) +
-                "); re-download or re-compress it");
+  inflateEnd(&z);
   return out;
 }
 
-// One text file; gzip is recognised by its magic bytes 1f 8b, whatever the name says.
-std::string read_text_file(const std::string& path) {
-  std::string raw = read_file(path);
+// One text file; gzip is recognised by its magic bytes 1f 8b, whatever the name says. The file
+// is read once (a pipe gives its bytes once), at most `max_bytes` of it.
+std::string read_text_file(const std::string& path, uint64_t max_bytes) {
+  std::string raw = read_file(path, max_bytes, "the corpus", kTooLargeHint);
   if (raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f && static_cast<unsigned char>(raw[1]) == 0x8b)
-    return gunzip(path);
+    return gunzip(raw, path, max_bytes);
   return raw;
 }
 
@@ -120,12 +151,18 @@ std::string read_text_corpus(const std::string& path_in) {
   if (fs::is_directory(path, ec)) {
     const auto files = list_files(path, is_text_file_name);
     if (files.empty()) throw Error("corpus folder " + path + " has no .txt or .txt.gz files; " + kDataHint);
+    uint64_t total = 0;  // refused by the files' sizes before any is read
+    for (const auto& f : files) total += uint64_t(fs::file_size(f, ec));
+    if (total > kMaxCorpusTextBytes)
+      throw Error("corpus folder " + path + " holds " + std::to_string(total) + " bytes, more than the " +
+                  std::to_string(kMaxCorpusTextBytes >> 30) + " GiB of text snip reads into memory" + kTooLargeHint);
     for (const auto& f : files) {
+      stop_if_requested("reading the corpus " + path);
       if (!text.empty() && text.back() != '\n') text += '\n';
-      text += read_text_file(f);
+      text += read_text_file(f, kMaxCorpusTextBytes - std::min<uint64_t>(text.size(), kMaxCorpusTextBytes));
     }
   } else {
-    text = read_text_file(path);
+    text = read_text_file(path, kMaxCorpusTextBytes);
   }
   if (text.empty()) throw Error("corpus " + path + " is empty (0 bytes of text); " + kDataHint);
   return text;
@@ -134,7 +171,8 @@ std::string read_text_corpus(const std::string& path_in) {
 std::vector<int32_t> read_token_file(const std::string& path, int vocab_size) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not an llm.c token file");
-  const std::string bytes = read_file(path);
+  const std::string bytes =
+      read_file(path, kMaxTokenFileBytes, "the token file", "; use a shard of it (llm.c writes shards of 100M tokens)");
   const std::string hint = " — is it an llm.c token file? (write one with `snip tokenizer encode`)";
   if (bytes.size() < kTokenHeaderBytes)
     throw Error(path + ": truncated header: file is " + std::to_string(bytes.size()) +

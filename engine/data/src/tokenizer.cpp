@@ -74,7 +74,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     std::vector<int32_t> out;
     out.reserve(text.size() / 2);
     size_t pos = 0;
-    while (pos < text.size()) {
+    for (size_t line = 0; pos < text.size(); ++line) {
+      if (line % 4096 == 0) stop_if_requested("tokenizing the corpus");
       size_t end = text.find('\n', pos);
       const bool has_newline = end != std::string::npos;
       if (!has_newline) end = text.size();

@@ -2,6 +2,7 @@
 // directory. A reader sees the old file or the new one, never a half-written one.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -26,8 +27,13 @@ inline void write_file_atomic(const std::string& path, std::string_view text) {
 // creating anything.
 std::string checked_write_target(const std::string& path);
 
-// Reads a whole file; throws snip::Error naming the path when it cannot.
-std::string read_file(const std::string& path);
+// Reads a whole file; throws snip::Error naming the path when it cannot. At most `max_bytes`:
+// a longer file is refused before its bytes are read (by its size, or for a pipe as they come),
+// the message naming `what_it_is`, the limit and then `fix`. A pipe, FIFO or `<(…)` can be read only once,
+// so its bytes (up to 64 MiB) are kept and a second read of it in this process gets the same
+// ones. A read interrupted by a signal asks the stop check (error.h) and ends as SetUpStopped.
+std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
+                      const std::string& what_it_is = "the file", const std::string& fix = "");
 
 // `text` without a leading UTF-8 byte-order mark (EF BB BF, which spreadsheet programs on
 // Windows write before a CSV): every text format we read starts after it.

@@ -14,6 +14,21 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A stop asked for while a command was still setting up (reading, decompressing or tokenizing a
+// corpus), before anything was trained or recorded. The front that installs a stop check (the
+// CLI, while its signal handlers are in place) says how the stop was asked for and exits as the
+// signal would; the message says what was under way ("while reading the corpus big.txt").
+class SetUpStopped : public Error {
+ public:
+  using Error::Error;
+};
+
+// The front's answer to "was a stop asked for?" (nullptr: never). Long set-up work polls it
+// through stop_if_requested between chunks, and a read interrupted by a signal asks it too.
+void set_stop_check(bool (*check)());
+// Throws SetUpStopped("while <during>") when the stop check says so.
+void stop_if_requested(const std::string& during);
+
 [[noreturn]] void assert_fail(const char* condition, const char* file, int line, const char* message);
 
 }  // namespace snip
