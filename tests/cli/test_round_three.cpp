@@ -557,3 +557,30 @@ TEST(Names, APipeOrProcessSubstitutionGivesEveryReaderTheSameBytes) {
     EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
   }
 }
+
+// Statistics of the wrong width (a vector measured on another model) or with layers missing
+// were planned on: the plan left the missing layers to a default. Refused by the one reader of
+// rounds every planner goes through (solve, sweep, a stored round).
+TEST(Quiet, StatisticsOfTheWrongWidthOrWithLayersMissingAreNotPlannedOn) {
+  TempDir dir("stats-shape");
+  const std::string db = dir / "runs.db", ck = dir / "ck", stats = dir / "stats.json";
+  train_tiny(db, ck);
+  ASSERT_EQ(sh(kSnip + " collect --checkpoint " + q(ck) + " --out " + q(stats)).status, 0);
+  nlohmann::json round = nlohmann::json::parse(slurp(stats));
+  nlohmann::json missing = round, narrow = round;
+  missing["layers"].erase(3);  // model.layers.0.self_attn.o_proj
+  narrow["layers"][0]["vectors"]["gain_y"] = std::vector<double>{1.0, 2.0, 3.0};
+  std::ofstream(dir.file("missing.json")) << missing.dump();
+  std::ofstream(dir.file("narrow.json")) << narrow.dump();
+  for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
+           {dir / "missing.json",
+            "1 of the 14 linear layers of its 2-block model have no statistics (model.layers.0.self_attn.o_proj)"},
+           {dir / "narrow.json",
+            "model.layers.0.self_attn.q_proj vector \"gain_y\" has 3 values, but the layer has 64 output channels"}}) {
+    for (const std::string& cmd : {"solve --stats " + q(file) + " --budget 0.5", "sweep --stats " + q(file)}) {
+      const Result r = sh(kSnip + " " + cmd);
+      EXPECT_EQ(r.status, 1) << cmd << "\n" << r.out;
+      EXPECT_TRUE(contains(r.out, says)) << cmd << "\n" << r.out;
+    }
+  }
+}

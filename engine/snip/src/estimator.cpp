@@ -100,7 +100,30 @@ struct RoundView {
                     "-block model");
       ids.push_back(*id);
       info.push_back(all[id->index()]);
+      check_vector(ls, k::kVectorGainY, info.back().out_features, "output channels");
+      check_vector(ls, k::kVectorXColSq, info.back().in_features, "input channels");
     }
+    // A plan sets every linear layer: a round that misses some would leave them to a default.
+    std::vector<bool> present(all.size(), false);
+    for (const LayerId& id : ids) present[size_t(id.index())] = true;
+    std::string missing;
+    size_t n_missing = 0;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (!present[i] && n_missing++ < 3) missing += (missing.empty() ? "" : ", ") + all[i].name;
+    if (n_missing > 0)
+      throw Error("statistics (step " + std::to_string(r.step) + "): " + std::to_string(n_missing) + " of the " +
+                  std::to_string(all.size()) + " linear layers of its " + std::to_string(r.dims.num_layers) +
+                  "-block model have no statistics (" + missing + (n_missing > 3 ? ", …" : "") +
+                  "), and a plan must set every layer; collect the round again on the whole model");
+  }
+
+  // A vector measured per channel has one value per channel of the layer.
+  static void check_vector(const LayerStats& ls, const char* key, int64_t want, const char* what) {
+    const auto it = ls.vectors.find(key);
+    if (it == ls.vectors.end() || int64_t(it->second.size()) == want) return;
+    throw Error("statistics: " + ls.name + " vector \"" + key + "\" has " + std::to_string(it->second.size()) +
+                " values, but the layer has " + std::to_string(want) + " " + what +
+                " in this model; the round was taken on another model, or the file is damaged");
   }
 
   double scalar(size_t i, const char* key) const {
