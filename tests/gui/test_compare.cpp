@@ -28,6 +28,7 @@
 #include "main_window.h"
 #include "qt_wait.h"
 #include "run_view.h"
+#include "snip/compare_recorder.h"
 #include "snip/store.h"
 #include "test_window.h"
 
@@ -196,6 +197,7 @@ TEST_F(CompareExperimentTest, CancelledExperimentIsKeptAndResumeCompletesIt) {
   ASSERT_EQ(finished.count(), 1);
   EXPECT_EQ(finished.at(0).at(0).toLongLong(), 0);
   EXPECT_TRUE(w_->message_text().contains("cancelled")) << w_->message_text().toStdString();
+  EXPECT_EQ(w_->message_text().count(QStringLiteral("ancel")), 1) << "said twice: " << w_->message_text().toStdString();
   int64_t id = 0;
   size_t distinct = 0;
   {
@@ -220,6 +222,7 @@ TEST_F(CompareExperimentTest, CancelledExperimentIsKeptAndResumeCompletesIt) {
   cv->select({}, {run_id}, {id});
   cv->resume_compare_experiment();
   ASSERT_TRUE(cv->experiment_running()) << w_->message_text().toStdString();
+  EXPECT_FALSE(w_->message_text().contains("cancelled")) << "while the resumed compare runs";
   ASSERT_TRUE(cv->wait_for_experiment(600000));
   ASSERT_EQ(finished.count(), 2);
   EXPECT_EQ(finished.at(1).at(0).toLongLong(), id) << w_->message_text().toStdString();
@@ -248,6 +251,40 @@ TEST_F(CompareExperimentTest, CancelledExperimentIsKeptAndResumeCompletesIt) {
       << w_->message_text().toStdString();
   // The window is still usable: the table still shows the run and the compare's arms.
   EXPECT_GT(cv->table()->rowCount(), 1);
+}
+
+// The table of a checked compare follows the trainings it stores, whoever stores them (it froze
+// at "1 of 8 finished" while the progress bar moved on): the workbench's poll sees each
+// compare's stored trainings and status, and the view rebuilds what changed.
+TEST_F(CompareExperimentTest, TheTableOfACheckedCompareFollowsItsStoredTrainings) {
+  const int64_t run_id = train_tiny_run();
+  ASSERT_GT(run_id, 0);
+  CompareView* cv = w_->compare_view();
+  w_->show_view(QStringLiteral("compare"));
+  cv->select({}, {run_id});
+  cv->experiment_replicates_spin()->setValue(2);
+  cv->experiment_steps_spin()->setValue(2);
+  cv->experiment_budget_spin()->setValue(0.5);
+  cv->experiment_oracle_check()->setChecked(false);
+  cv->set_stop_after_trainings(1);
+  cv->launch_compare_experiment();
+  ASSERT_TRUE(cv->wait_for_experiment(600000));
+  const int64_t id = snip::Store(db_.toStdString()).list_compares().at(0).id;
+  cv->select({}, {}, {id});
+  ASSERT_TRUE(cv->notes_text().contains("Incomplete")) << cv->notes_text().toStdString();
+  // The rest is trained by another process (here, another connection of this one), as a
+  // `snip compare --resume` in a terminal or the experiment's own worker would store it.
+  w_->workbench()->poll_now();  // the workbench has seen the database as it is now
+  ASSERT_TRUE(cv->notes_text().contains("Incomplete")) << cv->notes_text().toStdString();
+  {
+    snip::Store other(db_.toStdString());
+    auto recorder = snip::CompareRecorder::resume(other, id, 1);
+    recorder->run(snip::CompareHooks{});
+  }
+  w_->workbench()->poll_now();
+  EXPECT_FALSE(cv->notes_text().contains("Incomplete")) << cv->notes_text().toStdString();
+  EXPECT_FALSE(cv->compare_list()->item(0)->text().contains("interrupted"))
+      << cv->compare_list()->item(0)->text().toStdString();
 }
 
 }  // namespace

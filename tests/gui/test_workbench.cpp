@@ -338,6 +338,13 @@ TEST_F(WorkbenchTest, RecipeBoxTakesTheGranularityFamilyAndRefusesUnknownNames) 
   EXPECT_FALSE(w->training());
   EXPECT_TRUE(w->message_text().contains("Cannot start")) << w->message_text().toStdString();
   EXPECT_TRUE(w->message_text().contains("block:")) << w->message_text().toStdString();
+  // The next start is accepted: the failed start's message no longer describes what is so.
+  box->setCurrentText(QStringLiteral("snip"));
+  QSignalSpy ended(w.get(), &MainWindow::run_ended);
+  w->start_training();
+  EXPECT_TRUE(w->training());
+  EXPECT_FALSE(w->message_text().contains("Cannot start")) << w->message_text().toStdString();
+  ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
 }
 
 TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {

@@ -723,7 +723,8 @@ void CompareView::launch_compare_experiment() {
         tr("From %1 (step %2)").arg(QString::fromStdString(checkpoint->path)).arg(checkpoint->step));
     start_experiment(QString::fromStdString(checkpoint->path), 0);
   } catch (const std::exception& e) {
-    workbench_->report(MessageLevel::error, tr("Cannot start the compare experiment: %1").arg(error_text(e)));
+    workbench_->report(MessageLevel::error, tr("Cannot start the compare experiment: %1").arg(error_text(e)),
+                       MessageSubject::compare);
   }
 }
 
@@ -742,7 +743,8 @@ void CompareView::resume_compare_experiment() {
     experiment_status_->setText(tr("Resuming compare experiment #%1").arg(*id));
     start_experiment(QString(), qint64(*id));
   } catch (const std::exception& e) {
-    workbench_->report(MessageLevel::error, tr("Cannot resume the compare experiment: %1").arg(error_text(e)));
+    workbench_->report(MessageLevel::error, tr("Cannot resume the compare experiment: %1").arg(error_text(e)),
+                       MessageSubject::compare);
   }
 }
 
@@ -758,6 +760,7 @@ void CompareView::start_experiment(const QString& checkpoint, qint64 resume_id) 
   request.options.jobs = experiment_jobs_->value();  // a resume uses it too (never stored: speed only)
   request.stop_after_trainings = stop_after_trainings_;
   experiment_worker_->prepare();
+  workbench_->settle(MessageSubject::compare);  // what the last attempt said no longer holds
   experiment_in_flight_ = true;
   experiment_button_->setEnabled(false);
   resume_button_->setEnabled(false);
@@ -780,7 +783,8 @@ void CompareView::experiment_ended(qint64 compare_id, const QString& status, con
     experiment_progress_->setFormat(tr("done"));
     experiment_status_->setText(tr("Stored as compare experiment #%1").arg(compare_id));
     workbench_->report(MessageLevel::info,
-                       tr("Compare experiment #%1 finished; its table is shown in the Compare view").arg(compare_id));
+                       tr("Compare experiment #%1 finished; its table is shown in the Compare view").arg(compare_id),
+                       MessageSubject::compare);
     // Show the new experiment with the run it started from.
     std::vector<int64_t> compares = checked(compare_list_), runs = checked(run_list_);
     if (std::find(compares.begin(), compares.end(), int64_t(compare_id)) == compares.end())
@@ -790,13 +794,15 @@ void CompareView::experiment_ended(qint64 compare_id, const QString& status, con
     rebuild();  // a checked compare shows the trainings stored so far
     experiment_progress_->setFormat(tr("cancelled"));
     experiment_status_->setText(message);
-    workbench_->report(MessageLevel::warning, tr("Compare experiment cancelled: %1").arg(message));
+    workbench_->report(MessageLevel::warning, tr("Compare experiment cancelled: %1").arg(message),
+                       MessageSubject::compare);
   } else {
     experiment_progress_->setFormat(tr("failed"));
     experiment_status_->setText(message);
     workbench_->report(
         MessageLevel::error,
-        tr("Compare experiment failed: %1").arg(message.isEmpty() ? tr("no message") : message.right(500)));
+        tr("Compare experiment failed: %1").arg(message.isEmpty() ? tr("no message") : message.right(500)),
+        MessageSubject::compare);
   }
   emit experiment_finished(finished ? compare_id : 0);
   emit workbench_->data_changed();

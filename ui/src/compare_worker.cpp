@@ -62,7 +62,7 @@ void CompareWorker::run(const CompareRequest& request) {
     emit ended(qint64(id), QStringLiteral("finished"), QString());
   } catch (const snip::CompareStopped&) {
     emit ended(qint64(id), QStringLiteral("interrupted"),
-               tr("Cancelled; compare #%1 keeps its finished trainings: Resume continues it").arg(id));
+               tr("compare #%1 keeps its finished trainings; Resume continues it").arg(id));
   } catch (const std::exception& e) {
     emit ended(qint64(id), QStringLiteral("failed"), QString::fromUtf8(e.what()));
   }

@@ -134,6 +134,7 @@ void MainWindow::make_message_bar(QWidget* central) {
   message_hide_timer_.setSingleShot(true);
   connect(&message_hide_timer_, &QTimer::timeout, message_bar_, &QWidget::hide);
   connect(workbench_, &Workbench::message, this, &MainWindow::show_message);
+  connect(workbench_, &Workbench::settled, this, &MainWindow::settle_message);
 }
 
 void MainWindow::make_views() {
@@ -214,13 +215,17 @@ void MainWindow::connect_training_signals() {
             run_view_->set_training(false);
             status_training_->setText(tr("idle"));
             if (status == QLatin1String("finished"))
-              show_message(MessageLevel::info, tr("Run #%1 finished; checkpoint %2").arg(id).arg(checkpoint));
+              show_message(MessageLevel::info, tr("Run #%1 finished; checkpoint %2").arg(id).arg(checkpoint),
+                           MessageSubject::training);
             else if (status == QLatin1String("interrupted"))
               show_message(MessageLevel::warning,
-                           tr("Run #%1 stopped (%2); resumable from %3").arg(id).arg(message, checkpoint));
+                           tr("Run #%1 stopped (%2); resumable from %3").arg(id).arg(message, checkpoint),
+                           MessageSubject::training);
             else
-              show_message(MessageLevel::error, id > 0 ? tr("Run #%1 failed: %2").arg(id).arg(message)
-                                                       : tr("Training could not start: %1").arg(message));
+              show_message(MessageLevel::error,
+                           id > 0 ? tr("Run #%1 failed: %2").arg(id).arg(message)
+                                  : tr("Training could not start: %1").arg(message),
+                           MessageSubject::training);
             workbench_->poll_now();
             emit workbench_->data_changed();
             emit run_ended(id, status, message);
@@ -471,7 +476,15 @@ QString MainWindow::message_text() const {
   return message_bar_->isVisible() ? message_label_->text() : QString();
 }
 
-void MainWindow::show_message(MessageLevel level, const QString& text_in) {
+void MainWindow::settle_message(MessageSubject subject) {
+  if (subject != MessageSubject::other && message_subject_ == subject) {
+    message_hide_timer_.stop();
+    message_bar_->hide();
+    message_subject_ = MessageSubject::other;
+  }
+}
+
+void MainWindow::show_message(MessageLevel level, const QString& text_in, MessageSubject subject) {
   // Every message passes here, whoever made it (the worker, the store, a view): said in GUI terms.
   const QString text = gui_wording(text_in);
   QPalette pal = palette();
@@ -506,6 +519,7 @@ void MainWindow::show_message(MessageLevel level, const QString& text_in) {
   message_actions_.clear();
   message_label_->setToolTip(text);
   message_level_ = level;
+  message_subject_ = subject;
   message_more_->hide();
   message_bar_->show();
   place_message_bar();
@@ -654,7 +668,7 @@ void MainWindow::start_training() {
   try {
     request = run_view_->make_request();
   } catch (const std::exception& e) {
-    show_message(MessageLevel::error, tr("Cannot start: %1").arg(error_text(e)));
+    show_message(MessageLevel::error, tr("Cannot start: %1").arg(error_text(e)), MessageSubject::training);
     return;
   }
   start_request(request);
@@ -671,6 +685,7 @@ void MainWindow::start_request(const TrainRequest& request) {
     return;
   }
   paused_ = false;
+  settle_message(MessageSubject::training);  // what the last attempt said no longer holds
   worker_->prepare(/*paused=*/false);
   run_in_flight_ = true;
   run_view_->set_training(true);

@@ -109,7 +109,10 @@ class MainWindow : public QMainWindow {
   void start_request(const snip::ui::TrainRequest& request);
   void toggle_pause();
   void stop_training();
-  void show_message(snip::ui::MessageLevel level, const QString& text);
+  void show_message(snip::ui::MessageLevel level, const QString& text,
+                    snip::ui::MessageSubject subject = snip::ui::MessageSubject::other);
+  // Hides the message when it is about `subject` (a new attempt of it began).
+  void settle_message(snip::ui::MessageSubject subject);
 
  signals:
   void run_ended(qint64 run_id, const QString& status, const QString& message);
@@ -172,6 +175,7 @@ class MainWindow : public QMainWindow {
   QWidget* message_strip_ = nullptr;     // the message bar's place in the layout
   QPushButton* message_more_ = nullptr;  // "More…": the whole of a message longer than the strip
   MessageLevel message_level_ = MessageLevel::info;
+  MessageSubject message_subject_ = MessageSubject::other;
   QDialog* docs_window_ = nullptr;  // Help › Documentation, made on first use
   QLabel* message_label_ = nullptr;
   QHBoxLayout* message_layout_ = nullptr;

@@ -198,8 +198,12 @@ void Workbench::adopt_newest_round_if_none() {
   }
 }
 
-void Workbench::report(MessageLevel level, const QString& text) {
-  emit message(level, text);
+void Workbench::report(MessageLevel level, const QString& text, MessageSubject subject) {
+  emit message(level, text, subject);
+}
+
+void Workbench::settle(MessageSubject subject) {
+  emit settled(subject);
 }
 
 void Workbench::poll_now() {
@@ -215,10 +219,10 @@ void Workbench::poll_now() {
     // (runs left by dead processes are marked interrupted when a store opens).
     for (const snip::RunInfo& r : store_->runs())
       fp += QStringLiteral("%1:%2:%3:%4;").arg(r.id).arg(int(r.status)).arg(r.last_step).arg(r.metric_rows);
-    fp += QStringLiteral("|p%1|s%2|c%3")
-              .arg(store_->plans().size())
-              .arg(store_->stats_rounds().size())
-              .arg(store_->list_compares().size());
+    fp += QStringLiteral("|p%1|s%2|").arg(store_->plans().size()).arg(store_->stats_rounds().size());
+    // A compare changes with every training it stores (its table and note show them).
+    for (const snip::CompareRecord& c : store_->list_compares())
+      fp += QStringLiteral("c%1:%2:%3;").arg(c.id).arg(int(c.status)).arg(c.stored_trainings);
   } catch (const std::exception& e) {
     poll_timer_.stop();  // one message, not one per tick
     report(MessageLevel::error, tr("Reading the database failed: %1").arg(error_text(e)));

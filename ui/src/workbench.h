@@ -18,6 +18,11 @@ namespace snip::ui {
 
 enum class MessageLevel { info, warning, error };
 
+// What a message is about. A message about training or a compare experiment describes one
+// attempt: the next start of the same kind settles it (the bar no longer shows a failed start
+// while the next run trains, or "cancelled" while the resumed compare runs).
+enum class MessageSubject { other, training, compare };
+
 // Where the planner's costs come from.
 struct PlanningSource {
   QString label;                          // shown in the views, e.g. "round #3 (run 2, step 400)"
@@ -60,7 +65,9 @@ class Workbench : public QObject {
   void adopt_newest_round_if_none();
 
   // A message for the message bar (non-blocking; never a modal dialog).
-  void report(MessageLevel level, const QString& text);
+  void report(MessageLevel level, const QString& text, MessageSubject subject = MessageSubject::other);
+  // A new attempt of `subject` began: its earlier message no longer describes what is so.
+  void settle(MessageSubject subject);
 
   // Polls the database for changes made by other processes (the headless `snip` CLI).
   void poll_now();
@@ -70,7 +77,8 @@ class Workbench : public QObject {
   void database_open_failed(const QString& path, const QString& error);
   void data_changed();  // runs, metrics, plans or rounds may have changed
   void planning_source_changed();
-  void message(snip::ui::MessageLevel level, const QString& text);
+  void message(snip::ui::MessageLevel level, const QString& text, snip::ui::MessageSubject subject);
+  void settled(snip::ui::MessageSubject subject);
 
  private:
   std::unique_ptr<snip::Store> store_;
