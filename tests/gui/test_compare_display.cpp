@@ -10,6 +10,7 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
+#include <QGroupBox>
 #include <QHeaderView>
 #include <QListWidget>
 #include <QTableWidget>
@@ -216,12 +217,12 @@ TEST_F(CompareDisplayTest, ReplicatedCompareShowsIntervalsVerdictsAndNotes) {
   const QString header = QString::fromUtf8(csv.readLine());
   EXPECT_TRUE(header.contains("Gap train,Gap train ±95%,")) << header.toStdString();
 
-  // At 1024×700 every column, up to "Pred. ΔL", is inside the table.
-  w->resize(1024, 700);
+  // At 1024×680 every column, up to "Pred. ΔL", is inside the table.
+  w->resize(1024, 680);
   QCoreApplication::processEvents();
   cv->loss_chart()->redraw_now();
   QCoreApplication::processEvents();
-  ASSERT_TRUE(w->grab().save(shot_path("replicated-1024x700")));
+  ASSERT_TRUE(w->grab().save(shot_path("replicated-1024x680")));
   EXPECT_EQ(w->width(), 1024);
   // The gap chart's legend stays inside the chart (it used to cut "SNIP (train)" at this width).
   const GapChart::Legend legend = cv->gap_chart()->legend();
@@ -231,6 +232,19 @@ TEST_F(CompareDisplayTest, ReplicatedCompareShowsIntervalsVerdictsAndNotes) {
     EXPECT_LE(t->horizontalHeader()->sectionViewportPosition(c) + t->horizontalHeader()->sectionSize(c),
               t->viewport()->width())
         << "column " << c;
+  // Readable: four arms' verdicts in view without scrolling the page (the window's scroll area
+  // showed one row and a half), and every verdict whole (not elided).
+  const QWidget* page = cv->parentWidget();  // the tab's scroll area's viewport
+  const QRect visible(page->mapTo(w.get(), QPoint(0, 0)), page->size());
+  for (int r = 0; r < 4; ++r) {
+    const QRect cell = t->visualItemRect(t->item(r, CompareView::col_verdict));
+    const QRect in_window(t->viewport()->mapTo(w.get(), cell.topLeft()), cell.size());
+    EXPECT_TRUE(visible.contains(in_window)) << "row " << r << "'s verdict is out of view";
+  }
+  for (int r = 0; r < t->rowCount(); ++r) {
+    const QString v = t->item(r, CompareView::col_verdict)->text();
+    EXPECT_LE(t->fontMetrics().horizontalAdvance(v) + 8, t->columnWidth(CompareView::col_verdict)) << v.toStdString();
+  }
   w->close();
 }
 

@@ -145,9 +145,16 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   right->setChildrenCollapsible(false);
   scroll->setMinimumHeight(200);
   scroll->setMinimumWidth(200);
+  // In a splitter, not a box layout: the word-wrapped labels of the pick panel then do not make
+  // the page's scroll area size the view to its preferred height for its width (at 1024×680 the
+  // table was pushed below the window, one arm in view).
+  auto* outer = new QSplitter(Qt::Horizontal, this);
+  outer->addWidget(pick);
+  outer->addWidget(right);
+  outer->setStretchFactor(1, 1);
+  outer->setChildrenCollapsible(false);
   auto* layout = new QHBoxLayout(this);
-  layout->addWidget(pick);
-  layout->addWidget(right, 1);
+  layout->addWidget(outer);
 
   for (QListWidget* list : {plan_list_, run_list_, compare_list_})
     connect(list, &QListWidget::itemChanged, this, &CompareView::rebuild);
@@ -318,6 +325,10 @@ QWidget* CompareView::make_table_box() {
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setAlternatingRowColors(true);
   table_->viewport()->installEventFilter(this);  // its Resize comes after the table laid it out
+  // Four arms' verdicts in view whatever the window's height (at 1024×680 the charts above took
+  // all but one row): the splitter shrinks the charts first.
+  table_->setMinimumHeight(2 * table_->fontMetrics().lineSpacing() + 12 +
+                           4 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth());
   table_note_ = new QLabel(this);
   table_note_->setWordWrap(true);
   table_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
