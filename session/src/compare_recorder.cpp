@@ -129,7 +129,7 @@ CompareRecorder::CompareRecorder(Store& store, int64_t id, std::string checkpoin
 
 CompareRecorder::CompareRecorder(Store& store, const std::string& checkpoint, const CompareOptions& o)
     : store_(store), checkpoint_(absolute_path(checkpoint)), options_(o) {
-  check_compare_options(o);  // bad options and a bad checkpoint fail before anything is stored
+  check_compare_setup(checkpoint, o);  // bad options, a bad checkpoint, a compare that cannot fit: nothing stored
   const nlohmann::json state = read_trainer_state(checkpoint);
   CompareRecord c;
   c.status = RunStatus::running;

@@ -236,6 +236,13 @@ TEST(BeforeTheWork, ACompareThatCannotFitIsRefusedBeforeAnyTraining) {
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "job threads needs about")) << r.out;
   EXPECT_TRUE(contains(r.out, "give fewer --jobs")) << r.out;
+  // With a database: refused before the compare is stored (a failed compare was left behind).
+  const std::string db = dir / "w.db";
+  const Result stored = sh(kSnip + " compare --checkpoint " + ck + " --db " + db + " --replicates 100000000");
+  EXPECT_EQ(stored.status, 1) << stored.out;
+  EXPECT_TRUE(contains(stored.out, "give fewer --jobs")) << stored.out;
+  EXPECT_FALSE(contains(stored.out, "is stored in")) << stored.out;
+  EXPECT_TRUE(snip::Store(db).list_compares().empty());
   // A sweep of 100,000 random seeds per budget (pairwise comparisons: hours) is refused at once.
   const Result s = sh(kSnip + " sweep --costs " + dir.file("none.csv") + " --seeds 100000");
   EXPECT_EQ(s.status, 1) << s.out;

@@ -498,6 +498,13 @@ void plan_arms(const std::string& dir, const CompareOptions& o, CompareReport& r
 
 }  // namespace
 
+void check_compare_setup(const std::string& checkpoint, const CompareOptions& o) {
+  check_compare_options(o);
+  const std::unique_ptr<Trainer> t0 = Trainer::resume(checkpoint);
+  check_compare_fits(o, *t0);
+  check_eval_batches(o, *t0);
+}
+
 CompareReport run_compare(const std::string& dir, const CompareOptions& o, const CompareHooks& hooks) {
   check_compare_options(o);
   std::unique_ptr<Trainer> t0 = Trainer::resume(dir);

@@ -70,6 +70,11 @@ int default_compare_jobs();
 // a front before it stores anything.
 void check_compare_options(const CompareOptions& options);
 
+// check_compare_options, then what needs the checkpoint (it is loaded, with its corpus): that the
+// compare fits in memory and that the validation split holds --eval-batches. A front calls it
+// before it stores the compare, so a compare that cannot run leaves nothing behind.
+void check_compare_setup(const std::string& checkpoint, const CompareOptions& options);
+
 // The first validation batch the oracle measures on (see CompareOptions::oracle_disjoint).
 int oracle_first_batch(const CompareOptions& options);
 
