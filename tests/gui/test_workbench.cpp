@@ -3,7 +3,9 @@
 // ILP, comparing plans, exporting a plan the trainer accepts, engine errors shown without
 // breaking the window, runs written by another process, closing during training, screenshots.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
+#include <QAction>
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
@@ -493,6 +495,45 @@ TEST_F(WorkbenchTest, ScreenshotsOfAPopulatedWorkbench) {
       for (int x = 0; x < image.width(); x += 4) colours.insert(image.pixel(x, y));
     EXPECT_GE(colours.size(), 20u) << f.toStdString();
   }
+}
+
+// Ctrl+S on a database the user cannot write (a read-only mount: root can write any file) showed
+// SQLite's statement error. The store refuses the write before any statement, in words that name
+// what to do in the workbench; nothing is written. Needs a tmpfs mount (root), else skipped.
+TEST_F(WorkbenchTest, SavingAPlanIntoAReadOnlyDatabaseSaysSoInWords) {
+  seed_stats("tiny");
+  const QString mnt = dir_.filePath("ro");
+  ASSERT_TRUE(QDir().mkpath(mnt));
+  if (::mount("tmpfs", mnt.toLocal8Bit().constData(), "tmpfs", 0, "size=16m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (not root?); test_storage's StoreBadInput covers the store";
+  struct Unmount {
+    QString path;
+    ~Unmount() { ::umount2(path.toLocal8Bit().constData(), MNT_DETACH); }
+  } unmount{mnt};
+  const QString db = mnt + "/workbench.db";
+  ASSERT_TRUE(QFile::copy(db_, db));
+  ASSERT_EQ(::mount("tmpfs", mnt.toLocal8Bit().constData(), "tmpfs", MS_REMOUNT | MS_RDONLY, nullptr), 0);
+  const auto before = snip::Store(db.toStdString(), {.read_only_if_unwritable = true}).plans().size();
+  auto w = snip_test::open_test_window(db);
+  EXPECT_TRUE(w->message_text().contains("read-only")) << w->message_text().toStdString();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  pv->budget_slider()->setValue(500);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  QAction* save = nullptr;
+  for (QAction* a : w->findChildren<QAction*>())
+    if (a->shortcut() == QKeySequence(QKeySequence::Save)) save = a;
+  ASSERT_NE(save, nullptr);
+  save->trigger();
+  const std::string said = w->message_text().toStdString();
+  EXPECT_TRUE(w->message_text().contains("Saving the plan failed")) << said;
+  EXPECT_TRUE(w->message_text().contains("read-only")) << said;
+  EXPECT_TRUE(w->message_text().contains("nothing was saved")) << said;
+  for (const char* raw : {"INSERT", "BEGIN", "SQL", "attempt to write"})
+    EXPECT_FALSE(w->message_text().contains(raw)) << said;
+  w->close();
+  w.reset();
+  EXPECT_EQ(snip::Store(db.toStdString(), {.read_only_if_unwritable = true}).plans().size(), before);
 }
 
 }  // namespace

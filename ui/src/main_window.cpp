@@ -544,7 +544,8 @@ void MainWindow::place_message_bar() {
 
 void MainWindow::offer_quick_start_on_an_empty_database() {
   try {
-    if (!workbench_->store() || !workbench_->store()->runs().empty()) return;
+    // A read-only database cannot take a run: its read-only notice stays.
+    if (!workbench_->store() || workbench_->store()->read_only() || !workbench_->store()->runs().empty()) return;
   } catch (const std::exception&) {
     return;
   }
