@@ -188,8 +188,13 @@ TEST(PlanExport, GlobMatchesAsPythonsFnmatch) {
 
 // Megatron reads the YAML with PyYAML's SafeLoader and gives each module the config of the first
 // enabled glob matcher that matches its path (quant_config.py: RecipeConfig._build_matchers and
-// match_to_config_key). The same reading, in Python, gives every module the precision snip reads
-// back — including a file whose broad matcher comes first and one that is disabled.
+// match_to_config_key). What the module then runs in is decided against the surrounding autocast
+// (megatron/core/extensions/transformer_engine.py at d98e8a64dd: TEQuantizationRecipe's fields and
+// their defaults, parse_from_config refusing other fields, _get_fp8_autocast_for_quant_recipe).
+// The same reading, in Python, gives every module the precision snip reads back, with no global
+// FP8/FP4 flag and under a global FP8 one (a plan applied nothing without a flag: the FP8/FP4
+// configs kept override_nonquantized_autocast's default, false) — including a file whose broad
+// matcher comes first and one that is disabled.
 TEST(PlanExport, MegatronReadsTheYamlAsSnipDoes) {
   if (!have_python_with("yaml")) GTEST_SKIP() << "PyYAML is not installed";
   const snip::ModelDims dims = small_dims();
@@ -216,22 +221,40 @@ TEST(PlanExport, MegatronReadsTheYamlAsSnipDoes) {
           "    for pattern, config in matchers:\n"
           "        if fnmatch.fnmatch(path, pattern): return config\n"
           "    return None\n"
-          "def precision(config):\n"
-          "    r = cfg['configs'][config].get('training_recipe') or {}\n"
-          "    return 'fp4' if r.get('fp4_quantization_recipe') else 'fp8' if r.get('fp8_quantization_recipe') else "
-          "'bf16'\n"
-          "print(json.dumps({p: precision(key(p)) for p in json.load(open('" +
-          dir_path + "/paths.json'))}))\n",
+          "FIELDS = {'fp8_quantization_recipe': None, 'fp4_quantization_recipe': None, 'custom_recipe_factory': None,\n"
+          "          'fp8_format': 'e4m3', 'override_quantized_autocast': True,\n"
+          "          'override_nonquantized_autocast': False, 'tp_only_amax_red': False}\n"
+          "def recipe(config):\n"
+          "    given = cfg['configs'][config]['training_recipe'] or {}\n"
+          "    for f in given:\n"
+          "        if f not in FIELDS: raise ValueError(f\"Field '{f}' not valid for this configuration.\")\n"
+          "    return {**FIELDS, **given}\n"
+          "def runs_in(config, global_fp8):\n"
+          "    # _get_fp8_autocast_for_quant_recipe: keep the surrounding context unless told to override it\n"
+          "    if config is None: return 'fp8' if global_fp8 else 'bf16'\n"
+          "    r = recipe(config)\n"
+          "    if global_fp8 and not r['override_quantized_autocast']: return 'fp8'\n"
+          "    if not global_fp8 and not r['override_nonquantized_autocast']: return 'bf16'\n"
+          "    if r['fp4_quantization_recipe']: return 'fp4'\n"
+          "    if r['fp8_quantization_recipe']: return 'fp8'\n"
+          "    return 'bf16'\n"
+          "ps = json.load(open('" +
+          dir_path +
+          "/paths.json'))\n"
+          "print(json.dumps({g: {p: runs_in(key(p), g == 'fp8') for p in ps} for g in ('none', 'fp8')}))\n",
       dir_path);
   const nlohmann::json megatron = nlohmann::json::parse(out);
-  EXPECT_EQ(megatron["output_layer"], "bf16");
-  EXPECT_EQ(megatron["embedding.word_embeddings"], "bf16");
   const snip::Plan back = snip::import_plan(yaml, snip::PlanStack::megatron, dims, "plan.yaml", nullptr);
-  for (const snip::LinearLayerInfo& l : snip::linear_layers(dims)) {
-    const std::string path = snip::megatron_module_path(l.block, l.type);
-    EXPECT_EQ(snip::precision_name(back.layers.at(l.name).fprop), megatron[path].get<std::string>()) << path;
-    if (l.block == 1) {
-      EXPECT_EQ(megatron[path], "fp8") << "the first matcher wins";
+  for (const char* global : {"none", "fp8"}) {
+    SCOPED_TRACE(std::string("global flag: ") + global);
+    EXPECT_EQ(megatron[global]["output_layer"], "bf16");
+    EXPECT_EQ(megatron[global]["embedding.word_embeddings"], "bf16");
+    for (const snip::LinearLayerInfo& l : snip::linear_layers(dims)) {
+      const std::string path = snip::megatron_module_path(l.block, l.type);
+      EXPECT_EQ(snip::precision_name(back.layers.at(l.name).fprop), megatron[global][path].get<std::string>()) << path;
+      if (l.block == 1) {
+        EXPECT_EQ(megatron[global][path], "fp8") << "the first matcher wins";
+      }
     }
   }
 }

@@ -95,15 +95,16 @@ struct StackRecipe {
 };
 
 StackRecipe stack_recipe(const std::string& recipe, Precision p) {
-  const std::string family = parse_recipe_name(recipe).canonical;
+  // By the recipe's kind, not its spelling: `tensor:sr` is per-tensor scaling too.
+  using Kind = RecipeName::Kind;
+  const Kind kind = parse_recipe_name(recipe).kind;
   if (p == Precision::fp4) {
     // TE trains FP4 only as NVFP4 (1×16 blocks, E4M3 scales, a per-tensor FP32 scale).
-    return {"nvfp4", "NVFP4BlockScaling", family == "nvfp4"};
+    return {"nvfp4", "NVFP4BlockScaling", kind == Kind::nvfp4};
   }
-  if (family == "mx") return {"mxfp8", "MXFP8BlockScaling", true};
-  if (family == "tensor") return {"tensorwise", "Float8CurrentScaling", true};
-  if (family == "snip") return {"blockwise", "Float8BlockScaling", true};  // 1×128 and 128×128 blocks
-  if (family == "nvfp4") return {"mxfp8", "MXFP8BlockScaling", false};
+  if (kind == Kind::mx || kind == Kind::nvfp4) return {"mxfp8", "MXFP8BlockScaling", kind == Kind::mx};
+  if (kind == Kind::tensor) return {"tensorwise", "Float8CurrentScaling", true};
+  if (kind == Kind::snip) return {"blockwise", "Float8BlockScaling", true};  // 1×128 and 128×128 blocks
   return {"blockwise", "Float8BlockScaling", false};
 }
 
@@ -181,7 +182,12 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
   y << "# A SNIP precision plan for Megatron-LM: --te-precision-config-file FILE\n"
        "# (megatron/core/quantization/quant_config.py). The first enabled matcher whose glob matches a\n"
        "# module path picks its config; the last one keeps every other module (embeddings, output layer)\n"
-       "# in BF16. Each config is a Transformer Engine payload: check that its recipe is the one you want.\n";
+       "# in BF16. Each config is a Transformer Engine payload: check that its recipe is the one you want.\n"
+       "# It applies on its own: every config overrides the surrounding autocast both ways\n"
+       "# (override_quantized_autocast, override_nonquantized_autocast), so no --fp8-format or\n"
+       "# --fp4-format is needed and a global one changes none of the plan's modules; the plan also\n"
+       "# overrides --first-last-layers-bf16 (it decides the first and last blocks itself).\n"
+       "# For --pipeline-model-parallel-size 1 only: every pipeline stage numbers its blocks from 0.\n";
   y << "# Plan: method " << plan.method << ", budget " << plan.budget << ", achieved FP4 FLOP fraction "
     << plan.achieved_fp4_fraction << ", recipe " << plan.recipe << "; a model of " << dims.num_layers << " blocks.\n";
   y << "configs:\n";
@@ -193,10 +199,14 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
       << "      " << (p == Precision::fp4 ? "fp4" : "fp8") << "_quantization_recipe: " << r.megatron << "  # TE "
       << r.te << (r.exact ? ": the plan's recipe " : ": the nearest Transformer Engine has to the plan's recipe ")
       << plan.recipe << "\n";
+    if (p == Precision::fp8) y << "      fp8_format: e4m3  # every FP8 operand in E4M3, as snip emulates it\n";
+    y << "      override_quantized_autocast: true\n"
+         "      override_nonquantized_autocast: true\n";
   }
   y << "  bf16:\n"
        "    transformer_engine_config_type: TEQuantizationParams\n"
-       "    training_recipe: {}\n";
+       "    training_recipe:\n"
+       "      override_quantized_autocast: true  # BF16 under a global FP8/FP4 flag too\n";
   y << "matchers:\n";
   for (const std::string& path : order) {
     std::string name = path;

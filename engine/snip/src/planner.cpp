@@ -18,6 +18,7 @@
 #include "snip/atomic_file.h"
 #include "snip/baselines.h"
 #include "snip/error.h"
+#include "snip/recipe_name.h"
 
 namespace snip {
 
@@ -493,6 +494,7 @@ void finish_result(PlanResult& r, const CostTable& pred, const PlanRequest& req)
   p.method = r.method;
   p.budget = req.budget;
   p.achieved_fp4_fraction = r.achieved_fraction;
+  if (!pred.recipe.empty()) p.recipe = parse_recipe_name(pred.recipe).canonical;
   nlohmann::json prov = nlohmann::json::object();
   prov["costs"] = pred.source;
   prov["status"] = r.status;
@@ -793,12 +795,15 @@ PlannerInput planner_input_from_stats(const StatsRound& round, const EstimatorOp
   in.min_rel_err = cost_table_from_estimates(est, CostKind::min_rel_err);
   const std::string src = "statistics step " + std::to_string(round.step);
   in.snip.source = in.min_err->source = in.min_rel_err->source = src;
+  // The plans carry the recipe their statistics were measured under (an exporter maps it).
+  in.snip.recipe = in.min_err->recipe = in.min_rel_err->recipe = round.recipe;
   for (const CostTable* t : {&in.snip, &*in.min_err, &*in.min_rel_err}) check_cost_values(*t);
   bool traced = !est.layers.empty();
   for (const LayerEstimate& e : est.layers) traced = traced && !std::isnan(e.hawq[int(Precision::fp4)]);
   if (traced) {
     in.hawq = cost_table_from_estimates(est, CostKind::hawq);
     in.hawq->source = src;
+    in.hawq->recipe = round.recipe;
   }
   return in;
 }

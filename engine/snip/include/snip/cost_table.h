@@ -52,6 +52,7 @@ void check_cost_values(const CostTable& table);
 struct CostTable {
   std::string kind;               // "snip", "min-err", "min-rel-err", "imported"
   std::string source;             // where the costs came from (file name, statistics round)
+  std::string recipe;             // the scaling recipe the costs were measured under ("": not known)
   bool has_roles = false;         // costs split by role: per-role planning possible
   bool has_divergences = false;   // pred_dl / pred_dw are known
   std::vector<CostLayer> layers;  // sorted by (block, type)
