@@ -259,6 +259,41 @@ TEST(PlanExport, MegatronReadsTheYamlAsSnipDoes) {
   }
 }
 
+// Transformer Engine's recipe classes default to more than snip emulates (NVFP4BlockScaling: the
+// random Hadamard transform, stochastic rounding, 16×16 weight blocks; Float8BlockScaling:
+// power-of-two scales; Float8CurrentScaling: HYBRID). The export writes each setting that
+// differs, per the plan's recipe, and the Megatron header names the environment it cannot carry.
+TEST(PlanExport, TransformerEngineSettingsAreTheRecipeSnipEmulatesNotTheDefaults) {
+  const snip::ModelDims dims = small_dims();
+  snip::Plan plan = random_plan(dims, true, 3);
+  auto settings = [&](const std::string& recipe) {
+    plan.recipe = recipe;
+    return nlohmann::json::parse(snip::export_plan(plan, dims, snip::PlanStack::te, nullptr))["settings"];
+  };
+  const nlohmann::json snip_recipe = settings("snip");
+  EXPECT_EQ(snip_recipe["NVFP4BlockScaling"]["args"],
+            (nlohmann::json{
+                {"disable_rht", true}, {"disable_stochastic_rounding", false}, {"disable_2d_quantization", false}}));
+  EXPECT_EQ(snip_recipe["Float8BlockScaling"]["args"]["fp8_format"], "E4M3");
+  EXPECT_EQ(snip_recipe["Float8BlockScaling"]["env"]["NVTE_FP8_BLOCK_SCALING_FP32_SCALES"], "1");
+  const nlohmann::json mx = settings("mx");
+  EXPECT_EQ(mx["NVFP4BlockScaling"]["args"],
+            (nlohmann::json{
+                {"disable_rht", true}, {"disable_stochastic_rounding", true}, {"disable_2d_quantization", true}}));
+  EXPECT_EQ(mx["MXFP8BlockScaling"]["args"]["fp8_format"], "E4M3");
+  EXPECT_TRUE(mx["MXFP8BlockScaling"]["env"].empty());
+  const nlohmann::json tensor_sr = settings("tensor:sr");
+  EXPECT_EQ(tensor_sr["NVFP4BlockScaling"]["args"]["disable_stochastic_rounding"], false);
+  EXPECT_EQ(tensor_sr["NVFP4BlockScaling"]["args"]["disable_2d_quantization"], true);
+  EXPECT_EQ(tensor_sr["Float8CurrentScaling"]["args"]["fp8_format"], "E4M3");
+  plan.recipe = "mx";
+  const std::string yaml = snip::export_plan(plan, dims, snip::PlanStack::megatron, nullptr);
+  EXPECT_NE(yaml.find("environment NVTE_NVFP4_DISABLE_2D_QUANTIZATION=1 NVTE_NVFP4_DISABLE_RHT=1 "
+                      "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING=1\n"),
+            std::string::npos)
+      << yaml.substr(0, 1500);
+}
+
 TEST(PlanExport, BrokenFilesSayWhatIsWrong) {
   const snip::ModelDims dims = small_dims();
   auto message = [&](const std::string& text, snip::PlanStack stack) {

@@ -108,6 +108,35 @@ StackRecipe stack_recipe(const std::string& recipe, Precision p) {
   return {"blockwise", "Float8BlockScaling", false};
 }
 
+// The settings of a Transformer Engine recipe class that make it compute as snip emulates `recipe`
+// (METHOD.md section 2), where TE's defaults differ: its constructor arguments and, for what the
+// constructor does not reach, the environment (transformer_engine/common/recipe/__init__.py).
+//  - NVFP4BlockScaling turns on the random Hadamard transform, stochastic rounding of gradients
+//    and 16×16 weight blocks: snip never applies the transform from a recipe name, rounds FP4
+//    gradients stochastically only where the recipe says so, and blocks weights in 2-D only in
+//    `snip` (128×128) and `nvfp4` (16×16).
+//  - Float8BlockScaling scales by powers of two unless NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1
+//    (snip's scales are FP32); every FP8 class is given E4M3 (Float8CurrentScaling defaults to
+//    HYBRID, E5M2 gradients).
+nlohmann::json te_settings(const std::string& recipe, Precision p) {
+  using Kind = RecipeName::Kind;
+  const RecipeName r = parse_recipe_name(recipe);
+  nlohmann::json args = nlohmann::json::object(), env = nlohmann::json::object();
+  if (p == Precision::fp4) {
+    const bool sr = r.kind == Kind::snip || r.kind == Kind::nvfp4 || r.gradient_sr;
+    const bool two_d = r.kind == Kind::snip || r.kind == Kind::nvfp4;
+    args = {{"disable_rht", true}, {"disable_stochastic_rounding", !sr}, {"disable_2d_quantization", !two_d}};
+    env["NVTE_NVFP4_DISABLE_RHT"] = "1";
+    if (!sr) env["NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING"] = "1";
+    if (!two_d) env["NVTE_NVFP4_DISABLE_2D_QUANTIZATION"] = "1";
+  } else {
+    args = {{"fp8_format", "E4M3"}};
+    if (std::string(stack_recipe(recipe, p).te) == "Float8BlockScaling")
+      env["NVTE_FP8_BLOCK_SCALING_FP32_SCALES"] = "1";
+  }
+  return {{"args", args}, {"env", env}};
+}
+
 // One precision per layer, each the same in all three GEMMs, from FP8, FP4 and BF16.
 std::vector<Precision> module_precisions(const Plan& plan, const ModelDims& dims, PlanStack stack,
                                          std::vector<std::string>* warnings) {
@@ -188,6 +217,15 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
        "# --fp4-format is needed and a global one changes none of the plan's modules; the plan also\n"
        "# overrides --first-last-layers-bf16 (it decides the first and last blocks itself).\n"
        "# For --pipeline-model-parallel-size 1 only: every pipeline stage numbers its blocks from 0.\n";
+  std::string env;
+  for (const Precision p : {Precision::fp4, Precision::fp8}) {
+    const nlohmann::json settings = te_settings(plan.recipe, p);  // items() must not outlive it
+    for (const auto& [k, v] : settings["env"].items()) env += " " + k + "=" + v.get<std::string>();
+  }
+  if (!env.empty())
+    y << "# The YAML cannot carry every Transformer Engine setting of the plan's recipe: set in the job's\n"
+         "# environment"
+      << env << "\n";
   y << "# Plan: method " << plan.method << ", budget " << plan.budget << ", achieved FP4 FLOP fraction "
     << plan.achieved_fp4_fraction << ", recipe " << plan.recipe << "; a model of " << dims.num_layers << " blocks.\n";
   y << "configs:\n";
@@ -236,8 +274,15 @@ std::string export_te(const Plan& plan, const ModelDims& dims, const std::vector
   nlohmann::json modules = nlohmann::json::object();
   const std::vector<LinearLayerInfo> layers = linear_layers(dims);
   for (size_t i = 0; i < layers.size(); ++i) modules[layers[i].name] = recipes[precision_name(prec[i])];
-  return nlohmann::json{
-             {"format", "snip-te/1"}, {"plan", plan_summary(plan)}, {"recipes", recipes}, {"modules", modules}}
+  // Each class's settings where TE's defaults are not the recipe snip emulates.
+  nlohmann::json settings = nlohmann::json::object();
+  for (const Precision p : {Precision::fp4, Precision::fp8})
+    settings[stack_recipe(plan.recipe, p).te] = te_settings(plan.recipe, p);
+  return nlohmann::json{{"format", "snip-te/1"},
+                        {"plan", plan_summary(plan)},
+                        {"recipes", recipes},
+                        {"settings", settings},
+                        {"modules", modules}}
              .dump(2) +
          "\n";
 }
