@@ -5,7 +5,7 @@ import json
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, Optional, Tuple, Union
 
 from torch import nn
 
@@ -35,6 +35,26 @@ def parse_layer_name(name: str) -> Optional[Tuple[str, int, int]]:
     if not m:
         return None
     return m.group(1), int(m.group(2)), _MODULES.index(m.group(3))
+
+
+# Segments the usual wrappers put into a module's fully qualified name: DistributedDataParallel
+# and DataParallel ("module."), torch.compile ("_orig_mod."), FSDP1 and activation checkpointing
+# ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module."). FSDP2 adds none.
+WRAPPER_SEGMENTS = ("module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
+
+
+def fqn_filter(names) -> Callable[[str], bool]:
+    """A filter on fully qualified module names that is true for the Hugging Face layer names in
+    `names` (a list of a `snip-torchao/1` export: plan["float8"], plan["fp4"]) whatever wrappers
+    the model is in: torchao's module_filter_fn (lambda module, fqn: ...) and quantize_'s
+    filter_fn see the wrapped names."""
+    wanted = set(names)
+
+    def match(fqn: str) -> bool:
+        parsed = parse_layer_name(".".join(s for s in fqn.split(".") if s not in WRAPPER_SEGMENTS))
+        return parsed is not None and parsed[0] in wanted
+
+    return match
 
 
 def linear_layers(model: nn.Module) -> Iterator[Tuple[str, int, nn.Module]]:

@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from snip_torch import formats as F  # noqa: E402
 from snip_torch import quant as Q  # noqa: E402
-from snip_torch.plan import PlanError, apply_plan, current_plan, read_plan, uniform_plan  # noqa: E402
+from snip_torch.plan import PlanError, apply_plan, current_plan, fqn_filter, read_plan, uniform_plan  # noqa: E402
 from snip_torch.qlinear import QuantLinear  # noqa: E402
 from snip_torch.tiny_llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
@@ -121,6 +121,35 @@ class ApplyPlanTest(unittest.TestCase):
             apply_plan(m, partial)
         self.assertTrue(any("up_proj" in str(x.message) for x in w))
         self.assertEqual(m.model.layers[0].mlp.up_proj.precisions["fprop"], "bf16")
+
+
+class FqnFilterTest(unittest.TestCase):
+    """torchao's filters see the wrapped names: DDP's "module.", torch.compile's "_orig_mod.",
+    FSDP1's "_fsdp_wrapped_module." inside the tree. The filter of a snip-torchao/1 list picks
+    exactly the listed layers in each, and never layers.1 for layers.11."""
+
+    def test_the_listed_layers_are_picked_inside_every_usual_wrapper(self):
+        cfg = LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=12, num_attention_heads=2,
+                          num_key_value_heads=2, vocab_size=32, max_position_embeddings=16)
+        model = LlamaForCausalLM(cfg)
+        listed = ["model.layers.1.mlp.up_proj", "model.layers.11.self_attn.q_proj"]
+
+        class Wrapper(torch.nn.Module):  # as DistributedDataParallel holds the model
+            def __init__(self, inner, attr):
+                super().__init__()
+                setattr(self, attr, inner)
+
+        keep = fqn_filter(listed)
+        for wrapped in (model, Wrapper(model, "module"), Wrapper(model, "_orig_mod"),
+                        Wrapper(Wrapper(model, "_orig_mod"), "module")):
+            picked = sorted(fqn for fqn, m in wrapped.named_modules() if isinstance(m, torch.nn.Linear) and keep(fqn))
+            self.assertEqual(len(picked), 2, picked)
+            self.assertTrue(picked[0].endswith("model.layers.1.mlp.up_proj"), picked)
+            self.assertTrue(picked[1].endswith("model.layers.11.self_attn.q_proj"), picked)
+        # FSDP1 wraps each decoder layer: the segment sits inside the name.
+        self.assertTrue(keep("module.model.layers.1._fsdp_wrapped_module.mlp.up_proj"))
+        self.assertFalse(keep("model.layers.11.mlp.up_proj"))
+        self.assertFalse(keep("lm_head"))
 
 
 if __name__ == "__main__":
