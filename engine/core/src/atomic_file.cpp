@@ -9,11 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "snip/error.h"
@@ -214,43 +212,32 @@ std::string read_file(const std::string& path, uint64_t max_bytes, const std::st
                   "give a regular file instead");
     }
   }
-  int fd = -1;
-  while ((fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR) stop_if_requested("opening " + path);
-  if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  struct Fd {  // closed on every way out
+    int fd = -1;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } f;
+  while ((f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR)
+    stop_if_requested("opening " + path);
+  if (f.fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
   std::string out;
   if (S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));
   std::vector<char> buf(size_t(1) << 20);
   for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    const ssize_t n = ::read(f.fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) {
-      try {
-        stop_if_requested("reading " + path);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
+      stop_if_requested("reading " + path);
       continue;
     }
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      throw Error("cannot read " + path + ": " + std::strerror(e));
-    }
+    if (n < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
     if (n == 0) break;
-    try {
-      stop_if_requested("reading " + path);  // a signal that came before the read began
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    if (out.size() + uint64_t(n) > max_bytes) {
-      ::close(fd);
+    stop_if_requested("reading " + path);  // a signal that came before the read began
+    if (out.size() + uint64_t(n) > max_bytes)
       throw Error(too_long(path, what_it_is, max_bytes) + " (more than " + std::to_string(max_bytes) +
                   " bytes came through it)" + fix);
-    }
     out.append(buf.data(), size_t(n));
   }
-  ::close(fd);
   if (pipe) {
     std::lock_guard lock(g_pipes_mutex);
     read_pipes()[key] = out.size() > kKeptPipeBytes ? std::nullopt : std::optional<std::string>(out);
