@@ -25,6 +25,7 @@ struct SolveOptions {
   double bf16_max = snip::defaults::kBf16MaxFraction, mip_gap = 0.0;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, no_normalize = false;
   int stages = 1, time_limit_ms = 20000;
+  snip::PipelineLayout pipeline;
   uint64_t seed = 1;
   std::vector<std::string> pins;
 };
@@ -72,6 +73,7 @@ void run_solve(const SolveOptions& o) {
   req.per_role = o.per_role;
   req.ties = o.ties;
   req.stages = o.stages;
+  req.pipeline = o.pipeline;
   req.allow_bf16 = o.allow_bf16;
   req.bf16_max_fraction = o.bf16_max;
   req.seed = o.seed;
@@ -80,6 +82,13 @@ void run_solve(const SolveOptions& o) {
   for (const auto& p : o.pins) snip::add_pin(req.pins, p);
   const snip::Method method = snip::parse_method(o.method);
   snip::PlanResult r = snip::make_plan(in, method, req);
+  // What the pipeline tie costs: the same request without it, rated under the same costs.
+  double untied_q = snip::kNaN;
+  if (o.pipeline.split()) {
+    snip::PlanRequest untied = req;
+    untied.pipeline = {};
+    untied_q = snip::make_plan(in, method, untied).predicted_q;
+  }
   if (from_stats) r.plan.provenance["lambda"] = o.lambda;
   r.plan.provenance["source"] = in.snip.source;
   if (src.round_id) r.plan.provenance["stats_round_id"] = *src.round_id;
@@ -104,6 +113,7 @@ void run_solve(const SolveOptions& o) {
     j["predicted_dw"] = num(r.predicted_dw);
     j["mip_gap"] = num(r.mip_gap);
     j["solve_ms"] = r.solve_ms;
+    j["untied_predicted_q"] = num(untied_q);
     j["fp4_layers"] = fp4;
     j["notes"] = r.notes;
     j["costs"] = in.snip.source;
@@ -125,6 +135,11 @@ void run_solve(const SolveOptions& o) {
   std::printf("predicted   Q %.6g", r.predicted_q);
   if (std::isfinite(r.predicted_dl)) std::printf("  dL %.6g  dW %.6g", r.predicted_dl, r.predicted_dw);
   std::printf("  (under SNIP's costs)\n");
+  if (o.pipeline.split())
+    std::printf("pipeline    the same plan on every chunk of %s (Megatron: %s); without that tie Q %.6g (%+.2f%%)\n",
+                snip::pipeline_layout_text(o.pipeline).c_str(),
+                snip::pipeline_layout_megatron_flags(o.pipeline).c_str(), untied_q,
+                100.0 * (r.predicted_q - untied_q) / std::fabs(untied_q));
   std::printf("FP4 layers  %zu of %zu\n", fp4.size(), in.snip.layers.size());
   print_grid(in.snip, r);
   for (const auto& n : r.notes) std::printf("note        %s\n", n.c_str());
@@ -170,6 +185,11 @@ void setup_solve(CLI::App& app) {
   cmd->add_option("--out", o->out, "Write the plan here (snip-plan/1 JSON, for snip train --plan)");
   cmd->add_flag("--json", o->json, "Print one JSON object (summary and plan)");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  snip::cli::add_pipeline_options(cmd, o->pipeline, *rules,
+                                  "the best plan Megatron can express at that layout, with the budget met");
+  rules->excludes("--stages", "--pipeline-parallel",
+                  "a pipeline layout gives every stage the same plan, so each stage meets the budget when the whole "
+                  "model does");
   rules->reads("--stats", o->source.stats).reads("--costs", o->source.costs).writes("--out", o->out);
   rules->at_least("--lambda", o->lambda, 0.0)
       .between("--bf16-max", o->bf16_max, 0.0, 1.0)

@@ -23,6 +23,7 @@ struct SweepCliOptions {
   double lambda = snip::defaults::kLambda, bf16_max = snip::defaults::kBf16MaxFraction;
   bool ties = false, per_role = false, allow_bf16 = false, json = false, csv = false, no_normalize = false;
   int stages = 1, seeds = 3;
+  snip::PipelineLayout pipeline;
   uint64_t seed = 1;
   std::vector<std::string> pins;
 };
@@ -53,6 +54,7 @@ snip::SweepOptions sweep_options(const SweepCliOptions& o, const snip::PlannerIn
   opt.request.per_role = o.per_role;
   opt.request.ties = o.ties;
   opt.request.stages = o.stages;
+  opt.request.pipeline = o.pipeline;
   opt.request.allow_bf16 = o.allow_bf16;
   opt.request.bf16_max_fraction = o.bf16_max;
   opt.request.seed = o.seed;
@@ -181,6 +183,10 @@ void setup_sweep(CLI::App& app) {
   auto* csv = cmd->add_flag("--csv", o->csv, "Print CSV rows");
   json->excludes(csv);
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  snip::cli::add_pipeline_options(cmd, o->pipeline, *rules, "plans Megatron can express at that layout");
+  rules->excludes("--stages", "--pipeline-parallel",
+                  "a pipeline layout gives every stage the same plan, so each stage meets the budget when the whole "
+                  "model does");
   rules->at_least("--lambda", o->lambda, 0.0)
       .between("--bf16-max", o->bf16_max, 0.0, 1.0)
       .at_least("--stages", o->stages, 1)

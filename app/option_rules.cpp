@@ -191,6 +191,25 @@ void OptionRules::check() const {
   check_collisions();
 }
 
+void add_pipeline_options(CLI::App* cmd, PipelineLayout& layout, OptionRules& rules, const std::string& what,
+                          bool* given) {
+  cmd->add_option("--pipeline-parallel", layout.parallel,
+                  "Megatron-LM's --pipeline-model-parallel-size: " + what +
+                      " (every stage numbers its blocks from 0, so a plan is the same on every stage)")
+      ->capture_default_str();
+  cmd->add_option("--virtual-stages", layout.virtual_stages,
+                  "Megatron-LM's --num-virtual-stages-per-pipeline-rank (model chunks per stage), with "
+                  "--pipeline-parallel")
+      ->capture_default_str();
+  rules.at_least("--pipeline-parallel", layout.parallel, 1).at_least("--virtual-stages", layout.virtual_stages, 1);
+  rules.add([&layout, given, r = &rules] {
+    if (given) *given = r->given("--pipeline-parallel") || r->given("--virtual-stages");
+    if (r->given("--virtual-stages") && layout.virtual_stages > 1 && layout.parallel < 2)
+      throw Error("--virtual-stages " + std::to_string(layout.virtual_stages) +
+                  " needs --pipeline-parallel 2 or more: Megatron-LM interleaves virtual stages over pipeline stages");
+  });
+}
+
 void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::function<void()> body) {
   checked_commands().insert(cmd);
   // Every command's --db is its database, declared or not (the bound string is the option's own).

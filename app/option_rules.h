@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "snip/files_in_use.h"
+#include "snip/plan.h"
 
 namespace snip::cli {
 
@@ -103,6 +104,13 @@ class OptionRules {
   std::vector<std::string> databases_;
   std::string value_of(const std::string& name) const;
 };
+
+// --pipeline-parallel P and --virtual-stages V: Megatron-LM's pipeline layout (snip/plan.h), with
+// their rules (each ≥ 1; virtual stages only with P > 1, as Megatron takes them). `what` says what
+// the layout does in this command, for --help; *given (if any) tells, once the rules have run,
+// whether either option was on the command line.
+void add_pipeline_options(CLI::App* cmd, PipelineLayout& layout, OptionRules& rules, const std::string& what,
+                          bool* given = nullptr);
 
 // The one way a subcommand runs: its option rules first, then its body.
 void run_checked(CLI::App* cmd, std::shared_ptr<OptionRules> rules, std::function<void()> body);

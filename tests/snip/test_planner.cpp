@@ -222,6 +222,72 @@ TEST(Ilp, InfeasibleRequestsNameTheCause) {
   expect_infeasible(t, bf, {"BF16 pins", "limit"});
 }
 
+// Megatron-LM names the blocks of every pipeline chunk from 0, so a plan it can express gives
+// one precision to each (type, stage-local position): block b and block b mod c, c = L/(P·V).
+// The ILP finds the best such plan (the brute-force twin over the same tied units agrees), every
+// method's plan keeps the tie, and a layout Megatron cannot split evenly, or one combined with
+// per-stage budgets, is refused with the reason.
+TEST(Ilp, APipelineLayoutGivesEveryChunkTheSamePlanAtItsBestCost) {
+  const ModelDims dims = test::small_dims(4);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const CostTable t = random_table(4, seed, seed % 2 == 0);
+    for (const PipelineLayout layout : {PipelineLayout{2, 1}, PipelineLayout{2, 2}, PipelineLayout{4, 1}}) {
+      const int chunk = pipeline_chunk_blocks(4, layout);
+      for (const bool ties : {false, true}) {
+        PlanRequest req;
+        req.budget = 0.55;
+        req.ties = ties;
+        req.pipeline = layout;
+        const std::string what =
+            "seed " + std::to_string(seed) + " " + pipeline_layout_text(layout) + (ties ? " ties" : "");
+        expect_matches_brute_force(t, req, what);
+        for (const Method m : kAllMethods) {
+          if (m == Method::min_err || m == Method::min_rel_err || m == Method::hawq) continue;  // need statistics
+          const PlanResult r = make_plan(planner_input_from_costs(t), m, req);
+          std::vector<LinearPrecision> per_layer;
+          for (const auto& l : linear_layers(dims)) per_layer.push_back(r.plan.layers.at(l.name));
+          EXPECT_FALSE(pipeline_conflict(per_layer, dims, layout)) << what << " " << method_name(m);
+          EXPECT_EQ(plan_pipeline_layout(r.plan), layout) << what;
+          for (size_t i = 0; i < t.layers.size(); ++i)  // the same as its stage-local twin
+            EXPECT_EQ(r.choice[i], r.choice[size_t(t.layers[i].block % chunk) * 7 + size_t(t.layers[i].type)])
+                << what << " " << method_name(m) << " " << t.layers[i].name;
+        }
+      }
+    }
+    // Without the tie the optimum is at least as good: the tie only removes plans.
+    PlanRequest free;
+    free.budget = 0.55;
+    PlanRequest tied = free;
+    tied.pipeline = {2, 1};
+    EXPECT_LE(solve_ilp(t, free).objective, solve_ilp(t, tied).objective + 1e-12);
+  }
+  const CostTable t = random_table(4, 1);
+  PlanRequest uneven;
+  uneven.budget = 0.5;
+  uneven.pipeline = {3, 1};
+  try {
+    (void)solve_ilp(t, uneven);
+    ADD_FAILURE() << "4 blocks over 3 stages were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 chunks do not divide 4"), std::string::npos) << e.what();
+  }
+  PlanRequest both = uneven;
+  both.pipeline = {2, 1};
+  both.stages = 2;
+  EXPECT_THROW((void)solve_ilp(t, both), Error);
+  PlanRequest pinned;
+  pinned.budget = 0.3;
+  pinned.pipeline = {2, 1};
+  pinned.pins[layer_module_name(0, LayerType::o)] = Precision::fp8;
+  pinned.pins[layer_module_name(2, LayerType::o)] = Precision::fp4;  // Megatron's decoder.layers.0 on stage 1
+  try {
+    (void)solve_ilp(t, pinned);
+    ADD_FAILURE() << "pins that differ at one stage-local position were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Megatron names both alike"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Ilp, StagesAreContiguousAndBalanced) {
   const CostTable t = random_table(5, 1);
   const auto s = stage_of_layers(t, 2);  // blocks 0-2 | 3-4

@@ -219,6 +219,59 @@ std::vector<LinearPrecision> resolve_plan_lenient(const Plan& plan, int num_bloc
   return out;
 }
 
+int pipeline_chunk_blocks(int blocks, const PipelineLayout& layout) {
+  if (layout.parallel < 1 || layout.virtual_stages < 1)
+    throw Error("pipeline-parallel " + std::to_string(layout.parallel) + " with " +
+                std::to_string(layout.virtual_stages) + " virtual stages: both must be at least 1");
+  const long chunks = long(layout.parallel) * layout.virtual_stages;
+  if (blocks < 1 || chunks > blocks || blocks % chunks != 0)
+    throw Error("Megatron-LM splits " + std::to_string(blocks) + " blocks over " + pipeline_layout_text(layout) +
+                " only evenly, and " + std::to_string(chunks) + " chunks do not divide " + std::to_string(blocks) +
+                ": choose a pipeline size (times virtual stages) that divides the number of blocks (uneven splits, "
+                "--decoder-first/last-pipeline-num-layers, are not supported)");
+  return int(blocks / chunks);
+}
+
+std::string pipeline_layout_text(const PipelineLayout& layout) {
+  std::string s = "pipeline-parallel " + std::to_string(layout.parallel);
+  if (layout.virtual_stages > 1) s += " × " + std::to_string(layout.virtual_stages) + " virtual stages";
+  return s;
+}
+
+std::string pipeline_layout_megatron_flags(const PipelineLayout& layout) {
+  std::string s = "--pipeline-model-parallel-size " + std::to_string(layout.parallel);
+  if (layout.virtual_stages > 1)
+    s += " --num-virtual-stages-per-pipeline-rank " + std::to_string(layout.virtual_stages);
+  return s;
+}
+
+PipelineLayout plan_pipeline_layout(const Plan& plan) {
+  PipelineLayout layout;
+  if (!plan.provenance.is_object() || !plan.provenance.contains("pipeline")) return layout;
+  const json& p = plan.provenance["pipeline"];
+  if (!p.is_object()) return layout;
+  if (p.contains("parallel") && p["parallel"].is_number_integer()) layout.parallel = p["parallel"].get<int>();
+  if (p.contains("virtual_stages") && p["virtual_stages"].is_number_integer())
+    layout.virtual_stages = p["virtual_stages"].get<int>();
+  return layout;
+}
+
+json pipeline_layout_json(const PipelineLayout& layout) {
+  return {{"parallel", layout.parallel}, {"virtual_stages", layout.virtual_stages}};
+}
+
+std::optional<std::pair<int, int>> pipeline_conflict(const std::vector<LinearPrecision>& per_layer,
+                                                     const ModelDims& dims, const PipelineLayout& layout) {
+  const int chunk = pipeline_chunk_blocks(dims.num_layers, layout);
+  const std::vector<LinearLayerInfo> layers = linear_layers(dims);
+  std::map<std::pair<int, LayerType>, int> first;  // (stage-local position, type) -> first layer
+  for (size_t i = 0; i < layers.size() && i < per_layer.size(); ++i) {
+    const auto [it, fresh] = first.emplace(std::pair(layers[i].block % chunk, layers[i].type), int(i));
+    if (!fresh && !(per_layer[size_t(it->second)] == per_layer[i])) return std::pair(it->second, int(i));
+  }
+  return std::nullopt;
+}
+
 double fp4_flop_fraction(const std::vector<LinearPrecision>& per_layer, const ModelDims& dims) {
   const auto layers = linear_layers(dims);
   double fp4 = 0, all = 0;

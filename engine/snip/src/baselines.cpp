@@ -40,7 +40,7 @@ Setup make_setup(const CostTable& costs, const PlanRequest& req) {
   Setup s;
   s.stages = req.stages;
   s.stage_of = stage_of_layers(costs, req.stages);
-  for (const auto& g : detail::tie_groups(costs, req.ties)) {
+  for (const auto& g : detail::tie_groups(costs, req)) {
     Unit u;
     u.layers = g;
     u.stage = s.stage_of[g.front()];

@@ -4,12 +4,15 @@
 #include <vector>
 
 #include "snip/cost_table.h"
+#include "snip/planner.h"
 
 namespace snip::detail {
 
 // Indices of table layers that must share a precision: q/k/v and gate/up of a block with
-// ties, singletons otherwise. Groups appear in table order of their first member.
-std::vector<std::vector<int>> tie_groups(const CostTable& costs, bool ties);
+// ties, and with a pipeline layout every block's layer at one stage-local position (the
+// layout's chunks name them alike); singletons otherwise. Groups appear in table order of
+// their first member.
+std::vector<std::vector<int>> tie_groups(const CostTable& costs, const PlanRequest& req);
 
 // FLOPs of each role of a layer: fprop 1/3, (dgrad, wgrad) the rest, so the two add up to F.
 inline double role_flops(double f, int role) {

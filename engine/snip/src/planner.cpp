@@ -132,6 +132,10 @@ void check_request(const CostTable& costs, const PlanRequest& req) {
   if (req.allow_bf16 &&
       (!std::isfinite(req.bf16_max_fraction) || req.bf16_max_fraction < 0 || req.bf16_max_fraction > 1))
     throw Error("the BF16 limit " + fmt(req.bf16_max_fraction) + " is outside [0, 1]");
+  if (req.pipeline.split() && req.stages > 1)
+    throw Error("stages " + std::to_string(req.stages) + " and " + pipeline_layout_text(req.pipeline) +
+                " together: a pipeline layout gives every stage the same plan, so each stage meets the budget when "
+                "the whole model does; drop the stages option");
   if (req.per_role && !costs.has_roles)
     throw Error(costs.source +
                 ": per-role planning needs costs per GEMM role (a 'role' column with fprop and backward "
@@ -179,7 +183,7 @@ std::vector<std::optional<Precision>> pins_by_layer(const CostTable& costs, cons
 void add_slots(Model& m, const CostTable& costs, const PlanRequest& req,
                const std::vector<std::optional<Precision>>& pin) {
   // Tie groups: q/k/v and gate/up of a block move together.
-  const auto groups = detail::tie_groups(costs, req.ties);
+  const auto groups = detail::tie_groups(costs, req);
   for (const auto& g : groups) {
     std::optional<Precision> gp;
     int pinned_member = -1;
@@ -188,7 +192,10 @@ void add_slots(Model& m, const CostTable& costs, const PlanRequest& req,
         if (gp && *gp != *pin[i])
           throw Error("pins conflict with ties: " + costs.layers[pinned_member].name + " is pinned " +
                       precision_name(*gp) + " but " + costs.layers[i].name + " " + precision_name(*pin[i]) +
-                      ", and ties keep q/k/v (and gate/up) of a block in one precision");
+                      (costs.layers[pinned_member].block == costs.layers[i].block
+                           ? ", and ties keep q/k/v (and gate/up) of a block in one precision"
+                           : ", and at " + pipeline_layout_text(req.pipeline) +
+                                 " Megatron names both alike on their stages, so they share one precision"));
         gp = pin[i];
         pinned_member = i;
       }
@@ -395,26 +402,28 @@ IlpOutcome solve_arrays(const IlpArrays& a, glp_iocp parm) {
 
 }  // namespace
 
-std::vector<std::vector<int>> detail::tie_groups(const CostTable& costs, bool ties) {
+std::vector<std::vector<int>> detail::tie_groups(const CostTable& costs, const PlanRequest& req) {
+  // A pipeline layout ties the layers of one type at one stage-local position: Megatron names
+  // them alike on every chunk (plan.h, PipelineLayout).
+  int chunk = 0;
+  if (req.pipeline.split()) {
+    std::set<int> blocks;
+    for (const auto& c : costs.layers) blocks.insert(c.block);
+    chunk = pipeline_chunk_blocks(*blocks.rbegin() + 1, req.pipeline);
+  }
   std::vector<std::vector<int>> groups;
-  std::map<std::pair<int, int>, int> group_of;  // (block, tie class) -> group
+  std::map<std::pair<int, int>, int> group_of;  // (stage-local block, tie class) -> group
   for (size_t i = 0; i < costs.layers.size(); ++i) {
     const auto t = costs.layers[i].type;
-    int cls = -1;
-    if (ties && (t == LayerType::q || t == LayerType::k || t == LayerType::v)) cls = 0;
-    if (ties && (t == LayerType::gate || t == LayerType::up)) cls = 1;
-    if (cls < 0) {
+    int cls = 10 + int(t);  // its own class: alone unless a pipeline layout ties it
+    if (req.ties && (t == LayerType::q || t == LayerType::k || t == LayerType::v)) cls = 0;
+    if (req.ties && (t == LayerType::gate || t == LayerType::up)) cls = 1;
+    const int block = costs.layers[i].block;
+    const auto [it, fresh] = group_of.emplace(std::pair(chunk > 0 ? block % chunk : block, cls), int(groups.size()));
+    if (fresh)
       groups.push_back({int(i)});
-      continue;
-    }
-    auto key = std::pair(costs.layers[i].block, cls);
-    auto it = group_of.find(key);
-    if (it == group_of.end()) {
-      group_of[key] = int(groups.size());
-      groups.push_back({int(i)});
-    } else {
-      groups[it->second].push_back(int(i));
-    }
+    else
+      groups[size_t(it->second)].push_back(int(i));
   }
   return groups;
 }
@@ -506,6 +515,7 @@ void finish_result(PlanResult& r, const CostTable& pred, const PlanRequest& req)
   prov["per_role"] = req.per_role;
   prov["ties"] = req.ties;
   prov["stages"] = req.stages;
+  if (req.pipeline.split()) prov["pipeline"] = pipeline_layout_json(req.pipeline);
   prov["allow_bf16"] = req.allow_bf16;
   if (req.allow_bf16) prov["bf16_max_fraction"] = req.bf16_max_fraction;
   if (!req.pins.empty()) {

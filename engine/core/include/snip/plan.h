@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,33 @@ std::vector<LinearPrecision> resolve_plan(const Plan& plan, const ModelDims& dim
 // they would run). Never throws, warns of nothing.
 std::vector<LinearPrecision> resolve_plan_lenient(const Plan& plan, int num_blocks,
                                                   Precision missing_default = Precision::bf16);
+
+// Megatron-LM's even pipeline layout (megatron/core/transformer/transformer_layer.py,
+// get_transformer_layer_offset): `parallel` stages (--pipeline-model-parallel-size P) of
+// `virtual_stages` model chunks each (--num-virtual-stages-per-pipeline-rank V). Chunk
+// j = vp_stage·P + pp_rank holds blocks j·c .. j·c+c−1 with c = L/(P·V), and every chunk names its
+// blocks decoder.layers.0 .. c−1: a stage-local position k stands for each block b with b mod c = k.
+struct PipelineLayout {
+  int parallel = 1;
+  int virtual_stages = 1;
+  bool operator==(const PipelineLayout&) const = default;
+  bool split() const { return parallel * virtual_stages > 1; }
+};
+// c, the blocks of one chunk. Throws snip::Error when P or V < 1 or P·V does not divide `blocks`
+// (Megatron's own condition for the even split).
+int pipeline_chunk_blocks(int blocks, const PipelineLayout& layout);
+// "pipeline-parallel 2" or "pipeline-parallel 2 × 2 virtual stages", for messages.
+std::string pipeline_layout_text(const PipelineLayout& layout);
+// Megatron's flags for the layout: "--pipeline-model-parallel-size 2 [--num-virtual-stages-per-pipeline-rank 2]".
+std::string pipeline_layout_megatron_flags(const PipelineLayout& layout);
+// The layout a plan was solved for (provenance "pipeline": {"parallel", "virtual_stages"}), {} when none.
+PipelineLayout plan_pipeline_layout(const Plan& plan);
+nlohmann::json pipeline_layout_json(const PipelineLayout& layout);
+// The first two layers a layout would give one precision that the plan gives two (same type, same
+// stage-local position, different blocks), as indices into linear_layers(dims); none when the plan
+// is the same on every chunk.
+std::optional<std::pair<int, int>> pipeline_conflict(const std::vector<LinearPrecision>& per_layer,
+                                                     const ModelDims& dims, const PipelineLayout& layout);
 
 // Achieved FP4 FLOP fraction of per-layer precisions (every GEMM of a layer has the same FLOPs).
 double fp4_flop_fraction(const std::vector<LinearPrecision>& per_layer, const ModelDims& dims);

@@ -7,6 +7,7 @@
 //              Σ_l F_l·x_{l,fp4} ≥ ρ·Σ_l F_l            FP4 FLOP fraction (per stage with stages > 1)
 //              Σ_l F_l·x_{l,bf16} ≤ β·Σ_l F_l           with allow_bf16 (β = bf16_max_fraction)
 //              x_q = x_k = x_v, x_gate = x_up           with ties (solved as one merged variable)
+//              x_{b,t} = x_{b mod c,t}                  with a pipeline layout of c-block chunks (merged too)
 //              x_{l,p} fixed                            for user pins
 #pragma once
 #include <array>
@@ -57,6 +58,7 @@ struct PlanRequest {
   bool per_role = false;              // choose fprop and (dgrad, wgrad) separately (FLOPs 1/3 : 2/3)
   bool ties = false;                  // q/k/v and gate/up of a block share one precision (fused kernels)
   int stages = 1;                     // pipeline stages (contiguous blocks); each meets ρ on its own FLOPs
+  PipelineLayout pipeline;            // Megatron's layout: one precision per type and stage-local position
   bool allow_bf16 = false;            // BF16 as a third choice ...
   double bf16_max_fraction = defaults::kBf16MaxFraction;  // ... on at most this fraction of the FLOPs (its budget term)
   std::map<std::string, Precision> pins;                  // HF module name -> precision (all roles)
