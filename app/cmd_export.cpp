@@ -29,6 +29,8 @@ struct ExportOptions {
   std::string preset;  // the model the plan is for (--to); default: its blocks at the plan's count
   std::string config;
   std::string out;
+  snip::PipelineLayout pipeline;  // --to megatron: default the plan's own layout
+  bool pipeline_given = false;
 };
 
 bool is_id(const std::string& s) {
@@ -127,9 +129,11 @@ void run_export(const ExportOptions& o) {
     const snip::Plan plan = file_plan ? *file_plan : store->plan(std::stoll(o.plan)).plan;
     if (to_stack) {
       std::vector<std::string> warnings;
-      text = !o.preset.empty()   ? snip::export_plan(plan, snip::preset_config(o.preset).dims(), stack, &warnings)
-             : !o.config.empty() ? snip::export_plan(plan, snip::read_config_file(o.config).dims(), stack, &warnings)
-                                 : snip::export_plan(plan, stack, &warnings);
+      const auto layout = o.pipeline_given ? std::optional(o.pipeline) : std::nullopt;
+      text = !o.preset.empty() ? snip::export_plan(plan, snip::preset_config(o.preset).dims(), stack, &warnings, layout)
+             : !o.config.empty()
+                 ? snip::export_plan(plan, snip::read_config_file(o.config).dims(), stack, &warnings, layout)
+                 : snip::export_plan(plan, stack, &warnings, layout);
       for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     } else {
       text = o.format == "csv" ? snip::plan_to_csv(plan) : snip::plan_to_json(plan);
@@ -165,6 +169,10 @@ void setup_export(CLI::App& app) {
   cmd->add_option("--config", opts->config, "With --to: the model's config.json instead of --preset")->needs(to);
   cmd->add_option("--out", opts->out, "Output file (written atomically); default: standard output");
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  snip::cli::add_pipeline_options(cmd, opts->pipeline, *rules,
+                                  "with --to megatron, write the plan for that many stages (default: the layout the "
+                                  "plan was solved for)",
+                                  &opts->pipeline_given);
   rules->writes("--out", opts->out).reads("--plan", opts->plan).reads("--config", opts->config);
   rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
       .excludes("--preset", "--config", "both name the model; give one")

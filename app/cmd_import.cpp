@@ -29,7 +29,9 @@ struct ImportOptions {
   std::string from;    // megatron, te, torchao: the files are in that stack's per-module format
   std::string preset;  // ... for this model (or --config, or --run's)
   std::string config;
-  std::string out;  // write the one plan as a snip-plan/1 file instead of storing it
+  std::string out;                // write the one plan as a snip-plan/1 file instead of storing it
+  snip::PipelineLayout pipeline;  // --from megatron: default the layout the file records
+  bool pipeline_given = false;
 };
 
 // A stack's per-module plan as a snip-plan/1 for the model of --preset, --config or --run.
@@ -45,7 +47,8 @@ snip::Plan import_from_stack(const ImportOptions& o, const std::string& path, co
     dims = store.run(*o.run).spec.dims;
   }
   std::vector<std::string> warnings;
-  snip::Plan plan = snip::import_plan(text, snip::parse_plan_stack(o.from), dims, path, &warnings);
+  snip::Plan plan = snip::import_plan(text, snip::parse_plan_stack(o.from), dims, path, &warnings,
+                                      o.pipeline_given ? std::optional(o.pipeline) : std::nullopt);
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   return plan;
 }
@@ -213,6 +216,10 @@ void setup_import(CLI::App& app) {
   cmd->add_option("--out", opts->out, "With --from and one file: write it as a snip-plan/1 file instead of storing it")
       ->needs(from);
   auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  snip::cli::add_pipeline_options(cmd, opts->pipeline, *rules,
+                                  "with --from megatron, the layout the file was written for (default: the one its "
+                                  "snip line records, else 1)",
+                                  &opts->pipeline_given);
   rules->at_least<int64_t>("--run", opts->run, 1, "run ids start at 1 (see `snip runs`)")
       .writes("--out", opts->out)
       .excludes("--preset", "--config", "both name the model; give one")

@@ -259,6 +259,134 @@ TEST(PlanExport, MegatronReadsTheYamlAsSnipDoes) {
   }
 }
 
+// A plan that is the same on every pipeline chunk: blocks b and b mod c share each type's
+// precision (c = blocks / chunks).
+snip::Plan chunk_plan(const snip::ModelDims& dims, int chunk, uint32_t seed) {
+  snip::ModelDims one = dims;
+  one.num_layers = chunk;
+  const snip::Plan local = random_plan(one, true, seed);
+  snip::Plan plan = local;
+  plan.layers.clear();
+  std::vector<snip::LinearPrecision> per_layer;
+  for (const snip::LinearLayerInfo& l : snip::linear_layers(dims)) {
+    plan.layers[l.name] = local.layers.at(snip::layer_module_name(l.block % chunk, l.type));
+    per_layer.push_back(plan.layers[l.name]);
+  }
+  plan.achieved_fp4_fraction = snip::fp4_flop_fraction(per_layer, dims);
+  return plan;
+}
+
+// Under pipeline parallelism Megatron builds each stage's model chunks with their blocks numbered
+// from 0 in named_modules() (TransformerBlock._build_layers: ModuleList index i, global number
+// i + 1 + get_transformer_layer_offset) and matches the config's patterns against those names
+// (GPTModel.__init__: get_quant_config_or_none(name, ...)). The Python below follows
+// megatron/core/transformer/transformer_layer.py and transformer_block.py at d98e8a64dd
+// (get_transformer_layer_offset, the even split): for every stage and virtual stage it names the
+// chunk's modules as Megatron does, matches them, and maps each back to its global block.
+// A plan exported for the layout gives every module of every stage the plan's precision; one
+// exported for PP = 1 does not (the bug: stage 1 took stage 0's precisions), and a plan that
+// differs between two blocks the layout names alike is refused with both layers named.
+TEST(PlanExport, MegatronAtPipelineParallelGivesEveryStageItsBlocksPrecision) {
+  if (!have_python_with("yaml")) GTEST_SKIP() << "PyYAML is not installed";
+  snip_test::TempDir tmp;
+  const std::string dir = tmp.path.string();
+  struct Case {
+    snip::ModelDims dims;
+    snip::PipelineLayout layout;
+    bool for_layout;  // exported for the layout (else for PP = 1, read at the layout)
+  };
+  const snip::ModelDims tinyllama = snip::preset_config("tinyllama-1.1b").dims();  // 22 blocks
+  const snip::ModelDims medium = snip::preset_config("medium").dims();             // 8 blocks
+  const std::vector<Case> cases = {
+      {tinyllama, {2, 1}, true}, {medium, {2, 2}, true}, {medium, {4, 1}, true}, {tinyllama, {2, 1}, false}};
+  nlohmann::json jobs = nlohmann::json::array();
+  std::vector<snip::Plan> plans;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const int chunk = snip::pipeline_chunk_blocks(c.dims.num_layers, c.layout);
+    // The PP = 1 file of a plan that differs between stages: what Megatron read before.
+    plans.push_back(c.for_layout ? chunk_plan(c.dims, chunk, uint32_t(i + 1)) : random_plan(c.dims, true, 5));
+    const std::string yaml =
+        snip::export_plan(plans[i], c.dims, snip::PlanStack::megatron, nullptr,
+                          c.for_layout ? std::optional(c.layout) : std::optional(snip::PipelineLayout{}));
+    const std::string path = dir + "/plan" + std::to_string(i) + ".yaml";
+    std::ofstream(path) << yaml;
+    jobs.push_back({{"yaml", path},
+                    {"num_layers", c.dims.num_layers},
+                    {"pp", c.layout.parallel},
+                    {"vp", c.layout.virtual_stages}});
+    if (c.for_layout) {  // and back: snip reads the layout from the file's snip line
+      const snip::Plan back = snip::import_plan(yaml, snip::PlanStack::megatron, c.dims, path, nullptr);
+      EXPECT_EQ(back.layers, plans[i].layers) << i;
+      EXPECT_EQ(snip::plan_pipeline_layout(back), c.layout) << i;
+    }
+  }
+  std::ofstream(dir + "/jobs.json") << jobs.dump();
+  const std::string out = run_python(
+      "import fnmatch, json, yaml\n"
+      "MODULES = ['self_attention.linear_qkv', 'self_attention.linear_proj', 'mlp.linear_fc1', 'mlp.linear_fc2']\n"
+      "def offset(num_layers, pp_size, vp_size, pp_rank, vp_stage):\n"
+      "    # get_transformer_layer_offset, pipeline_model_parallel_size > 1, no uneven first/last stage\n"
+      "    if pp_size == 1: return 0\n"
+      "    num_layers_per_pipeline_rank = num_layers // pp_size\n"
+      "    if vp_size is not None:\n"
+      "        num_layers_per_virtual_rank = num_layers_per_pipeline_rank // vp_size\n"
+      "        total_virtual_chunks = num_layers // vp_size\n"
+      "        return vp_stage * total_virtual_chunks + (pp_rank * num_layers_per_virtual_rank)\n"
+      "    return pp_rank * num_layers_per_pipeline_rank\n"
+      "def read(job):\n"
+      "    cfg = yaml.load(open(job['yaml']), Loader=yaml.SafeLoader)\n"
+      "    matchers = [(m['pattern'], m['config']) for m in cfg['matchers'].values() if m.get('enabled', False)]\n"
+      "    L, P, V = job['num_layers'], job['pp'], job['vp']\n"
+      "    per_chunk = L // P // V\n"
+      "    got = {}\n"
+      "    for pp_rank in range(P):\n"
+      "        for vp_stage in range(V):\n"
+      "            off = offset(L, P, V if V > 1 else None, pp_rank, vp_stage)\n"
+      "            for i in range(per_chunk):  # the chunk's ModuleList index: its own name\n"
+      "                for mod in MODULES:\n"
+      "                    name = f'decoder.layers.{i}.{mod}'\n"
+      "                    config = next((c for p, c in matchers if fnmatch.fnmatch(name, p)), None)\n"
+      "                    got[f'decoder.layers.{off + i}.{mod}'] = config\n"
+      "    return got\n"
+      "print(json.dumps([read(j) for j in json.load(open('" +
+          dir + "/jobs.json'))]))\n",
+      dir);
+  const nlohmann::json megatron = nlohmann::json::parse(out);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + snip::pipeline_layout_text(cases[i].layout));
+    int wrong = 0, modules = 0;
+    for (const snip::LinearLayerInfo& l : snip::linear_layers(cases[i].dims)) {
+      const std::string path = snip::megatron_module_path(l.block, l.type);
+      ASSERT_TRUE(megatron[i].contains(path)) << path << " is on no stage";
+      if (l.type == snip::LayerType::k || l.type == snip::LayerType::v || l.type == snip::LayerType::up) continue;
+      ++modules;
+      wrong += megatron[i][path] != snip::precision_name(plans[i].layers.at(l.name).fprop);
+    }
+    EXPECT_EQ(megatron[i].size(), size_t(modules));
+    if (cases[i].for_layout)
+      EXPECT_EQ(wrong, 0) << "modules on a stage with another block's precision";
+    else
+      EXPECT_GT(wrong, 0) << "a PP = 1 file read at PP = 2 happened to fit this plan; pick another seed";
+  }
+  // The plan that differs between stages is refused at the layout, both layers named.
+  try {
+    (void)snip::export_plan(plans[3], tinyllama, snip::PlanStack::megatron, nullptr, snip::PipelineLayout{2, 1});
+    ADD_FAILURE() << "a plan Megatron cannot express at PP = 2 was exported";
+  } catch (const snip::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Megatron names blocks"), std::string::npos) << m;
+    EXPECT_NE(m.find("snip solve --pipeline-parallel 2"), std::string::npos) << m;
+  }
+  // 22 blocks do not split evenly over 4 stages; Megatron refuses that layout too.
+  EXPECT_THROW(
+      (void)snip::export_plan(plans[0], tinyllama, snip::PlanStack::megatron, nullptr, snip::PipelineLayout{4, 1}),
+      snip::Error);
+  // Transformer Engine and torchao name modules model-wide: a layout there is a mistake.
+  EXPECT_THROW((void)snip::export_plan(plans[0], tinyllama, snip::PlanStack::te, nullptr, snip::PipelineLayout{2, 1}),
+               snip::Error);
+}
+
 // Transformer Engine's recipe classes default to more than snip emulates (NVFP4BlockScaling: the
 // random Hadamard transform, stochastic rounding, 16×16 weight blocks; Float8BlockScaling:
 // power-of-two scales; Float8CurrentScaling: HYBRID). The export writes each setting that
@@ -286,6 +414,23 @@ TEST(PlanExport, TransformerEngineSettingsAreTheRecipeSnipEmulatesNotTheDefaults
   EXPECT_EQ(tensor_sr["NVFP4BlockScaling"]["args"]["disable_stochastic_rounding"], false);
   EXPECT_EQ(tensor_sr["NVFP4BlockScaling"]["args"]["disable_2d_quantization"], true);
   EXPECT_EQ(tensor_sr["Float8CurrentScaling"]["args"]["fp8_format"], "E4M3");
+  // Where the stack has nothing closer, the class says so; an exact class has no note.
+  EXPECT_TRUE(snip_recipe["NVFP4BlockScaling"].contains("note"));
+  EXPECT_FALSE(snip_recipe["Float8BlockScaling"].contains("note"));
+  EXPECT_FALSE(mx["MXFP8BlockScaling"].contains("note"));
+  EXPECT_TRUE(settings("block:32")["Float8BlockScaling"].value("note", "").find("`block:32`") != std::string::npos);
+  // torchao: its FP8 and FP4 training configs, nearest to the plan's recipe, with what differs.
+  auto torchao = [&](const std::string& recipe) {
+    plan.recipe = recipe;
+    return nlohmann::json::parse(snip::export_plan(plan, dims, snip::PlanStack::torchao, nullptr))["recipes"];
+  };
+  EXPECT_EQ(torchao("mx")["float8"]["config"], "MXFP8TrainingOpConfig");
+  EXPECT_EQ(torchao("mx")["float8"]["exact"], true);
+  EXPECT_EQ(torchao("snip")["float8"]["config"], "Float8LinearConfig.from_recipe_name(\"rowwise\")");
+  EXPECT_EQ(torchao("snip")["float8"]["exact"], false);
+  EXPECT_NE(torchao("tensor")["float8"]["config"].get<std::string>().find("float8_e4m3fn"), std::string::npos);
+  EXPECT_EQ(torchao("nvfp4")["fp4"]["config"], "NVFP4TrainingConfig");
+  EXPECT_NE(torchao("nvfp4")["fp4"]["note"].get<std::string>().find("Hadamard"), std::string::npos);
   plan.recipe = "mx";
   const std::string yaml = snip::export_plan(plan, dims, snip::PlanStack::megatron, nullptr);
   EXPECT_NE(yaml.find("environment NVTE_NVFP4_DISABLE_2D_QUANTIZATION=1 NVTE_NVFP4_DISABLE_RHT=1 "

@@ -108,6 +108,15 @@ StackRecipe stack_recipe(const std::string& recipe, Precision p) {
   return {"blockwise", "Float8BlockScaling", false};
 }
 
+// How a Transformer Engine recipe class scales, for the notes of nearest recipes.
+std::string te_class_scaling(const std::string& te_class) {
+  if (te_class == "NVFP4BlockScaling") return "scales 1x16 blocks by E4M3 factors under a per-tensor FP32 scale";
+  if (te_class == "MXFP8BlockScaling") return "scales 1x32 blocks by power-of-two (E8M0) factors";
+  if (te_class == "Float8BlockScaling")
+    return "scales 1x128 tiles of activations and gradients and 128x128 blocks of weights";
+  return "scales each tensor by its current amax";
+}
+
 // The settings of a Transformer Engine recipe class that make it compute as snip emulates `recipe`
 // (METHOD.md section 2), where TE's defaults differ: its constructor arguments and, for what the
 // constructor does not reach, the environment (transformer_engine/common/recipe/__init__.py).
@@ -134,7 +143,51 @@ nlohmann::json te_settings(const std::string& recipe, Precision p) {
     if (std::string(stack_recipe(recipe, p).te) == "Float8BlockScaling")
       env["NVTE_FP8_BLOCK_SCALING_FP32_SCALES"] = "1";
   }
-  return {{"args", args}, {"env", env}};
+  nlohmann::json out = {{"args", args}, {"env", env}};
+  if (const StackRecipe nearest = stack_recipe(recipe, p); !nearest.exact)
+    out["note"] = std::string("nearest: Transformer Engine has no ") + (p == Precision::fp4 ? "FP4" : "FP8") +
+                  " recipe with the scaling of `" + r.canonical + "`; " + nearest.te + " " +
+                  te_class_scaling(nearest.te);
+  return out;
+}
+
+// torchao's nearest training config to one of ours (torchao at 36027d82d: torchao/float8/config.py,
+// prototype/moe_training/config.py and nvfp4_training/nvfp4_training.py), with what differs.
+nlohmann::json torchao_recipe(const std::string& recipe, Precision p) {
+  using Kind = RecipeName::Kind;
+  const RecipeName r = parse_recipe_name(recipe);
+  if (p == Precision::fp4)
+    return {{"config", "NVFP4TrainingConfig"},
+            {"module", "torchao.prototype.moe_training.nvfp4_training"},
+            {"apply", "quantize_"},
+            {"exact", false},
+            {"note", std::string(r.kind == Kind::nvfp4
+                                     ? "the plan's NVFP4 blocks (1x16, E4M3 scales)"
+                                     : "nearest: NVFP4's 1x16 blocks with E4M3 scales for `" + r.canonical + "`") +
+                         ", but torchao always applies the random Hadamard transform and stochastic rounding, "
+                         "which it cannot switch off"}};
+  if (r.kind == Kind::mx)
+    return {{"config", "MXFP8TrainingOpConfig"},
+            {"module", "torchao.prototype.moe_training.config"},
+            {"apply", "quantize_"},
+            {"exact", true},
+            {"note", "the plan's MXFP8: 1x32 blocks, power-of-two (E8M0) scales, E4M3"}};
+  if (r.kind == Kind::tensor)
+    return {{"config", "Float8LinearConfig(cast_config_grad_output=CastConfig(target_dtype=torch.float8_e4m3fn))"},
+            {"module", "torchao.float8"},
+            {"apply", "convert_to_float8_training"},
+            {"exact", true},
+            {"note",
+             "per-tensor scaling (the tensorwise recipe) with E4M3 gradients as snip emulates them; the "
+             "recipe's default casts gradients to E5M2"}};
+  return {{"config", "Float8LinearConfig.from_recipe_name(\"rowwise\")"},
+          {"module", "torchao.float8"},
+          {"apply", "convert_to_float8_training"},
+          {"exact", false},
+          {"note",
+           "nearest: torchao has no block scaling for FP8 linears; rowwise scales each row of the "
+           "operands by a power of two, E4M3 throughout, for `" +
+               r.canonical + "`"}};
 }
 
 // One precision per layer, each the same in all three GEMMs, from FP8, FP4 and BF16.
@@ -187,25 +240,38 @@ std::string yaml_quote(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a YAML double-quoted scalar
 }
 
-std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec) {
-  // The fused modules: every member must agree.
-  std::map<std::string, Precision> modules;  // path -> precision, in the order below
+std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec,
+                            const PipelineLayout& layout) {
+  // One precision per module path Megatron sees: the fused members of a block agree, and with a
+  // pipeline layout so do the blocks every chunk names alike (block mod c).
+  const int chunk = pipeline_chunk_blocks(dims.num_layers, layout);
+  std::map<std::string, int> first_of;  // path -> the first layer placed there
   std::vector<std::string> order;
   const std::vector<LinearLayerInfo> layers = linear_layers(dims);
   for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string path = megatron_module_path(layers[i].block, layers[i].type);
-    const auto it = modules.find(path);
-    if (it == modules.end()) {
-      modules[path] = prec[i];
+    const std::string path = megatron_module_path(layers[i].block % chunk, layers[i].type);
+    const auto [it, fresh] = first_of.emplace(path, int(i));
+    if (fresh) {
       order.push_back(path);
-    } else if (it->second != prec[i]) {
+      continue;
+    }
+    const LinearLayerInfo& other = layers[size_t(it->second)];
+    const Precision p = prec[size_t(it->second)];
+    if (p == prec[i]) continue;
+    if (other.block == layers[i].block)
       throw Error(std::string("Megatron fuses ") +
                   (megatron_module(layers[i].type)[0] == 's' ? "q, k and v" : "gate and up") + " of block " +
                   std::to_string(layers[i].block) + " into one module (" + path + "), but the plan gives them " +
-                  precision_name(it->second) + " and " + precision_name(prec[i]) +
+                  precision_name(p) + " and " + precision_name(prec[i]) +
                   ": solve with fused layers tied to one precision (`snip solve --ties`, or the Plan view's \"Tie "
                   "q/k/v and gate/up\") to export it");
-    }
+    throw Error("at " + pipeline_layout_text(layout) + " Megatron names blocks " + std::to_string(other.block) +
+                " and " + std::to_string(layers[i].block) + " both " + path +
+                " (each chunk numbers its blocks from 0), but the plan gives " + other.name + " " + precision_name(p) +
+                " and " + layers[i].name + " " + precision_name(prec[i]) +
+                ": solve for that layout (`snip solve --pipeline-parallel " + std::to_string(layout.parallel) +
+                (layout.virtual_stages > 1 ? " --virtual-stages " + std::to_string(layout.virtual_stages) : "") +
+                "`, or the Plan view's \"Megatron pipeline\") to export it");
   }
   std::ostringstream y;
   y << "# A SNIP precision plan for Megatron-LM: --te-precision-config-file FILE\n"
@@ -215,8 +281,18 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
        "# It applies on its own: every config overrides the surrounding autocast both ways\n"
        "# (override_quantized_autocast, override_nonquantized_autocast), so no --fp8-format or\n"
        "# --fp4-format is needed and a global one changes none of the plan's modules; the plan also\n"
-       "# overrides --first-last-layers-bf16 (it decides the first and last blocks itself).\n"
-       "# For --pipeline-model-parallel-size 1 only: every pipeline stage numbers its blocks from 0.\n";
+       "# overrides --first-last-layers-bf16 (it decides the first and last blocks itself).\n";
+  if (layout.split())
+    y << "# For --num-layers " << dims.num_layers << " " << pipeline_layout_megatron_flags(layout)
+      << " only: each of the " << layout.parallel * layout.virtual_stages << " model chunks holds " << chunk
+      << " blocks and names\n"
+         "# them decoder.layers.0.."
+      << chunk - 1 << ", so position k stands for blocks k, k+" << chunk
+      << ", ...; the plan is the same on every chunk.\n"
+         "# Not valid for another layout or an uneven split (--decoder-first/last-pipeline-num-layers).\n";
+  else
+    y << "# For --pipeline-model-parallel-size 1 only: every pipeline stage numbers its blocks from 0\n"
+         "# (export with --pipeline-parallel N for N stages).\n";
   std::string env;
   for (const Precision p : {Precision::fp4, Precision::fp8}) {
     const nlohmann::json settings = te_settings(plan.recipe, p);  // items() must not outlive it
@@ -253,7 +329,7 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
     y << "  " << name << ":\n"
       << "    type: glob\n"
       << "    pattern: " << yaml_quote("*" + path) << "\n"
-      << "    config: " << precision_name(modules[path]) << "\n"
+      << "    config: " << precision_name(prec[size_t(first_of[path])]) << "\n"
       << "    enabled: true\n";
   }
   y << "  default:\n"
@@ -262,7 +338,9 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
        "    config: bf16\n"
        "    enabled: true\n";
   y << "# Read by `snip import --from megatron`, ignored by Megatron:\n";
-  y << "snip: " << plan_summary(plan).dump() << "\n";
+  nlohmann::json summary = plan_summary(plan);
+  if (layout.split()) summary["pipeline"] = pipeline_layout_json(layout);
+  y << "snip: " << summary.dump() << "\n";
   return y.str();
 }
 
@@ -295,6 +373,9 @@ std::string export_torchao(const Plan& plan, const ModelDims& dims, const std::v
     lists[prec[i] == Precision::fp8 ? "float8" : prec[i] == Precision::fp4 ? "fp4" : "bf16"].push_back(layers[i].name);
   return nlohmann::json{{"format", "snip-torchao/1"},
                         {"plan", plan_summary(plan)},
+                        {"recipes",
+                         {{"float8", torchao_recipe(plan.recipe, Precision::fp8)},
+                          {"fp4", torchao_recipe(plan.recipe, Precision::fp4)}}},
                         {"float8", lists["float8"]},
                         {"fp4", lists["fp4"]},
                         {"bf16", lists["bf16"]}}
@@ -376,7 +457,7 @@ void refuse_what_pyyaml_reads_otherwise(const YAML::Node& node, const std::strin
 }
 
 Plan import_megatron(const std::string& text, const ModelDims& dims, const std::string& source,
-                     std::vector<std::string>* warnings) {
+                     std::vector<std::string>* warnings, std::optional<PipelineLayout> layout) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -414,10 +495,16 @@ Plan import_megatron(const std::string& text, const ModelDims& dims, const std::
     if (s["budget"]) summary["budget"] = s["budget"].as<double>();
     if (s["recipe"]) summary["recipe"] = s["recipe"].as<std::string>();
     apply_summary(plan, summary);
+    // The layout the file was written for, unless the caller names one.
+    if (const YAML::Node p = s["pipeline"]; !layout && p && p.IsMap())
+      layout = PipelineLayout{p["parallel"].as<int>(1), p["virtual_stages"].as<int>(1)};
   }
+  const PipelineLayout at = layout.value_or(PipelineLayout{});
+  const int chunk = pipeline_chunk_blocks(dims.num_layers, at);
+  if (at.split()) plan.provenance["pipeline"] = pipeline_layout_json(at);
   std::vector<Precision> prec;
   for (const LinearLayerInfo& l : linear_layers(dims)) {
-    const std::string path = megatron_module_path(l.block, l.type);
+    const std::string path = megatron_module_path(l.block % chunk, l.type);
     std::optional<Precision> p;
     for (const Matcher& m : matchers)
       if (glob_match(m.pattern, path)) {
@@ -547,11 +634,16 @@ std::string megatron_module_path(int block, LayerType type) {
   return "decoder.layers." + std::to_string(block) + "." + megatron_module(type);
 }
 
-std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings) {
+std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings,
+                        std::optional<PipelineLayout> layout) {
+  const PipelineLayout at = layout.value_or(plan_pipeline_layout(plan));
+  if (stack != PlanStack::megatron && layout && layout->split())
+    throw Error(pipeline_layout_text(*layout) + " is a Megatron-LM layout; " + plan_stack_name(stack) +
+                " names every module by its model-wide name, so its files need no layout");
   const std::vector<Precision> prec = module_precisions(plan, dims, stack, warnings);
   switch (stack) {
     case PlanStack::megatron:
-      return export_megatron(plan, dims, prec);
+      return export_megatron(plan, dims, prec, at);
     case PlanStack::te:
       return export_te(plan, dims, prec);
     case PlanStack::torchao:
@@ -560,20 +652,24 @@ std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack
   return {};
 }
 
-std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::string>* warnings) {
+std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::string>* warnings,
+                        std::optional<PipelineLayout> layout) {
   int blocks = 0;
   for (const auto& [name, lp] : plan.layers)
     if (const auto id = parse_layer_module_name(name)) blocks = std::max(blocks, id->block + 1);
   if (blocks == 0) throw Error("the plan names no linear layer, so there is nothing to export");
   ModelDims dims{/*hidden=*/64, /*intermediate=*/128, /*num_layers=*/blocks, /*num_heads=*/1, /*num_kv_heads=*/1};
-  return export_plan(plan, dims, stack, warnings);
+  return export_plan(plan, dims, stack, warnings, layout);
 }
 
 Plan import_plan(const std::string& text, PlanStack stack, const ModelDims& dims, const std::string& source,
-                 std::vector<std::string>* warnings) {
+                 std::vector<std::string>* warnings, std::optional<PipelineLayout> layout) {
+  if (stack != PlanStack::megatron && layout && layout->split())
+    throw Error(pipeline_layout_text(*layout) + " is a Megatron-LM layout; " + plan_stack_name(stack) +
+                " names every module by its model-wide name, so its files need no layout");
   switch (stack) {
     case PlanStack::megatron:
-      return import_megatron(text, dims, source, warnings);
+      return import_megatron(text, dims, source, warnings, layout);
     case PlanStack::te:
       return import_te(text, dims, source, warnings);
     case PlanStack::torchao:

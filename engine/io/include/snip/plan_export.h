@@ -17,6 +17,7 @@
 // differ within a layer is refused; so is a plan whose fused Megatron members differ, and FP32
 // layers (the stacks run unquantized modules in BF16).
 #pragma once
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,18 +37,24 @@ inline constexpr const char* kPlanStackNames = "megatron, te, torchao";
 std::string megatron_module_path(int block, LayerType type);
 
 // The plan in the stack's format for a model of `dims` (layers the plan leaves out run in BF16
-// and are named in *warnings). Throws snip::Error saying why a plan cannot be expressed.
-std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings);
+// and are named in *warnings). Throws snip::Error saying why a plan cannot be expressed. For
+// Megatron, `layout` is the pipeline layout the file is for (default: the one the plan was solved
+// for, else none): its patterns name stage-local blocks, and a plan that differs between two
+// blocks a layout names alike is refused with both layers named.
+std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings,
+                        std::optional<PipelineLayout> layout = std::nullopt);
 
 // The same for the plan's own blocks (0 .. its highest): the formats name modules by block, and
 // the layers' shapes do not enter them. What `snip export --to` and the GUI's Plan view write
 // when no model is named.
-std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::string>* warnings);
+std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::string>* warnings,
+                        std::optional<PipelineLayout> layout = std::nullopt);
 
 // A file of the stack's format read back as a snip-plan/1 for a model of `dims`. Modules the
 // file does not place run in BF16 and are named in *warnings. `source` names the file in errors.
+// A Megatron file is read at `layout` (default: the one its snip line records, else none).
 Plan import_plan(const std::string& text, PlanStack stack, const ModelDims& dims, const std::string& source,
-                 std::vector<std::string>* warnings);
+                 std::vector<std::string>* warnings, std::optional<PipelineLayout> layout = std::nullopt);
 
 // Shell-style glob matching with the meaning of Python's fnmatch.fnmatchcase (what Megatron's
 // GlobMatcher calls): `*` any run of characters (dots and slashes too), `?` one character,
