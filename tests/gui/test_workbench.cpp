@@ -7,6 +7,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -35,8 +36,10 @@
 #include "qt_wait.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
+#include "snip/atomic_file.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
+#include "snip/plan_export.h"
 #include "snip/run_recorder.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
@@ -157,6 +160,55 @@ TEST_F(WorkbenchTest, InfeasibleRequestShowsTheCauseAndTheViewRecovers) {
   ASSERT_TRUE(wait_plan(pv, shown, before + 1));
   EXPECT_TRUE(pv->last_error().isEmpty());
   EXPECT_GE(pv->current()->achieved_fraction, 0.4);
+}
+
+// The Plan view offers what `snip solve --pipeline-parallel` does: with Megatron's pipeline set,
+// the plan is the same on every chunk, its Megatron export is written for that layout (and read
+// back as the same plan), per-stage budgets are off, and a layout Megatron cannot split evenly
+// says so.
+TEST_F(WorkbenchTest, AMegatronPipelineLayoutGivesEveryStageTheSamePlanAndItsExport) {
+  seed_stats("small");  // 6 blocks
+  auto w = open_window();
+  PlanView* pv = w->plan_view();
+  QSignalSpy shown(pv, &PlanView::plan_shown);
+  QSignalSpy failed(pv, &PlanView::solve_failed);
+  pv->budget_slider()->setValue(700);
+  ASSERT_TRUE(wait_plan(pv, shown, 1));
+  int before = shown.count();
+  pv->ties_check()->setChecked(true);  // Megatron fuses q/k/v and gate/up
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  before = shown.count();
+  pv->pipeline_spin()->setValue(3);  // chunks of 2 blocks
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1)) << pv->last_error().toStdString();
+  EXPECT_FALSE(pv->stages_spin()->isEnabled());
+  EXPECT_TRUE(pv->virtual_stages_spin()->isEnabled());
+  const auto tied = snip::resolve_plan_lenient(pv->current()->plan, 6);
+  for (int l = 0; l < 42; ++l) EXPECT_EQ(tied[l], tied[l % 14]) << "layer " << l;
+  EXPECT_GE(pv->current()->achieved_fraction, 0.7);
+  const QString yaml_path = dir_.filePath("plan.yaml");
+  ASSERT_TRUE(pv->export_plan_for(snip::PlanStack::megatron, yaml_path).empty());
+  const std::string yaml = snip::read_file(yaml_path.toStdString());
+  EXPECT_NE(yaml.find("--pipeline-model-parallel-size 3 only"), std::string::npos) << yaml.substr(0, 1200);
+  EXPECT_EQ(yaml.find("decoder.layers.2."), std::string::npos) << "a stage of 2 blocks names blocks 0 and 1 only";
+  const snip::Plan back =
+      snip::import_plan(yaml, snip::PlanStack::megatron, snip::preset_config("small").dims(), "plan.yaml", nullptr);
+  EXPECT_EQ(snip::resolve_plan_lenient(back, 6), tied);
+  // 6 blocks over 3 stages × 2 virtual stages: 1 block per chunk, still even.
+  before = shown.count();
+  pv->virtual_stages_spin()->setValue(2);
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1)) << pv->last_error().toStdString();
+  const auto one = snip::resolve_plan_lenient(pv->current()->plan, 6);
+  for (int l = 0; l < 42; ++l) EXPECT_EQ(one[l], one[l % 7]) << "layer " << l;
+  // 6 blocks do not split over 4 stages: the cause, in words.
+  pv->virtual_stages_spin()->setValue(1);
+  pv->pipeline_spin()->setValue(4);
+  ASSERT_TRUE(wait_for([&] { return failed.count() >= 1 && !pv->solving(); }));
+  EXPECT_TRUE(pv->last_error().contains("do not divide 6")) << pv->last_error().toStdString();
+  before = shown.count();
+  pv->pipeline_spin()->setValue(1);
+  ASSERT_TRUE(wait_plan(pv, shown, before + 1));
+  EXPECT_TRUE(pv->stages_spin()->isEnabled());
+  EXPECT_FALSE(pv->virtual_stages_spin()->isEnabled());
 }
 
 TEST_F(WorkbenchTest, CompareViewShowsTwoPlansWithTheirDifferences) {

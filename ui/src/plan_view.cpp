@@ -94,6 +94,21 @@ QGroupBox* PlanView::make_request_box() {
   stages_spin_->setRange(1, 64);
   stages_spin_->setToolTip(tr("Pipeline stages: each stage of contiguous blocks meets the budget on its own FLOPs"));
   form->addRow(tr("Pipeline stages:"), stages_spin_);
+  // Megatron-LM numbers every pipeline chunk's blocks from 0: a plan it can express is the same on
+  // every chunk (snip solve --pipeline-parallel P --virtual-stages V).
+  pipeline_spin_ = new QSpinBox(controls);
+  pipeline_spin_->setRange(1, 64);
+  pipeline_spin_->setToolTip(
+      tr("Megatron-LM's --pipeline-model-parallel-size: every stage numbers its blocks from 0, so the plan is "
+         "solved the same on every stage, and its Megatron export is written for that layout"));
+  virtual_spin_ = new QSpinBox(controls);
+  virtual_spin_->setRange(1, 64);
+  virtual_spin_->setPrefix(QStringLiteral("× "));
+  virtual_spin_->setToolTip(tr("Megatron-LM's --num-virtual-stages-per-pipeline-rank (model chunks per stage)"));
+  auto* pipeline_row = new QHBoxLayout();
+  pipeline_row->addWidget(pipeline_spin_, 1);
+  pipeline_row->addWidget(virtual_spin_, 1);
+  form->addRow(tr("Megatron pipeline:"), pipeline_row);
   seed_spin_ = new QSpinBox(controls);
   seed_spin_->setRange(1, 1000000);
   form->addRow(tr("Seed (random):"), seed_spin_);
@@ -162,10 +177,25 @@ void PlanView::connect_signals() {
       resolve();
       start_sweep();
     });
-  connect(stages_spin_, &QSpinBox::valueChanged, this, [this] {
-    resolve();
-    start_sweep();
-  });
+  // A pipeline layout gives every stage the same plan (each stage meets the budget when the whole
+  // does), so per-stage budgets and the layout exclude each other; virtual stages need P ≥ 2.
+  auto sync_pipeline = [this] {
+    const bool layout = pipeline_spin_->value() > 1;
+    stages_spin_->setEnabled(!layout);
+    pipeline_spin_->setEnabled(stages_spin_->value() == 1);
+    virtual_spin_->setEnabled(layout);
+    if (!layout && virtual_spin_->value() != 1) {
+      const QSignalBlocker block(virtual_spin_);
+      virtual_spin_->setValue(1);
+    }
+  };
+  sync_pipeline();
+  for (QSpinBox* spin : {stages_spin_, pipeline_spin_, virtual_spin_})
+    connect(spin, &QSpinBox::valueChanged, this, [this, sync_pipeline] {
+      sync_pipeline();
+      resolve();
+      start_sweep();
+    });
   connect(seed_spin_, &QSpinBox::valueChanged, this, [this] { resolve(); });
   connect(clear_pins_button_, &QPushButton::clicked, this, [this] {
     pins_.clear();
@@ -193,6 +223,7 @@ snip::PlanRequest PlanView::request() const {
   r.per_role = per_role_check_->isChecked();
   r.allow_bf16 = bf16_check_->isChecked();
   r.stages = stages_spin_->value();
+  r.pipeline = {pipeline_spin_->value(), virtual_spin_->value()};
   r.seed = uint64_t(seed_spin_->value());
   r.pins = pins_;
   return r;
@@ -468,7 +499,8 @@ int64_t PlanView::save_plan_to_store() {
                   {"ties", ties_check_->isChecked()},
                   {"per_role", per_role_check_->isChecked()},
                   {"allow_bf16", bf16_check_->isChecked()},
-                  {"stages", stages_spin_->value()}};
+                  {"stages", stages_spin_->value()},
+                  {"pipeline", snip::pipeline_layout_json({pipeline_spin_->value(), virtual_spin_->value()})}};
   for (const auto& [name, p] : pins_) info.options["pins"][name] = snip::precision_name(p);
   if (std::isfinite(current_->objective)) info.objective = current_->objective;
   if (std::isfinite(current_->predicted_dl)) info.predicted_delta_loss = current_->predicted_dl;

@@ -48,6 +48,10 @@ class PlanView : public QWidget {
   QDoubleSpinBox* budget_spin() const { return budget_spin_; }
   QComboBox* method_combo() const { return method_combo_; }
   QDoubleSpinBox* lambda_spin() const { return lambda_spin_; }
+  QCheckBox* ties_check() const { return ties_check_; }
+  QSpinBox* stages_spin() const { return stages_spin_; }
+  QSpinBox* pipeline_spin() const { return pipeline_spin_; }
+  QSpinBox* virtual_stages_spin() const { return virtual_spin_; }
   PlanGrid* grid() const { return grid_; }
   QString notes_text() const;  // the notes under the plan (budget, noisy layers)
   CurveChart* tradeoff_chart() const { return tradeoff_; }
@@ -128,6 +132,8 @@ class PlanView : public QWidget {
   QCheckBox* per_role_check_ = nullptr;
   QCheckBox* bf16_check_ = nullptr;
   QSpinBox* stages_spin_ = nullptr;
+  QSpinBox* pipeline_spin_ = nullptr;  // Megatron's --pipeline-model-parallel-size
+  QSpinBox* virtual_spin_ = nullptr;   // ... and --num-virtual-stages-per-pipeline-rank
   QSpinBox* seed_spin_ = nullptr;
   QPushButton* clear_pins_button_ = nullptr;
   QLabel* source_label_ = nullptr;
