@@ -4,6 +4,7 @@
 #   for every recipe, precision, GEMM role and operand; a planned Llama of the `small` shape
 #   (transformers' LlamaForCausalLM when installed) training alike on GPU and CPU; collect_stats
 #   agreeing with the CPU's round; one DDP step of two ranks;
+#   the torchao example applying an exported plan (when torchao is installed);
 #   then every other module of tests/ on this PyTorch (those that need the C++ `snip` skip
 #   themselves when it is not built: set SNIP_BIN to a built one to include them).
 # Usage: bash integrations/pytorch/gpu_check.sh [python]   (about a minute on one H100-class GPU)

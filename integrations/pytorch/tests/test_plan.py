@@ -152,5 +152,46 @@ class FqnFilterTest(unittest.TestCase):
         self.assertFalse(keep("lm_head"))
 
 
+class TorchaoExampleTest(unittest.TestCase):
+    """examples/apply_torchao_plan.py on a plan `snip export --to torchao` wrote: every layer taken by
+    one config through the DDP-style wrapper, on this machine's PyTorch (torchao absent: the lists)."""
+
+    def test_the_example_takes_every_layer_of_an_exported_plan_once(self):
+        import os
+        import subprocess
+        snip = os.environ.get("SNIP_BIN")
+        if not snip:
+            self.skipTest("SNIP_BIN is not set (ctest sets it)")
+        with tempfile.TemporaryDirectory() as d:
+            layers = {}
+            for b in range(2):
+                for i, name in enumerate(["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                          "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]):
+                    p = "fp4" if (b + i) % 2 else "fp8"
+                    layers[f"model.layers.{b}.{name}"] = {"fprop": p, "dgrad": p, "wgrad": p}
+            Path(d, "plan.json").write_text(json.dumps({"format": "snip-plan/1", "layers": layers, "recipe": "mx"}))
+            out = Path(d, "plan.torchao.json")
+            subprocess.run([snip, "export", "--plan", str(Path(d, "plan.json")), "--to", "torchao", "--out", str(out)],
+                           check=True)
+            example = Path(__file__).resolve().parents[1] / "examples" / "apply_torchao_plan.py"
+            # For real where torchao and a GPU are (gpu_check.sh), else the lists only.
+            try:
+                import torchao  # noqa: F401
+                real = torch.cuda.is_available()
+            except ImportError:
+                real = False
+            run = subprocess.run([sys.executable, str(example), str(out), "--layers", "2"] + ([] if real else ["--dry-run"]),
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn("\napplied\n" if real else "torchao not applied", run.stdout)
+            self.assertIn("float8: 7 modules -> MXFP8TrainingOpConfig", run.stdout)
+            self.assertIn("fp4: 7 modules -> NVFP4TrainingConfig", run.stdout)
+            # A plan for another model is caught, not half-applied.
+            wrong = subprocess.run([sys.executable, str(example), str(out), "--layers", "1", "--dry-run"],
+                                   capture_output=True, text=True)
+            self.assertEqual(wrong.returncode, 1, wrong.stdout)
+            self.assertIn("is the plan for a model of 1 blocks", wrong.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
