@@ -33,6 +33,7 @@
 #include "snip/planner.h"
 #include "snip/recipe_name.h"
 #include "snip/recorded_training.h"
+#include "snip/run_settings.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
 #include "snip/trainer.h"
@@ -42,47 +43,21 @@
 namespace {
 
 struct TrainOptions {
-  std::string preset;
-  std::string config;
-  std::string data;
-  std::string tokenizer = "byte";
-  int64_t steps = 0;  // 0: the default (defaults::kTrainSteps) or, on resume, the run's own total
-  int batch_size = snip::defaults::kBatchSize;
-  int seq_len = 0;  // 0: min(defaults::kSeqLen, max_position_embeddings)
-  int grad_accum = 1;
-  double lr = snip::defaults::kLearningRate;
-  double lr_min = -1;  // < 0: lr / defaults::kLrMinDivisor
-  int64_t warmup = snip::defaults::kWarmup;
-  std::string schedule = "cosine";
-  double weight_decay = snip::defaults::kWeightDecay;
-  double beta1 = snip::defaults::kBeta1, beta2 = snip::defaults::kBeta2;
-  double clip = snip::defaults::kGradClip;
-  std::string precision = snip::defaults::kPrecision;
-  std::string plan;
-  std::string recipe = snip::defaults::kRecipe;
+  snip::RunSettings run;            // what the run is: the same settings the GUI's Run form fills
+  snip::AdaptiveSettings adaptive;  // with --method
+  std::string plan;                 // --plan: a snip-plan/1 file, or the id of a plan in the database
+  std::string method;               // --method: adaptive planning
   std::string resume;
   std::string out;
   bool overwrite = false;  // --out may replace another run's snip checkpoint
   int64_t save_every = 0;
   bool save_every_given = false;  // else a resumed run keeps the interval its checkpoint carries
   bool steps_given = false;       // --steps on the command line (on --resume: the new total)
-  int64_t eval_every = snip::defaults::kEvalEvery;
-  int eval_batches = snip::defaults::kEvalBatches;
-  uint64_t seed = snip::defaults::kSeed;
   bool json = false;
   // Experiment store (storage/): every run is recorded unless --no-db.
   std::string db;
   bool no_db = false;
   std::string name;
-  // Adaptive SNIP (METHOD.md section 9): a statistics round + ILP re-solve every N steps.
-  std::string method;
-  double budget = snip::defaults::kBudget;
-  int64_t replan_every = snip::defaults::kReplanEvery;
-  int64_t bf16_probe_every = snip::defaults::kBf16ProbeEvery;
-  double lambda = snip::defaults::kLambda;
-  bool ties = false;
-  std::string replan_when = "always";
-  double noise_floor = 0;
   std::vector<std::string> given;  // options the user set explicitly
 };
 
@@ -100,51 +75,52 @@ const char* const kRunDefiningOptions[] = {"--data",         "--tokenizer",
                                            "--method",       "--budget",
                                            "--replan-every", "--bf16-probe-every",
                                            "--lambda",       "--ties",
-                                           "--replan-when",  "--noise-floor"};
+                                           "--replan-when",  "--noise-floor",
+                                           "--per-role",     "--noise-passes",
+                                           "--sigma-eta-rel"};
 
 bool given(const TrainOptions& o, const std::string& name) {
   return std::find(o.given.begin(), o.given.end(), name) != o.given.end();
 }
 
 // The run-defining settings given again on a resume, as pointers into the checkpoint's
-// training configuration (`stored`, train_config_to_json) and adaptive settings.
-std::vector<snip::GivenSetting> given_train_settings(const TrainOptions& o, const nlohmann::json& stored) {
+// training configuration (train_config_to_json) and adaptive settings, checked by the session.
+std::vector<snip::GivenSetting> given_train_settings(const TrainOptions& o) {
   // The run stores its tokenizer's canonical path (tokenizer_ref): compare the given one as that.
-  const std::string tokenizer = given(o, "--tokenizer") ? snip::tokenizer_ref(o.tokenizer).spec : o.tokenizer;
+  const std::string tokenizer = given(o, "--tokenizer") ? snip::tokenizer_ref(o.run.tokenizer).spec : o.run.tokenizer;
   return snip::cli::given_settings({{"--tokenizer", "/tokenizer", tokenizer},
-                                    {"--batch-size", "/batch_size", o.batch_size},
-                                    {"--seq-len", "/seq_len", o.seq_len},
-                                    {"--grad-accum", "/grad_accum", o.grad_accum},
-                                    {"--lr", "/schedule/lr", o.lr},
-                                    {"--lr-min", "/schedule/lr_min", o.lr_min},
-                                    // a warmup longer than the run was stored as the run's length
-                                    {"--warmup", "/schedule/warmup",
-                                     stored.contains("steps") && stored["steps"].is_number_integer()
-                                         ? std::min<int64_t>(o.warmup, stored["steps"].get<int64_t>())
-                                         : o.warmup},
-                                    {"--schedule", "/schedule/kind", o.schedule},
-                                    {"--weight-decay", "/adamw/weight_decay", o.weight_decay},
-                                    {"--beta1", "/adamw/beta1", o.beta1},
-                                    {"--beta2", "/adamw/beta2", o.beta2},
-                                    {"--clip", "/grad_clip", o.clip},
-                                    {"--precision", "/precision", o.precision},
-                                    {"--recipe", "/recipe", o.recipe},
-                                    {"--seed", "/seed", o.seed},
-                                    {"--eval-every", "/eval_every", o.eval_every},
-                                    {"--eval-batches", "/eval_batches", o.eval_batches}},
+                                    {"--batch-size", "/batch_size", o.run.batch_size},
+                                    {"--seq-len", "/seq_len", o.run.seq_len},
+                                    {"--grad-accum", "/grad_accum", o.run.grad_accum},
+                                    {"--lr", "/schedule/lr", o.run.lr},
+                                    {"--lr-min", "/schedule/lr_min", o.run.lr_min},
+                                    {"--warmup", "/schedule/warmup", o.run.warmup},
+                                    {"--schedule", "/schedule/kind", o.run.schedule},
+                                    {"--weight-decay", "/adamw/weight_decay", o.run.weight_decay},
+                                    {"--beta1", "/adamw/beta1", o.run.beta1},
+                                    {"--beta2", "/adamw/beta2", o.run.beta2},
+                                    {"--clip", "/grad_clip", o.run.clip},
+                                    {"--precision", "/precision", o.run.precision},
+                                    {"--recipe", "/recipe", o.run.recipe},
+                                    {"--seed", "/seed", o.run.seed},
+                                    {"--eval-every", "/eval_every", o.run.eval_every},
+                                    {"--eval-batches", "/eval_batches", o.run.eval_batches}},
                                    [&o](const std::string& name) { return given(o, name); });
 }
 
 std::vector<snip::GivenSetting> given_adaptive_settings(const TrainOptions& o) {
   return snip::cli::given_settings(
       {{"--method", "/method", o.method.empty() ? "" : snip::method_name(snip::parse_method(o.method))},
-       {"--budget", "/budget", o.budget},
-       {"--replan-every", "/replan_every", o.replan_every},
-       {"--bf16-probe-every", "/bf16_probe_every", o.bf16_probe_every},
-       {"--lambda", "/lambda", o.lambda},
-       {"--ties", "/ties", o.ties},
-       {"--replan-when", "/replan_when", o.replan_when},
-       {"--noise-floor", "/noise_floor", o.noise_floor}},
+       {"--budget", "/budget", o.adaptive.budget},
+       {"--replan-every", "/replan_every", o.adaptive.replan_every},
+       {"--bf16-probe-every", "/bf16_probe_every", o.adaptive.bf16_probe_every},
+       {"--lambda", "/lambda", o.adaptive.lambda},
+       {"--ties", "/ties", o.adaptive.ties},
+       {"--per-role", "/per_role", o.adaptive.per_role},
+       {"--noise-passes", "/round/noise_passes", o.adaptive.noise_passes},
+       {"--sigma-eta-rel", "/round/sigma_eta_rel", o.adaptive.sigma_eta_rel},
+       {"--replan-when", "/replan_when", o.adaptive.replan_when},
+       {"--noise-floor", "/noise_floor", o.adaptive.noise_floor}},
       [&o](const std::string& name) { return given(o, name); });
 }
 
@@ -231,57 +207,36 @@ class Progress {
 };
 
 void check_train_options(const TrainOptions& o) {
-  if (o.steps < 0) throw snip::Error("--steps must be ≥ 0 (got " + std::to_string(o.steps) + ")");
+  if (o.run.steps < 0) throw snip::Error("--steps must be ≥ 0 (got " + std::to_string(o.run.steps) + ")");
   if (o.save_every < 0) throw snip::Error("--save-every must be ≥ 0 (0: save only at the end)");
-  if (o.eval_every < 0) throw snip::Error("--eval-every must be ≥ 0 (0: never evaluate)");
-  if (o.replan_every < 0 || o.bf16_probe_every < 0)
+  if (o.run.eval_every < 0) throw snip::Error("--eval-every must be ≥ 0 (0: never evaluate)");
+  if (o.adaptive.replan_every < 0 || o.adaptive.bf16_probe_every < 0)
     throw snip::Error("--replan-every and --bf16-probe-every must be ≥ 0");
 }
 
-// A saved run is continued with its own settings: the options given again must agree with them.
-void check_resume_options(const TrainOptions& o) {
-  if (!o.preset.empty() || !o.config.empty())
-    throw snip::Error("--resume continues a saved run with its own model; drop --preset/--config");
-  const nlohmann::json state = snip::read_trainer_state(o.resume);
-  const nlohmann::json stored = state.is_object() && state.contains("config") && state["config"].is_object()
-                                    ? state["config"]
-                                    : nlohmann::json::object();
-  snip::check_given_settings(stored, given_train_settings(o, stored), o.resume);
-  // --steps sets the new total: at or below the checkpoint's step there is nothing to train, and
-  // the checkpoint would be rewritten with a total below its own step.
-  if (o.steps_given && state.contains("step") && state["step"].is_number_integer() &&
-      o.steps <= state["step"].get<int64_t>())
-    throw snip::Error("--steps " + std::to_string(o.steps) + " is not beyond the checkpoint's step " +
-                      std::to_string(state["step"].get<int64_t>()) +
-                      ": --steps is the run's new total; give a larger one, or leave it out for the run's own (" +
-                      std::to_string(stored.value("steps", int64_t(0))) + ")");
+// A plan given by --plan: a snip-plan/1 file, or (digits that name no file) a plan of the
+// database, as the GUI's "Stored plan" takes it. Its id is returned in *plan_id.
+snip::Plan given_plan(const TrainOptions& o, std::optional<int64_t>* plan_id) {
+  const bool digits =
+      !o.plan.empty() && o.plan.size() <= 18 && o.plan.find_first_not_of("0123456789") == std::string::npos;
+  std::error_code ec;
+  if (!digits || std::filesystem::exists(o.plan, ec)) return snip::read_plan_file(o.plan);
+  if (o.no_db) throw snip::Error("--plan " + o.plan + " names a plan of the database, and --no-db opens none");
+  snip::Store store(o.db.empty() ? snip::cli::default_db_path() : o.db,
+                    snip::StoreOptions{.create = false, .read_only_if_unwritable = true});
+  *plan_id = std::stoll(o.plan);
+  return store.plan(**plan_id).plan;
 }
 
-// The training configuration of a new run from the options.
-snip::TrainConfig new_train_config(const TrainOptions& o) {
-  if (!o.preset.empty() && !o.config.empty()) throw snip::Error("give either --preset or --config, not both");
-  snip::TrainConfig c;
-  c.model = o.config.empty() ? snip::preset_config(o.preset.empty() ? snip::defaults::kPreset : o.preset)
-                             : snip::read_config_file(o.config);
-  c.data_path = o.data;
-  c.tokenizer = o.tokenizer;
-  c.batch_size = o.batch_size;
-  c.seq_len = o.seq_len > 0 ? o.seq_len : std::min(snip::defaults::kSeqLen, c.model.max_position_embeddings);
-  c.grad_accum = o.grad_accum;
-  c.steps = o.steps > 0 ? o.steps : snip::defaults::kTrainSteps;
-  c.schedule.kind = o.schedule;
-  c.schedule.lr = o.lr;
-  c.schedule.lr_min = o.lr_min >= 0 ? o.lr_min : o.lr / snip::defaults::kLrMinDivisor;
-  c.schedule.warmup = o.warmup;  // the session shortens one longer than the run, with a warning
-  c.adamw.beta1 = o.beta1, c.adamw.beta2 = o.beta2, c.adamw.weight_decay = o.weight_decay;
-  c.grad_clip = o.clip;
-  c.seed = o.seed;
-  c.eval_every = o.eval_every;
-  c.eval_batches = o.eval_batches;
-  c.precision = o.precision;
-  c.recipe = o.recipe;
-  if (!o.plan.empty()) c.plan = snip::read_plan_file(o.plan);
-  return c;
+// The run the options describe: the same settings the GUI's Run form fills.
+snip::RunSettings run_settings(const TrainOptions& o, std::optional<int64_t>* plan_id) {
+  snip::RunSettings s = o.run;
+  if (!o.plan.empty()) s.plan = given_plan(o, plan_id);
+  if (!o.method.empty()) {
+    s.adaptive = o.adaptive;
+    s.adaptive->method = o.method;
+  }
+  return s;
 }
 
 void print_run_header(const snip::Trainer& trainer, const std::string& out) {
@@ -298,28 +253,18 @@ void print_run_header(const snip::Trainer& trainer, const std::string& out) {
 // The run as the options describe it: the one request both fronts give the training session.
 snip::RunRequest run_request(const TrainOptions& o, const std::string& out) {
   snip::RunRequest r;
+  const snip::RunSettings settings = run_settings(o, &r.description.plan_id);
   if (o.resume.empty()) {
-    r.config = new_train_config(o);
+    r.config = snip::train_config(settings);
   } else {
-    check_resume_options(o);
     r.resume_from = o.resume;
-    r.resume_total_steps = o.steps;
-    r.resume_data = given(o, "--data") ? o.data : "";
-    if (!o.plan.empty()) r.resume_plan = snip::read_plan_file(o.plan);  // before the data
+    r.given_train = given_train_settings(o);
+    r.resume_total_steps = o.steps_given ? o.run.steps : 0;
+    r.resume_data = given(o, "--data") ? o.run.data : "";
+    r.resume_plan = settings.plan;
     r.given_adaptive = given_adaptive_settings(o);
   }
-  if (!o.method.empty()) {  // the option rules refuse the other adaptive options without it (or --resume)
-    snip::AdaptiveOptions a;
-    a.method = snip::parse_method(o.method);
-    a.request.budget = o.budget;
-    a.request.ties = o.ties;
-    a.estimator.lambda = o.lambda;
-    a.replan_every = o.replan_every;
-    a.bf16_probe_every = o.bf16_probe_every;
-    a.replan_when = snip::parse_replan_when(o.replan_when);
-    a.noise_floor = o.noise_floor;
-    r.adaptive = a;
-  }
+  if (settings.adaptive) r.adaptive = snip::adaptive_options(*settings.adaptive);
   r.db_path = o.no_db ? "" : o.db.empty() ? snip::cli::default_db_path() : o.db;
   // A name derived from the directory is made one printable line; a given --name with a control
   // character is refused by the store.
@@ -411,17 +356,18 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
   // The adaptive options need a method, or a --resume whose checkpoint carries one (the resume
   // then checks each given value against the run's own: resumed_adaptive_options).
   const std::vector<std::string> adaptive = {"--method", "--resume"};
-  r->at_least<int64_t>("--steps", o.steps, 1,
+  r->at_least<int64_t>("--steps", o.run.steps, 1,
                        "leave it out for the default (" + std::to_string(snip::defaults::kTrainSteps) +
                            ", or the run's own total on --resume)")
-      .at_least("--batch-size", o.batch_size, 1)
-      .at_least("--seq-len", o.seq_len, 1,
+      .at_least("--batch-size", o.run.batch_size, 1)
+      .at_least("--seq-len", o.run.seq_len, 1,
                 "leave it out for min(" + std::to_string(snip::defaults::kSeqLen) + ", max_position_embeddings)")
-      .at_least("--grad-accum", o.grad_accum, 1)
-      .at_least("--lr-min", o.lr_min, 0.0, "leave it out for lr/10")
-      .at_least("--eval-batches", o.eval_batches, 1, "use --eval-every 0 to train without evaluation")
-      .between("--budget", o.budget, 0.0, 1.0, "it is the fraction of linear-layer FLOPs that must run in FP4")
-      .at_least("--lambda", o.lambda, 0.0)
+      .at_least("--grad-accum", o.run.grad_accum, 1)
+      .at_least("--lr-min", o.run.lr_min, 0.0, "leave it out for lr/10")
+      .at_least<int64_t>("--warmup", o.run.warmup, 0)
+      .at_least("--eval-batches", o.run.eval_batches, 1, "use --eval-every 0 to train without evaluation")
+      .between("--budget", o.adaptive.budget, 0.0, 1.0, "it is the fraction of linear-layer FLOPs that must run in FP4")
+      .at_least("--lambda", o.adaptive.lambda, 0.0)
       .requires_any("--budget", adaptive, "it is the FP4 target of adaptive planning (e.g. --method snip)")
       .requires_any("--replan-every", adaptive,
                     "re-planning needs a planning method (e.g. --method snip --budget 0.75 --replan-every 50)")
@@ -430,36 +376,43 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
       .requires_any("--ties", adaptive, "ties constrain the plans adaptive planning makes")
       .requires_any("--replan-when", adaptive, "it decides when adaptive planning re-solves the plan")
       .requires_any("--noise-floor", adaptive, "it keeps noisy layers out of FP4 in adaptive planning")
-      .at_least("--noise-floor", o.noise_floor, 0.0, "0 turns it off; the monitor's threshold is 1.732 (√3)")
+      .requires_any("--per-role", adaptive, "it lets adaptive planning choose each GEMM role apart")
+      .requires_any("--noise-passes", adaptive, "it sets the statistics rounds of adaptive planning")
+      .requires_any("--sigma-eta-rel", adaptive, "it sets the statistics rounds of adaptive planning")
+      .between("--noise-passes", o.adaptive.noise_passes, 1, 1000)
+      .between("--sigma-eta-rel", o.adaptive.sigma_eta_rel, 1e-6, 1.0)
+      .at_least("--noise-floor", o.adaptive.noise_floor, 0.0, "0 turns it off; the monitor's threshold is 1.732 (√3)")
       .excludes("--plan", "--precision",
                 "both set every layer's precision; --precision is the uniform choice when there is no plan")
       .excludes("--plan", "--method",
                 "--plan fixes the precisions while --method re-plans them; give the plan or the method")
       .excludes("--db", "--no-db", "--no-db records nothing; drop one of them")
+      .excludes("--resume", "--preset", "--resume continues a saved run with its own model")
+      .excludes("--resume", "--config", "--resume continues a saved run with its own model")
       .excludes("--precision", "--method",
                 "--method plans every layer's precision before step 1, so --precision would never be used")
       .ignored_unless("--overwrite", {"--out"}, "it lets --out replace another run's checkpoint")
       .add([&o, r = r.get()] {
         // Names checked before the corpus is read (they were refused only after loading it).
         if (!o.method.empty()) (void)snip::parse_method(o.method);
-        if (r->given("--replan-when")) (void)snip::parse_replan_when(o.replan_when);
-        if (r->given("--precision")) (void)snip::parse_precision(o.precision);
-        if (r->given("--recipe")) (void)snip::parse_recipe_name(o.recipe);
-        if (r->given("--eval-batches") && r->given("--eval-every") && o.eval_every == 0)
+        if (r->given("--replan-when")) (void)snip::parse_replan_when(o.adaptive.replan_when);
+        if (r->given("--precision")) (void)snip::parse_precision(o.run.precision);
+        if (r->given("--recipe")) (void)snip::parse_recipe_name(o.run.recipe);
+        if (r->given("--eval-batches") && r->given("--eval-every") && o.run.eval_every == 0)
           snip::cli::OptionRules::warn("--eval-batches is ignored with --eval-every 0 (no evaluation)");
         if (r->given("--recipe") && !r->given("--plan") && !r->given("--method") && !r->given("--resume") &&
-            (o.precision == "fp32" || o.precision == "bf16"))
-          snip::cli::OptionRules::warn("--recipe is ignored with --precision " + o.precision +
+            (o.run.precision == "fp32" || o.run.precision == "bf16"))
+          snip::cli::OptionRules::warn("--recipe is ignored with --precision " + o.run.precision +
                                        " (no scaled format: give --precision fp8 or fp4, --plan or --method)");
         if (r->given("--lambda") && r->given("--method") && o.method != "snip")
           snip::cli::OptionRules::warn("--lambda is ignored with --method " + o.method +
                                        " (it weights dW in SNIP's objective only)");
         if (r->given("--no-db") && r->given("--name"))
           throw snip::Error("--name and --no-db cannot be combined: --name names the run in the database");
-        if (r->given("--lr-min") && r->given("--lr") && o.lr_min > o.lr)
-          throw snip::Error("--lr-min " + std::to_string(o.lr_min) + " is above --lr " + std::to_string(o.lr) +
+        if (r->given("--lr-min") && r->given("--lr") && o.run.lr_min > o.run.lr)
+          throw snip::Error("--lr-min " + std::to_string(o.run.lr_min) + " is above --lr " + std::to_string(o.run.lr) +
                             "; the cosine schedule decays from --lr down to --lr-min");
-        if (r->given("--lr-min") && o.schedule == "constant")
+        if (r->given("--lr-min") && o.run.schedule == "constant")
           snip::cli::OptionRules::warn("--lr-min is ignored with --schedule constant (the rate stays at --lr)");
       });
   return r;
@@ -472,27 +425,35 @@ void add_adaptive_options(CLI::App* cmd, TrainOptions& opts) {
                   "Adaptive planning (paper section 'periodic re-planning'): the method whose plan is re-made from "
                   "each statistics round, one of " +
                       snip::method_names());
-  cmd->add_option("--budget", o->budget,
+  cmd->add_option("--budget", o->adaptive.budget,
                   "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
                   "default " +
                       format_number(snip::defaults::kBudget) + ")");
-  cmd->add_option("--replan-every", o->replan_every,
+  cmd->add_option("--replan-every", o->adaptive.replan_every,
                   "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
                   "re-solves (default " +
                       std::to_string(snip::defaults::kReplanEvery) + "; 0: plan once before the first step)");
-  cmd->add_option("--bf16-probe-every", o->bf16_probe_every,
+  cmd->add_option("--bf16-probe-every", o->adaptive.bf16_probe_every,
                   "Every N steps, also run a BF16 forward on the same batch and record the live loss gap (default " +
                       std::to_string(snip::defaults::kBf16ProbeEvery) + "; 0: never)");
-  cmd->add_option("--lambda", o->lambda,
+  cmd->add_option("--lambda", o->adaptive.lambda,
                   "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
                       format_number(snip::defaults::kLambda) +
                       "; "
                       "lambda=1 is not neutral)");
-  cmd->add_flag("--ties", o->ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
-  cmd->add_option("--replan-when", o->replan_when,
+  cmd->add_flag("--ties", o->adaptive.ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
+  cmd->add_flag("--per-role", o->adaptive.per_role,
+                "Plan fprop and the backward GEMMs (dgrad, wgrad) of each layer apart (FLOPs 1/3 : 2/3)");
+  cmd->add_option("--noise-passes", o->adaptive.noise_passes,
+                  "Backward- and forward-noise passes of each statistics round (default " +
+                      std::to_string(snip::StatsRoundOptions{}.noise_passes) + ")");
+  cmd->add_option("--sigma-eta-rel", o->adaptive.sigma_eta_rel,
+                  "Forward-noise scale of each statistics round, relative to a layer's output RMS (default " +
+                      format_number(snip::StatsRoundOptions{}.sigma_eta_rel) + ")");
+  cmd->add_option("--replan-when", o->adaptive.replan_when,
                   "With --method: always (re-solve at every statistics round) or noise (re-solve only when a layer's "
                   "FP4 gradient noise ratio crosses the threshold, √3 or --noise-floor; METHOD.md 10)");
-  cmd->add_option("--noise-floor", o->noise_floor,
+  cmd->add_option("--noise-floor", o->adaptive.noise_floor,
                   "With --method: keep layers whose FP4 gradient noise ratio is below this out of FP4 (e.g. 1.732 = "
                   "√3; default 0: off)");
 }
@@ -502,33 +463,36 @@ void setup_train(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "train", "Train a Llama model with each linear layer's fprop/dgrad/wgrad GEMMs in emulated BF16/FP8/FP4");
   cmd->add_option(
-      "--preset", o->preset,
+      "--preset", o->run.preset,
       "Model preset: tiny, small, medium, tinyllama-1.1b (default " + std::string(snip::defaults::kPreset) + ")");
-  cmd->add_option("--config", o->config, "Hugging Face config.json of a Llama model (instead of --preset)");
-  cmd->add_option("--data", o->data,
+  cmd->add_option("--config", o->run.config_path, "Hugging Face config.json of a Llama model (instead of --preset)");
+  cmd->add_option("--data", o->run.data,
                   "Training text (.txt, .txt.gz, a folder of text) or llm.c token file (.bin); default: bundled KJV");
-  cmd->add_option("--tokenizer", o->tokenizer, "\"byte\" (vocab 256) or a SentencePiece .model file");
+  cmd->add_option("--tokenizer", o->run.tokenizer, "\"byte\" (vocab 256) or a SentencePiece .model file");
   cmd->add_option(
-      "--steps", o->steps,
+      "--steps", o->run.steps,
       "Optimizer steps (default " + std::to_string(snip::defaults::kTrainSteps) + "; on --resume the run's own total)");
-  cmd->add_option("--batch-size", o->batch_size, "Rows per micro-batch (B)");
+  cmd->add_option("--batch-size", o->run.batch_size, "Rows per micro-batch (B)");
   cmd->add_option(
-      "--seq-len", o->seq_len,
+      "--seq-len", o->run.seq_len,
       "Tokens per row (T); default min(" + std::to_string(snip::defaults::kSeqLen) + ", max_position_embeddings)");
-  cmd->add_option("--grad-accum", o->grad_accum, "Micro-batches per optimizer step (gradient accumulation)");
-  cmd->add_option("--lr", o->lr, "Peak learning rate");
-  cmd->add_option("--lr-min", o->lr_min, "Final learning rate of the cosine schedule (default lr/10)");
-  cmd->add_option("--warmup", o->warmup, "Linear warmup steps");
-  cmd->add_option("--schedule", o->schedule, "Learning-rate schedule: cosine or constant");
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay (matrices only)");
-  cmd->add_option("--beta1", o->beta1, "AdamW beta1");
-  cmd->add_option("--beta2", o->beta2, "AdamW beta2");
-  cmd->add_option("--clip", o->clip, "Gradient clipping by global norm (0 disables)");
-  cmd->add_option("--precision", o->precision,
+  cmd->add_option("--grad-accum", o->run.grad_accum, "Micro-batches per optimizer step (gradient accumulation)");
+  cmd->add_option("--lr", o->run.lr, "Peak learning rate");
+  cmd->add_option("--lr-min", o->run.lr_min, "Final learning rate of the cosine schedule (default lr/10)");
+  cmd->add_option("--warmup", o->run.warmup,
+                  "Linear warmup steps (default " + std::to_string(snip::defaults::kWarmup) +
+                      ", or the whole run when it is shorter)");
+  cmd->add_option("--schedule", o->run.schedule, "Learning-rate schedule: cosine or constant");
+  cmd->add_option("--weight-decay", o->run.weight_decay, "AdamW decoupled weight decay (matrices only)");
+  cmd->add_option("--beta1", o->run.beta1, "AdamW beta1");
+  cmd->add_option("--beta2", o->run.beta2, "AdamW beta2");
+  cmd->add_option("--clip", o->run.clip, "Gradient clipping by global norm (0 disables)");
+  cmd->add_option("--precision", o->run.precision,
                   "Uniform precision of every linear GEMM when no --plan: fp32 (exact), bf16, fp8 (E4M3), fp4 (E2M1)");
   cmd->add_option("--plan", o->plan,
-                  "snip-plan/1 JSON assigning fprop/dgrad/wgrad precisions per layer (layers left out run BF16)");
-  cmd->add_option("--recipe", o->recipe,
+                  "snip-plan/1 JSON assigning fprop/dgrad/wgrad precisions per layer (layers left out run BF16), or "
+                  "the id of a plan in the database (snip show --run ID lists them)");
+  cmd->add_option("--recipe", o->run.recipe,
                   "Scaling recipe of the quantized GEMMs: snip, mx, nvfp4, tensor, or block:N (2-4096), block:row, "
                   "channel, each with an optional :sr (stochastic rounding of FP4 gradients); docs/FORMATS.md 4.1");
   cmd->add_option("--resume", o->resume, "Continue the run saved in this checkpoint directory (bit-exact)");
@@ -539,9 +503,9 @@ void setup_train(CLI::App& app) {
                 "Let --out replace another run's snip checkpoint (never a folder with other files)");
   cmd->add_option("--save-every", o->save_every,
                   "Also save a checkpoint every N steps (0: only at the end; on --resume: the run's own interval)");
-  cmd->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: never)");
-  cmd->add_option("--eval-batches", o->eval_batches, "Sequential validation batches per evaluation");
-  cmd->add_option("--seed", o->seed, "Seed of the weights, the data order and stochastic rounding");
+  cmd->add_option("--eval-every", o->run.eval_every, "Validation loss every N steps (0: never)");
+  cmd->add_option("--eval-batches", o->run.eval_batches, "Sequential validation batches per evaluation");
+  cmd->add_option("--seed", o->run.seed, "Seed of the weights, the data order and stochastic rounding");
   cmd->add_flag("--json", o->json, "Print one JSON object per step on stdout instead of a progress bar");
   cmd->add_option("--db", o->db, "Experiment database to record the run in (default: the user's workbench database)");
   cmd->add_flag("--no-db", o->no_db, "Do not record the run in a database");

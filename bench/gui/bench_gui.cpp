@@ -405,8 +405,11 @@ int bench_quick_start() {
   const bool done = wait_for([&] { return !w.quick_start_running(); }, 30 * 60 * 1000);
   const double seconds = double(t.elapsed()) / 1000.0;
   const QuickStartOptions o;
+  snip::RunSettings quick;
+  quick.preset = o.preset.toStdString();
+  const int seq_len = o.seq_len > 0 ? o.seq_len : snip::train_config(quick).seq_len;
   std::printf("quick start (%s, %d steps twice, B=%d, T=%d, re-planned every %d): %.1f s wall%s\n",
-              o.preset.toUtf8().constData(), o.steps, o.batch, o.seq_len, o.replan_every, seconds,
+              o.preset.toUtf8().constData(), o.steps, o.batch, seq_len, o.replan_every, seconds,
               done ? "" : " (DID NOT FINISH)");
   w.close();
   return done ? 0 : 1;

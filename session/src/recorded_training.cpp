@@ -266,7 +266,7 @@ std::optional<int64_t> branch_parent(Store& store, const Trainer& trainer, int64
   };
   if (latest > trainer.step_count()) {
     // What the checkpoint itself was training under (its own total, before --steps).
-    const nlohmann::json own = read_run_state(resumed_from)["config"];
+    const nlohmann::json own = trainer.resumed_state().value("config", nlohmann::json::object());
     const bool same_total = total_is(stored) && total_is(own);
     // An adaptive run's plan moves with its rounds (the checkpoint carries the one in effect); a
     // fixed plan is the run's stored one.

@@ -43,9 +43,9 @@ void TrainingSession::warn(const std::string& message) const {
 void TrainingSession::open_places() {
   if (request_.checkpoint_dir.empty() == request_.checkpoint_root.empty())
     throw Error("a training run needs exactly one checkpoint place: a folder, or a root for per-run folders");
-  if (!request_.resume_from.empty()) {  // a broken checkpoint says so first
+  if (!request_.resume_from.empty()) {  // a broken checkpoint says so first; its state is read once
     try {
-      (void)read_run_state(request_.resume_from);
+      resume_state_ = read_run_state(request_.resume_from);
     } catch (const std::exception& e) {
       throw Error("cannot resume from " + request_.resume_from + ": " + e.what() +
                   " — choose another checkpoint, or start a new run");
@@ -57,8 +57,12 @@ void TrainingSession::open_places() {
     checkpoint_dir_ = request_.checkpoint_dir;
     // What is there may be replaced, the location is writable, and it is held by this run until
     // its last checkpoint is saved.
-    checkpoint_lock_ = check_checkpoint_target(
-        checkpoint_dir_, {request_.overwrite, request_.resume_from, request_.db_path, /*per_step=*/false});
+    CheckpointTargetOptions target;
+    target.overwrite = request_.overwrite;
+    target.resumed_from = request_.resume_from;
+    target.resumed_state = request_.resume_from.empty() ? nullptr : &resume_state_;
+    target.db_path = request_.db_path;
+    checkpoint_lock_ = check_checkpoint_target(checkpoint_dir_, target);
   }
 }
 
@@ -75,13 +79,20 @@ void TrainingSession::build_trainer() {
     }
     trainer_ = std::make_unique<Trainer>(std::move(c));  // bad config or data throws here
   } else {
-    const nlohmann::json state = read_run_state(request_.resume_from);
-    if (request_.resume_total_steps > 0 && state.contains("step") && state["step"].is_number_integer() &&
+    const nlohmann::json& state = resume_state_;
+    const nlohmann::json& config = state["config"];
+    std::vector<GivenSetting> given = request_.given_train;
+    for (GivenSetting& g : given)  // a warmup longer than the run was stored as the run's length
+      if (g.pointer == "/schedule/warmup" && g.value.is_number_integer() && config["steps"].is_number_integer())
+        g.value = std::min(g.value.get<int64_t>(), config["steps"].get<int64_t>());
+    check_given_settings(config, given, request_.resume_from);
+    if (request_.resume_total_steps > 0 && state["step"].is_number_integer() &&
         request_.resume_total_steps <= state["step"].get<int64_t>())
-      throw Error("the new total of " + std::to_string(request_.resume_total_steps) +
+      throw Error("a new total of " + std::to_string(request_.resume_total_steps) +
                   " steps is not beyond the checkpoint's step " + std::to_string(state["step"].get<int64_t>()) +
-                  ": give a larger total, or none for the run's own");
-    trainer_ = Trainer::resume(request_.resume_from, request_.resume_total_steps, request_.resume_data);
+                  ": the total counts from the run's start; give a larger one, or none for the run's own (" +
+                  std::to_string(config.value("steps", int64_t(0))) + ")");
+    trainer_ = Trainer::resume(request_.resume_from, request_.resume_total_steps, request_.resume_data, &resume_state_);
     for (const std::string& w : trainer_->resume_warnings()) warn(w);
     if (request_.resume_plan) trainer_->set_plan(*request_.resume_plan);
   }

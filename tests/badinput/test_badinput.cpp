@@ -250,7 +250,7 @@ TEST_F(BadInput, UnknownNamesListTheChoicesAndBadTrainingValuesAreRefused) {
        "unknown learning-rate schedule \"linear\"; choose constant or cosine"},
       {"train --preset tiny --steps 1 --lr -1", "learning rate must be a positive number"},
       {"train --preset tiny --steps 1 --lr nan", "--lr must be a finite number (got nan)"},
-      {"train --preset tiny --steps 1 --warmup -4", "warmup steps must be"},
+      {"train --preset tiny --steps 1 --warmup -4", "--warmup must be ≥ 0 (got -4)"},
       {"solve --stats " + stats() + " --budget 0.5 --method best", "unknown method 'best' (expected one of: snip,"},
   };
   for (const Case& c : cases) {

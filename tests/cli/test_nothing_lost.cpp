@@ -491,7 +491,7 @@ TEST(RunIdentity, TwoResumesFromOneCheckpointMakeABranchAndLoseNoRows) {
   // --steps at or below the checkpoint's step trains nothing: refused, the checkpoint untouched.
   const Result back = sh(kSnip + " train --resume " + dir.file("a") + " --steps 5 --db " + db);
   EXPECT_NE(back.status, 0) << back.out;
-  EXPECT_TRUE(contains(back.out, "--steps 5 is not beyond the checkpoint's step 6")) << back.out;
+  EXPECT_TRUE(contains(back.out, "a new total of 5 steps is not beyond the checkpoint's step 6")) << back.out;
   // The parent keeps every row it had, bit for bit.
   const std::vector<snip::MetricRow> after = store.metrics(1);
   ASSERT_EQ(after.size(), first.size());

@@ -10,10 +10,12 @@
 // real `snip` binary.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -310,6 +312,51 @@ TEST(ResumeIsTheSameRun, ContradictingOptionsAreAnErrorNamingBothValues) {
             0)
       << err;
   EXPECT_EQ(recorded(db).round_steps, (std::vector<int64_t>{0, 3, 6, 9}));
+}
+
+// One resume path: the checkpoint's trainer_state.json is read once before training starts (it
+// was read and checked four times: the command, the session twice, the trainer), and the new
+// total is checked there, in one wording for both fronts. Counted with inotify on the folder:
+// the run's first step line comes after every set-up open, and the run is killed long before its
+// only save (nothing here depends on timing).
+TEST(ResumeIsTheSameRun, TheCheckpointStateIsReadOnceBeforeTheFirstStep) {
+  TempDir dir;
+  const std::string ck = dir.file("ck");
+  ASSERT_EQ(run_snip("train --preset tiny --steps 2 --batch-size 2 --seq-len 16 --no-db --out " + ck), 0);
+  const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(watch, 0);
+  ASSERT_GE(inotify_add_watch(watch, ck.c_str(), IN_OPEN), 0);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    ::close(out[0]);
+    const std::string bin = SNIP_BIN;
+    execl(bin.c_str(), bin.c_str(), "train", "--resume", ck.c_str(), "--steps", "1000000", "--json", "--no-db",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ::close(out[1]);
+  std::string first;
+  for (char c; first.find('\n') == std::string::npos && ::read(out[0], &c, 1) == 1;) first += c;
+  int opens = 0;
+  alignas(inotify_event) char buf[65536];
+  for (ssize_t n; (n = ::read(watch, buf, sizeof buf)) > 0;)
+    for (char* p = buf; p < buf + n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(p);
+      if (e->len > 0 && std::string(e->name) == "trainer_state.json") ++opens;
+      p += sizeof(inotify_event) + e->len;
+    }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ::close(out[0]);
+  ::close(watch);
+  ASSERT_NE(first.find("\"step\":3"), std::string::npos) << first;
+  EXPECT_EQ(opens, 1) << "trainer_state.json opened " << opens << " times before the first step";
+  std::string err;
+  EXPECT_EQ(run_snip("train --resume " + ck + " --steps 2 --no-db", &err), 1);
+  EXPECT_NE(err.find("a new total of 2 steps is not beyond the checkpoint's step 2"), std::string::npos) << err;
 }
 
 // The corpus is found by its absolute path from any directory, and a changed or moved one is

@@ -34,12 +34,14 @@
 #include "plan_grid.h"
 #include "plan_view.h"
 #include "qt_wait.h"
+#include "run_command.h"
 #include "run_view.h"
 #include "sensitivity_view.h"
 #include "snip/atomic_file.h"
 #include "snip/model_config.h"
 #include "snip/plan.h"
 #include "snip/plan_export.h"
+#include "snip/recorded_training.h"
 #include "snip/run_recorder.h"
 #include "snip/store.h"
 #include "snip/trainer.h"
@@ -209,6 +211,57 @@ TEST_F(WorkbenchTest, AMegatronPipelineLayoutGivesEveryStageTheSamePlanAndItsExp
   ASSERT_TRUE(wait_plan(pv, shown, before + 1));
   EXPECT_TRUE(pv->stages_spin()->isEnabled());
   EXPECT_FALSE(pv->virtual_stages_spin()->isEnabled());
+}
+
+// One run description for both fronts (snip/run_settings.h): every setting, away from its
+// default, set in the Run form reads back from it, and `snip train` given the same settings as
+// options stores the same training configuration and adaptive settings as the form's request.
+TEST_F(WorkbenchTest, EverySettingOfTheRunFormIsASnipTrainOptionAndBothMakeTheSameRun) {
+  auto w = open_window();
+  RunView* rv = w->run_view();
+  snip::RunSettings s;
+  s.preset = "tiny";
+  s.steps = 4, s.batch_size = 2, s.seq_len = 16, s.grad_accum = 2;
+  s.lr = 2e-3, s.lr_min = 1e-4, s.warmup = 2, s.schedule = "cosine";
+  s.weight_decay = 0.05, s.beta1 = 0.85, s.beta2 = 0.9, s.clip = 0.5;
+  s.seed = 7, s.eval_every = 2, s.eval_batches = 3, s.recipe = "mx";
+  snip::AdaptiveSettings a;
+  a.method = "snip", a.budget = 0.6, a.replan_every = 2, a.bf16_probe_every = 3, a.lambda = 0.2;
+  a.ties = true, a.per_role = true, a.replan_when = "noise", a.noise_floor = 1.5;
+  a.noise_passes = 2, a.sigma_eta_rel = 0.02;
+  s.adaptive = a;
+  rv->set_run_settings(s);
+  rv->precision_combo()->setCurrentIndex(6);  // Adaptive
+  snip::RunSettings back = rv->run_settings();
+  EXPECT_TRUE(back == s) << "the form does not hold every setting";
+  const TrainRequest r = rv->make_request();
+  ASSERT_TRUE(r.adaptive);
+
+  const std::string root = dir_.path().toStdString();
+  const auto cli = snip_test::run_shell(
+      std::string(SNIP_EXE) +
+      " train --preset tiny --steps 4 --batch-size 2 --seq-len 16 --grad-accum 2 --lr 2e-3 --lr-min 1e-4 "
+      "--warmup 2 --schedule cosine --weight-decay 0.05 --beta1 0.85 --beta2 0.9 --clip 0.5 --seed 7 "
+      "--eval-every 2 --eval-batches 3 --recipe mx --method snip --budget 0.6 --replan-every 2 "
+      "--bf16-probe-every 3 --lambda 0.2 --ties --per-role --replan-when noise --noise-floor 1.5 --noise-passes 2 "
+      "--sigma-eta-rel 0.02 --db " +
+      root + "/cli.db --out " + root + "/cli-ck");
+  ASSERT_EQ(cli.status, 0) << cli.out;
+  snip::Store store(root + "/cli.db");
+  nlohmann::json stored = store.runs().at(0).spec.train_config;
+  nlohmann::json form = snip::train_config_to_json(r.config);
+  nlohmann::json stored_adaptive = stored["adaptive"], form_adaptive = snip::adaptive_options_to_json(*r.adaptive);
+  for (nlohmann::json* j : {&stored, &form}) {
+    j->erase("adaptive");
+    j->erase("checkpoint_dir");
+    j->erase("tokenizer_fingerprint");
+  }
+  for (nlohmann::json* j : {&stored_adaptive, &form_adaptive}) {  // a run's rounds take the run's seed
+    j->erase("seed");
+    (*j)["round"].erase("seed");
+  }
+  EXPECT_EQ(form, stored) << form.dump(1) << "\n" << stored.dump(1);
+  EXPECT_EQ(form_adaptive, stored_adaptive) << form_adaptive.dump(1) << "\n" << stored_adaptive.dump(1);
 }
 
 TEST_F(WorkbenchTest, CompareViewShowsTwoPlansWithTheirDifferences) {

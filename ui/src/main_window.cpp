@@ -571,19 +571,16 @@ void MainWindow::start_quick_start(const QuickStartOptions& options) {
   // The loop's first stage: SNIP re-plans from a statistics round every replan_every steps.
   TrainRequest r;
   try {
-    r = quick_start_request(QStringLiteral("quick start · adaptive SNIP"));
+    snip::AdaptiveSettings a;
+    a.budget = options.budget;
+    a.replan_every = options.replan_every;
+    a.bf16_probe_every = std::max(1, options.replan_every / 4);
+    r = quick_start_request(QStringLiteral("quick start · adaptive SNIP"), "bf16", a);
   } catch (const std::exception& e) {
     quick_stage_ = QuickStage::none;
     show_message(MessageLevel::error, tr("Quick start could not start: %1").arg(error_text(e)));
     return;
   }
-  snip::AdaptiveOptions a;
-  a.method = snip::Method::snip;
-  a.request.budget = options.budget;
-  a.replan_every = options.replan_every;
-  a.bf16_probe_every = std::max(1, options.replan_every / 4);
-  r.config.precision = "bf16";  // until the first plan, made before step 1
-  r.adaptive = a;
   r.method = QStringLiteral("snip");
   show_view(QStringLiteral("monitor"));
   show_message(MessageLevel::info, tr("Quick start 1/2: training %1 with SNIP at %2 % FP4 (re-planned every %3 steps). "
@@ -594,24 +591,23 @@ void MainWindow::start_quick_start(const QuickStartOptions& options) {
   start_request(r);
 }
 
-TrainRequest MainWindow::quick_start_request(const QString& name) const {
-  // The form's request (database, checkpoint folder), with the quick start's own settings: the
-  // user's form is left as it is.
+TrainRequest MainWindow::quick_start_request(const QString& name, const std::string& precision,
+                                             const std::optional<snip::AdaptiveSettings>& adaptive) const {
+  // The form's request (database, checkpoint folder), with the quick start's own run: the user's
+  // form is left as it is, and every other setting is the default `snip train` takes.
   TrainRequest r = run_view_->make_quick_request();
-  snip::TrainConfig& c = r.config;
-  c.model = snip::preset_config(quick_options_.preset.toStdString());
-  c.data_path.clear();  // the bundled corpus
-  c.recipe = "snip";
-  c.steps = quick_options_.steps;
-  c.batch_size = quick_options_.batch;
-  c.seq_len = std::min(quick_options_.seq_len, c.model.max_position_embeddings);
-  c.seed = snip::defaults::kSeed;
-  c.eval_every = std::max(1, quick_options_.steps / 8);
-  c.schedule.lr = snip::defaults::kLearningRate;
-  c.schedule.lr_min = snip::defaults::kLearningRate / snip::defaults::kLrMinDivisor;
-  c.schedule.warmup = std::min(snip::defaults::kWarmup, c.steps);
+  snip::RunSettings s;
+  s.preset = quick_options_.preset.toStdString();
+  s.data.clear();  // the bundled corpus
+  s.steps = quick_options_.steps;
+  s.batch_size = quick_options_.batch;
+  s.seq_len = quick_options_.seq_len;
+  s.eval_every = std::max(1, quick_options_.steps / 8);
+  s.precision = precision;
+  s.adaptive = adaptive;
+  r.config = snip::train_config(s);
+  if (adaptive) r.adaptive = snip::adaptive_options(*adaptive);
   r.run_name = name;
-  r.adaptive.reset();
   r.plan_id.reset();
   return r;
 }
@@ -628,8 +624,14 @@ void MainWindow::quick_start_run_ended(qint64 run_id, const QString& status) {
   if (quick_stage_ == QuickStage::adaptive) {
     // The baseline: the same model, data, seed and steps with every GEMM in FP4.
     quick_stage_ = QuickStage::uniform_fp4;
-    TrainRequest r = quick_start_request(QStringLiteral("quick start · FP4 everywhere"));
-    r.config.precision = "fp4";
+    TrainRequest r;
+    try {
+      r = quick_start_request(QStringLiteral("quick start · FP4 everywhere"), "fp4", std::nullopt);
+    } catch (const std::exception& e) {
+      quick_stage_ = QuickStage::none;
+      show_message(MessageLevel::error, tr("Quick start could not go on: %1").arg(error_text(e)));
+      return;
+    }
     r.method = QStringLiteral("uniform-fp4");
     show_message(MessageLevel::info, tr("Quick start 2/2: the same run with FP4 everywhere, to compare against."));
     start_request(r);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "live_metrics.h"
+#include "snip/run_settings.h"
 #include "training_worker.h"
 #include "workbench.h"
 
@@ -37,7 +38,7 @@ struct QuickStartOptions {
   int steps = 600;  // both runs: 11 s wall on a 2-core Zen 5 (bench/gui --quick-start-only)
   int replan_every = 150;
   int batch = 8;
-  int seq_len = 64;
+  int seq_len = 0;      // 0: the default, min(128, the model's positions)
   double budget = 0.5;  // FP4 FLOP fraction of SNIP's plans
 };
 
@@ -142,7 +143,8 @@ class MainWindow : public QMainWindow {
   void ask_and_export(ExportKind kind);
   // The quick start's next stage after a run ended (or its end, with a message).
   void quick_start_run_ended(qint64 run_id, const QString& status);
-  TrainRequest quick_start_request(const QString& name) const;
+  TrainRequest quick_start_request(const QString& name, const std::string& precision,
+                                   const std::optional<snip::AdaptiveSettings>& adaptive) const;
   void offer_quick_start_on_an_empty_database();
   void export_chart(bool svg, const QString& path);
   void export_metrics_csv(const QString& path);

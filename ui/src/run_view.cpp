@@ -16,11 +16,16 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QStyle>
 #include <QTableWidget>
+#include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
 
 #include "file_dialogs.h"
 #include "snip/defaults.h"
@@ -65,8 +70,17 @@ QLineEdit* path_row(QWidget* parent, QFormLayout* form, const QString& label, co
 RunView::RunView(Workbench* workbench, QWidget* parent) : QWidget(parent), workbench_(workbench) {
   QGroupBox* box = make_run_box();
   QGroupBox* runs_box = make_runs_box();
+  // The form scrolls when "More settings" makes it taller than the window.
+  auto* form_scroll = new QScrollArea(this);
+  form_scroll->setWidget(box);
+  form_scroll->setWidgetResizable(true);
+  form_scroll->setFrameShape(QFrame::NoFrame);
+  form_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  const int scrollbar = style()->pixelMetric(QStyle::PM_ScrollBarExtent);
+  form_scroll->setMinimumWidth(std::max(box->minimumWidth(), box->sizeHint().width()) + scrollbar);
+  form_scroll->setMaximumWidth(box->maximumWidth() + scrollbar);
   auto* layout = new QHBoxLayout(this);
-  layout->addWidget(box);
+  layout->addWidget(form_scroll);
   layout->addWidget(runs_box, 1);
   connect_signals();
   restore_settings();
@@ -84,6 +98,19 @@ QGroupBox* RunView::make_run_box() {
   add_model_rows(box, form);
   form->addRow(tr("Adaptive:"), make_adaptive_box(box));
   add_training_rows(box, form);
+  auto* more_toggle = new QToolButton(box);
+  more_toggle->setText(tr("More settings"));
+  more_toggle->setCheckable(true);
+  more_toggle->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  more_toggle->setArrowType(Qt::RightArrow);
+  more_toggle->setAutoRaise(true);
+  form->addRow(more_toggle);
+  form->addRow(make_more_box(box));
+  more_box_->setVisible(false);
+  connect(more_toggle, &QToolButton::toggled, this, [this, more_toggle](bool on) {
+    more_toggle->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+    more_box_->setVisible(on);
+  });
   add_control_rows(box, form);
   box->setMinimumWidth(420);
   box->setMaximumWidth(560);
@@ -209,6 +236,67 @@ QWidget* RunView::make_adaptive_box(QWidget* parent) {
   adaptive_grid->addWidget(new QLabel(tr("noise floor"), adaptive_box_), 4, 3, 1, 2);
   adaptive_grid->addWidget(adaptive_noise_floor_, 4, 5);
   return adaptive_box_;
+}
+
+// The rest of what `snip train` takes: tokenizer, accumulation, schedule, AdamW, clipping and
+// evaluation batches, each at its default (snip/defaults.h).
+QWidget* RunView::make_more_box(QWidget* parent) {
+  more_box_ = new QWidget(parent);
+  auto* form = new QFormLayout(more_box_);
+  form->setContentsMargins(0, 0, 0, 0);
+  tokenizer_edit_ = path_row(more_box_, form, tr("Tokenizer:"), tr("byte (vocab 256), or a SentencePiece .model"),
+                             tr("SentencePiece models (*.model);;All files (*)"));
+  auto spin = [&](int lo, int hi, int value, const QString& special = {}) {
+    auto* b = new QSpinBox(more_box_);
+    b->setRange(lo, hi);
+    b->setValue(value);
+    if (!special.isEmpty()) b->setSpecialValueText(special);
+    return b;
+  };
+  auto dspin = [&](double lo, double hi, double value, int decimals, const QString& special = {}) {
+    auto* b = new QDoubleSpinBox(more_box_);
+    b->setDecimals(decimals);
+    b->setRange(lo, hi);
+    b->setValue(value);
+    b->setSingleStep(std::pow(10.0, -decimals + 1));
+    if (!special.isEmpty()) b->setSpecialValueText(special);
+    return b;
+  };
+  const snip::RunSettings d;
+  grad_accum_spin_ = spin(1, 4096, d.grad_accum);
+  eval_batches_spin_ = spin(1, 100000, d.eval_batches);
+  auto* accum_row = new QHBoxLayout();
+  accum_row->addWidget(grad_accum_spin_);
+  accum_row->addWidget(new QLabel(tr("eval batches"), more_box_));
+  accum_row->addWidget(eval_batches_spin_);
+  form->addRow(tr("Grad accumulation:"), accum_row);
+  schedule_combo_ = new QComboBox(more_box_);
+  schedule_combo_->addItems({QStringLiteral("cosine"), QStringLiteral("constant")});
+  warmup_spin_ = spin(-1, 10000000, -1, tr("auto"));
+  warmup_spin_->setToolTip(
+      tr("Linear warmup steps; auto: %1, or the whole run when it is shorter").arg(snip::defaults::kWarmup));
+  lr_min_spin_ = dspin(-1.0, 1.0, -1.0, 6, tr("peak / %1").arg(snip::defaults::kLrMinDivisor));
+  auto* schedule_row = new QHBoxLayout();
+  schedule_row->addWidget(schedule_combo_);
+  schedule_row->addWidget(new QLabel(tr("warmup"), more_box_));
+  schedule_row->addWidget(warmup_spin_);
+  schedule_row->addWidget(new QLabel(tr("final LR"), more_box_));
+  schedule_row->addWidget(lr_min_spin_);
+  form->addRow(tr("Schedule:"), schedule_row);
+  weight_decay_spin_ = dspin(0.0, 10.0, d.weight_decay, 4);
+  beta1_spin_ = dspin(0.0, 0.9999, d.beta1, 4);
+  beta2_spin_ = dspin(0.0, 0.99999, d.beta2, 5);
+  clip_spin_ = dspin(0.0, 1000.0, d.clip, 3, tr("off"));
+  auto* adam_row = new QHBoxLayout();
+  adam_row->addWidget(new QLabel(tr("β1"), more_box_));
+  adam_row->addWidget(beta1_spin_);
+  adam_row->addWidget(new QLabel(tr("β2"), more_box_));
+  adam_row->addWidget(beta2_spin_);
+  adam_row->addWidget(new QLabel(tr("decay"), more_box_));
+  adam_row->addWidget(weight_decay_spin_);
+  form->addRow(tr("AdamW:"), adam_row);
+  form->addRow(tr("Clip grad norm:"), clip_spin_);
+  return more_box_;
 }
 
 // The plan sources, steps, shape, learning rate, seed and the evaluation/checkpoint intervals.
@@ -398,6 +486,16 @@ void RunView::save_settings() const {
   s.setValue(QStringLiteral("adaptive/per_role"), adaptive_per_role_->isChecked());
   s.setValue(QStringLiteral("adaptive/replan_when"), adaptive_replan_when_->currentIndex());
   s.setValue(QStringLiteral("adaptive/noise_floor"), adaptive_noise_floor_->value());
+  s.setValue(QStringLiteral("more/tokenizer"), tokenizer_edit_->text());
+  s.setValue(QStringLiteral("more/grad_accum"), grad_accum_spin_->value());
+  s.setValue(QStringLiteral("more/eval_batches"), eval_batches_spin_->value());
+  s.setValue(QStringLiteral("more/schedule"), schedule_combo_->currentText());
+  s.setValue(QStringLiteral("more/warmup"), warmup_spin_->value());
+  s.setValue(QStringLiteral("more/lr_min"), lr_min_spin_->value());
+  s.setValue(QStringLiteral("more/weight_decay"), weight_decay_spin_->value());
+  s.setValue(QStringLiteral("more/beta1"), beta1_spin_->value());
+  s.setValue(QStringLiteral("more/beta2"), beta2_spin_->value());
+  s.setValue(QStringLiteral("more/clip"), clip_spin_->value());
 }
 
 void RunView::restore_settings() {
@@ -454,6 +552,16 @@ void RunView::restore_settings() {
   check(adaptive_per_role_, "adaptive/per_role");
   index(adaptive_replan_when_, "adaptive/replan_when");
   dspin(adaptive_noise_floor_, "adaptive/noise_floor");
+  text(tokenizer_edit_, "more/tokenizer");
+  spin(grad_accum_spin_, "more/grad_accum");
+  spin(eval_batches_spin_, "more/eval_batches");
+  combo(schedule_combo_, "more/schedule");
+  spin(warmup_spin_, "more/warmup");
+  dspin(lr_min_spin_, "more/lr_min");
+  dspin(weight_decay_spin_, "more/weight_decay");
+  dspin(beta1_spin_, "more/beta1");
+  dspin(beta2_spin_, "more/beta2");
+  dspin(clip_spin_, "more/clip");
 }
 
 void RunView::set_training(bool training, bool paused) {
@@ -480,84 +588,118 @@ void RunView::show_progress(const StepUpdate& u) {
                                .arg(format_duration(u.eta_s)));
 }
 
-// The model, data and schedule the form gives (the precision aside).
-void RunView::fill_train_config(snip::TrainConfig& c) const {
-  if (!config_edit_->text().trimmed().isEmpty())
-    c.model = snip::read_config_file(config_edit_->text().trimmed().toStdString());
-  else
-    c.model = snip::preset_config(preset_combo_->currentText().toStdString());
-  c.data_path = data_edit_->text().trimmed().toStdString();
-  c.recipe = snip::parse_recipe_name(recipe_combo_->currentText().trimmed().toStdString()).canonical;
-  c.steps = steps_spin_->value();
-  c.batch_size = batch_spin_->value();
-  c.seq_len = seq_spin_->value();
-  c.seed = uint64_t(seed_spin_->value());
-  c.eval_every = eval_spin_->value();
-  c.schedule.lr = lr_spin_->value();
-  c.schedule.lr_min = lr_spin_->value() / snip::defaults::kLrMinDivisor;
-  c.schedule.warmup = std::min(snip::defaults::kWarmup, c.steps);  // no warmup field: the default, within the run
-  if (c.model.max_position_embeddings > 0 && c.seq_len > c.model.max_position_embeddings)
-    throw snip::Error("sequence length " + std::to_string(c.seq_len) + " exceeds the model's max_position_embeddings " +
-                      std::to_string(c.model.max_position_embeddings) + ": choose T ≤ " +
-                      std::to_string(c.model.max_position_embeddings));
+// The run the form gives, the precision aside (BF16 until apply_precision_choice).
+snip::RunSettings RunView::form_settings() const {
+  snip::RunSettings s;
+  s.config_path = config_edit_->text().trimmed().toStdString();
+  if (s.config_path.empty()) s.preset = preset_combo_->currentText().toStdString();
+  s.data = data_edit_->text().trimmed().toStdString();
+  const QString tokenizer = tokenizer_edit_->text().trimmed();
+  s.tokenizer = tokenizer.isEmpty() ? "byte" : tokenizer.toStdString();
+  s.recipe = recipe_combo_->currentText().trimmed().toStdString();
+  s.steps = steps_spin_->value();
+  s.batch_size = batch_spin_->value();
+  s.seq_len = seq_spin_->value();
+  s.grad_accum = grad_accum_spin_->value();
+  s.lr = lr_spin_->value();
+  s.lr_min = lr_min_spin_->value();
+  s.warmup = warmup_spin_->value();
+  s.schedule = schedule_combo_->currentText().toStdString();
+  s.weight_decay = weight_decay_spin_->value();
+  s.beta1 = beta1_spin_->value();
+  s.beta2 = beta2_spin_->value();
+  s.clip = clip_spin_->value();
+  s.seed = uint64_t(seed_spin_->value());
+  s.eval_every = eval_spin_->value();
+  s.eval_batches = eval_batches_spin_->value();
+  return s;
 }
 
-// Adaptive planning's settings from the form.
-snip::AdaptiveOptions RunView::adaptive_options() const {
-  snip::AdaptiveOptions a;
-  a.method = snip::parse_method(adaptive_method_->currentText().toStdString());
-  a.request.budget = adaptive_budget_->value() / 100.0;
-  a.request.ties = adaptive_ties_->isChecked();
-  a.request.per_role = adaptive_per_role_->isChecked();
-  a.replan_every = adaptive_replan_->value();
-  a.bf16_probe_every = adaptive_probe_->value();
-  a.estimator.lambda = adaptive_lambda_->value();
-  a.stats.noise_passes = adaptive_noise_passes_->value();
-  a.stats.sigma_eta_rel = adaptive_sigma_->value();
-  a.replan_when = snip::parse_replan_when(adaptive_replan_when_->currentData().toString().toStdString());
-  a.noise_floor = adaptive_noise_floor_->value();
-  return a;
+snip::RunSettings RunView::run_settings() const {
+  snip::RunSettings s = form_settings();
+  TrainRequest ignored;
+  apply_precision_choice(s, ignored);
+  return s;
+}
+
+void RunView::set_run_settings(const snip::RunSettings& s) {
+  config_edit_->setText(QString::fromStdString(s.config_path));
+  if (!s.preset.empty()) preset_combo_->setCurrentText(QString::fromStdString(s.preset));
+  data_edit_->setText(QString::fromStdString(s.data));
+  tokenizer_edit_->setText(s.tokenizer == "byte" ? QString() : QString::fromStdString(s.tokenizer));
+  recipe_combo_->setCurrentText(QString::fromStdString(s.recipe));
+  steps_spin_->setValue(int(std::min<int64_t>(s.steps, steps_spin_->maximum())));
+  batch_spin_->setValue(s.batch_size);
+  if (s.seq_len > 0) seq_spin_->setValue(s.seq_len);
+  grad_accum_spin_->setValue(s.grad_accum);
+  lr_spin_->setValue(s.lr);
+  lr_min_spin_->setValue(s.lr_min < 0 ? -1.0 : s.lr_min);
+  warmup_spin_->setValue(int(std::clamp<int64_t>(s.warmup, -1, warmup_spin_->maximum())));
+  schedule_combo_->setCurrentText(QString::fromStdString(s.schedule));
+  weight_decay_spin_->setValue(s.weight_decay);
+  beta1_spin_->setValue(s.beta1);
+  beta2_spin_->setValue(s.beta2);
+  clip_spin_->setValue(s.clip);
+  seed_spin_->setValue(int(s.seed));
+  eval_spin_->setValue(int(s.eval_every));
+  eval_batches_spin_->setValue(s.eval_batches);
+  if (const std::optional<snip::AdaptiveSettings>& a = s.adaptive) {
+    adaptive_method_->setCurrentText(QString::fromStdString(a->method));
+    adaptive_budget_->setValue(100.0 * a->budget);
+    adaptive_replan_->setValue(int(a->replan_every));
+    adaptive_probe_->setValue(int(a->bf16_probe_every));
+    adaptive_lambda_->setValue(a->lambda);
+    adaptive_ties_->setChecked(a->ties);
+    adaptive_per_role_->setChecked(a->per_role);
+    adaptive_replan_when_->setCurrentIndex(adaptive_replan_when_->findData(QString::fromStdString(a->replan_when)));
+    adaptive_noise_floor_->setValue(a->noise_floor);
+    adaptive_noise_passes_->setValue(a->noise_passes);
+    adaptive_sigma_->setValue(a->sigma_eta_rel);
+  }
 }
 
 // The precision choice: a uniform precision, a plan (file or stored) or adaptive planning.
-void RunView::apply_precision_choice(TrainRequest& r) const {
-  snip::TrainConfig& c = r.config;
+void RunView::apply_precision_choice(snip::RunSettings& s, TrainRequest& r) const {
   switch (precision_combo_->currentIndex()) {
     case kBf16:
-      c.precision = "bf16";
-      r.method = "uniform-bf16";
-      break;
     case kFp8:
-      c.precision = "fp8";
-      r.method = "uniform-fp8";
-      break;
     case kFp4:
-      c.precision = "fp4";
-      r.method = "uniform-fp4";
+    case kFp32: {
+      static const char* const names[] = {"bf16", "fp8", "fp4", "fp32"};
+      s.precision = names[precision_combo_->currentIndex()];
+      r.method = s.precision == "fp32" ? QStringLiteral("fp32") : QStringLiteral("uniform-") + s.precision.c_str();
       break;
-    case kFp32:
-      c.precision = "fp32";
-      r.method = "fp32";
-      break;
+    }
     case kPlanFile: {
       const QString path = plan_edit_->text().trimmed();
       if (path.isEmpty()) throw snip::Error("precision “Plan file…” needs a plan: choose a snip-plan/1 JSON file");
-      c.plan = snip::read_plan_file(path.toStdString());
-      r.method = QString::fromStdString(c.plan.method.empty() ? "plan" : c.plan.method);
+      s.plan = snip::read_plan_file(path.toStdString());
+      r.method = QString::fromStdString(s.plan->method.empty() ? "plan" : s.plan->method);
       break;
     }
     case kStoredPlan: {
       const qlonglong id = stored_plan_combo_->currentData().toLongLong();
       if (id <= 0 || !workbench_->store())
         throw snip::Error("no stored plan selected: make one in the Plan view first");
-      c.plan = workbench_->store()->plan(id).plan;
+      s.plan = workbench_->store()->plan(id).plan;
       r.plan_id = id;
-      r.method = QString::fromStdString(c.plan.method.empty() ? "plan" : c.plan.method);
+      r.method = QString::fromStdString(s.plan->method.empty() ? "plan" : s.plan->method);
       break;
     }
     case kAdaptive: {
-      r.adaptive = adaptive_options();
-      c.precision = "bf16";  // until the first plan, made before step 1
+      snip::AdaptiveSettings a;
+      a.method = adaptive_method_->currentText().toStdString();
+      a.budget = adaptive_budget_->value() / 100.0;
+      a.ties = adaptive_ties_->isChecked();
+      a.per_role = adaptive_per_role_->isChecked();
+      a.replan_every = adaptive_replan_->value();
+      a.bf16_probe_every = adaptive_probe_->value();
+      a.lambda = adaptive_lambda_->value();
+      a.noise_passes = adaptive_noise_passes_->value();
+      a.sigma_eta_rel = adaptive_sigma_->value();
+      a.replan_when = adaptive_replan_when_->currentData().toString().toStdString();
+      a.noise_floor = adaptive_noise_floor_->value();
+      s.adaptive = a;
       r.method = adaptive_method_->currentText();
       break;
     }
@@ -568,16 +710,17 @@ void RunView::apply_precision_choice(TrainRequest& r) const {
 
 TrainRequest RunView::make_request() const {
   TrainRequest r;
-  snip::TrainConfig& c = r.config;
-  fill_train_config(c);
-  apply_precision_choice(r);
+  snip::RunSettings s = form_settings();
+  apply_precision_choice(s, r);
+  r.config = snip::train_config(s);
+  if (s.adaptive) r.adaptive = snip::adaptive_options(*s.adaptive);
   r.run_name = name_edit_->text().trimmed();
   if (r.run_name.isEmpty())
     r.run_name = QStringLiteral("%1 · %2 · seed %3")
                      .arg(config_edit_->text().isEmpty() ? preset_combo_->currentText()
                                                          : QFileInfo(config_edit_->text()).baseName(),
                           r.method)
-                     .arg(c.seed);
+                     .arg(r.config.seed);
   r.db_path = workbench_->database_path();
   r.checkpoint_root = QString::fromStdString(snip::checkpoint_root_of_database(r.db_path.toStdString()));
   r.save_every = save_spin_->value();

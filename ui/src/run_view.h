@@ -9,6 +9,7 @@
 #include <QWidget>
 #include <optional>
 
+#include "snip/run_settings.h"
 #include "training_worker.h"
 
 class QAction;
@@ -48,6 +49,11 @@ class RunView : public QWidget {
   QComboBox* preset_combo() const { return preset_combo_; }
   QComboBox* precision_combo() const { return precision_combo_; }
   QSpinBox* steps_spin() const { return steps_spin_; }
+  QWidget* more_settings() const { return more_box_; }
+  // The run the form describes, as `snip train`'s options describe one (snip/run_settings.h),
+  // and the form set from one (the precision choice aside).
+  snip::RunSettings run_settings() const;
+  void set_run_settings(const snip::RunSettings& s);
   QSpinBox* batch_spin() const { return batch_spin_; }
   QSpinBox* seq_spin() const { return seq_spin_; }
   QSpinBox* eval_spin() const { return eval_spin_; }
@@ -102,14 +108,14 @@ class RunView : public QWidget {
   void resume_selected_run();
 
  private:
-  // make_request's parts: the training configuration, adaptive planning's options, the precision.
-  void fill_train_config(snip::TrainConfig& c) const;
-  snip::AdaptiveOptions adaptive_options() const;
-  void apply_precision_choice(TrainRequest& r) const;
+  // make_request's parts: the run's settings without its precision, and the precision choice.
+  snip::RunSettings form_settings() const;
+  void apply_precision_choice(snip::RunSettings& s, TrainRequest& r) const;
   // The constructor's parts: one function per group box (and row group), then the connections.
   QGroupBox* make_run_box();
   void add_model_rows(QGroupBox* box, QFormLayout* form);
   QWidget* make_adaptive_box(QWidget* parent);
+  QWidget* make_more_box(QWidget* parent);
   void add_training_rows(QGroupBox* box, QFormLayout* form);
   void add_control_rows(QGroupBox* box, QFormLayout* form);
   QGroupBox* make_runs_box();
@@ -136,6 +142,18 @@ class RunView : public QWidget {
   QSpinBox* eval_spin_ = nullptr;
   QSpinBox* save_spin_ = nullptr;
   QLineEdit* name_edit_ = nullptr;
+  // "More settings": the rest of what `snip train` takes.
+  QWidget* more_box_ = nullptr;
+  QLineEdit* tokenizer_edit_ = nullptr;
+  QSpinBox* grad_accum_spin_ = nullptr;
+  QSpinBox* warmup_spin_ = nullptr;        // -1: the default, within the run
+  QDoubleSpinBox* lr_min_spin_ = nullptr;  // -1: lr / 10
+  QComboBox* schedule_combo_ = nullptr;
+  QDoubleSpinBox* weight_decay_spin_ = nullptr;
+  QDoubleSpinBox* beta1_spin_ = nullptr;
+  QDoubleSpinBox* beta2_spin_ = nullptr;
+  QDoubleSpinBox* clip_spin_ = nullptr;
+  QSpinBox* eval_batches_spin_ = nullptr;
   QWidget* adaptive_box_ = nullptr;
   QDoubleSpinBox* adaptive_budget_ = nullptr;
   QSpinBox* adaptive_replan_ = nullptr;

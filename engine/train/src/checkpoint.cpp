@@ -274,15 +274,15 @@ void write_checkpoint(const std::string& dir_in, const Llama& model, const AdamW
   fsync_dir(parent.string());
 }
 
-ModelConfig read_checkpoint_config(const std::string& dir) {
+ModelConfig read_checkpoint_config(const std::string& dir, const nlohmann::json* given_state) {
   if (!fs::is_directory(dir))
     throw Error("checkpoint " + dir + " is not a directory (expected config.json, model.safetensors, ...)");
   const ModelConfig config = read_config_file(dir + "/config.json");
   // A training checkpoint's two records of the model must agree, for every reader (eval used
   // an edited config.json silently while resume refused it).
   std::error_code ec;
-  if (fs::exists(dir + "/trainer_state.json", ec)) {
-    const nlohmann::json state = read_trainer_state(dir);
+  if (given_state || fs::exists(dir + "/trainer_state.json", ec)) {
+    const nlohmann::json state = given_state ? *given_state : read_trainer_state(dir);
     if (state.is_object() && state.contains("config") && state["config"].is_object() &&
         state["config"].contains("model") &&
         !(config_from_json(state["config"]["model"], dir + "/trainer_state.json (model)") == config))

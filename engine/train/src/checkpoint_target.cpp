@@ -125,7 +125,7 @@ std::string foreign_contents(const std::string& dir, const CheckpointTargetOptio
     return "";
   }
   std::string why;
-  if (!is_snip_checkpoint(dir, &why))
+  if (!is_snip_checkpoint(dir, &why, same_folder(dir, o.resumed_from) ? o.resumed_state : nullptr))
     return "it is not a snip checkpoint (" + why +
            ") and snip replaces the whole checkpoint folder, which would delete what is in it";
   if (o.overwrite || same_folder(dir, o.resumed_from)) return "";
@@ -244,7 +244,7 @@ CheckpointLock take_lock(const std::string& dir, const std::string& given) {
 
 }  // namespace
 
-bool is_snip_checkpoint(const std::string& dir, std::string* why_not) {
+bool is_snip_checkpoint(const std::string& dir, std::string* why_not, const nlohmann::json* given_state) {
   const auto no = [&](const std::string& why) {
     if (why_not) *why_not = why;
     return false;
@@ -261,7 +261,7 @@ bool is_snip_checkpoint(const std::string& dir, std::string* why_not) {
   for (const char* need : {"config.json", "model.safetensors", "trainer_state.json"})
     if (!fs::exists(fs::path(dir) / need)) return no(std::string(need) + " is missing");
   try {
-    const nlohmann::json state = read_trainer_state(dir);
+    const nlohmann::json state = given_state ? *given_state : read_trainer_state(dir);
     if (!state.is_object() || !state.contains("step") || !state.contains("config") || !state.contains("data"))
       return no("trainer_state.json is not a snip trainer state");
   } catch (const std::exception&) {

@@ -424,9 +424,10 @@ std::string resume_data_path(const nlohmann::json& data, const TrainConfig& cfg,
 
 }  // namespace
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps, const std::string& data_path) {
-  const ModelConfig model_cfg = read_checkpoint_config(dir);
-  const nlohmann::json state = read_run_state(dir);
+std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_steps, const std::string& data_path,
+                                         const nlohmann::json* given_state) {
+  const nlohmann::json state = given_state ? *given_state : read_run_state(dir);
+  const ModelConfig model_cfg = read_checkpoint_config(dir, &state);
   const std::string source = dir + "/trainer_state.json";
   TrainConfig cfg = train_config_from_json(state["config"], source);
   if (!(cfg.model == model_cfg))
@@ -443,6 +444,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& dir, int64_t total_s
   if (std::string warning = check_checkpoint_corpus(state["data"], t->data_, dir); !warning.empty())
     t->resume_warnings_.push_back(std::move(warning));
   if (state.contains("extra") && state["extra"].is_object()) t->extra_ = state["extra"];
+  t->resumed_state_ = state;
   read_checkpoint_model(dir, *t->model_);
   read_checkpoint_optimizer(dir, *t->model_, *t->opt_);
   try {

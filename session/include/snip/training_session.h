@@ -4,8 +4,9 @@
 //
 //   1. the database is opened (integrity-checked) and, for a fixed checkpoint folder, that folder
 //      is checked and held: both before the corpus is read or the model allocated;
-//   2. the trainer is built (a new run) or resumed from its checkpoint (the new total, where the
-//      corpus is now, a plan from the next step), and its warnings are reported;
+//   2. the trainer is built (a new run) or resumed from its checkpoint, whose trainer state is read
+//      once: the settings given again must agree with it, the new total must be beyond it, and
+//      the corpus may be elsewhere now and a plan given from the next step; warnings are reported;
 //   3. adaptive planning is settled: a new run's rounds take the run's seed; a resumed run goes on
 //      with the settings its checkpoint carries, and settings given again must agree with them;
 //   4. in one store transaction, the run is recorded (a new run, a branch naming its parent, or
@@ -39,9 +40,10 @@ struct RunRequest {
 
   // Continue the run saved in this checkpoint directory, bit-exact.
   std::string resume_from;
-  int64_t resume_total_steps = 0;            // the run's new total (0: its own); must be beyond the checkpoint
-  std::string resume_data;                   // where the corpus is now ("": where the run read it)
-  std::optional<Plan> resume_plan;           // a fixed plan from the next step (not for an adaptive run)
+  int64_t resume_total_steps = 0;         // the run's new total (0: its own); must be beyond the checkpoint
+  std::string resume_data;                // where the corpus is now ("": where the run read it)
+  std::optional<Plan> resume_plan;        // a fixed plan from the next step (not for an adaptive run)
+  std::vector<GivenSetting> given_train;  // training settings given again (pointers into its config): each must agree
   std::vector<GivenSetting> given_adaptive;  // adaptive settings given again: each must agree
 
   // The experiment database ("": nothing is recorded).
@@ -93,6 +95,7 @@ class TrainingSession {
   std::function<void(const std::string&)> warn_;
   std::unique_ptr<Store> store_;
   CheckpointLock checkpoint_lock_;
+  nlohmann::json resume_state_;  // the checkpoint's trainer_state.json, read once
   std::unique_ptr<Trainer> trainer_;
   std::optional<AdaptiveOptions> adaptive_;
   RecordedRun run_;

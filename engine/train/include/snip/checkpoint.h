@@ -32,14 +32,16 @@ void write_checkpoint(const std::string& dir, const Llama& model, const AdamW<fl
 // True when `dir` is a directory holding a snip checkpoint and nothing else: config.json,
 // model.safetensors, trainer_state.json (a JSON object with step, config and data) and
 // optionally optimizer.safetensors. Else false, and `why_not` (when given) says what is there.
-bool is_snip_checkpoint(const std::string& dir, std::string* why_not = nullptr);
+// `state`: dir's trainer_state.json as the caller already read it (not parsed again).
+bool is_snip_checkpoint(const std::string& dir, std::string* why_not = nullptr, const nlohmann::json* state = nullptr);
 
 // What a run's checkpoint location may replace (check_checkpoint_target).
 struct CheckpointTargetOptions {
   bool overwrite = false;    // another run's snip checkpoint may be replaced (`snip train --overwrite`)
   std::string resumed_from;  // the checkpoint this run continues from: it may be replaced
-  std::string db_path;       // the run's experiment database: a folder holding it is never used
-  bool per_step = false;     // `dir` holds step-<N> checkpoints (the GUI's layout), not one checkpoint
+  const nlohmann::json* resumed_state = nullptr;  // its trainer state as the resume read it (not parsed again)
+  std::string db_path;                            // the run's experiment database: a folder holding it is never used
+  bool per_step = false;  // `dir` holds step-<N> checkpoints (the GUI's layout), not one checkpoint
 };
 
 // Holds `<dir>.lock` (an flock, with the owner's pid in the file) while alive, so a second run
@@ -83,7 +85,7 @@ class CheckpointLock {
 [[nodiscard]] CheckpointLock claim_output_folder(const std::string& dir);
 
 // Loads the parts of a checkpoint; each throws snip::Error naming what is missing or wrong.
-ModelConfig read_checkpoint_config(const std::string& dir);
+ModelConfig read_checkpoint_config(const std::string& dir, const nlohmann::json* state = nullptr);
 // The key under which save_checkpoint records the CRC-32 of trainer_state.json's other contents;
 // read_trainer_state verifies it (and returns the state without it).
 inline constexpr const char* kStateChecksumKey = "snip_crc32";

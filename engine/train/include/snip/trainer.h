@@ -78,8 +78,12 @@ class Trainer {
   // directory still finds it) with a fingerprint of its token stream, and a corpus that changed
   // or is gone is an error naming both fingerprints. `data_path` (non-empty) reads the corpus
   // from another place; its fingerprint must still match.
+  // `state`: the checkpoint's trainer_state.json as the caller already read it (read_run_state),
+  // so a resume reads it once; null: read here.
   static std::unique_ptr<Trainer> resume(const std::string& checkpoint_dir, int64_t total_steps = 0,
-                                         const std::string& data_path = "");
+                                         const std::string& data_path = "", const nlohmann::json* state = nullptr);
+  // The trainer state a resumed trainer started from (an empty object for a new run).
+  const nlohmann::json& resumed_state() const { return resumed_state_; }
   // The memory one trainer of `config` needs (weights, gradients, AdamW moments, activations),
   // in bytes: what the constructor refuses when it cannot fit, and what a compare multiplies.
   static double memory_bytes(const TrainConfig& config);
@@ -177,6 +181,7 @@ class Trainer {
   std::vector<std::string> data_warnings_;
   std::vector<std::string> resume_warnings_;
   nlohmann::json extra_ = nlohmann::json::object();
+  nlohmann::json resumed_state_ = nlohmann::json::object();
   CorpusFingerprint fingerprint_;
 
   mutable std::mutex plan_mutex_;
