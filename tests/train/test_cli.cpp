@@ -99,6 +99,34 @@ TEST(Cli, CtrlCSavesACheckpointAndExitsWithTheShellsStatusForIt) {
   EXPECT_LT(state["step"].get<int>(), 100000);
 }
 
+// --plan ID trains under a plan of the database, as the Run form's "Stored plan" does: the run's
+// plan timeline names that plan (not a copy); an id the database lacks, or one with --no-db, is
+// refused before anything is trained.
+TEST(Cli, APlanOfTheDatabaseIsGivenByItsId) {
+  TempDir d;
+  const std::string db = d / "w.db";
+  std::string layers;
+  for (int b = 0; b < 2; ++b)
+    for (const char* m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+      layers += std::string(layers.empty() ? "" : ",") + "\"model.layers." + std::to_string(b) + "." + m +
+                "\": {\"fprop\": \"fp4\", \"dgrad\": \"fp4\", \"wgrad\": \"fp4\"}";
+  snip::write_file_atomic(d / "p.json",
+                          "{\"format\": \"snip-plan/1\", \"method\": \"manual\", \"layers\": {" + layers + "}}");
+  ASSERT_EQ(run("import " + (d / "p.json") + " --db " + db).status, 0);
+  const Result r = run("train " + kTiny + " --steps 2 --db " + db + " --out " + (d / "ck") + " --plan 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const Result shown = run("show --run 1 --db " + db);
+  EXPECT_NE(shown.out.find("plan 1 (manual"), std::string::npos) << shown.out;
+  const Result missing = run("train " + kTiny + " --steps 2 --db " + db + " --out " + (d / "ck2") + " --plan 7");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.out.find("plan 7 does not exist"), std::string::npos) << missing.out;
+  const Result no_db = run("train " + kTiny + " --steps 2 --no-db --out " + (d / "ck3") + " --plan 1");
+  EXPECT_EQ(no_db.status, 1);
+  EXPECT_NE(no_db.out.find("--no-db opens none"), std::string::npos) << no_db.out;
+  EXPECT_FALSE(fs::exists(d / "ck2"));
+}
+
 TEST(Cli, BadInputIsAClearErrorAndNonZeroExit) {
   TempDir d;
   snip::write_file_atomic(d / "bad.json",
