@@ -12,8 +12,7 @@
 namespace snip {
 
 TrainConfig train_config(const RunSettings& s) {
-  if (!s.preset.empty() && !s.config_path.empty())
-    throw Error("give either a model preset or a config.json, not both");
+  if (!s.preset.empty() && !s.config_path.empty()) throw Error("give either a model preset or a config.json, not both");
   TrainConfig c;
   c.model = s.config_path.empty() ? preset_config(s.preset.empty() ? defaults::kPreset : s.preset)
                                   : read_config_file(s.config_path);
