@@ -12,8 +12,8 @@
 # scratch-runs, checkpoints) or all. Options and environment:
 #   --db FILE    (or SNIP_EXPERIMENT_DB) the experiment database the runs and compares are stored in
 #   --work DIR   (or SNIP_EXPERIMENT_WORK; default: DB's folder/ck) checkpoints and tokenizers
-#   --out DIR    where the JSON goes (default: WORK/data; give experiments/regimes/data to replace
-#                the committed tables, then run experiments/regimes/plot.sh)
+#   --out DIR    where the JSON goes (default: WORK/data); to replace the committed data, pack the
+#                folder as experiments/regimes/data.tar.xz (README), then run experiments/regimes/plot.sh
 #   SNIP         the snip binary (default: build/app/snip of this checkout)
 # The committed data came from earlier builds (REGIMES.md, "Machine, load and budget of compute"):
 # a re-run repeats the design, not the bits. The oracle of today's `snip` measures on validation

@@ -19,7 +19,7 @@ foreach(f bin/snip-workbench bin/snip share/applications/snip-workbench.desktop
   endif()
 endforeach()
 # Every relative link of the installed documentation reaches an installed file (a link to a
-# folder of data, e.g. regimes/data/, is left to the repository).
+# data archive, e.g. regimes/data.tar.xz, is left to the repository).
 file(GLOB_RECURSE docs "${root}/share/doc/snip-workbench/*.md")
 foreach(doc ${docs})
   file(READ "${doc}" text)
