@@ -60,6 +60,32 @@ void print_grid(const snip::CostTable& t, const snip::PlanResult& r) {
   }
 }
 
+// `snip solve --json`: one object with the summary and the plan.
+void print_solve_json(const SolveOptions& o, const snip::PlannerInput& in, const snip::cli::StatsSource& src,
+                      const snip::PlanResult& r, const std::vector<std::string>& fp4, double untied_q) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json j;
+  j["method"] = r.method;
+  j["status"] = r.status;
+  j["budget"] = r.budget;
+  j["achieved_fp4_fraction"] = r.achieved_fraction;
+  j["meets_budget"] = r.meets_budget();
+  j["objective"] = num(r.objective);
+  j["predicted_q"] = num(r.predicted_q);
+  j["predicted_dl"] = num(r.predicted_dl);
+  j["predicted_dw"] = num(r.predicted_dw);
+  j["mip_gap"] = num(r.mip_gap);
+  j["solve_ms"] = r.solve_ms;
+  j["untied_predicted_q"] = num(untied_q);
+  j["fp4_layers"] = fp4;
+  j["notes"] = r.notes;
+  j["costs"] = in.snip.source;
+  j["stats_round_id"] = src.round_id ? nlohmann::json(*src.round_id) : nlohmann::json(nullptr);
+  j["out"] = o.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.out);
+  j["plan"] = nlohmann::json::parse(snip::plan_to_json(r.plan));
+  std::cout << snip::cli::json_text(j, 2) << "\n";
+}
+
 void run_solve(const SolveOptions& o) {
   if (!o.out.empty()) snip::checked_write_target(o.out);  // before the solve (up to --time-limit-ms)
   snip::EstimatorOptions est;
@@ -100,27 +126,7 @@ void run_solve(const SolveOptions& o) {
       fp4.push_back(in.snip.layers[i].name +
                     (r.choice[i][0] != r.choice[i][1] ? std::string(" (") + cell(r.choice[i]) + ")" : ""));
   if (o.json) {
-    auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    nlohmann::json j;
-    j["method"] = r.method;
-    j["status"] = r.status;
-    j["budget"] = r.budget;
-    j["achieved_fp4_fraction"] = r.achieved_fraction;
-    j["meets_budget"] = r.meets_budget();
-    j["objective"] = num(r.objective);
-    j["predicted_q"] = num(r.predicted_q);
-    j["predicted_dl"] = num(r.predicted_dl);
-    j["predicted_dw"] = num(r.predicted_dw);
-    j["mip_gap"] = num(r.mip_gap);
-    j["solve_ms"] = r.solve_ms;
-    j["untied_predicted_q"] = num(untied_q);
-    j["fp4_layers"] = fp4;
-    j["notes"] = r.notes;
-    j["costs"] = in.snip.source;
-    j["stats_round_id"] = src.round_id ? nlohmann::json(*src.round_id) : nlohmann::json(nullptr);
-    j["out"] = o.out.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.out);
-    j["plan"] = nlohmann::json::parse(snip::plan_to_json(r.plan));
-    std::cout << snip::cli::json_text(j, 2) << "\n";
+    print_solve_json(o, in, src, r, fp4, untied_q);
     return;
   }
   std::printf("method      %s (costs: %s%s)\n", r.method.c_str(), in.snip.source.c_str(),

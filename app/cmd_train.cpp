@@ -393,7 +393,7 @@ std::shared_ptr<snip::cli::OptionRules> train_rules(CLI::App* cmd, const TrainOp
                 "--method plans every layer's precision before step 1, so --precision would never be used")
       .ignored_unless("--overwrite", {"--out"}, "it lets --out replace another run's checkpoint")
       .add([&o, r = r.get()] {
-        // Names checked before the corpus is read (they were refused only after loading it).
+        // Names checked before the corpus is read.
         if (!o.method.empty()) (void)snip::parse_method(o.method);
         if (r->given("--replan-when")) (void)snip::parse_replan_when(o.adaptive.replan_when);
         if (r->given("--precision")) (void)snip::parse_precision(o.run.precision);

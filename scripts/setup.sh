@@ -16,6 +16,7 @@ packages=(
   protobuf-compiler python3-protobuf python3-crc32c  # tests: TensorBoard event files decoded by protobuf's own Python runtime, CRC-32C checked
   python3-matplotlib  # experiments/plot_regimes.py: error bars and categorical axes the Qt chart lacks
   clang-format
+  universal-ctags  # tests: scripts/long_functions.sh finds functions longer than 80 lines
   qemu-user  # tests/emulated: the suite's subset on an emulated CPU without AVX-512 (qemu-x86_64 -cpu Haswell)
 )
 

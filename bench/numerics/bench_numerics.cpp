@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -166,6 +167,73 @@ struct ModeScope {
   ~ModeScope() { set_qgemm_mode(QGemmMode::automatic); }
 };
 
+// The checks before a quantized GEMM is timed; "" when they hold, else what differs.
+std::string check_qgemm(const std::function<void()>& run, std::vector<float>& out, const Recipe& recipe,
+                        const QLinearContext& ctx, Precision p, Gemm g, const std::vector<float>& X,
+                        const std::vector<float>& W, int64_t T, int64_t K, int64_t N, QGemmMode mode) {
+  if (p == Precision::fp4 && mode != QGemmMode::sgemm) {
+    // check: the integer path's VNNI and scalar kernels agree bit for bit, and its BF16 outputs
+    // differ from the dequantize-then-sgemm path's in at most 0.1% of the elements (rounding
+    // boundaries; tests/numerics/test_qgemm.cpp checks each one).
+    std::vector<float> a(out.size()), b(out.size());
+    run();
+    a = out;
+    set_qgemm_mode(QGemmMode::scalar);
+    run();
+    b = out;
+    set_qgemm_mode(QGemmMode::sgemm);
+    run();
+    set_qgemm_mode(mode);
+    int64_t differing = 0;
+    for (size_t i = 0; i < out.size(); ++i) differing += a[i] != out[i];
+    if (std::memcmp(a.data(), b.data(), a.size() * 4) != 0) {
+      return std::string("the VNNI and scalar FP4 kernels differ");
+    }
+    if (double(differing) > 1e-3 * double(out.size())) {
+      return std::string("the integer FP4 path differs from the sgemm path in more than 0.1% of the outputs");
+    }
+  } else if ((p == Precision::fp8 || p == Precision::bf16) && mode != QGemmMode::sgemm) {
+    // check: the BF16-element GEMM's vdpbf16ps and FMA kernels agree bit for bit (the scalar
+    // twin is checked in tests/numerics/test_qgemm_bf16.cpp), and its BF16 outputs differ from
+    // the dequantize-then-sgemm path's in at most 1% of the elements (rounding boundaries).
+    std::vector<float> a;
+    run();
+    a = out;
+    set_qgemm_mode(QGemmMode::fma);
+    run();
+    const bool same = std::memcmp(a.data(), out.data(), a.size() * 4) == 0;
+    set_qgemm_mode(QGemmMode::sgemm);
+    run();
+    set_qgemm_mode(mode);
+    int64_t differing = 0;
+    for (size_t i = 0; i < out.size(); ++i) differing += a[i] != out[i];
+    if (!same) {
+      return std::string("the vdpbf16ps and FMA kernels differ");
+    }
+    if (double(differing) > 1e-2 * double(out.size())) {
+      return std::string("the BF16-element path differs from the sgemm path in more than 1% of the outputs");
+    }
+  } else {  // check: the fprop output equals BF16(sgemm of the reference-quantized operands)
+    if (g == Gemm::fprop) {
+      std::vector<float> Xq(X.size()), Wq(W.size()), ref(size_t(T * N));
+      fake_quantize_ref(Xq.data(), X.data(), T, K, recipe.spec(p, g, Operand::activation),
+                        qlinear_rng_key(ctx, g, Operand::activation), "X");
+      fake_quantize_ref(Wq.data(), W.data(), N, K, recipe.spec(p, g, Operand::weight),
+                        qlinear_rng_key(ctx, g, Operand::weight), "W");
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1, Xq.data(), int(K), Wq.data(),
+                  int(K), 0, ref.data(), int(N));
+      QuantSpec bf;
+      bf.format = ElemFormat::bf16;
+      if (p != Precision::fp32) fake_quantize_ref(ref.data(), ref.data(), T, N, bf, {}, "Y");
+      run();
+      if (std::memcmp(ref.data(), out.data(), ref.size() * 4) != 0) {
+        return std::string("qlinear_fprop differs from sgemm of reference-quantized operands");
+      }
+    }
+  }
+  return "";
+}
+
 void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g, int64_t T, int64_t K, int64_t N,
               QGemmMode mode) {
   const ModeScope scope(mode);
@@ -188,70 +256,9 @@ void BM_qgemm(benchmark::State& st, const char* recipe_name, Precision p, Gemm g
         break;
     }
   };
-  if (p == Precision::fp4 && mode != QGemmMode::sgemm) {
-    // check: the integer path's VNNI and scalar kernels agree bit for bit, and its BF16 outputs
-    // differ from the dequantize-then-sgemm path's in at most 0.1% of the elements (rounding
-    // boundaries; tests/numerics/test_qgemm.cpp checks each one).
-    std::vector<float> a(out.size()), b(out.size());
-    run();
-    a = out;
-    set_qgemm_mode(QGemmMode::scalar);
-    run();
-    b = out;
-    set_qgemm_mode(QGemmMode::sgemm);
-    run();
-    set_qgemm_mode(mode);
-    int64_t differing = 0;
-    for (size_t i = 0; i < out.size(); ++i) differing += a[i] != out[i];
-    if (std::memcmp(a.data(), b.data(), a.size() * 4) != 0) {
-      st.SkipWithError("the VNNI and scalar FP4 kernels differ");
-      return;
-    }
-    if (double(differing) > 1e-3 * double(out.size())) {
-      st.SkipWithError("the integer FP4 path differs from the sgemm path in more than 0.1% of the outputs");
-      return;
-    }
-  } else if ((p == Precision::fp8 || p == Precision::bf16) && mode != QGemmMode::sgemm) {
-    // check: the BF16-element GEMM's vdpbf16ps and FMA kernels agree bit for bit (the scalar
-    // twin is checked in tests/numerics/test_qgemm_bf16.cpp), and its BF16 outputs differ from
-    // the dequantize-then-sgemm path's in at most 1% of the elements (rounding boundaries).
-    std::vector<float> a;
-    run();
-    a = out;
-    set_qgemm_mode(QGemmMode::fma);
-    run();
-    const bool same = std::memcmp(a.data(), out.data(), a.size() * 4) == 0;
-    set_qgemm_mode(QGemmMode::sgemm);
-    run();
-    set_qgemm_mode(mode);
-    int64_t differing = 0;
-    for (size_t i = 0; i < out.size(); ++i) differing += a[i] != out[i];
-    if (!same) {
-      st.SkipWithError("the vdpbf16ps and FMA kernels differ");
-      return;
-    }
-    if (double(differing) > 1e-2 * double(out.size())) {
-      st.SkipWithError("the BF16-element path differs from the sgemm path in more than 1% of the outputs");
-      return;
-    }
-  } else {  // check: the fprop output equals BF16(sgemm of the reference-quantized operands)
-    if (g == Gemm::fprop) {
-      std::vector<float> Xq(X.size()), Wq(W.size()), ref(size_t(T * N));
-      fake_quantize_ref(Xq.data(), X.data(), T, K, recipe.spec(p, g, Operand::activation),
-                        qlinear_rng_key(ctx, g, Operand::activation), "X");
-      fake_quantize_ref(Wq.data(), W.data(), N, K, recipe.spec(p, g, Operand::weight),
-                        qlinear_rng_key(ctx, g, Operand::weight), "W");
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1, Xq.data(), int(K), Wq.data(),
-                  int(K), 0, ref.data(), int(N));
-      QuantSpec bf;
-      bf.format = ElemFormat::bf16;
-      if (p != Precision::fp32) fake_quantize_ref(ref.data(), ref.data(), T, N, bf, {}, "Y");
-      run();
-      if (std::memcmp(ref.data(), out.data(), ref.size() * 4) != 0) {
-        st.SkipWithError("qlinear_fprop differs from sgemm of reference-quantized operands");
-        return;
-      }
-    }
+  if (const std::string error = check_qgemm(run, out, recipe, ctx, p, g, X, W, T, K, N, mode); !error.empty()) {
+    st.SkipWithError(error.c_str());
+    return;
   }
   for (auto _ : st) {
     run();
@@ -548,7 +555,8 @@ struct Ratio {
 };
 std::vector<Ratio> g_ratios;
 
-void register_all() {
+// The quantizer against memcpy: every recipe's operands, 1 and 2 threads, to codes, in cache, read order.
+void register_quantizer() {
   benchmark::RegisterBenchmark("quant/memcpy", BM_memcpy)->UseRealTime()->Unit(benchmark::kMicrosecond);
   const std::pair<const char*, QuantCase> quant_cases[] = {
       {"snip_fp4_activation_1x128", {"snip", Precision::fp4, Gemm::fprop, Operand::activation}},
@@ -600,6 +608,10 @@ void register_all() {
     benchmark::RegisterBenchmark(n.c_str(), BM_read_order, strip)->UseManualTime()->Unit(benchmark::kMicrosecond);
     g_ratios.push_back({n, "quant/memcpy", true});
   }
+}
+
+// Quantize-and-pack of every GEMM operand, fused and not, against memcpy.
+void register_pack() {
   struct PackCase {
     const char* name;
     QuantCase c;
@@ -622,6 +634,10 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond);
         g_ratios.push_back({n, "quant/memcpy", true});
       }
+}
+
+// The GEMM kernels alone (E2M1, oneDNN's int8, the BF16-element kernel) and a whole block.
+void register_kernels() {
   for (const char* recipe : {"snip", "mx", "nvfp4"}) {
     const std::string prefix = std::string(recipe) == "snip" ? "" : std::string(recipe) + "_";  // names kept
     const std::string n = "gemm/1024^3/fprop/" + prefix + "e2m1_kernel_only";
@@ -662,7 +678,10 @@ void register_all() {
     benchmark::RegisterBenchmark(n.c_str(), BM_block, p)->UseRealTime()->Unit(benchmark::kMillisecond);
     if (p != Precision::fp32) g_ratios.push_back({n, "block/T2048_small/fp32", false});
   }
+}
 
+// Every quantized GEMM of 1024³ and the small model's shapes against sgemm, each GEMM role.
+void register_gemms() {
   struct Shape {
     const char* name;
     int64_t T, K, N;
@@ -724,6 +743,13 @@ void register_all() {
 #endif
     }
   }
+}
+
+void register_all() {
+  register_quantizer();
+  register_pack();
+  register_kernels();
+  register_gemms();
 }
 
 }  // namespace

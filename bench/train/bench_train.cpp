@@ -192,6 +192,39 @@ std::vector<snip::IsaTier> bench_tiers() {
   return tiers;
 }
 
+// What the rounds measured: medians of tokens/s, against PyTorch's step, and each precision's
+// step time as a ratio to our FP32 step of the same round.
+struct RoundSeries {
+  std::vector<std::string> labels;                    // per slot
+  std::vector<std::vector<double>> wall, cpu, ratio;  // per slot, per round
+  std::vector<double> torch_w, speedup, cpu_speedup;  // per round (with a torch reference)
+};
+
+void print_round_summary(int rounds, const RoundSeries& m, const TorchServer* torch) {
+  const auto& [labels, wall, cpu, ratio, torch_w, speedup, cpu_speedup] = m;
+  const size_t n = labels.size();
+  const bool have_torch = torch != nullptr;
+  const double tokens = double(kB) * kT;
+  std::printf("medians over %d rounds, tokens/s:", rounds);
+  for (size_t i = 0; i < n; ++i) std::printf(" ours %s %.0f,", labels[i].c_str(), tokens / median(wall[i]));
+  if (have_torch)
+    std::printf(" torch %s (%d intra-op thread) %.0f", torch->version().c_str(), torch->threads(),
+                tokens / median(torch_w));
+  std::printf("\n");
+  if (have_torch) {
+    std::printf("ratio ours fp32 / torch fp32 tokens/s: median per round %.2fx wall, %.2fx CPU (target >= 1.7x)\n",
+                median(speedup), median(cpu_speedup));
+    // PyTorch's step time varies far more than ours from step to step (0.7-1.7 s in one run):
+    // the most conservative figure compares our median with its single fastest step.
+    std::printf("ratio ours fp32 median / torch fastest step: %.2fx (torch's fastest %.3f s)\n",
+                *std::min_element(torch_w.begin(), torch_w.end()) / median(wall[0]),
+                *std::min_element(torch_w.begin(), torch_w.end()));
+  }
+  for (size_t i = 1; i < n; ++i)
+    std::printf("ratio %s step time / fp32 step time: median per round %.3f wall, %.3f CPU\n", labels[i].c_str(),
+                median(ratio[i]), median(cpu[i]) / median(cpu[0]));
+}
+
 void run_interleaved_rounds(int rounds) {
   const std::string cfg_path = "/tmp/snip_bench_train_config.json";
   snip::write_config_file(cfg_path, snip::preset_config(kPreset));
@@ -227,8 +260,10 @@ void run_interleaved_rounds(int rounds) {
   };
   for (const Slot& s : slots) (void)timed(s, 0);  // warm-up: buffers, packing workspaces
   const size_t n = slots.size();
-  std::vector<std::vector<double>> wall(n), cpu(n), ratio(n);
-  std::vector<double> torch_w, torch_c, speedup, cpu_speedup;
+  RoundSeries m;
+  m.wall.resize(n), m.cpu.resize(n), m.ratio.resize(n);
+  auto& [labels, wall, cpu, ratio, torch_w, speedup, cpu_speedup] = m;
+  std::vector<double> torch_c;
   auto label = [&](const Slot& s) {
     return std::string(snip::precision_name(s.p)) + (s.p == snip::Precision::fp32 ? "" : "@") +
            (s.p == snip::Precision::fp32 ? "" : snip::isa_tier_name(s.tier));
@@ -262,25 +297,8 @@ void run_interleaved_rounds(int rounds) {
     for (size_t i = 0; i < n; ++i) std::printf("  %6.3f [%6.3f]", ours[i].first, ours[i].second);
     std::printf("\n");
   }
-  const double tokens = double(kB) * kT;
-  std::printf("medians over %d rounds, tokens/s:", rounds);
-  for (size_t i = 0; i < n; ++i) std::printf(" ours %s %.0f,", label(slots[i]).c_str(), tokens / median(wall[i]));
-  if (have_torch)
-    std::printf(" torch %s (%d intra-op thread) %.0f", torch->version().c_str(), torch->threads(),
-                tokens / median(torch_w));
-  std::printf("\n");
-  if (have_torch) {
-    std::printf("ratio ours fp32 / torch fp32 tokens/s: median per round %.2fx wall, %.2fx CPU (target >= 1.7x)\n",
-                median(speedup), median(cpu_speedup));
-    // PyTorch's step time varies far more than ours from step to step (0.7-1.7 s in one run):
-    // the most conservative figure compares our median with its single fastest step.
-    std::printf("ratio ours fp32 median / torch fastest step: %.2fx (torch's fastest %.3f s)\n",
-                *std::min_element(torch_w.begin(), torch_w.end()) / median(wall[0]),
-                *std::min_element(torch_w.begin(), torch_w.end()));
-  }
-  for (size_t i = 1; i < n; ++i)
-    std::printf("ratio %s step time / fp32 step time: median per round %.3f wall, %.3f CPU\n", label(slots[i]).c_str(),
-                median(ratio[i]), median(cpu[i]) / median(cpu[0]));
+  for (const Slot& s : slots) labels.push_back(label(s));
+  print_round_summary(rounds, m, have_torch ? &*torch : nullptr);
 }
 
 // Float step vs the double reference path on the tiny preset: same weights, same batch.

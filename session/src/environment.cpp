@@ -11,19 +11,6 @@
 
 namespace snip {
 
-const std::vector<EnvironmentVariable>& environment_variables() {
-  static const std::vector<EnvironmentVariable> vars = {
-      {"SNIP_NUM_THREADS", "threads of the element-wise loops and the quantizer: 1 to 256 (unset: all cores)"},
-      {"SNIP_ISA",
-       "the kernels' instruction-set tier: portable, avx2, avx512, avx512vnni, avx512bf16 or auto (unset: "
-       "auto, the CPU's best)"},
-      {"SNIP_QGEMM", "the quantized GEMMs' kernels: auto, fma, scalar or sgemm (unset: auto)"},
-      {"SNIP_FAULT_WRITE", "tests only: ENOSPC[:substring] or EROFS[:substring] injects a failed write"},
-      {"XDG_DATA_HOME", "where the default database lives (an absolute path; else ~/.local/share)"},
-  };
-  return vars;
-}
-
 void check_environment() {
   (void)parse_thread_count(std::getenv("SNIP_NUM_THREADS"));
   (void)parse_isa_tier(std::getenv("SNIP_ISA"), cpu_isa_tier());

@@ -60,8 +60,6 @@ class MinMaxDecimator {
   void clear();
   void add(const QPointF& p);
   void append_to(QList<QPointF>& out) const;
-  size_t bucket_width() const { return width_; }
-  size_t points_added() const { return added_; }
 
  private:
   struct Bucket {
@@ -102,14 +100,12 @@ class CurveChart : public QWidget {
   // Replicate bands (Curve::replicates) on or off; the "Replicate bands" box shows while a curve
   // has replicates.
   void set_bands_visible(bool visible);
-  bool bands_visible() const { return bands_visible_; }
   // Bands drawn at the last redraw (tests).
   int bands_drawn() const { return bands_drawn_; }
 
   // Vertical marker (e.g. the current budget); NaN hides it.
   void set_marker_x(double x, const QString& label = {});
 
-  int max_display_points() const { return max_display_points_; }
   // Number of redraws so far (tests check that bulk updates coalesce).
   int redraw_count() const { return redraw_count_; }
   // Redraws now instead of waiting for the timer.

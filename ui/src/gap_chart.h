@@ -23,9 +23,6 @@ class GapChart : public QWidget {
   // Row i's label as drawn before eliding: the arm's name, and "k/K" when only k of its K
   // replicates finished (its bars are then dashed).
   QString row_label(size_t i) const;
-  // The x range drawn (gap units), after set_bars: every bar's interval and 0 fit inside.
-  double x_min() const { return x_min_; }
-  double x_max() const { return x_max_; }
   // The legend's extent at the current size: it starts above the plot when it fits there and
   // moves left (then shortens "SNIP (train)" to "SNIP") so it never runs past the right edge.
   struct Legend {

@@ -89,11 +89,6 @@ void HeatmapWidget::set_data(HeatmapData data) {
   update();
 }
 
-void HeatmapWidget::set_marked(std::set<int> cells) {
-  marked_ = std::move(cells);
-  update();
-}
-
 double HeatmapWidget::normalized(double v) const {
   if (!std::isfinite(v)) return std::nan("");
   if (diverging_) {
@@ -188,7 +183,6 @@ QString HeatmapWidget::tooltip_text(int cell) const {
   }
   if (data_.contour && std::isfinite(v))
     text += QStringLiteral("<br>") + (v < *data_.contour ? tr("below %1") : tr("at or above %1")).arg(contour_name());
-  if (marked_.count(cell)) text += QStringLiteral("<br><i>%1</i>").arg(tr("pinned"));
   return text;
 }
 
@@ -227,12 +221,6 @@ void HeatmapWidget::draw_marks(QPainter& p, const Geometry& g) const {
       const int y = g.grid.top() + int(std::floor(r * g.cell_h));
       p.drawLine(g.grid.left(), y, g.grid.right(), y);
     }
-  }
-  for (int cell : marked_) {
-    const QRect rc = cell_rect(cell).adjusted(1, 1, -1, -1);
-    p.setPen(QPen(pal.color(QPalette::Highlight), 3));
-    p.setBrush(Qt::NoBrush);
-    p.drawRect(rc);
   }
   if (selected_ >= 0) {
     // Two rings, the text colour outside and the base colour inside, so it shows on every cell colour.
@@ -439,7 +427,6 @@ void HeatmapWidget::mouseMoveEvent(QMouseEvent* event) {
   if (cell != hover_) {
     hover_ = cell;
     update();
-    if (cell >= 0) emit cell_hovered(cell);
   }
   if (cell >= 0)
     QToolTip::showText(event->globalPosition().toPoint(), tooltip_text(cell), this, cell_rect(cell));

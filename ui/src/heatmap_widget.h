@@ -49,9 +49,6 @@ class HeatmapWidget : public QWidget {
 
   void set_data(HeatmapData data);
   const HeatmapData& data() const { return data_; }
-  // Cells drawn with a pin mark (cell index = row*cols + col).
-  void set_marked(std::set<int> cells);
-  const std::set<int>& marked() const { return marked_; }
   // Extra lines for a cell's tooltip (e.g. every statistic behind the value).
   void set_detail_provider(std::function<QString(int cell)> provider) { detail_ = std::move(provider); }
   // What an empty map says (default: how to get statistics).
@@ -82,7 +79,6 @@ class HeatmapWidget : public QWidget {
 
  signals:
   void cell_clicked(int cell);
-  void cell_hovered(int cell);
   void cell_selected(int cell);
 
  protected:
@@ -117,7 +113,6 @@ class HeatmapWidget : public QWidget {
   bool diverging() const { return diverging_; }
 
   HeatmapData data_;
-  std::set<int> marked_;
   std::function<QString(int)> detail_;
   QString placeholder_ = tr("No statistics yet — run a statistics round, or use File › Import statistics/costs");
   double lo_ = 0.0, hi_ = 1.0;  // colour range in (possibly log) value space

@@ -275,10 +275,6 @@ void MonitorView::set_empty_curves() {
   noise_summary_->clear();
 }
 
-QString MonitorView::noise_summary() const {
-  return noise_summary_->text();
-}
-
 void MonitorView::reload_noise() {
   noise_clock_.start();
   snip::Store* store = workbench_->store();

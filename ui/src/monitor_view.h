@@ -39,7 +39,6 @@ class MonitorView : public QWidget {
   QTabWidget* pages() const { return pages_; }  // "Curves", "Gradient noise"
   HeatmapWidget* noise_heatmap() const { return noise_; }
   QComboBox* noise_precision_combo() const { return noise_precision_; }
-  QString noise_summary() const;
   // Points of the loss chart's train curve (what is shown, before display downsampling).
   size_t train_points() const { return loss_->curves().empty() ? 0 : loss_->curves().front().points.size(); }
 

@@ -90,25 +90,7 @@ QGroupBox* PlanView::make_request_box() {
   form->addRow(ties_check_);
   form->addRow(per_role_check_);
   form->addRow(bf16_check_);
-  stages_spin_ = new QSpinBox(controls);
-  stages_spin_->setRange(1, 64);
-  stages_spin_->setToolTip(tr("Pipeline stages: each stage of contiguous blocks meets the budget on its own FLOPs"));
-  form->addRow(tr("Pipeline stages:"), stages_spin_);
-  // Megatron-LM numbers every pipeline chunk's blocks from 0: a plan it can express is the same on
-  // every chunk (snip solve --pipeline-parallel P --virtual-stages V).
-  pipeline_spin_ = new QSpinBox(controls);
-  pipeline_spin_->setRange(1, 64);
-  pipeline_spin_->setToolTip(
-      tr("Megatron-LM's --pipeline-model-parallel-size: every stage numbers its blocks from 0, so the plan is "
-         "solved the same on every stage, and its Megatron export is written for that layout"));
-  virtual_spin_ = new QSpinBox(controls);
-  virtual_spin_->setRange(1, 64);
-  virtual_spin_->setPrefix(QStringLiteral("× "));
-  virtual_spin_->setToolTip(tr("Megatron-LM's --num-virtual-stages-per-pipeline-rank (model chunks per stage)"));
-  auto* pipeline_row = new QHBoxLayout();
-  pipeline_row->addWidget(pipeline_spin_, 1);
-  pipeline_row->addWidget(virtual_spin_, 1);
-  form->addRow(tr("Megatron pipeline:"), pipeline_row);
+  add_pipeline_rows(controls, form);
   seed_spin_ = new QSpinBox(controls);
   seed_spin_->setRange(1, 1000000);
   form->addRow(tr("Seed (random):"), seed_spin_);
@@ -129,6 +111,30 @@ QGroupBox* PlanView::make_request_box() {
   controls->setMinimumWidth(290);
   controls->setMaximumWidth(420);
   return controls;
+}
+
+// Pipeline stages with a budget each, or Megatron's pipeline layout (a plan the same on every
+// chunk, snip solve --pipeline-parallel P --virtual-stages V): the two exclude each other.
+void PlanView::add_pipeline_rows(QGroupBox* controls, QFormLayout* form) {
+  stages_spin_ = new QSpinBox(controls);
+  stages_spin_->setRange(1, 64);
+  stages_spin_->setToolTip(tr("Pipeline stages: each stage of contiguous blocks meets the budget on its own FLOPs"));
+  form->addRow(tr("Pipeline stages:"), stages_spin_);
+  // Megatron-LM numbers every pipeline chunk's blocks from 0: a plan it can express is the same on
+  // every chunk (snip solve --pipeline-parallel P --virtual-stages V).
+  pipeline_spin_ = new QSpinBox(controls);
+  pipeline_spin_->setRange(1, 64);
+  pipeline_spin_->setToolTip(
+      tr("Megatron-LM's --pipeline-model-parallel-size: every stage numbers its blocks from 0, so the plan is "
+         "solved the same on every stage, and its Megatron export is written for that layout"));
+  virtual_spin_ = new QSpinBox(controls);
+  virtual_spin_->setRange(1, 64);
+  virtual_spin_->setPrefix(QStringLiteral("× "));
+  virtual_spin_->setToolTip(tr("Megatron-LM's --num-virtual-stages-per-pipeline-rank (model chunks per stage)"));
+  auto* pipeline_row = new QHBoxLayout();
+  pipeline_row->addWidget(pipeline_spin_, 1);
+  pipeline_row->addWidget(virtual_spin_, 1);
+  form->addRow(tr("Megatron pipeline:"), pipeline_row);
 }
 
 // The plan grid beside the budget-vs-quality chart.

@@ -19,6 +19,7 @@ class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QGroupBox;
+class QFormLayout;
 class QLabel;
 class QPushButton;
 class QSlider;
@@ -46,7 +47,6 @@ class PlanView : public QWidget {
   // Controls (tests and the bench drive these like a user would).
   QSlider* budget_slider() const { return budget_slider_; }
   QDoubleSpinBox* budget_spin() const { return budget_spin_; }
-  QComboBox* method_combo() const { return method_combo_; }
   QDoubleSpinBox* lambda_spin() const { return lambda_spin_; }
   QCheckBox* ties_check() const { return ties_check_; }
   QSpinBox* stages_spin() const { return stages_spin_; }
@@ -70,10 +70,6 @@ class PlanView : public QWidget {
   // A trade-off sweep is running or queued (its curves are not drawn yet).
   bool sweeping() const { return sweep_watcher_.isRunning() || sweep_dirty_; }
 
-  // Layers of the planning source whose FP4 gradient noise ratio is below √3 (METHOD.md 10),
-  // by layer index, with their ratio: flagged in the grid.
-  const std::map<int, double>& noisy_layers() const { return noisy_layers_; }
-
   snip::PlanRequest request() const;
   void export_plan_json(const QString& path);
   void export_plan_csv(const QString& path);
@@ -95,6 +91,7 @@ class PlanView : public QWidget {
  private:
   // The constructor's parts: the request box, the grid and chart, the connections.
   QGroupBox* make_request_box();
+  void add_pipeline_rows(QGroupBox* controls, QFormLayout* form);
   QSplitter* make_grid_and_chart();
   void connect_signals();
   void start_solve();

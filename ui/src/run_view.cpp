@@ -199,22 +199,7 @@ QWidget* RunView::make_adaptive_box(QWidget* parent) {
   adaptive_ties_->setToolTip(tr("One precision for q/k/v and one for gate/up of a block (fused kernels)"));
   adaptive_per_role_ = new QCheckBox(tr("per role"), adaptive_box_);
   adaptive_per_role_->setToolTip(tr("Choose fprop and the backward GEMMs (dgrad, wgrad) separately"));
-  // The gradient noise monitor (METHOD.md 10), as `snip train --replan-when` and `--noise-floor`.
-  adaptive_replan_when_ = new QComboBox(adaptive_box_);
-  adaptive_replan_when_->addItem(tr("every round"), QStringLiteral("always"));
-  adaptive_replan_when_->addItem(tr("FP4 noise crosses √3"), QStringLiteral("noise"));
-  adaptive_replan_when_->setToolTip(
-      tr("Re-solve at every statistics round, or only when the set of layers whose FP4 gradient noise ratio "
-         "‖∇W‖/‖∇W_q − ∇W‖ is below √3 (or the noise floor) changes"));
-  adaptive_noise_floor_ = new QDoubleSpinBox(adaptive_box_);
-  adaptive_noise_floor_->setRange(0.0, 100.0);
-  adaptive_noise_floor_->setDecimals(3);
-  adaptive_noise_floor_->setSingleStep(0.1);
-  adaptive_noise_floor_->setSpecialValueText(tr("off"));
-  adaptive_noise_floor_->setValue(0.0);
-  adaptive_noise_floor_->setToolTip(
-      tr("Layers whose FP4 gradient noise ratio is below this stay out of FP4 (the "
-         "budget is lowered when it must be, and said); √3 ≈ 1.732; 0: off"));
+  add_noise_monitor_fields();
   adaptive_grid->addWidget(new QLabel(tr("method"), adaptive_box_), 0, 0);
   adaptive_grid->addWidget(adaptive_method_, 0, 1);
   adaptive_grid->addWidget(new QLabel(tr("λ"), adaptive_box_), 0, 2);
@@ -236,6 +221,25 @@ QWidget* RunView::make_adaptive_box(QWidget* parent) {
   adaptive_grid->addWidget(new QLabel(tr("noise floor"), adaptive_box_), 4, 3, 1, 2);
   adaptive_grid->addWidget(adaptive_noise_floor_, 4, 5);
   return adaptive_box_;
+}
+
+// The gradient noise monitor's fields (METHOD.md 10), as `snip train --replan-when` and `--noise-floor`.
+void RunView::add_noise_monitor_fields() {
+  adaptive_replan_when_ = new QComboBox(adaptive_box_);
+  adaptive_replan_when_->addItem(tr("every round"), QStringLiteral("always"));
+  adaptive_replan_when_->addItem(tr("FP4 noise crosses √3"), QStringLiteral("noise"));
+  adaptive_replan_when_->setToolTip(
+      tr("Re-solve at every statistics round, or only when the set of layers whose FP4 gradient noise ratio "
+         "‖∇W‖/‖∇W_q − ∇W‖ is below √3 (or the noise floor) changes"));
+  adaptive_noise_floor_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_noise_floor_->setRange(0.0, 100.0);
+  adaptive_noise_floor_->setDecimals(3);
+  adaptive_noise_floor_->setSingleStep(0.1);
+  adaptive_noise_floor_->setSpecialValueText(tr("off"));
+  adaptive_noise_floor_->setValue(0.0);
+  adaptive_noise_floor_->setToolTip(
+      tr("Layers whose FP4 gradient noise ratio is below this stay out of FP4 (the "
+         "budget is lowered when it must be, and said); √3 ≈ 1.732; 0: off"));
 }
 
 // The rest of what `snip train` takes: tokenizer, accumulation, schedule, AdamW, clipping and

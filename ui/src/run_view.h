@@ -49,7 +49,6 @@ class RunView : public QWidget {
   QComboBox* preset_combo() const { return preset_combo_; }
   QComboBox* precision_combo() const { return precision_combo_; }
   QSpinBox* steps_spin() const { return steps_spin_; }
-  QWidget* more_settings() const { return more_box_; }
   // The run the form describes, as `snip train`'s options describe one (snip/run_settings.h),
   // and the form set from one (the precision choice aside).
   snip::RunSettings run_settings() const;
@@ -57,10 +56,8 @@ class RunView : public QWidget {
   QSpinBox* batch_spin() const { return batch_spin_; }
   QSpinBox* seq_spin() const { return seq_spin_; }
   QSpinBox* eval_spin() const { return eval_spin_; }
-  QSpinBox* save_spin() const { return save_spin_; }
   QLineEdit* config_edit() const { return config_edit_; }
   QLineEdit* data_edit() const { return data_edit_; }
-  QLineEdit* plan_edit() const { return plan_edit_; }
   QPushButton* start_button() const { return start_button_; }
   QDoubleSpinBox* adaptive_budget() const { return adaptive_budget_; }
   QSpinBox* adaptive_replan() const { return adaptive_replan_; }
@@ -68,16 +65,12 @@ class RunView : public QWidget {
   QComboBox* adaptive_method() const { return adaptive_method_; }
   QDoubleSpinBox* adaptive_lambda() const { return adaptive_lambda_; }
   QSpinBox* adaptive_noise_passes() const { return adaptive_noise_passes_; }
-  QDoubleSpinBox* adaptive_sigma() const { return adaptive_sigma_; }
   QCheckBox* adaptive_ties() const { return adaptive_ties_; }
-  QCheckBox* adaptive_per_role() const { return adaptive_per_role_; }
   QComboBox* adaptive_replan_when() const { return adaptive_replan_when_; }       // "always", "noise"
   QDoubleSpinBox* adaptive_noise_floor() const { return adaptive_noise_floor_; }  // 0: off
   QPushButton* resume_button() const { return resume_button_; }
   QPushButton* resume_run_button() const { return resume_run_button_; }
   QAction* resume_action() const { return resume_action_; }
-  QPushButton* pause_button() const { return pause_button_; }
-  QPushButton* stop_button() const { return stop_button_; }
   QProgressBar* progress_bar() const { return progress_; }
   QTableWidget* runs_table() const { return runs_table_; }
 
@@ -115,6 +108,7 @@ class RunView : public QWidget {
   QGroupBox* make_run_box();
   void add_model_rows(QGroupBox* box, QFormLayout* form);
   QWidget* make_adaptive_box(QWidget* parent);
+  void add_noise_monitor_fields();
   QWidget* make_more_box(QWidget* parent);
   void add_training_rows(QGroupBox* box, QFormLayout* form);
   void add_control_rows(QGroupBox* box, QFormLayout* form);

@@ -31,7 +31,6 @@ class SensitivityView : public QWidget {
   SensitivityView(Workbench* workbench, QWidget* parent = nullptr);
   HeatmapWidget* heatmap() const { return heatmap_; }
   QComboBox* round_combo() const { return round_combo_; }
-  QComboBox* metric_combo() const { return metric_combo_; }
   QComboBox* mode_combo() const { return mode_combo_; }
   QSlider* step_slider() const { return step_slider_; }
   void set_lambda(double lambda);

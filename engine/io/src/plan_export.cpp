@@ -240,19 +240,20 @@ std::string yaml_quote(const std::string& s) {
   return nlohmann::json(s).dump();  // a JSON string is a YAML double-quoted scalar
 }
 
-std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec,
-                            const PipelineLayout& layout) {
-  // One precision per module path Megatron sees: the fused members of a block agree, and with a
-  // pipeline layout so do the blocks every chunk names alike (block mod c).
+// Megatron's module paths in block order, each with the first layer placed there. The fused
+// members of a block must agree, and with a pipeline layout so must the blocks every chunk names
+// alike (block mod c); throws snip::Error naming both layers otherwise.
+std::vector<std::pair<std::string, int>> megatron_modules(const ModelDims& dims, const std::vector<Precision>& prec,
+                                                          const PipelineLayout& layout) {
   const int chunk = pipeline_chunk_blocks(dims.num_layers, layout);
   std::map<std::string, int> first_of;  // path -> the first layer placed there
-  std::vector<std::string> order;
+  std::vector<std::pair<std::string, int>> order;
   const std::vector<LinearLayerInfo> layers = linear_layers(dims);
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string path = megatron_module_path(layers[i].block % chunk, layers[i].type);
     const auto [it, fresh] = first_of.emplace(path, int(i));
     if (fresh) {
-      order.push_back(path);
+      order.emplace_back(path, int(i));
       continue;
     }
     const LinearLayerInfo& other = layers[size_t(it->second)];
@@ -273,6 +274,13 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
                 (layout.virtual_stages > 1 ? " --virtual-stages " + std::to_string(layout.virtual_stages) : "") +
                 "`, or the Plan view's \"Megatron pipeline\") to export it");
   }
+  return order;
+}
+
+// The file's comment lines: how Megatron reads it, the layout it is for, the environment its
+// recipe needs and the plan.
+std::string megatron_header(const Plan& plan, const ModelDims& dims, const PipelineLayout& layout) {
+  const int chunk = pipeline_chunk_blocks(dims.num_layers, layout);
   std::ostringstream y;
   y << "# A SNIP precision plan for Megatron-LM: --te-precision-config-file FILE\n"
        "# (megatron/core/quantization/quant_config.py). The first enabled matcher whose glob matches a\n"
@@ -304,6 +312,12 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
       << env << "\n";
   y << "# Plan: method " << plan.method << ", budget " << plan.budget << ", achieved FP4 FLOP fraction "
     << plan.achieved_fp4_fraction << ", recipe " << plan.recipe << "; a model of " << dims.num_layers << " blocks.\n";
+  return y.str();
+}
+
+// The configs: one Transformer Engine payload per precision, each overriding the surrounding autocast.
+std::string megatron_configs(const Plan& plan) {
+  std::ostringstream y;
   y << "configs:\n";
   for (const Precision p : {Precision::fp4, Precision::fp8}) {
     const StackRecipe r = stack_recipe(plan.recipe, p);
@@ -321,15 +335,22 @@ std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::
        "    transformer_engine_config_type: TEQuantizationParams\n"
        "    training_recipe:\n"
        "      override_quantized_autocast: true  # BF16 under a global FP8/FP4 flag too\n";
+  return y.str();
+}
+
+std::string export_megatron(const Plan& plan, const ModelDims& dims, const std::vector<Precision>& prec,
+                            const PipelineLayout& layout) {
+  std::ostringstream y;
+  y << megatron_header(plan, dims, layout) << megatron_configs(plan);
   y << "matchers:\n";
-  for (const std::string& path : order) {
+  for (const auto& [path, layer] : megatron_modules(dims, prec, layout)) {
     std::string name = path;
     for (char& c : name)
       if (c == '.') c = '_';
     y << "  " << name << ":\n"
       << "    type: glob\n"
       << "    pattern: " << yaml_quote("*" + path) << "\n"
-      << "    config: " << precision_name(prec[size_t(first_of[path])]) << "\n"
+      << "    config: " << precision_name(prec[size_t(layer)]) << "\n"
       << "    enabled: true\n";
   }
   y << "  default:\n"

@@ -213,10 +213,9 @@ void attention_backward_ref(R* dq, R* dk, R* dv, const R* dout, const R* probs, 
 //
 // The work is split into one task per (batch, kv head) group on the shared pool (the heads of a
 // group accumulate into the same dK/dV, so they stay in one task, in order), and OpenBLAS runs
-// single-threaded inside each task. Each task's result is fixed whichever thread runs it.
-// Before, every one of the ~2,300 small per-head GEMMs of a step was split across OpenBLAS's two
-// threads with a barrier each: on a loaded machine every barrier waited for a descheduled partner
-// (a 0.6 s step took 12–27 s at load 3), and the softmax rows between the GEMMs ran on one core.
+// single-threaded inside each task. Each task's result is fixed whichever thread runs it. (Split
+// across OpenBLAS's threads instead, the ~2,300 small per-head GEMMs of a step would each end in a
+// barrier, which on a loaded machine waits for a descheduled partner: bench/train/RESULTS.md.)
 //
 // Causal blocking: query rows go in blocks of kAttnRows; the block [r0, r1) only needs keys
 // [0, r1), so S = Q·Kᵀ, O = P·V and the four backward GEMMs skip the masked upper triangle

@@ -298,9 +298,9 @@ struct KStep {
 };
 
 // About this many k per step: B's slice of a panel (64 columns × kKStep, 16 KB of E2M1 codes or
-// 64 KB of widened BF16) then stays in L1/L2 while a task's 8 tiles use it. Before, each tile ran
-// over the whole of K: a weight-gradient GEMM (K = tokens, 2,048–4,096) streamed its panel
-// (up to 1 MB widened) from L3 once per tile.
+// 64 KB of widened BF16) then stays in L1/L2 while a task's 8 tiles use it, where a tile over the
+// whole of K would stream a weight-gradient GEMM's panel (K = tokens, 2,048–4,096; up to 1 MB
+// widened) from L3 once per tile.
 inline constexpr int64_t kKStep = 256;
 
 // The steps along K: whole chunks grouped up to kKStep, a chunk longer than kKStep cut into

@@ -46,8 +46,6 @@ class SafetensorsFile {
   std::vector<int64_t> shape(const std::string& name) const;  // throws when missing
   // The metadata as its writer gave it (without kDataChecksumKey, verified when the file was read).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // The data's recorded checksum ("" for a file of another writer, which records none).
-  const std::string& data_checksum() const { return data_checksum_; }
 
   // Copies tensor `name` (dtype F32; BF16/F16 are converted) into `out`. Throws snip::Error
   // when it is missing or its shape differs from `expected_shape`, e.g.

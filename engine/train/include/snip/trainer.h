@@ -136,7 +136,6 @@ class Trainer {
     std::string hex() const;  // the hash as 16 hex digits
     std::string str() const;  // "N tokens, fnv1a64 0123456789abcdef"
   };
-  const CorpusFingerprint& corpus_fingerprint() const { return fingerprint_; }
   void save_checkpoint(const std::string& dir) const;
   nlohmann::json trainer_state() const;
 
