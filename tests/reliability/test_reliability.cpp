@@ -542,10 +542,11 @@ TEST_F(Tmpfs, DatabaseFullMidRunTheResumeIsTheSameRunWithEveryRow) {
   std::string err;
   ASSERT_EQ(run_snip(train_args(2, dir_ / "ck1", db), dir_ / "first", &err), 0) << err;
   fill(160 * 1024);
-  // Rows are written 256 at a time (or every half second); the disk fills at one of those
-  // writes, long before the first scheduled checkpoint.
+  // A checkpoint every step, each after the rows before it are written (however the rows are
+  // batched, by count or by time): the disk fills at one of those writes, with a checkpoint
+  // of the step before it on the other disk, whatever the machine's speed.
   const int64_t steps = 1200;
-  ASSERT_EQ(run_snip(train_args(steps, ck, db, 100), dir_ / "full", &err), 1) << "the disk never filled";
+  ASSERT_EQ(run_snip(train_args(steps, ck, db, 1), dir_ / "full", &err), 1) << "the disk never filled";
   EXPECT_CONTAINS(err, "full");
   fs::remove(mnt_ / "filler");
   const int64_t at = load_checkpoint(ck);
