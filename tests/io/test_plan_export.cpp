@@ -40,6 +40,29 @@ std::string run_python(const std::string& script, const std::string& dir) {
   return out;
 }
 
+// The precision Megatron runs a module in (megatron/core/extensions/transformer_engine.py at
+// d98e8a64dd: TEQuantizationRecipe's fields and their defaults, parse_from_config refusing other
+// fields, _get_fp8_autocast_for_quant_recipe), given the file `cfg`, the module's config name
+// (None: no matcher) and whether a global FP8 flag is on.
+constexpr const char* kMegatronAutocast =
+    "FIELDS = {'fp8_quantization_recipe': None, 'fp4_quantization_recipe': None, 'custom_recipe_factory': None,\n"
+    "          'fp8_format': 'e4m3', 'override_quantized_autocast': True,\n"
+    "          'override_nonquantized_autocast': False, 'tp_only_amax_red': False}\n"
+    "def recipe(cfg, config):\n"
+    "    given = cfg['configs'][config]['training_recipe'] or {}\n"
+    "    for f in given:\n"
+    "        if f not in FIELDS: raise ValueError(f\"Field '{f}' not valid for this configuration.\")\n"
+    "    return {**FIELDS, **given}\n"
+    "def runs_in(cfg, config, global_fp8):\n"
+    "    # keep the surrounding context unless told to override it\n"
+    "    if config is None: return 'fp8' if global_fp8 else 'bf16'\n"
+    "    r = recipe(cfg, config)\n"
+    "    if global_fp8 and not r['override_quantized_autocast']: return 'fp8'\n"
+    "    if not global_fp8 and not r['override_nonquantized_autocast']: return 'bf16'\n"
+    "    if r['fp4_quantization_recipe']: return 'fp4'\n"
+    "    if r['fp8_quantization_recipe']: return 'fp8'\n"
+    "    return 'bf16'\n";
+
 snip::ModelDims small_dims() {
   return snip::preset_config("small").dims();
 }
@@ -212,36 +235,17 @@ TEST(PlanExport, MegatronReadsTheYamlAsSnipDoes) {
     paths.push_back(snip::megatron_module_path(l.block, l.type));
   std::ofstream(dir_path + "/paths.json") << paths.dump();
   const std::string out = run_python(
-      "import fnmatch, json, yaml\n"
-      "cfg = yaml.load(open('" +
-          dir_path +
+      std::string(kMegatronAutocast) + "import fnmatch, json, yaml\n" + "cfg = yaml.load(open('" + dir_path +
           "/plan.yaml'), Loader=yaml.SafeLoader)\n"
           "matchers = [(m['pattern'], m['config']) for m in cfg['matchers'].values() if m.get('enabled', False)]\n"
           "def key(path):\n"
           "    for pattern, config in matchers:\n"
           "        if fnmatch.fnmatch(path, pattern): return config\n"
           "    return None\n"
-          "FIELDS = {'fp8_quantization_recipe': None, 'fp4_quantization_recipe': None, 'custom_recipe_factory': None,\n"
-          "          'fp8_format': 'e4m3', 'override_quantized_autocast': True,\n"
-          "          'override_nonquantized_autocast': False, 'tp_only_amax_red': False}\n"
-          "def recipe(config):\n"
-          "    given = cfg['configs'][config]['training_recipe'] or {}\n"
-          "    for f in given:\n"
-          "        if f not in FIELDS: raise ValueError(f\"Field '{f}' not valid for this configuration.\")\n"
-          "    return {**FIELDS, **given}\n"
-          "def runs_in(config, global_fp8):\n"
-          "    # _get_fp8_autocast_for_quant_recipe: keep the surrounding context unless told to override it\n"
-          "    if config is None: return 'fp8' if global_fp8 else 'bf16'\n"
-          "    r = recipe(config)\n"
-          "    if global_fp8 and not r['override_quantized_autocast']: return 'fp8'\n"
-          "    if not global_fp8 and not r['override_nonquantized_autocast']: return 'bf16'\n"
-          "    if r['fp4_quantization_recipe']: return 'fp4'\n"
-          "    if r['fp8_quantization_recipe']: return 'fp8'\n"
-          "    return 'bf16'\n"
           "ps = json.load(open('" +
           dir_path +
           "/paths.json'))\n"
-          "print(json.dumps({g: {p: runs_in(key(p), g == 'fp8') for p in ps} for g in ('none', 'fp8')}))\n",
+          "print(json.dumps({g: {p: runs_in(cfg, key(p), g == 'fp8') for p in ps} for g in ('none', 'fp8')}))\n",
       dir_path);
   const nlohmann::json megatron = nlohmann::json::parse(out);
   const snip::Plan back = snip::import_plan(yaml, snip::PlanStack::megatron, dims, "plan.yaml", nullptr);
@@ -323,51 +327,56 @@ TEST(PlanExport, MegatronAtPipelineParallelGivesEveryStageItsBlocksPrecision) {
   }
   std::ofstream(dir + "/jobs.json") << jobs.dump();
   const std::string out = run_python(
-      "import fnmatch, json, yaml\n"
-      "MODULES = ['self_attention.linear_qkv', 'self_attention.linear_proj', 'mlp.linear_fc1', 'mlp.linear_fc2']\n"
-      "def offset(num_layers, pp_size, vp_size, pp_rank, vp_stage):\n"
-      "    # get_transformer_layer_offset, pipeline_model_parallel_size > 1, no uneven first/last stage\n"
-      "    if pp_size == 1: return 0\n"
-      "    num_layers_per_pipeline_rank = num_layers // pp_size\n"
-      "    if vp_size is not None:\n"
-      "        num_layers_per_virtual_rank = num_layers_per_pipeline_rank // vp_size\n"
-      "        total_virtual_chunks = num_layers // vp_size\n"
-      "        return vp_stage * total_virtual_chunks + (pp_rank * num_layers_per_virtual_rank)\n"
-      "    return pp_rank * num_layers_per_pipeline_rank\n"
-      "def read(job):\n"
-      "    cfg = yaml.load(open(job['yaml']), Loader=yaml.SafeLoader)\n"
-      "    matchers = [(m['pattern'], m['config']) for m in cfg['matchers'].values() if m.get('enabled', False)]\n"
-      "    L, P, V = job['num_layers'], job['pp'], job['vp']\n"
-      "    per_chunk = L // P // V\n"
-      "    got = {}\n"
-      "    for pp_rank in range(P):\n"
-      "        for vp_stage in range(V):\n"
-      "            off = offset(L, P, V if V > 1 else None, pp_rank, vp_stage)\n"
-      "            for i in range(per_chunk):  # the chunk's ModuleList index: its own name\n"
-      "                for mod in MODULES:\n"
-      "                    name = f'decoder.layers.{i}.{mod}'\n"
-      "                    config = next((c for p, c in matchers if fnmatch.fnmatch(name, p)), None)\n"
-      "                    got[f'decoder.layers.{off + i}.{mod}'] = config\n"
-      "    return got\n"
-      "print(json.dumps([read(j) for j in json.load(open('" +
+      std::string(kMegatronAutocast) + "import fnmatch, json, yaml\n" +
+          "MODULES = ['self_attention.linear_qkv', 'self_attention.linear_proj', 'mlp.linear_fc1', 'mlp.linear_fc2']\n"
+          "def offset(num_layers, pp_size, vp_size, pp_rank, vp_stage):\n"
+          "    # get_transformer_layer_offset, pipeline_model_parallel_size > 1, no uneven first/last stage\n"
+          "    if pp_size == 1: return 0\n"
+          "    num_layers_per_pipeline_rank = num_layers // pp_size\n"
+          "    if vp_size is not None:\n"
+          "        num_layers_per_virtual_rank = num_layers_per_pipeline_rank // vp_size\n"
+          "        total_virtual_chunks = num_layers // vp_size\n"
+          "        return vp_stage * total_virtual_chunks + (pp_rank * num_layers_per_virtual_rank)\n"
+          "    return pp_rank * num_layers_per_pipeline_rank\n"
+          "def read(job):\n"
+          "    cfg = yaml.load(open(job['yaml']), Loader=yaml.SafeLoader)\n"
+          "    matchers = [(m['pattern'], m['config']) for m in cfg['matchers'].values() if m.get('enabled', False)]\n"
+          "    L, P, V = job['num_layers'], job['pp'], job['vp']\n"
+          "    per_chunk = L // P // V\n"
+          "    got = {'none': {}, 'fp8': {}}\n"
+          "    for pp_rank in range(P):\n"
+          "        for vp_stage in range(V):\n"
+          "            off = offset(L, P, V if V > 1 else None, pp_rank, vp_stage)\n"
+          "            for i in range(per_chunk):  # the chunk's ModuleList index: its own name\n"
+          "                for mod in MODULES:\n"
+          "                    name = f'decoder.layers.{i}.{mod}'\n"
+          "                    config = next((c for p, c in matchers if fnmatch.fnmatch(name, p)), None)\n"
+          "                    for g in got: got[g][f'decoder.layers.{off + i}.{mod}'] = runs_in(cfg, config, g == "
+          "'fp8')\n"
+          "    return got\n"
+          "print(json.dumps([read(j) for j in json.load(open('" +
           dir + "/jobs.json'))]))\n",
       dir);
   const nlohmann::json megatron = nlohmann::json::parse(out);
   for (size_t i = 0; i < cases.size(); ++i) {
-    SCOPED_TRACE("case " + std::to_string(i) + ": " + snip::pipeline_layout_text(cases[i].layout));
-    int wrong = 0, modules = 0;
-    for (const snip::LinearLayerInfo& l : snip::linear_layers(cases[i].dims)) {
-      const std::string path = snip::megatron_module_path(l.block, l.type);
-      ASSERT_TRUE(megatron[i].contains(path)) << path << " is on no stage";
-      if (l.type == snip::LayerType::k || l.type == snip::LayerType::v || l.type == snip::LayerType::up) continue;
-      ++modules;
-      wrong += megatron[i][path] != snip::precision_name(plans[i].layers.at(l.name).fprop);
+    for (const char* global : {"none", "fp8"}) {  // without and with a global FP8 flag
+      SCOPED_TRACE("case " + std::to_string(i) + ": " + snip::pipeline_layout_text(cases[i].layout) + ", global flag " +
+                   global);
+      const nlohmann::json& runs = megatron[i][global];
+      int wrong = 0, modules = 0;
+      for (const snip::LinearLayerInfo& l : snip::linear_layers(cases[i].dims)) {
+        const std::string path = snip::megatron_module_path(l.block, l.type);
+        ASSERT_TRUE(runs.contains(path)) << path << " is on no stage";
+        if (l.type == snip::LayerType::k || l.type == snip::LayerType::v || l.type == snip::LayerType::up) continue;
+        ++modules;
+        wrong += runs[path] != snip::precision_name(plans[i].layers.at(l.name).fprop);
+      }
+      EXPECT_EQ(runs.size(), size_t(modules));
+      if (cases[i].for_layout)
+        EXPECT_EQ(wrong, 0) << "modules on a stage in another block's precision";
+      else
+        EXPECT_GT(wrong, 0) << "a PP = 1 file read at PP = 2 happened to fit this plan; pick another seed";
     }
-    EXPECT_EQ(megatron[i].size(), size_t(modules));
-    if (cases[i].for_layout)
-      EXPECT_EQ(wrong, 0) << "modules on a stage with another block's precision";
-    else
-      EXPECT_GT(wrong, 0) << "a PP = 1 file read at PP = 2 happened to fit this plan; pick another seed";
   }
   // The plan that differs between stages is refused at the layout, both layers named.
   try {
