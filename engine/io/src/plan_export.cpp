@@ -655,12 +655,19 @@ std::string megatron_module_path(int block, LayerType type) {
   return "decoder.layers." + std::to_string(block) + "." + megatron_module(type);
 }
 
-std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings,
-                        std::optional<PipelineLayout> layout) {
-  const PipelineLayout at = layout.value_or(plan_pipeline_layout(plan));
+namespace {
+// A pipeline layout is Megatron's: the other stacks name modules model-wide.
+void refuse_layout_outside_megatron(PlanStack stack, const std::optional<PipelineLayout>& layout) {
   if (stack != PlanStack::megatron && layout && layout->split())
     throw Error(pipeline_layout_text(*layout) + " is a Megatron-LM layout; " + plan_stack_name(stack) +
                 " names every module by its model-wide name, so its files need no layout");
+}
+}  // namespace
+
+std::string export_plan(const Plan& plan, const ModelDims& dims, PlanStack stack, std::vector<std::string>* warnings,
+                        std::optional<PipelineLayout> layout) {
+  const PipelineLayout at = layout.value_or(plan_pipeline_layout(plan));
+  refuse_layout_outside_megatron(stack, layout);
   const std::vector<Precision> prec = module_precisions(plan, dims, stack, warnings);
   switch (stack) {
     case PlanStack::megatron:
@@ -685,9 +692,7 @@ std::string export_plan(const Plan& plan, PlanStack stack, std::vector<std::stri
 
 Plan import_plan(const std::string& text, PlanStack stack, const ModelDims& dims, const std::string& source,
                  std::vector<std::string>* warnings, std::optional<PipelineLayout> layout) {
-  if (stack != PlanStack::megatron && layout && layout->split())
-    throw Error(pipeline_layout_text(*layout) + " is a Megatron-LM layout; " + plan_stack_name(stack) +
-                " names every module by its model-wide name, so its files need no layout");
+  refuse_layout_outside_megatron(stack, layout);
   switch (stack) {
     case PlanStack::megatron:
       return import_megatron(text, dims, source, warnings, layout);
