@@ -14,6 +14,7 @@
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/planner.h"
+#include "snip/text.h"
 #include "stats_source.h"
 
 namespace {
@@ -36,12 +37,6 @@ std::string cell(const snip::RoleChoice& c) {
     return p == snip::Precision::fp4 ? "4" : p == snip::Precision::fp8 ? "8" : p == snip::Precision::bf16 ? "b" : "f";
   };
   return c[0] == c[1] ? std::string(ch(c[0])) : std::string(ch(c[0])) + "/" + ch(c[1]);
-}
-
-std::string fmt_g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 void print_grid(const snip::CostTable& t, const snip::PlanResult& r) {
@@ -130,7 +125,7 @@ void run_solve(const SolveOptions& o) {
     return;
   }
   std::printf("method      %s (costs: %s%s)\n", r.method.c_str(), in.snip.source.c_str(),
-              from_stats ? (", lambda " + fmt_g(o.lambda)).c_str() : "");
+              from_stats ? (", lambda " + snip::format_g(o.lambda)).c_str() : "");
   if (std::isnan(r.mip_gap))
     std::printf("status      %s (no solver), %.2f ms\n", r.status.c_str(), r.solve_ms);
   else

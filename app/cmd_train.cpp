@@ -36,6 +36,7 @@
 #include "snip/run_settings.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
+#include "snip/text.h"
 #include "snip/trainer.h"
 #include "snip/training_session.h"
 #include "stop_signals.h"
@@ -141,23 +142,6 @@ std::string default_out_dir() {
   return buf;
 }
 
-// A default as the help text shows it (%g: 0.1, 0.75)
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-std::string format_duration(double s) {
-  char buf[32];
-  const int64_t t = int64_t(s + 0.5);
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(t / 3600), (long long)(t / 60 % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
-  return buf;
-}
-
 // Progress on a terminal: one redrawn line. Elsewhere: a plain line every 10 steps / evaluation.
 class Progress {
  public:
@@ -188,12 +172,13 @@ class Progress {
       std::string bar(size_t(filled), '#');
       bar.resize(size_t(width), '.');
       std::fprintf(stderr, "\r[%s] %lld/%lld loss %.4f%s | %.0f tok/s | ETA %s   ", bar.c_str(), (long long)m.step,
-                   (long long)m.total_steps, m.train_loss, val, smoothed_tps_, format_duration(eta).c_str());
+                   (long long)m.total_steps, m.train_loss, val, smoothed_tps_,
+                   snip::format_duration_ms(int64_t(eta * 1000.0)).c_str());
       if (m.step == m.total_steps) std::fprintf(stderr, "\n");
     } else if (m.step % 10 == 0 || m.val_loss || m.step == m.total_steps || m.step == 1) {
       std::fprintf(stderr, "step %lld/%lld loss %.4f%s lr %.2e grad_norm %.3f %.0f tok/s ETA %s\n", (long long)m.step,
                    (long long)m.total_steps, m.train_loss, val, m.lr, m.grad_norm, smoothed_tps_,
-                   format_duration(eta).c_str());
+                   snip::format_duration_ms(int64_t(eta * 1000.0)).c_str());
     }
   }
   void end_line() {
@@ -428,7 +413,7 @@ void add_adaptive_options(CLI::App* cmd, TrainOptions& opts) {
   cmd->add_option("--budget", o->adaptive.budget,
                   "Efficiency target rho for --method: the fraction of linear-layer FLOPs that must run in FP4 (0..1, "
                   "default " +
-                      format_number(snip::defaults::kBudget) + ")");
+                      snip::format_g(snip::defaults::kBudget) + ")");
   cmd->add_option("--replan-every", o->adaptive.replan_every,
                   "Steps between statistics rounds (1 clean + 3 backward-noise + 3 forward-noise passes) and ILP "
                   "re-solves (default " +
@@ -438,7 +423,7 @@ void add_adaptive_options(CLI::App* cmd, TrainOptions& opts) {
                       std::to_string(snip::defaults::kBf16ProbeEvery) + "; 0: never)");
   cmd->add_option("--lambda", o->adaptive.lambda,
                   "Weight of the backward weight divergence in SNIP's objective Q = dL + lambda*dW (default " +
-                      format_number(snip::defaults::kLambda) +
+                      snip::format_g(snip::defaults::kLambda) +
                       "; "
                       "lambda=1 is not neutral)");
   cmd->add_flag("--ties", o->adaptive.ties, "Tie q/k/v and gate/up to one precision each (fused kernels)");
@@ -449,7 +434,7 @@ void add_adaptive_options(CLI::App* cmd, TrainOptions& opts) {
                       std::to_string(snip::StatsRoundOptions{}.noise_passes) + ")");
   cmd->add_option("--sigma-eta-rel", o->adaptive.sigma_eta_rel,
                   "Forward-noise scale of each statistics round, relative to a layer's output RMS (default " +
-                      format_number(snip::StatsRoundOptions{}.sigma_eta_rel) + ")");
+                      snip::format_g(snip::StatsRoundOptions{}.sigma_eta_rel) + ")");
   cmd->add_option("--replan-when", o->adaptive.replan_when,
                   "With --method: always (re-solve at every statistics round) or noise (re-solve only when a layer's "
                   "FP4 gradient noise ratio crosses the threshold, √3 or --noise-floor; METHOD.md 10)");

@@ -4,6 +4,7 @@
 
 #include "snip/curve.h"
 #include "snip/error.h"
+#include "snip/names.h"
 #include "snip/store.h"
 #include "store_impl.h"
 
@@ -14,35 +15,23 @@ using store_detail::Stmt;
 using store_detail::WriteTxn;
 
 namespace {
-constexpr Metric kAllMetrics[] = {Metric::train_loss,   Metric::val_loss,     Metric::lr,      Metric::grad_norm,
-                                  Metric::tokens_per_s, Metric::fp4_fraction, Metric::bf16_gap};
-}
+
+constexpr std::array<Named<Metric>, 7> kMetricNames{{{Metric::train_loss, "train_loss"},
+                                                     {Metric::val_loss, "val_loss"},
+                                                     {Metric::lr, "lr"},
+                                                     {Metric::grad_norm, "grad_norm"},
+                                                     {Metric::tokens_per_s, "tokens_per_s"},
+                                                     {Metric::fp4_fraction, "fp4_fraction"},
+                                                     {Metric::bf16_gap, "bf16_gap"}}};
+
+}  // namespace
 
 const char* metric_name(Metric m) {
-  switch (m) {
-    case Metric::train_loss:
-      return "train_loss";
-    case Metric::val_loss:
-      return "val_loss";
-    case Metric::lr:
-      return "lr";
-    case Metric::grad_norm:
-      return "grad_norm";
-    case Metric::tokens_per_s:
-      return "tokens_per_s";
-    case Metric::fp4_fraction:
-      return "fp4_fraction";
-    case Metric::bf16_gap:
-      return "bf16_gap";
-  }
-  return "?";
+  return name_of(kMetricNames, m);
 }
 
 Metric parse_metric(std::string_view name) {
-  for (Metric m : kAllMetrics)
-    if (name == metric_name(m)) return m;
-  throw Error("unknown metric '" + std::string(name) +
-              "' (expected train_loss, val_loss, lr, grad_norm, tokens_per_s, fp4_fraction or bf16_gap)");
+  return parse_name(kMetricNames, name, "metric");
 }
 
 void Store::append_metrics(int64_t run_id, std::span<const MetricRow> rows) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "snip/error.h"
+#include "snip/names.h"
 #include "snip/store.h"
 #include "store_impl.h"
 
@@ -18,24 +19,21 @@ using store_detail::ReadTxn;
 using store_detail::Stmt;
 using store_detail::WriteTxn;
 
+namespace {
+
+constexpr std::array<Named<RunStatus>, 4> kRunStatusNames{{{RunStatus::running, "running"},
+                                                           {RunStatus::finished, "finished"},
+                                                           {RunStatus::failed, "failed"},
+                                                           {RunStatus::interrupted, "interrupted"}}};
+
+}  // namespace
+
 const char* run_status_name(RunStatus s) {
-  switch (s) {
-    case RunStatus::running:
-      return "running";
-    case RunStatus::finished:
-      return "finished";
-    case RunStatus::failed:
-      return "failed";
-    case RunStatus::interrupted:
-      return "interrupted";
-  }
-  return "?";
+  return name_of(kRunStatusNames, s);
 }
 
 RunStatus parse_run_status(std::string_view s) {
-  for (RunStatus r : {RunStatus::running, RunStatus::finished, RunStatus::failed, RunStatus::interrupted})
-    if (s == run_status_name(r)) return r;
-  throw Error("unknown run status '" + std::string(s) + "' (expected running, finished, failed or interrupted)");
+  return parse_name(kRunStatusNames, s, "run status");
 }
 
 namespace store_detail {

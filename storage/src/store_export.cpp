@@ -158,20 +158,6 @@ std::string format_utc_ms(int64_t unix_ms) {
   return buf;
 }
 
-std::string format_duration_ms(int64_t ms) {
-  char buf[48];
-  if (ms < 0) ms = 0;
-  const int64_t s = ms / 1000;
-  if (s < 60)
-    std::snprintf(buf, sizeof buf, "%.1fs", double(ms) / 1000.0);
-  else if (s < 3600)
-    std::snprintf(buf, sizeof buf, "%lldm %02llds", (long long)(s / 60), (long long)(s % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%lldh %02lldm %02llds", (long long)(s / 3600), (long long)(s / 60 % 60),
-                  (long long)(s % 60));
-  return buf;
-}
-
 namespace {
 json opt(const std::optional<double>& v) {
   return v && std::isfinite(*v) ? json(*v) : json(nullptr);

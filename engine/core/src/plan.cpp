@@ -11,6 +11,7 @@
 #include "snip/checked.h"
 #include "snip/error.h"
 #include "snip/recipe_name.h"
+#include "snip/text.h"
 
 namespace snip {
 
@@ -27,15 +28,6 @@ Plan uniform_plan(const ModelDims& dims, Precision p) {
 
 namespace {
 
-// What the layers alone say of the achieved FP4 fraction: exactly 0 with no FP4 GEMM, exactly 1
-// with every GEMM of every layer of whole blocks in FP4, strictly between otherwise. A claim
-// that disagrees is an error; a missing one is filled in where the layers decide it.
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // Whether the plan names every linear layer of blocks 0..k-1 and nothing else: a whole model's plan.
 bool whole_blocks(const Plan& plan) {
   std::map<int, int> per_block;
@@ -46,6 +38,9 @@ bool whole_blocks(const Plan& plan) {
   return whole;
 }
 
+// What the layers alone say of the achieved FP4 fraction: exactly 0 with no FP4 GEMM, exactly 1
+// with every GEMM of every layer of whole blocks in FP4, strictly between otherwise. A claim
+// that disagrees is an error; a missing one is filled in where the layers decide it.
 void check_claimed_fraction(Plan& plan, bool claimed, const std::string& source) {
   int fp4 = 0, all = 0;
   for (const auto& [name, lp] : plan.layers)
@@ -64,9 +59,9 @@ void check_claimed_fraction(Plan& plan, bool claimed, const std::string& source)
   const bool agrees = exact ? std::abs(v - *exact) <= 1e-9 : v > 0 && v < 1;
   if (!agrees)
     throw Error(
-        source + ": \"achieved_fp4_fraction\" is " + number_text(v) + " but its layers put " + std::to_string(fp4) +
+        source + ": \"achieved_fp4_fraction\" is " + format_g(v) + " but its layers put " + std::to_string(fp4) +
         " of their " + std::to_string(all) + " GEMMs in FP4" +
-        (exact ? " (exactly " + number_text(*exact) + " of the FLOPs)" : std::string(" (strictly between 0 and 1)")) +
+        (exact ? " (exactly " + format_g(*exact) + " of the FLOPs)" : std::string(" (strictly between 0 and 1)")) +
         "; correct the value or leave it out (it is derived from the layers)");
 }
 

@@ -1,64 +1,43 @@
 // Names and parsing of precisions, GEMM roles and operand roles.
 #include "snip/precision.h"
 
-#include "snip/error.h"
+#include "snip/names.h"
 
 namespace snip {
 
+namespace {
+
+constexpr std::array<Named<Precision>, 4> kPrecisionNames{
+    {{Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}, {Precision::fp8, "fp8"}, {Precision::fp4, "fp4"}}};
+constexpr std::array<Named<Gemm>, 3> kGemmNames{
+    {{Gemm::fprop, "fprop"}, {Gemm::dgrad, "dgrad"}, {Gemm::wgrad, "wgrad"}}};
+constexpr std::array<Named<Operand>, 3> kOperandNames{
+    {{Operand::activation, "activation"}, {Operand::weight, "weight"}, {Operand::gradient, "gradient"}}};
+
+}  // namespace
+
 const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp32:
-      return "fp32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp8:
-      return "fp8";
-    case Precision::fp4:
-      return "fp4";
-  }
-  return "?";
+  return name_of(kPrecisionNames, p);
 }
 
 const char* gemm_name(Gemm g) {
-  switch (g) {
-    case Gemm::fprop:
-      return "fprop";
-    case Gemm::dgrad:
-      return "dgrad";
-    case Gemm::wgrad:
-      return "wgrad";
-  }
-  return "?";
+  return name_of(kGemmNames, g);
 }
 
 const char* operand_name(Operand o) {
-  switch (o) {
-    case Operand::activation:
-      return "activation";
-    case Operand::weight:
-      return "weight";
-    case Operand::gradient:
-      return "gradient";
-  }
-  return "?";
+  return name_of(kOperandNames, o);
 }
 
 Precision parse_precision(std::string_view s) {
-  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp8, Precision::fp4})
-    if (s == precision_name(p)) return p;
-  throw Error("unknown precision '" + std::string(s) + "' (expected one of fp32, bf16, fp8, fp4)");
+  return parse_name(kPrecisionNames, s, "precision");
 }
 
 Gemm parse_gemm(std::string_view s) {
-  for (Gemm g : kAllGemms)
-    if (s == gemm_name(g)) return g;
-  throw Error("unknown GEMM role '" + std::string(s) + "' (expected one of fprop, dgrad, wgrad)");
+  return parse_name(kGemmNames, s, "GEMM role");
 }
 
 Operand parse_operand(std::string_view s) {
-  for (Operand o : {Operand::activation, Operand::weight, Operand::gradient})
-    if (s == operand_name(o)) return o;
-  throw Error("unknown operand role '" + std::string(s) + "' (expected activation, weight or gradient)");
+  return parse_name(kOperandNames, s, "operand role");
 }
 
 }  // namespace snip

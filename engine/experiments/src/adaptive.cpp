@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "snip/error.h"
+#include "snip/names.h"
 #include "snip/plan.h"
 #include "snip/stats_keys.h"
 
@@ -18,16 +19,21 @@ AdaptiveController::AdaptiveController(Trainer& trainer, AdaptiveOptions options
   if (options_.stats.noise_passes < 1) throw Error("adaptive training: noise passes must be ≥ 1");
 }
 
+namespace {
+
+constexpr std::array<Named<ReplanWhen>, 2> kReplanWhenNames{
+    {{ReplanWhen::always, "always"}, {ReplanWhen::noise, "noise"}}};
+
+}  // namespace
+
 const char* replan_when_name(ReplanWhen w) {
-  return w == ReplanWhen::noise ? "noise" : "always";
+  return name_of(kReplanWhenNames, w);
 }
 
 ReplanWhen parse_replan_when(std::string_view s) {
-  if (s == "always") return ReplanWhen::always;
-  if (s == "noise") return ReplanWhen::noise;
-  throw Error("unknown re-planning rule '" + std::string(s) +
-              "': always (re-solve at every round) or noise (only when a layer's FP4 gradient noise ratio crosses "
-              "the threshold)");
+  return parse_name(kReplanWhenNames, s, "re-planning rule",
+                    "always re-solves at every round; noise only when a layer's FP4 gradient noise ratio crosses the "
+                    "threshold");
 }
 
 namespace {

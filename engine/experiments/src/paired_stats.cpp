@@ -8,21 +8,21 @@
 #include <string>
 
 #include "snip/error.h"
+#include "snip/names.h"
 
 namespace snip {
 
+namespace {
+
+constexpr std::array<Named<Verdict>, 4> kVerdictNames{{{Verdict::better, "better"},
+                                                       {Verdict::worse, "worse"},
+                                                       {Verdict::indistinguishable, "indistinguishable"},
+                                                       {Verdict::incomplete, "incomplete"}}};
+
+}  // namespace
+
 const char* verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::better:
-      return "better";
-    case Verdict::worse:
-      return "worse";
-    case Verdict::indistinguishable:
-      return "indistinguishable";
-    case Verdict::incomplete:
-      return "incomplete";
-  }
-  return "?";
+  return name_of(kVerdictNames, v);
 }
 
 double student_t_975(int dof) {

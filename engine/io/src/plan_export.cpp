@@ -14,6 +14,7 @@
 
 #include "snip/checked.h"
 #include "snip/error.h"
+#include "snip/names.h"
 #include "snip/recipe_name.h"
 
 namespace snip {
@@ -632,23 +633,19 @@ bool glob_match(std::string_view pattern, std::string_view name) {
   return ti == t.size();
 }
 
+namespace {
+
+constexpr std::array<Named<PlanStack>, 3> kPlanStackTable{
+    {{PlanStack::megatron, "megatron"}, {PlanStack::te, "te"}, {PlanStack::torchao, "torchao"}}};
+
+}  // namespace
+
 PlanStack parse_plan_stack(std::string_view name) {
-  if (name == "megatron") return PlanStack::megatron;
-  if (name == "te") return PlanStack::te;
-  if (name == "torchao") return PlanStack::torchao;
-  throw Error("unknown training stack '" + std::string(name) + "'; one of " + kPlanStackNames);
+  return parse_name(kPlanStackTable, name, "training stack");
 }
 
 const char* plan_stack_name(PlanStack stack) {
-  switch (stack) {
-    case PlanStack::megatron:
-      return "megatron";
-    case PlanStack::te:
-      return "te";
-    case PlanStack::torchao:
-      return "torchao";
-  }
-  return "?";
+  return name_of(kPlanStackTable, stack);
 }
 
 std::string megatron_module_path(int block, LayerType type) {

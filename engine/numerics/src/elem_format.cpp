@@ -8,6 +8,7 @@
 #include <string>
 
 #include "snip/error.h"
+#include "snip/names.h"
 
 namespace snip {
 namespace {
@@ -76,69 +77,44 @@ const ElemInfo& elem_info(ElemFormat f) {
   return kInfoBF16;
 }
 
+namespace {
+
+constexpr std::array<Named<ElemFormat>, 7> kElemFormatNames{{{ElemFormat::fp32, "fp32"},
+                                                             {ElemFormat::bf16, "bf16"},
+                                                             {ElemFormat::e4m3, "e4m3"},
+                                                             {ElemFormat::e5m2, "e5m2"},
+                                                             {ElemFormat::e3m2, "e3m2"},
+                                                             {ElemFormat::e2m3, "e2m3"},
+                                                             {ElemFormat::e2m1, "e2m1"}}};
+constexpr std::array<Named<Rounding>, 3> kRoundingNames{
+    {{Rounding::rne, "rne"}, {Rounding::stochastic, "stochastic"}, {Rounding::away, "away"}}};
+constexpr std::array<Named<E8M0Mode>, 4> kE8M0ModeNames{
+    {{E8M0Mode::floor, "floor"}, {E8M0Mode::ceil, "ceil"}, {E8M0Mode::rceil, "rceil"}, {E8M0Mode::even, "even"}}};
+
+}  // namespace
+
 const char* elem_format_name(ElemFormat f) {
-  switch (f) {
-    case ElemFormat::fp32:
-      return "fp32";
-    case ElemFormat::bf16:
-      return "bf16";
-    case ElemFormat::e4m3:
-      return "e4m3";
-    case ElemFormat::e5m2:
-      return "e5m2";
-    case ElemFormat::e3m2:
-      return "e3m2";
-    case ElemFormat::e2m3:
-      return "e2m3";
-    case ElemFormat::e2m1:
-      return "e2m1";
-  }
-  return "?";
+  return name_of(kElemFormatNames, f);
 }
 
 ElemFormat parse_elem_format(std::string_view s) {
-  for (ElemFormat f : {ElemFormat::fp32, ElemFormat::bf16, ElemFormat::e4m3, ElemFormat::e5m2, ElemFormat::e3m2,
-                       ElemFormat::e2m3, ElemFormat::e2m1})
-    if (s == elem_format_name(f)) return f;
-  throw Error("unknown element format '" + std::string(s) + "': use one of fp32, bf16, e4m3, e5m2, e3m2, e2m3, e2m1");
+  return parse_name(kElemFormatNames, s, "element format");
 }
 
 const char* rounding_name(Rounding r) {
-  switch (r) {
-    case Rounding::rne:
-      return "rne";
-    case Rounding::stochastic:
-      return "stochastic";
-    case Rounding::away:
-      return "away";
-  }
-  return "?";
+  return name_of(kRoundingNames, r);
 }
 
 Rounding parse_rounding(std::string_view s) {
-  for (Rounding r : {Rounding::rne, Rounding::stochastic, Rounding::away})
-    if (s == rounding_name(r)) return r;
-  throw Error("unknown rounding '" + std::string(s) + "': use one of rne, stochastic, away");
+  return parse_name(kRoundingNames, s, "rounding");
 }
 
 const char* e8m0_mode_name(E8M0Mode m) {
-  switch (m) {
-    case E8M0Mode::floor:
-      return "floor";
-    case E8M0Mode::ceil:
-      return "ceil";
-    case E8M0Mode::rceil:
-      return "rceil";
-    case E8M0Mode::even:
-      return "even";
-  }
-  return "?";
+  return name_of(kE8M0ModeNames, m);
 }
 
 E8M0Mode parse_e8m0_mode(std::string_view s) {
-  for (E8M0Mode m : {E8M0Mode::floor, E8M0Mode::ceil, E8M0Mode::rceil, E8M0Mode::even})
-    if (s == e8m0_mode_name(m)) return m;
-  throw Error("unknown E8M0 scale mode '" + std::string(s) + "': use one of floor, ceil, rceil, even");
+  return parse_name(kE8M0ModeNames, s, "E8M0 scale mode");
 }
 
 // Round to the grid: with e = max(exponent(|v|), emin) the grid spacing is q = 2^(e - mbits);

@@ -8,13 +8,18 @@
 #include <string>
 
 #include "snip/error.h"
+#include "snip/names.h"
 #include "snip/qgemm.h"
 
 namespace snip {
 
 namespace {
 
-constexpr const char* kNames[] = {"portable", "avx2", "avx512", "avx512vnni", "avx512bf16"};
+constexpr std::array<Named<IsaTier>, 5> kTierNames{{{IsaTier::portable, "portable"},
+                                                    {IsaTier::avx2, "avx2"},
+                                                    {IsaTier::avx512, "avx512"},
+                                                    {IsaTier::avx512vnni, "avx512vnni"},
+                                                    {IsaTier::avx512bf16, "avx512bf16"}}};
 
 #if defined(__x86_64__)
 bool cpuid_bf16() {
@@ -83,7 +88,7 @@ std::string model_name() {
 }  // namespace
 
 const char* isa_tier_name(IsaTier t) {
-  return kNames[int(t)];
+  return name_of(kTierNames, t);
 }
 
 IsaTier cpu_isa_tier() {
@@ -113,15 +118,13 @@ IsaTier parse_isa_tier(const char* value, IsaTier best) {
   if (!value || !*value) return best;
   const std::string v(value);
   if (v == "auto") return best;
-  for (int i = 0; i <= int(IsaTier::avx512bf16); ++i)
-    if (v == kNames[i]) {
-      if (i > int(best))
-        throw Error("SNIP_ISA='" + v + "' asks for instructions this CPU lacks: its best tier is " +
-                    isa_tier_name(best) + " (set SNIP_ISA to that or a lower tier, or unset it)");
-      return IsaTier(i);
-    }
-  throw Error("SNIP_ISA='" + v +
-              "' is not a tier: use portable, avx2, avx512, avx512vnni, avx512bf16 or auto (this CPU's best is " +
+  if (auto t = find_name(kTierNames, v)) {
+    if (*t > best)
+      throw Error("SNIP_ISA='" + v + "' asks for instructions this CPU lacks: its best tier is " + isa_tier_name(best) +
+                  " (set SNIP_ISA to that or a lower tier, or unset it)");
+    return *t;
+  }
+  throw Error("SNIP_ISA='" + v + "' is not a tier: use " + names_of(kTierNames) + " or auto (this CPU's best is " +
               isa_tier_name(best) + "; or unset it)");
 }
 

@@ -13,6 +13,7 @@
 
 #include "detail.h"
 #include "snip/error.h"
+#include "snip/text.h"
 
 namespace snip {
 
@@ -133,9 +134,7 @@ int type_rank(LayerType t) {
 }
 
 std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4f", v);
-  return buf;
+  return format_fixed(v, 4);
 }
 
 }  // namespace

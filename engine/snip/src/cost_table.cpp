@@ -10,21 +10,22 @@
 
 #include "snip/atomic_file.h"
 #include "snip/error.h"
+#include "snip/names.h"
+#include "snip/text.h"
 
 namespace snip {
 
+namespace {
+
+constexpr std::array<Named<CostKind>, 4> kCostKindNames{{{CostKind::snip, "snip"},
+                                                         {CostKind::min_err, "min-err"},
+                                                         {CostKind::min_rel_err, "min-rel-err"},
+                                                         {CostKind::hawq, "hawq"}}};
+
+}  // namespace
+
 const char* cost_kind_name(CostKind k) {
-  switch (k) {
-    case CostKind::snip:
-      return "snip";
-    case CostKind::min_err:
-      return "min-err";
-    case CostKind::min_rel_err:
-      return "min-rel-err";
-    case CostKind::hawq:
-      return "hawq";
-  }
-  return "?";
+  return name_of(kCostKindNames, k);
 }
 
 CostTable cost_table_from_estimates(const Estimates& est, CostKind kind) {
@@ -68,14 +69,6 @@ CostTable cost_table_from_estimates(const Estimates& est, CostKind kind) {
 }
 
 namespace {
-
-std::string trim(std::string s) {
-  const auto* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  const auto end = s.find_last_not_of(ws);
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  return s;
-}
 
 // One CSV record (RFC 4180, as spreadsheets write it): fields separated by commas, a field in
 // double quotes may hold commas and "" for a quote; unquoted fields are trimmed.

@@ -8,25 +8,31 @@
 
 #include "snip/error.h"
 #include "snip/hutchinson.h"
+#include "snip/names.h"
 #include "snip/stats_keys.h"
 
 namespace snip {
 
 namespace k = keys;
 
+namespace {
+
+constexpr std::array<Named<Role>, 2> kRoleNames{{{Role::fprop, "fprop"}, {Role::backward, "backward"}}};
+constexpr std::array<Named<DwMode>, 2> kDwModeNames{{{DwMode::approx, "approx"}, {DwMode::exact, "exact"}}};
+
+}  // namespace
+
 const char* role_name(Role r) {
-  return r == Role::fprop ? "fprop" : "backward";
+  return name_of(kRoleNames, r);
 }
 
 const char* dw_mode_name(DwMode m) {
-  return m == DwMode::exact ? "exact" : "approx";
+  return name_of(kDwModeNames, m);
 }
 
 DwMode parse_dw_mode(const std::string& s) {
-  if (s == "approx") return DwMode::approx;
-  if (s == "exact") return DwMode::exact;
-  throw Error("unknown ΔW mode '" + s + "': use approx (gain ratios, every round) or exact (rounds collected with " +
-              "--dw-mode exact)");
+  return parse_name(kDwModeNames, s, "ΔW mode",
+                    "approx uses gain ratios at every round; exact needs rounds collected with --dw-mode exact");
 }
 
 bool has_exact_dw(const StatsRound& round) {

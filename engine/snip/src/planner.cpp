@@ -18,55 +18,47 @@
 #include "snip/atomic_file.h"
 #include "snip/baselines.h"
 #include "snip/error.h"
+#include "snip/names.h"
 #include "snip/recipe_name.h"
+#include "snip/text.h"
 
 namespace snip {
 
+namespace {
+
+constexpr std::array<Named<Method>, kAllMethods.size()> kMethodNames{{{Method::snip, "snip"},
+                                                                      {Method::min_err, "min-err"},
+                                                                      {Method::min_rel_err, "min-rel-err"},
+                                                                      {Method::e_layer_type, "e-layer-type"},
+                                                                      {Method::e_layer_id, "e-layer-id"},
+                                                                      {Method::random, "random"},
+                                                                      {Method::uniform_bf16, "uniform-bf16"},
+                                                                      {Method::uniform_fp8, "uniform-fp8"},
+                                                                      {Method::uniform_fp4, "uniform-fp4"},
+                                                                      {Method::hawq, "hawq"},
+                                                                      {Method::fp4_fprop_only, "fp4-fprop-only"},
+                                                                      {Method::fp4_dgrad_only, "fp4-dgrad-only"},
+                                                                      {Method::fp4_wgrad_only, "fp4-wgrad-only"}}};
+
+constexpr bool names_follow_kAllMethods() {
+  for (std::size_t i = 0; i < kAllMethods.size(); ++i)
+    if (kMethodNames[i].value != kAllMethods[i]) return false;
+  return true;
+}
+static_assert(names_follow_kAllMethods(), "kMethodNames lists every method in kAllMethods order");
+
+}  // namespace
+
 const char* method_name(Method m) {
-  switch (m) {
-    case Method::snip:
-      return "snip";
-    case Method::min_err:
-      return "min-err";
-    case Method::min_rel_err:
-      return "min-rel-err";
-    case Method::e_layer_type:
-      return "e-layer-type";
-    case Method::e_layer_id:
-      return "e-layer-id";
-    case Method::random:
-      return "random";
-    case Method::uniform_bf16:
-      return "uniform-bf16";
-    case Method::uniform_fp8:
-      return "uniform-fp8";
-    case Method::uniform_fp4:
-      return "uniform-fp4";
-    case Method::hawq:
-      return "hawq";
-    case Method::fp4_fprop_only:
-      return "fp4-fprop-only";
-    case Method::fp4_dgrad_only:
-      return "fp4-dgrad-only";
-    case Method::fp4_wgrad_only:
-      return "fp4-wgrad-only";
-  }
-  return "?";
+  return name_of(kMethodNames, m);
 }
 
 Method parse_method(std::string_view s) {
-  for (Method m : kAllMethods)
-    if (s == method_name(m)) return m;
-  throw Error("unknown method '" + std::string(s) + "' (expected one of: " + method_names() + ")");
+  return parse_name(kMethodNames, s, "method");
 }
 
 std::string method_names(std::string_view separator) {
-  std::string names;
-  for (Method m : kAllMethods) {
-    if (!names.empty()) names += separator;
-    names += method_name(m);
-  }
-  return names;
+  return names_of(kMethodNames, separator);
 }
 
 bool method_uses_ilp(Method m) {
@@ -76,9 +68,7 @@ bool method_uses_ilp(Method m) {
 namespace {
 
 std::string fmt(double v, int digits = 4) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
+  return format_fixed(v, digits);
 }
 
 using detail::budget_holds;
@@ -101,12 +91,6 @@ struct Model {
   std::vector<std::string> notes;
 };
 
-std::string fmt_g(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 std::string pinned_summary(const std::vector<std::string>& names, size_t max_names = 3) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < max_names; ++i) s += (i ? ", " : "") + names[i];
@@ -123,7 +107,7 @@ void check_request(const CostTable& costs, const PlanRequest& req) {
                 " is outside [0, 1]: it is the fraction of linear-layer FLOPs that must run in FP4");
   // GLPK aborts the process on parameters it does not accept; these are refused here first.
   if (!std::isfinite(req.mip_gap) || req.mip_gap < 0 || req.mip_gap >= 1)
-    throw Error("MIP gap " + fmt_g(req.mip_gap) +
+    throw Error("MIP gap " + format_g(req.mip_gap) +
                 " is outside [0, 1): it is the relative distance from the optimum at which the solver may stop "
                 "(0 proves optimality, 0.01 accepts 1%)");
   if (req.time_limit_ms <= 0)
@@ -744,7 +728,8 @@ PlanResult solve_ilp(const CostTable& costs, const PlanRequest& req, const CostT
         best = std::move(prec);
         if (raise > 0)
           result.notes.push_back(
-              "GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " + fmt_g(raise));
+              "GLPK's tolerance let the budget slip by rounding; re-solved with the budget raised by " +
+              format_g(raise));
         break;
       }
     }

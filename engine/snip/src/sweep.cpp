@@ -6,18 +6,11 @@
 #include <sstream>
 
 #include "snip/error.h"
+#include "snip/text.h"
 
 namespace snip {
 
 namespace {
-
-std::string trim(std::string s) {
-  const auto* ws = " \t";
-  s.erase(0, s.find_first_not_of(ws));
-  const auto end = s.find_last_not_of(ws);
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  return s;
-}
 
 double parse_budget(const std::string& s, const std::string& whole) {
   char* end = nullptr;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "snip/store_types.h"
+#include "snip/text.h"  // format_duration_ms
 
 namespace snip {
 
@@ -15,8 +16,6 @@ class Store;
 
 // "2026-11-22T04:51:02Z" (ISO 8601, UTC, seconds); "-" for 0.
 std::string format_utc_ms(int64_t unix_ms);
-// "3h 02m 11s", "4m 05s", "12.3s".
-std::string format_duration_ms(int64_t ms);
 // `s` with every control character escaped (\n, \r, \t, \xNN), bytes that are not UTF-8 as \xNN,
 // and the C1 controls and bidirectional marks, embeddings, overrides and isolates as \u{XXXX}, so
 // a stored string (a run name, a path, a message) prints as one line of text in its own order
