@@ -34,10 +34,11 @@ namespace {
 struct CompareCliOptions {
   std::string checkpoint, recipe, db;
   double budget = snip::defaults::kBudget;
-  int64_t steps = 200;
-  int seeds = 2, cooldown = 20, eval_batches = 8, replicates = 3;
+  int64_t steps = snip::defaults::kCompareSteps;
+  int seeds = snip::defaults::kCompareRandomSeeds, cooldown = snip::defaults::kCompareCooldown;
+  int eval_batches = snip::defaults::kCompareEvalBatches, replicates = snip::defaults::kCompareReplicates;
   bool json = false, no_db = false, oracle = false, list = false, per_role = false;
-  int oracle_batches = 32;
+  int oracle_batches = snip::defaults::kCompareOracleBatches;
   int jobs = 0;        // 0: snip::default_compare_jobs()
   int64_t resume = 0;  // compare id to continue
   std::vector<double> lambdas = snip::CompareOptions{}.lambdas;

@@ -196,7 +196,7 @@ QGroupBox* CompareView::make_experiment_box(QWidget* parent) {
   experiment_budget_->setToolTip(tr("FP4 FLOP fraction ρ of every plan"));
   experiment_steps_ = new QSpinBox(experiment);
   experiment_steps_->setRange(1, 1000000);
-  experiment_steps_->setValue(200);
+  experiment_steps_->setValue(int(snip::defaults::kCompareSteps));
   experiment_steps_->setToolTip(tr("Training steps per plan (each arm continues the same checkpoint)"));
   ex_row->addWidget(new QLabel(tr("ρ"), experiment));
   ex_row->addWidget(experiment_budget_);
@@ -206,7 +206,7 @@ QGroupBox* CompareView::make_experiment_box(QWidget* parent) {
   auto* ex_row2 = new QHBoxLayout();
   experiment_replicates_ = new QSpinBox(experiment);
   experiment_replicates_->setRange(1, 100);
-  experiment_replicates_->setValue(snip::CompareOptions{}.replicates);
+  experiment_replicates_->setValue(snip::defaults::kCompareReplicates);
   experiment_replicates_->setToolTip(
       tr("Trainings per arm (K), paired by replicate: K ≥ 2 gives 95% intervals and verdicts against SNIP"));
   experiment_oracle_ = new QCheckBox(tr("oracle arm"), experiment);

@@ -41,4 +41,14 @@ inline constexpr double kBf16MaxFraction = 0.1;  // with BF16 as a third choice:
 inline constexpr int64_t kReplanEvery = 100;
 inline constexpr int64_t kBf16ProbeEvery = 25;
 
+// ---- replicated compares (snip compare, the GUI's Compare view, CompareOptions) ----
+inline constexpr int64_t kCompareSteps = 200;  // training steps per arm, from the checkpoint
+inline constexpr int kCompareReplicates = 3;   // K: every arm trained K times, paired by replicate
+inline constexpr int kCompareRandomSeeds = 2;  // random ×k
+// SNIP's arms, one per λ; kLambda's arm is the reference of the verdicts.
+inline constexpr double kCompareLambdas[] = {0, kLambda, 0.3, 1};
+inline constexpr int kCompareCooldown = 20;       // LR decays linearly to 0 over these extra steps before val
+inline constexpr int kCompareEvalBatches = 8;     // sequential validation batches
+inline constexpr int kCompareOracleBatches = 32;  // validation batches the oracle's damage is averaged over
+
 }  // namespace snip::defaults

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,17 +24,17 @@
 namespace snip {
 
 struct CompareOptions {
-  double budget = defaults::kBudget;  // ρ
-  int64_t steps = 200;                // training steps per plan
-  std::string recipe;                 // "" = the checkpoint's recipe; "tensor" = the harsh regime
-  int random_seeds = 2;               // random ×k
-  std::vector<double> lambdas = {0, defaults::kLambda, 0.3, 1};
-  int cooldown_steps = 20;      // LR decays linearly to 0 over these extra steps before val
-  int eval_batches = 8;         // sequential validation batches
-  int last_window = 50;         // train-loss mean over the last this-many steps
-  int replicates = 3;           // K: every arm trained K times, paired by replicate
-  double replicate_rel = 1e-4;  // relative weight perturbation of every replicate (seed r)
-  StatsRoundOptions stats;      // the round the cost-based plans come from
+  double budget = defaults::kBudget;                 // ρ
+  int64_t steps = defaults::kCompareSteps;           // training steps per plan
+  std::string recipe;                                // "" = the checkpoint's recipe; "tensor" = the harsh regime
+  int random_seeds = defaults::kCompareRandomSeeds;  // random ×k
+  std::vector<double> lambdas{std::begin(defaults::kCompareLambdas), std::end(defaults::kCompareLambdas)};
+  int cooldown_steps = defaults::kCompareCooldown;   // LR decays linearly to 0 over these extra steps before val
+  int eval_batches = defaults::kCompareEvalBatches;  // sequential validation batches
+  int last_window = 50;                              // train-loss mean over the last this-many steps
+  int replicates = defaults::kCompareReplicates;     // K: every arm trained K times, paired by replicate
+  double replicate_rel = 1e-4;                       // relative weight perturbation of every replicate (seed r)
+  StatsRoundOptions stats;                           // the round the cost-based plans come from
   // The oracle arm: the same ILP on the measured per-layer loss damage (the ablation truth
   // dl_true of `snip validate`) on this checkpoint, averaged over `oracle_batches` sequential
   // validation batches. The measured ΔL of one batch is dominated by its first-order term
@@ -41,7 +42,7 @@ struct CompareOptions {
   // by √n, and 32 batches (8× the 4 that could not rank layers, √8 ≈ 2.8× less noise) is the
   // default that keeps a tiny/small oracle under a few minutes.
   bool oracle = false;
-  int oracle_batches = 32;
+  int oracle_batches = defaults::kCompareOracleBatches;
   // Where the oracle measures: on the validation batches right after the evaluation's
   // (eval_batches .. eval_batches + oracle_batches - 1), so that no arm is judged on the batches
   // its plan was chosen on. Compares stored before this rule measured on batches
