@@ -25,6 +25,7 @@
 #include "snip/defaults.h"
 #include "snip/error.h"
 #include "snip/recorded_training.h"
+#include "snip/slurm_compare.h"
 #include "snip/store.h"
 #include "snip/store_export.h"
 #include "stop_signals.h"
@@ -43,6 +44,8 @@ struct CompareCliOptions {
   int64_t resume = 0;  // compare id to continue
   std::vector<double> lambdas = snip::CompareOptions{}.lambdas;
   std::vector<std::string> baselines;
+  std::string executor = "local";  // or "slurm"
+  std::string sbatch_args;
 };
 
 // The options that define a compare: on --resume they come from the stored compare, and one
@@ -154,6 +157,54 @@ void print_report(const std::string& checkpoint, const snip::CompareOptions& co,
                 (long long)*compare_id);
 }
 
+// Where a stored compare's trainings run: its "slurm" options (work folder, sbatch arguments,
+// the arrays submitted), or nothing for this machine.
+const nlohmann::json* stored_slurm(const snip::CompareRecord& c) {
+  return c.options.contains("slurm") && c.options["slurm"].is_object() ? &c.options["slurm"] : nullptr;
+}
+
+// The compare's trainings as a Slurm job array (snip/slurm_compare.h): a new compare's folder
+// beside the database, or the stored one of a resumed compare, whose arrays it re-attaches to.
+snip::CompareExecutor slurm_executor(snip::Store& store, snip::CompareRecorder& rec, const CompareCliOptions& o,
+                                     const snip::cli::OptionRules& rules, snip::cli::StopSignals& signals) {
+  snip::CompareRecord c = store.compare(rec.id());
+  nlohmann::json slurm = stored_slurm(c) ? *stored_slurm(c) : nlohmann::json::object();
+  if (!slurm.contains("work_dir")) slurm["work_dir"] = snip::slurm_work_dir(store.path(), rec.id());
+  if (rules.given("--sbatch-args") || !slurm.contains("sbatch_args")) slurm["sbatch_args"] = o.sbatch_args;
+  if (!slurm.contains("jobs")) slurm["jobs"] = nlohmann::json::array();
+  c.options["slurm"] = slurm;
+  store.set_compare_options(c.id, c.options);
+  snip::SlurmCompareOptions s;
+  s.work_dir = slurm["work_dir"].get<std::string>();
+  s.sbatch_args = slurm["sbatch_args"].get<std::string>();
+  s.jobs = slurm["jobs"].get<std::vector<int64_t>>();
+  std::error_code ec;
+  s.snip_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  s.snip_version = SNIP_VERSION;
+  s.checkpoint = c.checkpoint;
+  s.checkpoint_fingerprint = c.checkpoint_fingerprint;
+  s.stop_requested = [&signals] { return signals.requested(); };
+  const bool quiet = o.json;
+  s.on_submitted = [&store, id = rec.id(), quiet, dir = s.work_dir](int64_t job) {
+    nlohmann::json options = store.compare(id).options;
+    options["slurm"]["jobs"].push_back(job);
+    store.set_compare_options(id, options);
+    if (!quiet)
+      std::fprintf(stderr, "submitted Slurm job array %lld; its tasks write into %s\n", (long long)job, dir.c_str());
+  };
+  if (!s.jobs.empty() && !quiet)
+    std::fprintf(stderr, "re-attaching to Slurm job array%s", s.jobs.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < s.jobs.size() && !quiet; ++i)
+    std::fprintf(stderr, "%s %lld%s", i ? "," : "", (long long)s.jobs[i], i + 1 == s.jobs.size() ? "\n" : "");
+  s.on_status = [quiet, last = std::string()](int queued, int running, int finished) mutable {
+    const std::string now = std::to_string(queued) + " queued, " + std::to_string(running) + " running";
+    if (quiet || now == last) return;
+    last = now;
+    std::fprintf(stderr, "\n  on Slurm: %s, %d finished since the submission", now.c_str(), finished);
+  };
+  return snip::slurm_compare_executor(std::move(s), rec.options());
+}
+
 void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& rules) {
   const std::string db_path = o.db.empty() ? snip::cli::default_db_path() : o.db;
   if (o.list) {
@@ -207,6 +258,8 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
   std::fprintf(stderr,
                "compare %lld: each finished training is stored in %s as it comes; if stopped, continue with: %s\n",
                (long long)id, store.path().c_str(), resume_command(store, id).c_str());
+  const bool on_slurm = rules.given("--executor") ? o.executor == "slurm" : stored_slurm(store.compare(id)) != nullptr;
+  if (on_slurm) hooks.executor = slurm_executor(store, *recorder, o, rules, signals);
   signals.set_up_done();  // from here the compare's own loop asks for a stop between its trainings
   snip::CompareReport rep;
   try {
@@ -240,6 +293,13 @@ void add_compare_run_options(CLI::App* cmd, CompareCliOptions& o) {
   cmd->add_option("--jobs", o.jobs,
                   "Trainings run at once (default: one per hardware thread; each runs its GEMMs on one thread, "
                   "so the results are the same for every --jobs)");
+  cmd->add_option("--executor", o.executor,
+                  "Where the trainings run: local (this machine, --jobs at once) or slurm (one Slurm job array, a "
+                  "task per training, in a work folder beside the database; see docs/CLUSTER.md). A resumed "
+                  "compare keeps its executor")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  cmd->add_option("--sbatch-args", o.sbatch_args,
+                  "Extra sbatch arguments for --executor slurm, e.g. \"--partition=cpu --time=2:00:00\"");
   cmd->add_option("--budget", o.budget, "FP4 FLOP fraction rho of every plan")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--steps", o.steps, "Training steps per plan")->check(CLI::Range(int64_t(1), int64_t(1000000)));
   cmd->add_option("--recipe", o.recipe,
@@ -294,10 +354,17 @@ std::shared_ptr<snip::cli::OptionRules> compare_rules(CLI::App* cmd, const std::
   rules->excludes("--resume", "--list", "--list only lists; drop one of them");
   rules->at_least<int64_t>("--resume", opts->resume, 1, "a compare id from snip compare --list");
   rules->at_least<int>("--jobs", opts->jobs, 1, "leave it out for one job per hardware thread");
+  rules->ignored_unless("--sbatch-args", {"--executor", "--resume"}, "they are passed to Slurm's sbatch");
   rules->excludes("--list", "--no-db", "--list shows the compares stored in a database; give --db or neither");
   rules->excludes("--list", "--checkpoint", "--list shows every stored compare; drop --checkpoint");
   rules->ignored_unless("--oracle-batches", {"--oracle", "--resume"}, "they are the batches the oracle arm plans on");
   rules->add([opts, r = rules.get(), cmd] {
+    if (opts->executor == "slurm" && opts->no_db)
+      throw snip::Error(
+          "--executor slurm stores each training as it arrives and the job ids a resume needs; "
+          "drop --no-db");
+    if (opts->executor == "slurm" && r->given("--jobs"))
+      snip::cli::OptionRules::warn("--jobs is ignored with --executor slurm: Slurm decides how many tasks run at once");
     if (!opts->list && opts->resume == 0 && !r->given("--checkpoint"))
       throw snip::Error("compare: give --checkpoint DIR (a new compare), --resume ID (continue one) or --list");
     if (opts->list)
@@ -330,5 +397,31 @@ void setup_compare(CLI::App& app) {
   snip::cli::run_checked(cmd, rules, [opts, rules] { run_compare_cmd(*opts, *rules); });
 }
 SNIP_REGISTER_COMMAND("compare", setup_compare);
+
+// `snip compare-task`: one training of a compare on Slurm, run by its array task (task.sh).
+void setup_compare_task(CLI::App& app) {
+  auto work = std::make_shared<std::string>();
+  auto task = std::make_shared<int>(-1);
+  auto* cmd = app.add_subcommand("compare-task",
+                                 "One training of a compare run with --executor slurm (started by its Slurm task; "
+                                 "writes its result into the work folder, never a database)");
+  cmd->group("");  // not for people: the job array runs it
+  cmd->add_option("--work", *work, "The compare's work folder (holds tasks.json)")->required();
+  cmd->add_option("--task", *task, "The training's index in tasks.json (SLURM_ARRAY_TASK_ID)")->required();
+  auto rules = std::make_shared<snip::cli::OptionRules>(cmd);
+  rules->at_least<int>("--task", *task, 0, "SLURM_ARRAY_TASK_ID, an index into the folder's tasks.json");
+  snip::cli::run_checked(cmd, rules, [work, task] {
+    snip::cli::StopSignals signals;  // scancel's SIGTERM: stop, leave no result
+    signals.set_up_done();
+    try {
+      snip::run_compare_task(*work, *task, SNIP_VERSION, [&signals] { return signals.requested(); });
+    } catch (const snip::CompareStopped&) {
+      throw snip::cli::Interrupted{
+          "training " + std::to_string(*task) + " stopped by " + signals.name() + "; it left no result",
+          signals.exit_status()};
+    }
+  });
+}
+SNIP_REGISTER_COMMAND("compare-task", setup_compare_task);
 
 }  // namespace

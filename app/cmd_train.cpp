@@ -127,11 +127,11 @@ std::vector<snip::GivenSetting> given_adaptive_settings(const TrainOptions& o) {
 
 // What `snip train --resume` needs besides the directory to reach the same database.
 std::string resume_command(const TrainOptions& o, const std::string& out) {
-  std::string cmd = "snip train --resume " + snip::cli::shell_quote(out);
+  std::string cmd = "snip train --resume " + snip::shell_quote(out);
   if (o.no_db)
     cmd += " --no-db";
   else if (!o.db.empty())
-    cmd += " --db " + snip::cli::shell_quote(o.db);
+    cmd += " --db " + snip::shell_quote(o.db);
   return cmd;
 }
 

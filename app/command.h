@@ -27,11 +27,6 @@ struct Registrar {
 // ~/.local/share/snip-workbench/workbench.db; the directory is created when missing.
 std::string default_db_path();
 
-// `word` as one word of a POSIX shell command line: unchanged when it holds only characters no
-// shell treats specially, else in single quotes (a ' inside as '\''), so a printed command
-// such as the resume hint can be pasted back whatever the paths hold.
-std::string shell_quote(const std::string& word);
-
 }  // namespace snip::cli
 
 #define SNIP_CONCAT_INNER(a, b) a##b

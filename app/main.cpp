@@ -28,10 +28,6 @@ std::string default_db_path() {
   return snip::default_database_path();
 }
 
-std::string shell_quote(const std::string& word) {
-  return snip::shell_quote(word);
-}
-
 namespace {
 
 // Whole numbers on the command line are decimal, whatever the option: CLI11 reads "0100" as

@@ -86,7 +86,7 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=0:log_path=$build/sanitizer-reports/asan"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$build/sanitizer-reports/ubsan"
   asan_flags=(-DSNIP_ASAN=ON -DSNIP_TSAN=OFF)
-  asan_ctest=(-LE "slow|gui|emulated" -E "^pytorch\.|_NOT_BUILT$")
+  asan_ctest=(-LE "slow|gui|emulated|slurm" -E "^pytorch\.|_NOT_BUILT$")
   run_part asan "$build" asan_flags asan_ctest '.'
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
@@ -103,7 +103,7 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   export OPENBLAS_NUM_THREADS=1 SNIP_NUM_THREADS=3
   tsan_flags=(-DSNIP_TSAN=ON -DSNIP_ASAN=OFF)
   tsan_ctest=(-L unit -R "^(ThreadPool|Stochastic|QLinear|QGemm|QGemmBf16|FastVsRef|Blocks|OpsFast|OpsGrad|Model|Trainer|StoreConcurrency|StoreCrash|RunRecorder)\.|^Compare\.ParallelJobsGiveTheBitsOfOneJob$|^StatsRound\.(ConcurrentResidualMapsGiveTheSerialBits|SameBitsOnOneThreadAsOnThePool)$")
-  run_part tsan "$build" tsan_flags tsan_ctest '^test_(numerics|model|train|storage|experiments)$'
+  run_part tsan "$build" tsan_flags tsan_ctest '^test_(numerics|model|train|storage|studies)$'
   unset TSAN_OPTIONS OPENBLAS_NUM_THREADS SNIP_NUM_THREADS
 fi
 

@@ -17,6 +17,7 @@ packages=(
   python3-matplotlib  # experiments/plot_regimes.py: error bars and categorical axes the Qt chart lacks
   clang-format
   universal-ctags  # tests: scripts/long_functions.sh finds functions longer than 80 lines
+  slurmctld slurmd slurm-client munge  # tests/slurm: a one-node Slurm cluster for snip compare --executor slurm
   qemu-user  # tests/emulated: the suite's subset on an emulated CPU without AVX-512 (qemu-x86_64 -cpu Haswell)
 )
 

@@ -273,6 +273,7 @@ CompareReport CompareRecorder::run(const CompareHooks& front, const std::string&
   CompareHooks hooks;
   hooks.progress = front.progress;
   hooks.stop_requested = front.stop_requested;
+  hooks.executor = front.executor;
   hooks.planned = [this](const CompareReport& rep) { record_plans(rep); };
   hooks.on_replicate = [this, &front](const CompareRow& row, int r, const CompareReplicate& x) {
     store_.add_compare_replicate(id_, position_.at(row.method), r, to_record(x));

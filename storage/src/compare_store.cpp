@@ -192,6 +192,15 @@ void Store::add_compare_replicate(int64_t compare_id, int64_t position, int64_t 
   txn.commit();
 }
 
+void Store::set_compare_options(int64_t compare_id, const nlohmann::json& options) {
+  auto& db = impl_->db;
+  WriteTxn txn(db);
+  require_compare(db, compare_id);
+  Stmt st(db, "UPDATE compares SET options = ?, heartbeat_ms = ? WHERE id = ?");
+  st.bind(1, options.dump()).bind(2, now_ms()).bind(3, compare_id).run();
+  txn.commit();
+}
+
 void Store::set_compare_status(int64_t compare_id, RunStatus status, const std::string& message) {
   auto& db = impl_->db;
   WriteTxn txn(db);

@@ -2,7 +2,7 @@
 1 clean BF16 pass, 3 backward-noise passes (Hutchinson at every Y_l, per output channel, and
 at the residual points R_b / M_b) and 3 antithetic forward-noise pairs at Z, plus every
 layer's quantization errors at each candidate precision. Writes the same raw keys as the C++
-round (engine/experiments/src/stats_round.cpp, engine/snip/include/snip/stats_keys.h) into a
+round (engine/studies/src/stats_round.cpp, engine/planner/include/snip/stats_keys.h) into a
 `snip-stats/1` file that `snip import` and `snip solve --stats` read.
 
 The round never changes the model or the optimizer: gradients come from torch.autograd.grad

@@ -166,6 +166,8 @@ class Store {
   // `running` makes this process its owner. Replaces the compare's header fields and rows
   // (with their replicates) by `compare`'s, keeping its id, status and owner:
   void update_compare(const CompareRecord& compare);
+  // Replaces only the compare's options (CompareRecord::options); rows and trainings stay.
+  void set_compare_options(int64_t compare_id, const nlohmann::json& options);
   // Stores one finished training of row `position` (replicate counts from 1), replacing an
   // earlier one, and records that the owner is alive.
   void add_compare_replicate(int64_t compare_id, int64_t position, int64_t replicate,

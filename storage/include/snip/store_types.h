@@ -140,7 +140,7 @@ struct StatsValuePoint {
 };
 
 // METHOD.md section 6: per layer and precision, predicted vs measured divergences as named
-// values (key names are defined by engine/snip, e.g. "dl_pred", "dl_true", "dw_true_bwd").
+// values (key names are defined by engine/planner, e.g. "dl_pred", "dl_true", "dw_true_bwd").
 struct ValidationEntry {
   std::string layer;      // HF module name
   std::string precision;  // "fp8", "fp4", ...

@@ -6,7 +6,7 @@
 //    "layers": [{"name": "model.layers.0.self_attn.q_proj", "scalars": {"x_norm": ...},
 //                "per_precision": {"fp8": {"dy_err": ...}, "fp4": {...}},
 //                "vectors": {"gamma": [...]}}, ...]}
-// Key names are defined where the statistics are produced and consumed (engine/snip).
+// Key names are defined where the statistics are produced and consumed (engine/planner).
 #pragma once
 #include <cstdint>
 #include <map>

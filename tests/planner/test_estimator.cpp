@@ -4,10 +4,10 @@
 
 #include <cmath>
 
+#include "planner_test_util.h"
 #include "snip/error.h"
 #include "snip/estimator.h"
 #include "snip/planner.h"
-#include "snip_test_util.h"
 
 namespace snip {
 namespace {

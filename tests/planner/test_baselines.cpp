@@ -4,10 +4,10 @@
 
 #include <set>
 
+#include "planner_test_util.h"
 #include "snip/baselines.h"
 #include "snip/error.h"
 #include "snip/planner.h"
-#include "snip_test_util.h"
 
 namespace snip {
 namespace {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <random>
 
+#include "planner_test_util.h"
 #include "snip/error.h"
 #include "snip/planner.h"
-#include "snip_test_util.h"
 
 namespace snip {
 namespace {

@@ -144,6 +144,30 @@ class CompareStopped : public Error {
   CompareStopped() : Error("compare: stopped before every arm was trained") {}
 };
 
+// One training a compare still needs: its arm (a row of the report) and replicate (from 1).
+struct CompareTraining {
+  size_t row = 0;
+  int replicate = 0;
+};
+
+// Runs a compare's trainings somewhere other than this process's threads (a Slurm cluster:
+// snip/slurm_compare.h). Called once with the planned report (its plans, start step and recipe)
+// and every training still to do; calls `done(i, result)` on the calling thread for each
+// finished todo[i], in the order they finish. Throws CompareStopped when the compare's
+// stop_requested says stop, snip::Error when a training failed or cannot be run (after handing
+// over every training that did finish).
+using CompareExecutor = std::function<void(const CompareReport& planned, const std::vector<CompareTraining>& todo,
+                                           const std::function<void(size_t, const CompareReplicate&)>& done)>;
+
+// One replicate of one arm, as every compare trains it: resume `checkpoint` (at report step
+// `start_step`), perturb every weight by a relative options.replicate_rel (seed = replicate),
+// train options.steps steps under `plan` with the recipe, cool down, evaluate. The same bits
+// wherever it runs (on any CPU tier for the quantized precisions). Throws CompareStopped when
+// stop_requested says stop.
+CompareReplicate train_compare_replicate(const std::string& checkpoint, int64_t start_step, const Plan& plan,
+                                         const CompareOptions& options, const std::string& recipe, int replicate,
+                                         const std::function<bool()>& stop_requested = {});
+
 // Hooks into a running comparison, all optional, all called on the thread that runs it except
 // stop_requested, which the job threads also poll (so it must be thread-safe: an atomic flag).
 struct CompareHooks {
@@ -162,6 +186,8 @@ struct CompareHooks {
   // For a resumed compare: the stored result of (row, replicate), which is then not trained
   // again (and not reported through on_replicate); nullopt trains it.
   std::function<std::optional<CompareReplicate>(const CompareRow& row, int replicate)> stored;
+  // Where the trainings run: empty trains them here on options.jobs threads.
+  CompareExecutor executor;
 };
 
 // Runs the comparison from the checkpoint directory (never written). Throws snip::Error for a

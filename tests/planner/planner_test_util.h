@@ -1,4 +1,4 @@
-// Shared fixtures for test_snip: synthetic cost tables and statistics rounds.
+// Shared fixtures for test_planner: synthetic cost tables and statistics rounds.
 #pragma once
 #include <random>
 #include <string>

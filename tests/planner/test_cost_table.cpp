@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "planner_test_util.h"
 #include "snip/cost_table.h"
 #include "snip/error.h"
-#include "snip_test_util.h"
 
 namespace snip {
 namespace {

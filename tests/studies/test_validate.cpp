@@ -51,7 +51,7 @@ TEST_F(ValidateTiny, SnipLossDivergenceRanksLayersLikeTheAblation) {
       r4, r4_2, rw, rep.spearman("snip_dl", "dl_true", "fp8"), rep.spearman("snip_dl", "dl_true", "fp4-fp8"));
   // After only 60 steps the first-order term ⟨G, δY⟩ dominates the raw truth on held-out
   // batches (it came out −0.73 here: quantization noise still acts as shrinkage towards a
-  // lower loss); the raw truth is asserted on a longer-trained model in test_experiments_slow.
+  // lower loss); the raw truth is asserted on a longer-trained model in test_studies_slow.
   EXPECT_GT(r4_2, 0.0);
   EXPECT_GT(rw, 0.0);
   // FP4 hurts more than FP8 in the measured truth for most layers

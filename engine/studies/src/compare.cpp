@@ -54,38 +54,6 @@ uint64_t rounding_seed_of(uint64_t run_seed, int replicate) {
   return run_seed ^ (0x9E3779B97F4A7C15ull * uint64_t(replicate));
 }
 
-// One replicate of one arm: resume the checkpoint, perturb every weight by a relative
-// `o.replicate_rel` (seed = replicate), train `o.steps` steps under the plan, cool down, evaluate.
-CompareReplicate train_plan(const std::string& dir, int64_t start, const Plan& plan, const CompareOptions& o,
-                            const std::string& recipe, int replicate, const std::function<bool()>& stop_requested) {
-  std::unique_ptr<Trainer> t = Trainer::resume(dir, start + o.steps);
-  t->model().set_recipe(Recipe::named(recipe));
-  t->set_rounding_seed(rounding_seed_of(t->config().seed, replicate));
-  if (o.replicate_rel > 0) {
-    std::mt19937_64 rng{uint64_t(replicate)};
-    std::normal_distribution<double> nd(0.0, 1.0);
-    float* p = t->model().param_data();
-    for (int64_t i = 0; i < t->model().num_params(); ++i) p[i] = float(p[i] * (1.0 + o.replicate_rel * nd(rng)));
-  }
-  t->set_plan(plan);
-  std::vector<double> losses;
-  for (int64_t s = 0; s < o.steps; ++s) {
-    if (stop_requested && stop_requested()) throw CompareStopped();
-    losses.push_back(t->step().train_loss);
-  }
-  CompareReplicate r;
-  const size_t w = std::min(losses.size(), size_t(std::max(1, o.last_window)));
-  for (size_t i = losses.size() - w; i < losses.size(); ++i) r.train_loss_last += losses[i] / double(w);
-  r.train_curve = std::move(losses);
-  cooldown(*t, o.cooldown_steps);
-  r.val_loss_plan = t->evaluate(o.eval_batches);
-  const std::vector<LinearPrecision> prec = t->model().precisions();
-  t->model().set_precisions(std::vector<LinearPrecision>(prec.size(), LinearPrecision::uniform(Precision::bf16)));
-  r.val_loss_bf16 = t->evaluate(o.eval_batches);
-  t->model().set_precisions(prec);
-  return r;
-}
-
 // Means over the replicates and the gaps to the BF16 row.
 void summarize(CompareReport& rep) {
   for (CompareRow& row : rep.rows) {
@@ -298,7 +266,7 @@ void train_arms(const std::string& dir, const CompareOptions& o, CompareReport& 
   // every job count, so --jobs never changes a result.
   BlasSingleThreaded single_threaded_blas;
   auto train = [&](const Job& j, const std::function<bool()>& stop) {
-    return train_plan(dir, rep.start_step, rep.rows[j.row].plan, o, rep.recipe, j.replicate, stop);
+    return train_compare_replicate(dir, rep.start_step, rep.rows[j.row].plan, o, rep.recipe, j.replicate, stop);
   };
   auto finished = [&](const JobDone& d) {
     CompareRow& row = rep.rows[d.job.row];
@@ -307,7 +275,13 @@ void train_arms(const std::string& dir, const CompareOptions& o, CompareReport& 
     if (progress) progress(++done, total, label(d.job));
   };
   const int threads = std::max(1, std::min<int>(o.jobs, int(todo.size())));
-  if (threads <= 1) {  // on this thread, like every compare before --jobs
+  if (hooks.executor) {
+    std::vector<CompareTraining> trainings;
+    for (const Job& j : todo) trainings.push_back({j.row, j.replicate});
+    hooks.executor(rep, trainings, [&](size_t i, const CompareReplicate& r) {
+      finished(JobDone{todo.at(i), r, nullptr});
+    });
+  } else if (threads <= 1) {  // on this thread, like every compare before --jobs
     for (const Job& j : todo) {
       if (hooks.stop_requested && hooks.stop_requested()) throw CompareStopped();
       JobDone d{j, train(j, hooks.stop_requested), nullptr};
@@ -319,6 +293,37 @@ void train_arms(const std::string& dir, const CompareOptions& o, CompareReport& 
 }
 
 }  // namespace
+
+CompareReplicate train_compare_replicate(const std::string& dir, int64_t start, const Plan& plan,
+                                         const CompareOptions& o, const std::string& recipe, int replicate,
+                                         const std::function<bool()>& stop_requested) {
+  std::unique_ptr<Trainer> t = Trainer::resume(dir, start + o.steps);
+  t->model().set_recipe(Recipe::named(recipe));
+  t->set_rounding_seed(rounding_seed_of(t->config().seed, replicate));
+  if (o.replicate_rel > 0) {
+    std::mt19937_64 rng{uint64_t(replicate)};
+    std::normal_distribution<double> nd(0.0, 1.0);
+    float* p = t->model().param_data();
+    for (int64_t i = 0; i < t->model().num_params(); ++i) p[i] = float(p[i] * (1.0 + o.replicate_rel * nd(rng)));
+  }
+  t->set_plan(plan);
+  std::vector<double> losses;
+  for (int64_t s = 0; s < o.steps; ++s) {
+    if (stop_requested && stop_requested()) throw CompareStopped();
+    losses.push_back(t->step().train_loss);
+  }
+  CompareReplicate r;
+  const size_t w = std::min(losses.size(), size_t(std::max(1, o.last_window)));
+  for (size_t i = losses.size() - w; i < losses.size(); ++i) r.train_loss_last += losses[i] / double(w);
+  r.train_curve = std::move(losses);
+  cooldown(*t, o.cooldown_steps);
+  r.val_loss_plan = t->evaluate(o.eval_batches);
+  const std::vector<LinearPrecision> prec = t->model().precisions();
+  t->model().set_precisions(std::vector<LinearPrecision>(prec.size(), LinearPrecision::uniform(Precision::bf16)));
+  r.val_loss_bf16 = t->evaluate(o.eval_batches);
+  t->model().set_precisions(prec);
+  return r;
+}
 
 int default_compare_jobs() {
   return std::max(1, int(std::thread::hardware_concurrency()));

@@ -2,9 +2,9 @@
 // of predicted Q, and identical plans at one budget are marked.
 #include <gtest/gtest.h>
 
+#include "planner_test_util.h"
 #include "snip/error.h"
 #include "snip/sweep.h"
-#include "snip_test_util.h"
 
 namespace snip {
 namespace {
