@@ -148,8 +148,8 @@ struct GemmBuffers {
   std::vector<float> scales_a, scales_b;
 };
 
-// Fixes the layout for C(M,N) = A·Bᵀ over K in chunks of kc (`what`: the GEMM's name in the
-// message when the blocks do not nest) and grows the buffers to it.
+// Fixes the layout for C(M,N) = A·Bᵀ over K in chunks of kc (0: the blocks do not nest, which
+// fails with the message not_nested) and grows the buffers to it.
 template <class F>
 void prepare_packed(PackedOperands<F>& P, int64_t M, int64_t N, int64_t K, int64_t kc, const char* not_nested) {
   SNIP_ASSERT(M > 0 && N > 0 && K > 0);
@@ -212,8 +212,8 @@ void run_packed(const PackedOperands<F>& P, float* C, int64_t ldc, bool stepped,
             });
 }
 
-// The whole GEMM on a staged GEMM (qgemm_e2m1, qgemm_bf16): nothing to do for M or N = 0, zeros
-// for K = 0 (returns true for those), else prepare, pack both operands and run (g.run's result).
+// The whole GEMM of qgemm_e2m1 and qgemm_bf16 when it is empty: nothing to do for M or N = 0,
+// zeros for K = 0; false when there is a product to compute.
 inline bool empty_product(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K) {
   SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
   if (M == 0 || N == 0) return true;
@@ -221,6 +221,8 @@ inline bool empty_product(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K
   for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
   return true;
 }
+// The whole GEMM on a staged GEMM g (E2M1Gemm, Bf16Gemm): prepare, pack both operands, run
+// (g.run's result).
 template <class Gemm, class Op>
 decltype(auto) packed_product(Gemm& g, float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Op& A,
                               const Op& B) {
