@@ -128,6 +128,20 @@ void place_a(PackedOperands<F>& P, bool rows_are_i, int64_t r0, int64_t r1, cons
     }
 }
 
+// A tile of A's elements, tile[mm][kk] = element (m0 + mm, kb + kk) for mm < mn, kk < kn, into
+// the packed A: the strided packers gather 64 × 64 tiles, then write each row of A in runs.
+template <class F>
+void store_a_tile(PackedOperands<F>& P, const typename F::ACode (&tile)[64][64], int64_t m0, int64_t mn, int64_t kb,
+                  int64_t kn) {
+  const int64_t lda = P.lda();
+  int64_t at[64];  // where k = kb + kk goes in a row of A (one division per k, not per element)
+  for (int64_t kk = 0; kk < kn; ++kk) at[kk] = ((kb + kk) / P.kc) * P.kcp + (kb + kk) % P.kc;
+  for (int64_t mm = 0; mm < mn; ++mm) {
+    typename F::ACode* row = P.a.data() + (m0 + mm) * lda;
+    for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
+  }
+}
+
 // What a quantizer sink (code_sink.h) into a packing holds: the packing and whether source rows
 // are the operand's i (reduction along the source's columns) or its k.
 template <class Packed>

@@ -98,16 +98,11 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
                                               A.code_cs, kOffset);
           continue;
         }
-        int64_t at[64];  // where k = kb + kk goes in a row of A
-        for (int64_t kk = 0; kk < kn; ++kk) at[kk] = ((kb + kk) / P.kc) * P.kcp + (kb + kk) % P.kc;
         for (int64_t kk = 0; kk < kn; ++kk) {
           const int8_t* src = A.code2 + (kb + kk) * A.code_cs + m0 * A.code_rs;
           for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = uint8_t(src[mm * A.code_rs] + kOffset);
         }
-        for (int64_t mm = 0; mm < mn; ++mm) {
-          uint8_t* row = P.a.data() + (m0 + mm) * lda;
-          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
-        }
+        numerics_detail::store_a_tile(P, tile, m0, mn, kb, kn);
       }
       numerics_detail::finish_a_rows(P, A, m0, m0 + mn);
     }

@@ -160,34 +160,19 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
         for (int64_t m = m0; m < m0 + mn; ++m)
           for (int64_t c = 0; c < P.nch; ++c)
             read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, P.chunk_len(c), rd.r);
-      } else if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
-        for (int64_t kb = 0; kb < P.K; kb += 64) {
-          const int64_t kn = std::min<int64_t>(64, P.K - kb);
-          uint16_t run[64];
-          int64_t at[64];  // where k = kb + kk goes in a row of P.a (one division per k, not per element)
-          for (int64_t kk = 0; kk < kn; ++kk) {
-            read_run(run, A, (kb + kk) * A.cs + m0, mn, rd.r);
-            for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = run[mm];
-            const int64_t k = kb + kk;
-            at[kk] = (k / P.kc) * P.kcp + k % P.kc;
-          }
-          for (int64_t mm = 0; mm < mn; ++mm) {
-            uint16_t* row = P.a.data() + (m0 + mm) * lda;
-            for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
-          }
-        }
       } else {
         for (int64_t kb = 0; kb < P.K; kb += 64) {
           const int64_t kn = std::min<int64_t>(64, P.K - kb);
-          for (int64_t kk = 0; kk < kn; ++kk)
-            for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = rd(m0 + mm, kb + kk);
-          for (int64_t mm = 0; mm < mn; ++mm) {
-            uint16_t* row = P.a.data() + (m0 + mm) * lda;
-            for (int64_t kk = 0; kk < kn; ++kk) {
-              const int64_t k = kb + kk;
-              row[(k / P.kc) * P.kcp + k % P.kc] = tile[mm][kk];
+          uint16_t run[64];
+          for (int64_t kk = 0; kk < kn; ++kk) {
+            if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
+              read_run(run, A, (kb + kk) * A.cs + m0, mn, rd.r);
+              for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = run[mm];
+            } else {
+              for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = rd(m0 + mm, kb + kk);
             }
           }
+          numerics_detail::store_a_tile(P, tile, m0, mn, kb, kn);
         }
       }
       numerics_detail::finish_a_rows(P, A, m0, m0 + mn);
