@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "code_sink.h"
+#include "packed_gemm.h"
 #include "parallel.h"
 #include "qgemm_common.h"
 #include "snip/error.h"
@@ -43,36 +44,30 @@ QGemmMode mode_from_env() {
 
 std::atomic<int> g_mode{-1};
 
-// Everything the kernels read, packed once per GEMM.
-struct Packed : numerics_detail::PackGeometry {
-  numerics_detail::AlignedVector<uint8_t> a;     // [M][nch·kcp]
-  std::vector<float> sa;                         // [M][nch]
-  numerics_detail::AlignedVector<int8_t> b;      // [npanel][nch][kcp/4][64][4]
-  numerics_detail::AlignedVector<int32_t> corr;  // [npanel][nch][64]: −12·Σ_chunk b
-  std::vector<float> sb;                         // [npanel][nch][64]: scale·0.25 (0 for padding columns)
+using numerics_detail::grow;
+
+// The element type of packed_gemm.h's skeleton: A as unsigned bytes 2q + 12, B as the int8 codes
+// 2q in quads of k, int32 sums, B's scales times 0.25 (the codes are 2q).
+struct E2M1Codes {
+  using ACode = uint8_t;
+  using BCode = int8_t;
+  using Sum = int32_t;
+  static constexpr int kGroup = 4;
+  static constexpr int kAOffset = kOffset;
+  static float b_scale(float s) { return s * 0.25f; }
 };
 
-template <class V>
-void grow(V& v, int64_t n) {
-  if (int64_t(v.size()) < n) v.resize(size_t(n));
-}
-
-inline float scale_of(const E2M1Operand& o, int64_t i, int64_t k) {
-  return o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs];
-}
+// Everything the kernels read, packed once per GEMM, and per (panel, chunk) −12·Σ_chunk b per
+// column ([npanel][nch][64]).
+struct Packed : numerics_detail::PackedOperands<E2M1Codes> {
+  numerics_detail::AlignedVector<int32_t> corr;
+};
 
 // A (M, K) as unsigned bytes a + 12. When the reduction runs down the source's rows (code_cs !=
 // 1: wgrad's dY), 64 rows of A are 64 adjacent bytes of each source row, so those are read
 // row by row (a strided byte gather per element re-read each cache line 64 times).
 void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
   const int64_t lda = P.nch * P.kcp;
-  auto scales = [&](int64_t m) {
-    for (int64_t c = 0; c < P.nch; ++c) {
-      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
-      uint8_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
-    }
-  };
   if (A.code_cs == 1) {
     detail::parallel_chunks(nchunks, P.M, 64, [&](int, int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
@@ -82,8 +77,8 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
           const int8_t* src = A.code2 + m * A.code_rs + c * P.kc;
           for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(src[t] + kOffset);
         }
-        scales(m);
       }
+      numerics_detail::finish_a_rows(P, A, m0, m1);
     });
     return;
   }
@@ -103,18 +98,13 @@ void pack_a(Packed& P, const E2M1Operand& A, int nchunks) {
                                               A.code_cs, kOffset);
           continue;
         }
-        int64_t at[64];  // where k = kb + kk goes in a row of A
-        for (int64_t kk = 0; kk < kn; ++kk) at[kk] = ((kb + kk) / P.kc) * P.kcp + (kb + kk) % P.kc;
         for (int64_t kk = 0; kk < kn; ++kk) {
           const int8_t* src = A.code2 + (kb + kk) * A.code_cs + m0 * A.code_rs;
           for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = uint8_t(src[mm * A.code_rs] + kOffset);
         }
-        for (int64_t mm = 0; mm < mn; ++mm) {
-          uint8_t* row = P.a.data() + (m0 + mm) * lda;
-          for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
-        }
+        numerics_detail::store_a_tile(P, tile, m0, mn, kb, kn);
       }
-      for (int64_t m = m0; m < m0 + mn; ++m) scales(m);
+      numerics_detail::finish_a_rows(P, A, m0, m0 + mn);
     }
   });
 }
@@ -131,7 +121,6 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
         const int64_t k0 = c * P.kc, len = P.chunk_len(c);
         int8_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t* corr = P.corr.data() + (p * P.nch + c) * kNR;
-        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
         std::memset(dst, 0, size_t(kq * kNR * 4));
         int32_t sum[kNR] = {};
         if (B.code_cs == 1) {
@@ -152,12 +141,10 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
             }
           }
         }
-        for (int j = 0; j < kNR; ++j) {
-          corr[j] = -kOffset * sum[j];
-          sb[j] = j < ncols ? scale_of(B, p * kNR + j, k0) * 0.25f : 0.0f;
-        }
+        for (int j = 0; j < kNR; ++j) corr[j] = -kOffset * sum[j];
       }
     }
+    numerics_detail::set_b_scales(P, B, p0, p1);
   });
 }
 
@@ -168,23 +155,11 @@ void pack_b(Packed& P, const E2M1Operand& B, int nchunks) {
 
 // A's codes. Source rows are A's rows (reduction along the source's columns) or A's k (down
 // its rows: wgrad's dY), then 64 × 64 tiles are transposed through a local buffer.
-class ASink final : public numerics_detail::RowCodeSink {
+class ASink final : public numerics_detail::PackedSink<Packed> {
  public:
-  ASink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  ASink(Packed& P, bool rows_are_i) : PackedSink(P, rows_are_i) {}
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
-    const int8_t* src = static_cast<const int8_t*>(codes);
-    const int64_t lda = P_.nch * P_.kcp;
-    if (rows_are_i_) {
-      for (int64_t m = r0; m < r1; ++m)
-        for (int64_t c = 0; c < P_.nch; ++c) {
-          const int64_t len = P_.chunk_len(c);
-          uint8_t* d = P_.a.data() + m * lda + c * P_.kcp;
-          const int8_t* s = src + (m - r0) * ld + c * P_.kc;
-          for (int64_t t = 0; t < len; ++t) d[t] = uint8_t(s[t] + kOffset);
-        }
-      return;
-    }
-    numerics_detail::place_transposed_a(P_.a.data(), P_, r0, r1, src, ld, kOffset);
+    numerics_detail::place_a(P_, rows_are_i_, r0, r1, static_cast<const int8_t*>(codes), ld);
   }
   // A's rows are the source rows, contiguous when the chunks need no padding.
   uint8_t* direct_rows(int64_t& ld, int& offset) override {
@@ -205,9 +180,6 @@ class ASink final : public numerics_detail::RowCodeSink {
       numerics_detail::place_transposed_a(P_.a.data(), P_, k, std::min(r1, k + 64), c0, c1, codes + (k - r0) * ld, ld,
                                           kOffset);
   }
-
-  Packed& P_;
-  const bool rows_are_i_;
 };
 
 // Four source rows of 16 codes each (k = 4q … 4q+3 of 16 columns) as the 64 bytes of the
@@ -234,9 +206,9 @@ inline void interleave4x16(int8_t* d, const int8_t* s0, const int8_t* s1, const 
 // B's codes into the 64-column panels. Source rows are B's columns n (reduction along the
 // source's columns: fprop's W) or B's k (down its rows: dgrad's W, wgrad's X); in the latter
 // case four k of one quad are interleaved at once where the batch holds all four.
-class BSink final : public numerics_detail::RowCodeSink {
+class BSink final : public numerics_detail::PackedSink<Packed> {
  public:
-  BSink(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  BSink(Packed& P, bool rows_are_i) : PackedSink(P, rows_are_i) {}
   // Batches of whole source rows. When those are B's columns and the CPU has VNNI, they go
   // through place_b_columns (16 columns at a time, with their column sums) like strips do.
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
@@ -264,45 +236,18 @@ class BSink final : public numerics_detail::RowCodeSink {
  private:
   static bool vector_placement() { return isa_at_least(IsaTier::avx512vnni); }
 
-  Packed& P_;
-  const bool rows_are_i_;
   std::atomic<bool> blocks_{false};
 };
 
-// Before B's codes are placed: zeros where no code goes (columns past N in the last panel,
-// k past a chunk's end up to its padded length).
-void zero_b_padding(Packed& P) {
-  const int64_t kq = P.kcp / 4, block = kq * kNR * 4;
-  if (P.N % kNR != 0) std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block));
-  for (int64_t c = 0; c < P.nch; ++c) {
-    const int64_t len = P.chunk_len(c);
-    if (len == P.kcp) continue;
-    for (int64_t p = 0; p < P.npanel; ++p)
-      std::memset(P.b.data() + (p * P.nch + c) * block + (len / 4) * kNR * 4, 0, size_t(block - (len / 4) * kNR * 4));
-  }
-}
-
-// Per chunk c, the K term of scale_of's index (its first k's block along K).
-std::vector<int64_t> chunk_scale_offsets(const Packed& P, const E2M1Operand& o) {
-  std::vector<int64_t> at(size_t(P.nch));
-  for (int64_t c = 0; c < P.nch; ++c) at[size_t(c)] = (c * P.kc / o.block_k) * o.scale_cs;
-  return at;
-}
-
-// After B's codes are placed: −12·Σb per column and chunk (unless the placement summed them
-// already), and the column scales.
+// After B's codes are placed: the column scales, and −12·Σb per column and chunk (unless the
+// placement summed them already).
 void finish_b(Packed& P, const E2M1Operand& B, int nchunks, bool sums_done) {
   const int64_t kq = P.kcp / 4;
-  const std::vector<int64_t> k_at = chunk_scale_offsets(P, B);
   detail::parallel_chunks(nchunks, P.npanel, 1, [&](int, int64_t p0, int64_t p1) {
+    numerics_detail::set_b_scales(P, B, p0, p1);
+    if (sums_done) return;
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
-      int64_t col_at[kNR];  // scale_of's index terms, divided once per column and per chunk
-      for (int j = 0; j < ncols; ++j) col_at[j] = ((p * kNR + j) / B.block_i) * B.scale_rs;
       for (int64_t c = 0; c < P.nch; ++c) {
-        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
-        for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? B.scales[col_at[j] + k_at[size_t(c)]] * 0.25f : 0.0f;
-        if (sums_done) continue;
         const int8_t* d = P.b.data() + (p * P.nch + c) * kq * kNR * 4;
         int32_t sum[kNR] = {};
         for (int64_t q = 0; q < kq; ++q, d += kNR * 4)
@@ -314,32 +259,9 @@ void finish_b(Packed& P, const E2M1Operand& B, int nchunks, bool sums_done) {
   });
 }
 
-// After A's codes are placed: the offset in each chunk's padding, and the row scales.
-void finish_a(Packed& P, const E2M1Operand& A) {
-  const int64_t lda = P.nch * P.kcp;
-  const std::vector<int64_t> k_at = chunk_scale_offsets(P, A);
-  for (int64_t m = 0; m < P.M; ++m) {
-    const int64_t row_at = (m / A.block_i) * A.scale_rs;
-    for (int64_t c = 0; c < P.nch; ++c) {
-      P.sa[size_t(m * P.nch + c)] = A.scales[row_at + k_at[size_t(c)]];
-      uint8_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = uint8_t(kOffset);
-    }
-  }
-}
-
-// The arguments of one 64-column panel × mr-row tile.
-struct TileArgs {
-  const uint8_t* a;  // row 0 of the tile in P.a
-  int64_t lda;
-  const float* sa;  // row 0 of the tile in P.sa ([row][chunk])
-  const int8_t* b;  // the panel
+// The arguments of one 64-column panel × mr-row tile: the panel's column sums besides the rest.
+struct TileArgs : numerics_detail::TileBase<E2M1Codes> {
   const int32_t* corr;
-  const float* sb;
-  int64_t nch, kcp, kc, K;
-  int64_t ldo;                // the output tile's row stride
-  numerics_detail::KStep ks;  // the chunks (and k quads) of this call
-  int32_t* part;              // a chunk's int32 sums between steps ([row][64])
 };
 
 // Portable kernel: the same int32 sums and FP32 operations as the VNNI kernel, the 64 columns
@@ -828,10 +750,7 @@ int64_t qgemm_e2m1_chunk(const E2M1Operand& A, const E2M1Operand& B, int64_t K) 
   return numerics_detail::nested_chunk(K, kMaxChunk, A.block_k, B.block_k);
 }
 
-struct E2M1Gemm::Impl {
-  Packed P;
-  std::vector<float> scales_a, scales_b;  // quantize_a / quantize_b's block scales
-};
+struct E2M1Gemm::Impl : numerics_detail::GemmBuffers<Packed> {};
 
 E2M1Gemm::E2M1Gemm() : impl_(new Impl) {}
 E2M1Gemm::~E2M1Gemm() {
@@ -844,16 +763,10 @@ E2M1Gemm& e2m1_gemm_workspace() {
 }
 
 void E2M1Gemm::prepare(int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
-  SNIP_ASSERT(M > 0 && N > 0 && K > 0);
-  const int64_t kc = qgemm_e2m1_chunk(A, B, K);
-  SNIP_ASSERT_MSG(kc > 0, "qgemm_e2m1: the operands' scale blocks along K do not nest");
   Packed& P = impl_->P;
-  P.set(M, N, K, kc, 4);
-  grow(P.a, M * P.nch * P.kcp);
-  grow(P.sa, M * P.nch);
-  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
+  numerics_detail::prepare_packed(P, M, N, K, qgemm_e2m1_chunk(A, B, K),
+                                  "qgemm_e2m1: the operands' scale blocks along K do not nest");
   grow(P.corr, P.npanel * P.nch * kNR);
-  grow(P.sb, P.npanel * P.nch * kNR);
 }
 
 void E2M1Gemm::pack_a(const E2M1Operand& A) {
@@ -870,14 +783,14 @@ void E2M1Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const Quan
   grow(impl_->scales_a, e2m1_scale_count(rows, cols, spec));
   ASink sink(P, reduce_along_cols);
   numerics_detail::quantize_codes_into(sink, false, impl_->scales_a.data(), x, rows, cols, spec, key, tensor_name);
-  finish_a(P, e2m1_operand(nullptr, impl_->scales_a.data(), rows, cols, spec, reduce_along_cols));
+  numerics_detail::finish_a(P, e2m1_operand(nullptr, impl_->scales_a.data(), rows, cols, spec, reduce_along_cols));
 }
 
 void E2M1Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
                           const char* tensor_name, bool reduce_along_cols) {
   Packed& P = impl_->P;
   grow(impl_->scales_b, e2m1_scale_count(rows, cols, spec));
-  zero_b_padding(P);
+  numerics_detail::zero_b_padding(P);
   BSink sink(P, reduce_along_cols);
   numerics_detail::quantize_codes_into(sink, false, impl_->scales_b.data(), x, rows, cols, spec, key, tensor_name);
   finish_b(P, e2m1_operand(nullptr, impl_->scales_b.data(), rows, cols, spec, reduce_along_cols),
@@ -887,36 +800,19 @@ void E2M1Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const Quan
 std::string E2M1Gemm::packing_difference(const E2M1Gemm& other) const {
   using numerics_detail::first_difference;
   const Packed &P = impl_->P, &Q = other.impl_->P;
-  if (!P.same_shape(Q)) return "different geometry (M, N, K or chunk length)";
-  std::string d = first_difference(P.a, Q.a, P.M * P.lda(), "packed A");
-  if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
-  if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
+  std::string d =
+      numerics_detail::packing_difference(P, Q, [&] { return first_difference(P.a, Q.a, P.M * P.lda(), "packed A"); });
   if (d.empty()) d = first_difference(P.corr, Q.corr, P.npanel * P.nch * kNR, "B column sums");
-  if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
   return d;
 }
 
 void E2M1Gemm::run(float* C, int64_t ldc) {
   const Packed& P = impl_->P;
   const IsaTier tier = isa_tier();
-  const int64_t lda = P.lda();
-  const bool stepped = tier >= IsaTier::avx2;  // the portable kernel takes the whole of K at once
-  numerics_detail::run_tiles(
-      P, C, ldc, quant_threads(), 4, stepped,
-      [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr, const numerics_detail::KStep& ks, uint32_t* part) {
-        const TileArgs t{P.a.data() + m0 * lda,
-                         lda,
-                         P.sa.data() + m0 * P.nch,
-                         P.b.data() + p * P.nch * P.kcp * kNR,
-                         P.corr.data() + p * P.nch * kNR,
-                         P.sb.data() + p * P.nch * kNR,
-                         P.nch,
-                         P.kcp,
-                         P.kc,
-                         P.K,
-                         ldo,
-                         ks,
-                         reinterpret_cast<int32_t*>(part)};
+  numerics_detail::run_packed(
+      P, C, ldc, tier >= IsaTier::avx2,
+      [&](float* ct, const numerics_detail::TileBase<E2M1Codes>& base, int64_t, int64_t p, int mr) {
+        const TileArgs t{base, P.corr.data() + p * P.nch * kNR};
         if (tier >= IsaTier::avx512vnni)
           tile_vnni_any(ct, t, mr);
         else if (tier >= IsaTier::avx2)
@@ -927,17 +823,8 @@ void E2M1Gemm::run(float* C, int64_t ldc) {
 }
 
 void qgemm_e2m1(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const E2M1Operand& A, const E2M1Operand& B) {
-  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
-    return;
-  }
-  E2M1Gemm& g = e2m1_gemm_workspace();
-  g.prepare(M, N, K, A, B);
-  g.pack_a(A);
-  g.pack_b(B);
-  g.run(C, ldc);
+  if (!numerics_detail::empty_product(C, ldc, M, N, K))
+    numerics_detail::packed_product(e2m1_gemm_workspace(), C, ldc, M, N, K, A, B);
 }
 
 }  // namespace snip

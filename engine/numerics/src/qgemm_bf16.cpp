@@ -28,6 +28,7 @@
 
 #include "code_sink.h"
 #include "float_bits.h"
+#include "packed_gemm.h"
 #include "parallel.h"
 #include "qgemm_common.h"
 #include "snip/error.h"
@@ -125,35 +126,30 @@ void read_run(uint16_t* __restrict d, const Bf16Operand& o, int64_t at, int64_t 
   r.emax = std::max(r.emax, int(emax));
 }
 
-struct Packed : numerics_detail::PackGeometry {
-  std::vector<uint16_t> a;  // [M][nch·kcp]
-  std::vector<float> sa;    // [M][nch]
-  std::vector<uint16_t> b;  // [npanel][nch][kcp/2][64][2]
-  std::vector<float> sb;    // [npanel][nch][64] (0 for padding columns)
-  ElemRange ra, rb;         // what packing learned about A's and B's elements
+using numerics_detail::grow;
+
+// The element type of packed_gemm.h's skeleton: A and B as BF16 bits, B in pairs of k, FP32
+// sums, B's scales as they are.
+struct Bf16Elems {
+  using ACode = uint16_t;
+  using BCode = uint16_t;
+  using Sum = float;
+  static constexpr int kGroup = 2;
+  static constexpr int kAOffset = 0;
+  static float b_scale(float s) { return s; }
 };
 
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (int64_t(v.size()) < n) v.resize(size_t(n));
-}
-
-inline float scale_of(const Bf16Operand& o, int64_t i, int64_t k) {
-  return o.scales ? o.scales[(i / o.block_i) * o.scale_rs + (k / o.block_k) * o.scale_cs] : 1.0f;
-}
+// Everything the kernels read, packed once per GEMM, and what packing learned about A's and B's
+// elements.
+struct Packed : numerics_detail::PackedOperands<Bf16Elems> {
+  ElemRange ra, rb;
+};
 
 // A (M, K) row-major by chunks. When the reduction runs down the source's rows (cs != 1), the
 // source is read in 64 × 64 tiles so each cache line of it is read once.
 ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
   const int64_t lda = P.nch * P.kcp;
   std::vector<ElemRange> ranges(size_t(std::max(nchunks, 1)));
-  auto finish_row = [&](int64_t m) {
-    for (int64_t c = 0; c < P.nch; ++c) {
-      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
-      uint16_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
-    }
-  };
   const int64_t groups = (P.M + 63) / 64;
   detail::parallel_chunks(nchunks, groups, 1, [&](int t, int64_t g0, int64_t g1) {
     ElemReader rd{A, {}};
@@ -164,37 +160,22 @@ ElemRange pack_a(Packed& P, const Bf16Operand& A, int nchunks) {
         for (int64_t m = m0; m < m0 + mn; ++m)
           for (int64_t c = 0; c < P.nch; ++c)
             read_run(P.a.data() + m * lda + c * P.kcp, A, m * A.rs + c * P.kc, P.chunk_len(c), rd.r);
-      } else if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
-        for (int64_t kb = 0; kb < P.K; kb += 64) {
-          const int64_t kn = std::min<int64_t>(64, P.K - kb);
-          uint16_t run[64];
-          int64_t at[64];  // where k = kb + kk goes in a row of P.a (one division per k, not per element)
-          for (int64_t kk = 0; kk < kn; ++kk) {
-            read_run(run, A, (kb + kk) * A.cs + m0, mn, rd.r);
-            for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = run[mm];
-            const int64_t k = kb + kk;
-            at[kk] = (k / P.kc) * P.kcp + k % P.kc;
-          }
-          for (int64_t mm = 0; mm < mn; ++mm) {
-            uint16_t* row = P.a.data() + (m0 + mm) * lda;
-            for (int64_t kk = 0; kk < kn; ++kk) row[at[kk]] = tile[mm][kk];
-          }
-        }
       } else {
         for (int64_t kb = 0; kb < P.K; kb += 64) {
           const int64_t kn = std::min<int64_t>(64, P.K - kb);
-          for (int64_t kk = 0; kk < kn; ++kk)
-            for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = rd(m0 + mm, kb + kk);
-          for (int64_t mm = 0; mm < mn; ++mm) {
-            uint16_t* row = P.a.data() + (m0 + mm) * lda;
-            for (int64_t kk = 0; kk < kn; ++kk) {
-              const int64_t k = kb + kk;
-              row[(k / P.kc) * P.kcp + k % P.kc] = tile[mm][kk];
+          uint16_t run[64];
+          for (int64_t kk = 0; kk < kn; ++kk) {
+            if (A.rs == 1) {  // 64 rows of A are 64 adjacent elements of each source row
+              read_run(run, A, (kb + kk) * A.cs + m0, mn, rd.r);
+              for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = run[mm];
+            } else {
+              for (int64_t mm = 0; mm < mn; ++mm) tile[mm][kk] = rd(m0 + mm, kb + kk);
             }
           }
+          numerics_detail::store_a_tile(P, tile, m0, mn, kb, kn);
         }
       }
-      for (int64_t m = m0; m < m0 + mn; ++m) finish_row(m);
+      numerics_detail::finish_a_rows(P, A, m0, m0 + mn);
     }
     ranges[size_t(t)].add(rd.r);
   });
@@ -215,7 +196,6 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
       for (int64_t c = 0; c < P.nch; ++c) {
         const int64_t k0 = c * P.kc, len = P.chunk_len(c);
         uint16_t* dst = P.b.data() + (p * P.nch + c) * kq * kNR * 2;
-        float* sb = P.sb.data() + (p * P.nch + c) * kNR;
         std::memset(dst, 0, size_t(kq * kNR * 2) * sizeof(uint16_t));
         if (B.cs == 1) {
           std::vector<uint16_t>& run = row_buf;
@@ -237,9 +217,9 @@ ElemRange pack_b(Packed& P, const Bf16Operand& B, int nchunks) {
             for (int j = 0; j < ncols; ++j) d[j * 2] = rd(p * kNR + j, k0 + u);
           }
         }
-        for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? scale_of(B, p * kNR + j, k0) : 0.0f;
       }
     }
+    numerics_detail::set_b_scales(P, B, p0, p1);
     ranges[size_t(t)].add(rd.r);
   });
   ElemRange all;
@@ -284,40 +264,29 @@ ElemRange range_of_bits(const uint16_t* codes, int64_t n) {
   return r;
 }
 
-// The range of a batch of codes merged into `into` under a lock (once per batch of rows).
-void note_batch(const uint16_t* codes, int64_t n, ElemRange& into, std::mutex& mu) {
-  const ElemRange r = range_of_bits(codes, n);
-  const std::lock_guard<std::mutex> lock(mu);
-  into.add(r);
-}
-
-// Source rows r0 … r1−1 of A's codes (row stride ld; A's rows when rows_are_i, else A's k)
-// into the packed A.
-void place_a16(Packed& P, bool rows_are_i, int64_t r0, int64_t r1, const uint16_t* src, int64_t ld) {
-  const int64_t lda = P.nch * P.kcp;
-  if (rows_are_i) {
-    for (int64_t m = r0; m < r1; ++m)
-      for (int64_t c = 0; c < P.nch; ++c)
-        std::memcpy(P.a.data() + m * lda + c * P.kcp, src + (m - r0) * ld + c * P.kc,
-                    size_t(P.chunk_len(c)) * sizeof(uint16_t));
-    return;
-  }
-  numerics_detail::place_transposed_a(P.a.data(), P, r0, r1, src, ld, 0);
-}
-
-class ASink16 final : public numerics_detail::RowCodeSink {
- public:
-  ASink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
-  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
-    const uint16_t* src = static_cast<const uint16_t*>(codes);
-    note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
-    place_a16(P_, rows_are_i_, r0, r1, src, ld);
+// A sink that records the range of each batch of codes it places (once per batch of rows).
+class RangeSink : public numerics_detail::PackedSink<Packed> {
+ protected:
+  RangeSink(Packed& P, bool rows_are_i) : PackedSink(P, rows_are_i) {}
+  // The range of the codes merged into `into` under the sink's lock.
+  void note(const uint16_t* codes, int64_t n, ElemRange& into) {
+    const ElemRange r = range_of_bits(codes, n);
+    const std::lock_guard<std::mutex> lock(mu_);
+    into.add(r);
   }
 
  private:
-  Packed& P_;
-  const bool rows_are_i_;
   std::mutex mu_;
+};
+
+class ASink16 final : public RangeSink {
+ public:
+  ASink16(Packed& P, bool rows_are_i) : RangeSink(P, rows_are_i) {}
+  void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
+    const uint16_t* src = static_cast<const uint16_t*>(codes);
+    note(src, (r1 - r0) * ld, P_.ra);
+    numerics_detail::place_a(P_, rows_are_i_, r0, r1, src, ld);
+  }
 };
 
 // Two source rows of 8 codes (k = 2q, 2q+1 of 8 columns) as 16 elements of the panel layout.
@@ -341,55 +310,15 @@ void place_b16(Packed& P, bool rows_are_i, int64_t r0, int64_t r1, const uint16_
                                  });
 }
 
-class BSink16 final : public numerics_detail::RowCodeSink {
+class BSink16 final : public RangeSink {
  public:
-  BSink16(Packed& P, bool rows_are_i) : P_(P), rows_are_i_(rows_are_i) {}
+  BSink16(Packed& P, bool rows_are_i) : RangeSink(P, rows_are_i) {}
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
     const uint16_t* src = static_cast<const uint16_t*>(codes);
-    note_batch(src, (r1 - r0) * ld, P_.rb, mu_);
+    note(src, (r1 - r0) * ld, P_.rb);
     place_b16(P_, rows_are_i_, r0, r1, src, ld);
   }
-
- private:
-  Packed& P_;
-  const bool rows_are_i_;
-  std::mutex mu_;
 };
-
-void zero_b_padding(Packed& P) {
-  const int64_t kq = P.kcp / 2, block = kq * kNR * 2;
-  if (P.N % kNR != 0)
-    std::memset(P.b.data() + (P.npanel - 1) * P.nch * block, 0, size_t(P.nch * block) * sizeof(uint16_t));
-  for (int64_t c = 0; c < P.nch; ++c) {
-    const int64_t len = P.chunk_len(c);
-    if (len == P.kcp) continue;
-    for (int64_t p = 0; p < P.npanel; ++p)
-      std::memset(P.b.data() + (p * P.nch + c) * block + (len / 2) * kNR * 2, 0,
-                  size_t(block - (len / 2) * kNR * 2) * sizeof(uint16_t));
-  }
-}
-
-void finish_b(Packed& P, const Bf16Operand& B) {
-  for (int64_t p = 0; p < P.npanel; ++p) {
-    const int64_t ncols = std::min<int64_t>(kNR, P.N - p * kNR);
-    for (int64_t c = 0; c < P.nch; ++c) {
-      float* sb = P.sb.data() + (p * P.nch + c) * kNR;
-      for (int j = 0; j < kNR; ++j) sb[j] = j < ncols ? scale_of(B, p * kNR + j, c * P.kc) : 0.0f;
-    }
-  }
-}
-
-// A's scales, and its padding k in P.a as zeros (pad_a; not when A went into the widened layout).
-void finish_a(Packed& P, const Bf16Operand& A, bool pad_a = true) {
-  const int64_t lda = P.nch * P.kcp;
-  for (int64_t m = 0; m < P.M; ++m)
-    for (int64_t c = 0; c < P.nch; ++c) {
-      P.sa[size_t(m * P.nch + c)] = scale_of(A, m, c * P.kc);
-      if (!pad_a) continue;
-      uint16_t* d = P.a.data() + m * lda + c * P.kcp;
-      for (int64_t t = P.chunk_len(c); t < P.kcp; ++t) d[t] = 0;
-    }
-}
 
 // Whether an operand is BF16 codes stored as one dense row-major matrix, (I, K) (rows_are_i) or
 // (K, I): then packing is the sinks' placement of whole source rows, and the element range one
@@ -421,31 +350,24 @@ void place_rows(int64_t rows, int nchunks, Place&& place) {
 
 ElemRange pack_a_dense(Packed& P, const Bf16Operand& A, bool rows_are_i, int nchunks) {
   const int64_t rows = rows_are_i ? P.M : P.K, ld = rows_are_i ? P.K : P.M;
-  place_rows(rows, nchunks, [&](int64_t r0, int64_t r1) { place_a16(P, rows_are_i, r0, r1, A.bits + r0 * ld, ld); });
-  finish_a(P, A);
+  place_rows(rows, nchunks,
+             [&](int64_t r0, int64_t r1) { numerics_detail::place_a(P, rows_are_i, r0, r1, A.bits + r0 * ld, ld); });
+  numerics_detail::finish_a(P, A);
   return range_of_bits(A.bits, P.M * P.K);
 }
 
 ElemRange pack_b_dense(Packed& P, const Bf16Operand& B, bool rows_are_i, int nchunks) {
   const int64_t rows = rows_are_i ? P.N : P.K, ld = rows_are_i ? P.K : P.N;
-  zero_b_padding(P);
+  numerics_detail::zero_b_padding(P);
   place_rows(rows, nchunks, [&](int64_t r0, int64_t r1) { place_b16(P, rows_are_i, r0, r1, B.bits + r0 * ld, ld); });
-  finish_b(P, B);
+  numerics_detail::set_b_scales(P, B, 0, P.npanel);
   return range_of_bits(B.bits, P.N * P.K);
 }
 
-struct TileArgs {
-  const uint16_t* a;  // row 0 of the tile in P.a
-  int64_t lda;
-  const float* sa;    // row 0 of the tile in P.sa ([row][chunk])
-  const uint16_t* b;  // the panel
-  const float* sb;
-  int64_t nch, kcp, kc, K;
-  int64_t ldo;                // the output tile's row stride
-  const float* aw;            // the FMA kernels: the tile in the widened A (widen_operands)
-  const float* bw;            // and the panel in the widened B ([chunk][k pair][odd, even][64] FP32)
-  numerics_detail::KStep ks;  // the chunks (and k pairs) of this call
-  float* part;                // a chunk's unscaled sums between steps ([row][64])
+// The arguments of one 64-column panel × mr-row tile, and for the FMA kernels its widened operands.
+struct TileArgs : numerics_detail::TileBase<Bf16Elems> {
+  const float* aw;  // the tile in the widened A (widen_operands)
+  const float* bw;  // the panel in the widened B ([chunk][k pair][odd, even][64] FP32)
 };
 
 // Portable kernel: the operations of the definition, the 64 columns of a row side by side so
@@ -990,9 +912,7 @@ int64_t qgemm_bf16_chunk(const Bf16Operand& A, const Bf16Operand& B, int64_t K) 
   return numerics_detail::nested_chunk(K, K, A.scales ? A.block_k : 0, B.scales ? B.block_k : 0);
 }
 
-struct Bf16Gemm::Impl {
-  Packed P;
-  std::vector<float> scales_a, scales_b;
+struct Bf16Gemm::Impl : numerics_detail::GemmBuffers<Packed> {
   std::vector<float> aw, bw;  // the FMA kernels' widened operands (widen_operands)
   bool a_in_aw = false;       // quantize_a wrote A into aw (in aw_avx2's layout), not into P.a
   bool aw_avx2 = false;       // aw holds the AVX2 kernel's layout (else the AVX-512 FMA kernel's)
@@ -1009,13 +929,13 @@ bool a_widened_by_sink(bool* for_avx2) {
   return t >= IsaTier::avx2 && t < IsaTier::avx512bf16;
 }
 
-class ASinkW final : public numerics_detail::RowCodeSink {
+class ASinkW final : public RangeSink {
  public:
   ASinkW(Packed& P, float* aw, bool for_avx2, bool rows_are_i)
-      : P_(P), aw_(aw), for_avx2_(for_avx2), rows_are_i_(rows_are_i) {}
+      : RangeSink(P, rows_are_i), aw_(aw), for_avx2_(for_avx2) {}
   void place(int64_t r0, int64_t r1, const void* codes, int64_t ld) override {
     const uint16_t* src = static_cast<const uint16_t*>(codes);
-    note_batch(src, (r1 - r0) * ld, P_.ra, mu_);
+    note(src, (r1 - r0) * ld, P_.ra);
     if (for_avx2_)
       place_aw(aw_, P_, rows_are_i_, r0, r1, src, ld);
     else
@@ -1023,10 +943,8 @@ class ASinkW final : public numerics_detail::RowCodeSink {
   }
 
  private:
-  Packed& P_;
   float* const aw_;
-  const bool for_avx2_, rows_are_i_;
-  std::mutex mu_;
+  const bool for_avx2_;
 };
 }  // namespace
 
@@ -1041,17 +959,11 @@ Bf16Gemm& bf16_gemm_workspace() {
 }
 
 void Bf16Gemm::prepare(int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
-  SNIP_ASSERT(M > 0 && N > 0 && K > 0);
-  const int64_t kc = qgemm_bf16_chunk(A, B, K);
-  SNIP_ASSERT_MSG(kc > 0, "qgemm_bf16: the operands' scale blocks along K do not nest");
   Packed& P = impl_->P;
+  numerics_detail::prepare_packed(P, M, N, K, qgemm_bf16_chunk(A, B, K),
+                                  "qgemm_bf16: the operands' scale blocks along K do not nest");
   impl_->a_in_aw = false;
-  P.set(M, N, K, kc, 2);
   P.ra = P.rb = ElemRange{};
-  grow(P.a, M * P.nch * P.kcp);
-  grow(P.sa, M * P.nch);
-  grow(P.b, P.npanel * P.nch * P.kcp * kNR);
-  grow(P.sb, P.npanel * P.nch * kNR);
 }
 
 void Bf16Gemm::pack_a(const Bf16Operand& A) {
@@ -1091,12 +1003,12 @@ void Bf16Gemm::quantize_a(const float* x, int64_t rows, int64_t cols, const Quan
     ASinkW sink(P, aw.data(), impl_->aw_avx2, reduce_along_cols);
     numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
     zero_aw_padding(aw.data(), P, impl_->aw_avx2);
-    finish_a(P, view, false);
+    numerics_detail::finish_a(P, view, false);
     return;
   }
   ASink16 sink(P, reduce_along_cols);
   numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
-  finish_a(P, view);
+  numerics_detail::finish_a(P, view);
 }
 
 void Bf16Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const QuantSpec& spec, const RngKey& key,
@@ -1104,20 +1016,15 @@ void Bf16Gemm::quantize_b(const float* x, int64_t rows, int64_t cols, const Quan
   Packed& P = impl_->P;
   float* scales = scales_for(impl_->scales_b, rows, cols, spec);
   P.rb = ElemRange{};
-  zero_b_padding(P);
+  numerics_detail::zero_b_padding(P);
   BSink16 sink(P, reduce_along_cols);
   numerics_detail::quantize_codes_into(sink, true, scales, x, rows, cols, spec, key, tensor_name);
-  finish_b(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols));
+  numerics_detail::set_b_scales(P, bf16_operand(nullptr, nullptr, scales, rows, cols, spec, reduce_along_cols), 0,
+                                P.npanel);
 }
 
 std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
-  using numerics_detail::first_difference;
   const Packed &P = impl_->P, &Q = other.impl_->P;
-  if (!P.same_shape(Q)) return "different geometry (M, N, K or chunk length)";
-  if (P.ra.emin != Q.ra.emin || P.ra.subnormal != Q.ra.subnormal || P.ra.inexact != Q.ra.inexact)
-    return "A's element range differs";
-  if (P.rb.emin != Q.rb.emin || P.rb.subnormal != Q.rb.subnormal || P.rb.inexact != Q.rb.inexact)
-    return "B's element range differs";
   // A's elements as BF16 bits, from P.a or from the widened layout quantize_a wrote.
   auto a_bits = [](const Impl& g, int64_t m, int64_t at) -> uint16_t {
     if (!g.a_in_aw) return g.P.a[size_t(m * g.P.lda() + at)];
@@ -1125,17 +1032,17 @@ std::string Bf16Gemm::packing_difference(const Bf16Gemm& other) const {
                               : g.aw[size_t(m * g.P.lda() + at)];
     return uint16_t(fbits(w) >> 16);
   };
-  std::string d;
-  for (int64_t m = 0; m < P.M && d.empty(); ++m)
-    for (int64_t at = 0; at < P.lda(); ++at)
-      if (a_bits(*impl_, m, at) != a_bits(*other.impl_, m, at)) {
-        d = "packed A differs at " + std::to_string(m * P.lda() + at);
-        break;
-      }
-  if (d.empty()) d = first_difference(P.sa, Q.sa, P.M * P.nch, "A scales");
-  if (d.empty()) d = first_difference(P.b, Q.b, P.npanel * P.nch * P.kcp * kNR, "packed B");
-  if (d.empty()) d = first_difference(P.sb, Q.sb, P.npanel * P.nch * kNR, "B scales");
-  return d;
+  return numerics_detail::packing_difference(P, Q, [&]() -> std::string {
+    if (P.ra.emin != Q.ra.emin || P.ra.subnormal != Q.ra.subnormal || P.ra.inexact != Q.ra.inexact)
+      return "A's element range differs";
+    if (P.rb.emin != Q.rb.emin || P.rb.subnormal != Q.rb.subnormal || P.rb.inexact != Q.rb.inexact)
+      return "B's element range differs";
+    for (int64_t m = 0; m < P.M; ++m)
+      for (int64_t at = 0; at < P.lda(); ++at)
+        if (a_bits(*impl_, m, at) != a_bits(*other.impl_, m, at))
+          return "packed A differs at " + std::to_string(m * P.lda() + at);
+    return {};
+  });
 }
 
 bool Bf16Gemm::run(float* C, int64_t ldc) {
@@ -1152,26 +1059,14 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
   if (widened)
     widen_operands(P, impl_->aw, impl_->bw, detail::chunks_for_threads(quant_threads()), kernel == Bf16Kernel::avx2,
                    impl_->a_in_aw);
-  const bool stepped = kernel != Bf16Kernel::scalar;  // the portable kernel takes the whole of K at once
-  numerics_detail::run_tiles(
-      P, C, ldc, quant_threads(), 2, stepped,
-      [&](float* ct, int64_t ldo, int64_t m0, int64_t p, int mr, const numerics_detail::KStep& ks, uint32_t* part) {
-        const TileArgs t{P.a.data() + m0 * lda,
-                         lda,
-                         P.sa.data() + m0 * P.nch,
-                         P.b.data() + p * P.nch * P.kcp * kNR,
-                         P.sb.data() + p * P.nch * kNR,
-                         P.nch,
-                         P.kcp,
-                         P.kc,
-                         P.K,
-                         ldo,
+  numerics_detail::run_packed(
+      P, C, ldc, kernel != Bf16Kernel::scalar,
+      [&](float* ct, const numerics_detail::TileBase<Bf16Elems>& base, int64_t m0, int64_t p, int mr) {
+        const TileArgs t{base,
                          !widened                     ? nullptr
                          : kernel == Bf16Kernel::avx2 ? impl_->aw.data() + (m0 / kTileRowsMax) * kAw * lda  // m0: 6·n
                                                       : impl_->aw.data() + m0 * lda,
-                         widened ? impl_->bw.data() + p * P.nch * P.kcp * kNR : nullptr,
-                         ks,
-                         reinterpret_cast<float*>(part)};
+                         widened ? impl_->bw.data() + p * P.nch * P.kcp * kNR : nullptr};
         switch (kernel) {
           case Bf16Kernel::dpbf16:
             tile_dpbf16_any(ct, t, mr);
@@ -1191,17 +1086,8 @@ bool Bf16Gemm::run(float* C, int64_t ldc) {
 }
 
 bool qgemm_bf16(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16Operand& A, const Bf16Operand& B) {
-  SNIP_ASSERT(M >= 0 && N >= 0 && K >= 0 && ldc >= N);
-  if (M == 0 || N == 0) return true;
-  if (K == 0) {
-    for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
-    return true;
-  }
-  Bf16Gemm& g = bf16_gemm_workspace();
-  g.prepare(M, N, K, A, B);
-  g.pack_a(A);
-  g.pack_b(B);
-  return g.run(C, ldc);
+  return numerics_detail::empty_product(C, ldc, M, N, K) ||
+         numerics_detail::packed_product(bf16_gemm_workspace(), C, ldc, M, N, K, A, B);
 }
 
 }  // namespace snip

@@ -74,6 +74,16 @@ bool uses_hadamard(Precision p, Gemm g, const QLinearContext& ctx) {
   return g == Gemm::wgrad && p == Precision::fp4 && ctx.recipe->options().hadamard_wgrad;
 }
 
+// One operand of a GEMM: `src` (rows, cols) in role op (symbol: its name in messages), reduced
+// along its columns or down its rows.
+struct Side {
+  const float* src;
+  int64_t rows, cols;
+  Operand op;
+  const char* symbol;
+  bool reduce_along_cols;
+};
+
 bool rounds_output(Precision p, const QLinearContext& ctx) {
   return ctx.recipe->options().bf16_output && p != Precision::fp32;
 }
@@ -121,44 +131,33 @@ namespace {
 struct Code2Buffers {
   std::vector<int8_t> a, b;
   std::vector<float> sa, sb;
-  std::vector<float> out;
 };
 Code2Buffers& code2_buffers() {
   thread_local Code2Buffers w;
   return w;
 }
 
-// An FP4 operand as codes: `src` (rows, cols) quantized with the recipe's spec for (g, op).
-E2M1Operand code2_operand(std::vector<int8_t>& codes, std::vector<float>& scales, const float* src, int64_t rows,
-                          int64_t cols, Gemm g, Operand op, const char* symbol, bool reduce_along_cols,
+// An FP4 operand as codes: the side quantized with the recipe's spec for (g, s.op).
+E2M1Operand code2_operand(std::vector<int8_t>& codes, std::vector<float>& scales, const Side& s, Gemm g,
                           const QLinearContext& ctx) {
-  const QuantSpec spec = ctx.recipe->spec(Precision::fp4, g, op);
-  if (int64_t(codes.size()) < rows * cols) codes.resize(size_t(rows * cols));
-  const int64_t ns = e2m1_scale_count(rows, cols, spec);
+  const QuantSpec spec = ctx.recipe->spec(Precision::fp4, g, s.op);
+  if (int64_t(codes.size()) < s.rows * s.cols) codes.resize(size_t(s.rows * s.cols));
+  const int64_t ns = e2m1_scale_count(s.rows, s.cols, spec);
   if (int64_t(scales.size()) < ns) scales.resize(size_t(ns));
-  const std::string label = operand_label(ctx, g, symbol, op);
-  quantize_e2m1_code2(codes.data(), scales.data(), src, rows, cols, spec, qlinear_rng_key(ctx, g, op), label.c_str());
-  return e2m1_operand(codes.data(), scales.data(), rows, cols, spec, reduce_along_cols);
+  const std::string label = operand_label(ctx, g, s.symbol, s.op);
+  quantize_e2m1_code2(codes.data(), scales.data(), s.src, s.rows, s.cols, spec, qlinear_rng_key(ctx, g, s.op),
+                      label.c_str());
+  return e2m1_operand(codes.data(), scales.data(), s.rows, s.cols, spec, s.reduce_along_cols);
 }
 
 // C(M,N) = A·Bᵀ on the integer E2M1 GEMM for GEMM g: both operands quantized straight into
 // the packed layout its kernels read (E2M1Gemm). Empty shapes take the codes-then-pack path,
 // which handles them (and still checks a non-empty operand for non-finite values).
-struct Fp4Side {
-  const float* src;
-  int64_t rows, cols;
-  Operand op;
-  const char* symbol;
-  bool reduce_along_cols;
-};
-void fp4_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Fp4Side& a, const Fp4Side& b, Gemm g,
+void fp4_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Side& a, const Side& b, Gemm g,
               const QLinearContext& ctx) {
   if (M == 0 || N == 0 || K == 0) {
     Code2Buffers& cb = code2_buffers();
-    const E2M1Operand A =
-        code2_operand(cb.a, cb.sa, a.src, a.rows, a.cols, g, a.op, a.symbol, a.reduce_along_cols, ctx);
-    const E2M1Operand B =
-        code2_operand(cb.b, cb.sb, b.src, b.rows, b.cols, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+    const E2M1Operand A = code2_operand(cb.a, cb.sa, a, g, ctx), B = code2_operand(cb.b, cb.sb, b, g, ctx);
     qgemm_e2m1(C, ldc, M, N, K, A, B);
     return;
   }
@@ -180,11 +179,13 @@ bool int_path(Precision p) {
   return p == Precision::fp4 && qgemm_mode() != QGemmMode::sgemm;
 }
 
-// The view-only spec check: the chunk length the two operands' blocks allow along the reduction.
-bool blocks_nest(const QuantSpec& a, int64_t a_rows, int64_t a_cols, bool a_cols_red, const QuantSpec& b,
-                 int64_t b_rows, int64_t b_cols, bool b_cols_red, int64_t K) {
-  const E2M1Operand va = e2m1_operand(nullptr, nullptr, a_rows, a_cols, a, a_cols_red);
-  const E2M1Operand vb = e2m1_operand(nullptr, nullptr, b_rows, b_cols, b, b_cols_red);
+// The view-only spec check: the chunk length the two operands' FP4 blocks allow along the
+// reduction.
+bool blocks_nest(const Side& a, const Side& b, int64_t K, Gemm g, const QLinearContext& ctx) {
+  const E2M1Operand va =
+      e2m1_operand(nullptr, nullptr, a.rows, a.cols, ctx.recipe->spec(Precision::fp4, g, a.op), a.reduce_along_cols);
+  const E2M1Operand vb =
+      e2m1_operand(nullptr, nullptr, b.rows, b.cols, ctx.recipe->spec(Precision::fp4, g, b.op), b.reduce_along_cols);
   return qgemm_e2m1_chunk(va, vb, K) > 0;
 }
 
@@ -198,7 +199,6 @@ struct Bf16Side {
 };
 struct Bf16Buffers {
   Bf16Side a, b;
-  std::vector<float> out;
 };
 Bf16Buffers& bf16_buffers() {
   thread_local Bf16Buffers w;
@@ -209,33 +209,22 @@ bool bf16_path(Precision p) {
   return (p == Precision::fp8 || p == Precision::bf16) && qgemm_mode() != QGemmMode::sgemm;
 }
 
-Bf16Operand bf16_side(Bf16Side& s, const float* src, int64_t rows, int64_t cols, Precision p, Gemm g, Operand op,
-                      const char* symbol, bool reduce_along_cols, const QLinearContext& ctx) {
-  const QuantSpec spec = ctx.recipe->spec(p, g, op);
-  const std::string label = operand_label(ctx, g, symbol, op);
-  const RngKey key = qlinear_rng_key(ctx, g, op);
+Bf16Operand bf16_side(Bf16Side& buf, const Side& s, Precision p, Gemm g, const QLinearContext& ctx) {
+  const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
+  const std::string label = operand_label(ctx, g, s.symbol, s.op);
+  const RngKey key = qlinear_rng_key(ctx, g, s.op);
   if (spec.scale == ScaleKind::fp32) {
-    if (int64_t(s.bits.size()) < rows * cols) s.bits.resize(size_t(rows * cols));
-    const int64_t ns = e2m1_scale_count(rows, cols, spec);
-    if (int64_t(s.scales.size()) < ns) s.scales.resize(size_t(ns));
-    quantize_bf16_codes(s.bits.data(), s.scales.data(), src, rows, cols, spec, key, label.c_str());
-    return bf16_operand(s.bits.data(), nullptr, s.scales.data(), rows, cols, spec, reduce_along_cols);
+    if (int64_t(buf.bits.size()) < s.rows * s.cols) buf.bits.resize(size_t(s.rows * s.cols));
+    const int64_t ns = e2m1_scale_count(s.rows, s.cols, spec);
+    if (int64_t(buf.scales.size()) < ns) buf.scales.resize(size_t(ns));
+    quantize_bf16_codes(buf.bits.data(), buf.scales.data(), s.src, s.rows, s.cols, spec, key, label.c_str());
+    return bf16_operand(buf.bits.data(), nullptr, buf.scales.data(), s.rows, s.cols, spec, s.reduce_along_cols);
   }
-  float* v = reserve(s.values, rows * cols);
-  fake_quantize(v, src, rows, cols, spec, key, label.c_str());
-  return bf16_operand(nullptr, v, nullptr, rows, cols, spec, reduce_along_cols);
+  float* v = reserve(buf.values, s.rows * s.cols);
+  fake_quantize(v, s.src, s.rows, s.cols, spec, key, label.c_str());
+  return bf16_operand(nullptr, v, nullptr, s.rows, s.cols, spec, s.reduce_along_cols);
 }
 
-// C(M,N) = A·Bᵀ on the BF16-element GEMM for GEMM g at precision p; false when it does not
-// apply (the caller then runs the dequantize-then-sgemm path): the blocks do not nest, or an
-// E8M0-scaled FP8 value is an FP32 subnormal that BF16 cannot hold.
-struct Bf16GemmSide {
-  const float* src;
-  int64_t rows, cols;
-  Operand op;
-  const char* symbol;
-  bool reduce_along_cols;
-};
 // Whether an operand quantizes straight into the packed layout: BF16, and FP8 with FP32 block
 // scales (codes and scales); E8M0-scaled FP8 goes through its folded FP32 values.
 bool packs_directly(const QuantSpec& spec) {
@@ -244,7 +233,7 @@ bool packs_directly(const QuantSpec& spec) {
 
 // One side of the BF16-element GEMM into `gemm`: quantized straight into the packed layout, or
 // (E8M0-scaled FP8) fake-quantized to values and packed.
-void bf16_pack_side(Bf16Gemm& gemm, bool as_a, Bf16Side& buf, const Bf16GemmSide& s, Precision p, Gemm g,
+void bf16_pack_side(Bf16Gemm& gemm, bool as_a, Bf16Side& buf, const Side& s, Precision p, Gemm g,
                     const QLinearContext& ctx) {
   const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
   if (packs_directly(spec)) {
@@ -256,7 +245,7 @@ void bf16_pack_side(Bf16Gemm& gemm, bool as_a, Bf16Side& buf, const Bf16GemmSide
       gemm.quantize_b(s.src, s.rows, s.cols, spec, key, label.c_str(), s.reduce_along_cols);
     return;
   }
-  const Bf16Operand o = bf16_side(buf, s.src, s.rows, s.cols, p, g, s.op, s.symbol, s.reduce_along_cols, ctx);
+  const Bf16Operand o = bf16_side(buf, s, p, g, ctx);
   if (as_a)
     gemm.pack_a(o);
   else
@@ -264,20 +253,22 @@ void bf16_pack_side(Bf16Gemm& gemm, bool as_a, Bf16Side& buf, const Bf16GemmSide
 }
 
 // The operand's view for the GEMM's layout (pointers unused; a non-null scales marks it scaled).
-Bf16Operand bf16_view(const Bf16GemmSide& s, Precision p, Gemm g, const QLinearContext& ctx) {
+Bf16Operand bf16_view(const Side& s, Precision p, Gemm g, const QLinearContext& ctx) {
   static const float kMarker = 1.0f;
   const QuantSpec spec = ctx.recipe->spec(p, g, s.op);
   const bool scaled = spec.format != ElemFormat::bf16 && spec.scale == ScaleKind::fp32;
   return bf16_operand(nullptr, nullptr, scaled ? &kMarker : nullptr, s.rows, s.cols, spec, s.reduce_along_cols);
 }
 
-bool try_bf16_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Bf16GemmSide& a, const Bf16GemmSide& b,
-                   Precision p, Gemm g, const QLinearContext& ctx) {
+// C(M,N) = A·Bᵀ on the BF16-element GEMM for GEMM g at precision p; false when it does not
+// apply (the caller then runs the dequantize-then-sgemm path): the blocks do not nest, or an
+// E8M0-scaled FP8 value is an FP32 subnormal that BF16 cannot hold.
+bool try_bf16_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const Side& a, const Side& b, Precision p,
+                   Gemm g, const QLinearContext& ctx) {
   if (!bf16_path(p)) return false;
   Bf16Buffers& bb = bf16_buffers();
   if (M == 0 || N == 0 || K == 0) {
-    const Bf16Operand A = bf16_side(bb.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, a.reduce_along_cols, ctx);
-    const Bf16Operand B = bf16_side(bb.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, b.reduce_along_cols, ctx);
+    const Bf16Operand A = bf16_side(bb.a, a, p, g, ctx), B = bf16_side(bb.b, b, p, g, ctx);
     if (qgemm_bf16_chunk(A, B, K) <= 0) return false;
     return qgemm_bf16(C, ldc, M, N, K, A, B);
   }
@@ -290,122 +281,96 @@ bool try_bf16_gemm(float* C, int64_t ldc, int64_t M, int64_t N, int64_t K, const
   return gemm.run(C, ldc);
 }
 
+// C(M,N) = A·Bᵀ for GEMM g at precision p on the packed GEMM the precision chooses: FP4 on the
+// integer E2M1 GEMM (unless the blocks do not nest), FP8 and BF16 on the BF16-element GEMM;
+// false when neither applies (the caller then runs the dequantize-then-sgemm path).
+bool packed_gemm(float* C, int64_t M, int64_t N, int64_t K, const Side& a, const Side& b, Precision p, Gemm g,
+                 const QLinearContext& ctx) {
+  if (int_path(p) && blocks_nest(a, b, K, g, ctx)) {
+    fp4_gemm(C, N, M, N, K, a, b, g, ctx);
+    return true;
+  }
+  return try_bf16_gemm(C, N, M, N, K, a, b, p, g, ctx);
+}
+
+// sgemm(Aq, Bq) on the operands fake-quantized to FP32 (the dequantize-then-sgemm path).
+template <class Sgemm>
+void sgemm_fake_quantized(const Side& a, const Side& b, Precision p, Gemm g, const QLinearContext& ctx, Sgemm&& sgemm) {
+  Workspace& ws = workspace();
+  sgemm(quantized_operand(ws.a, a.src, a.rows, a.cols, p, g, a.op, a.symbol, ctx),
+        quantized_operand(ws.b, b.src, b.rows, b.cols, p, g, b.op, b.symbol, ctx));
+}
+
+// C(M,N) = A·Bᵀ as packed_gemm, else as sgemm_fake_quantized; then the output rounding.
+template <class Sgemm>
+void quantized_gemm(float* C, int64_t M, int64_t N, int64_t K, const Side& a, const Side& b, Precision p, Gemm g,
+                    const QLinearContext& ctx, Sgemm&& sgemm) {
+  if (!packed_gemm(C, M, N, K, a, b, p, g, ctx)) sgemm_fake_quantized(a, b, p, g, ctx, sgemm);
+  if (rounds_output(p, ctx)) round_output_bf16(C, M, N, g, ctx);
+}
+
 }  // namespace
 
 // Y(T,N) = Q(X)(T,K) · Q(W)(N,K)ᵀ
 void qlinear_fprop(float* Y, const float* X, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx) {
   check_context(ctx, T, K, N);
-  if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::fprop, Operand::activation), T, K, true,
-                                 ctx.recipe->spec(p, Gemm::fprop, Operand::weight), N, K, true, K)) {
-    fp4_gemm(Y, N, T, N, K, {X, T, K, Operand::activation, "X", true}, {W, N, K, Operand::weight, "W", true},
-             Gemm::fprop, ctx);
-    if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
-    return;
-  }
-  if (try_bf16_gemm(Y, N, T, N, K, {X, T, K, Operand::activation, "X", true}, {W, N, K, Operand::weight, "W", true}, p,
-                    Gemm::fprop, ctx)) {
-    if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
-    return;
-  }
-  Workspace& ws = workspace();
-  const float* Xq = quantized_operand(ws.a, X, T, K, p, Gemm::fprop, Operand::activation, "X", ctx);
-  const float* Wq = quantized_operand(ws.b, W, N, K, p, Gemm::fprop, Operand::weight, "W", ctx);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, Xq, int(K), Wq, int(K), 0.0f, Y,
-              int(N));
-  if (rounds_output(p, ctx)) round_output_bf16(Y, T, N, Gemm::fprop, ctx);
+  const Side x{X, T, K, Operand::activation, "X", true}, w{W, N, K, Operand::weight, "W", true};
+  quantized_gemm(Y, T, N, K, x, w, p, Gemm::fprop, ctx, [&](const float* Xq, const float* Wq) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(N), int(K), 1.0f, Xq, int(K), Wq, int(K), 0.0f, Y,
+                int(N));
+  });
 }
 
 // dX(T,K) = Q(dY)(T,N) · Q(W)(N,K)
 void qlinear_dgrad(float* dX, const float* dY, const float* W, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx) {
   check_context(ctx, T, K, N);
-  if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::dgrad, Operand::gradient), T, N, true,
-                                 ctx.recipe->spec(p, Gemm::dgrad, Operand::weight), N, K, false, N)) {
-    // dX[t,k] = Σ_n dY[t,n]·W[n,k]: A = dY reduced along its columns, B(k,n) = W[n,k] down its rows.
-    fp4_gemm(dX, K, T, K, N, {dY, T, N, Operand::gradient, "dY", true}, {W, N, K, Operand::weight, "W", false},
-             Gemm::dgrad, ctx);
-    if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
-    return;
-  }
-  if (try_bf16_gemm(dX, K, T, K, N, {dY, T, N, Operand::gradient, "dY", true}, {W, N, K, Operand::weight, "W", false},
-                    p, Gemm::dgrad, ctx)) {
-    if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
-    return;
-  }
-  Workspace& ws = workspace();
-  const float* dYq = quantized_operand(ws.a, dY, T, N, p, Gemm::dgrad, Operand::gradient, "dY", ctx);
-  const float* Wq = quantized_operand(ws.b, W, N, K, p, Gemm::dgrad, Operand::weight, "W", ctx);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, dYq, int(N), Wq, int(K), 0.0f,
-              dX, int(K));
-  if (rounds_output(p, ctx)) round_output_bf16(dX, T, K, Gemm::dgrad, ctx);
+  // dX[t,k] = Σ_n dY[t,n]·W[n,k]: A = dY reduced along its columns, B(k,n) = W[n,k] down its rows.
+  const Side dy{dY, T, N, Operand::gradient, "dY", true}, w{W, N, K, Operand::weight, "W", false};
+  quantized_gemm(dX, T, K, N, dy, w, p, Gemm::dgrad, ctx, [&](const float* dYq, const float* Wq) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(K), int(N), 1.0f, dYq, int(N), Wq, int(K), 0.0f,
+                dX, int(K));
+  });
 }
 
 // dW(N,K) (+)= Q(dY)(T,N)ᵀ · Q(X)(T,K). With nvfp4's Hadamard option both operands are first
 // rotated along T by the orthogonal block-diagonal M = H16·D/4, which cancels: (M·dY)ᵀ(M·X) = dYᵀX.
+// Accumulating, the GEMM's own output is rounded (when the recipe says so) and the sum stays FP32.
 void qlinear_wgrad(float* dW, const float* dY, const float* X, int64_t T, int64_t K, int64_t N, Precision p,
                    const QLinearContext& ctx, bool accumulate) {
   check_context(ctx, T, K, N);
-  Workspace& ws = workspace();
-  const float* dYsrc = dY;
-  const float* Xsrc = X;
   std::vector<float> rot_dy, rot_x;
+  Side dy{dY, T, N, Operand::gradient, "dY", false}, x{X, T, K, Operand::activation, "X", false};
   if (uses_hadamard(p, Gemm::wgrad, ctx)) {
     rot_dy.assign(dY, dY + T * N);
     rot_x.assign(X, X + T * K);
     hadamard16_rows(rot_dy.data(), T, N);
     hadamard16_rows(rot_x.data(), T, K);
-    dYsrc = rot_dy.data();
-    Xsrc = rot_x.data();
+    dy.src = rot_dy.data();
+    x.src = rot_x.data();
   }
+  // dW[n,k] = Σ_t dY[t,n]·X[t,k]: both operands reduced down their rows (along T).
+  auto sgemm = [&](float* out, float beta) {
+    return [&, out, beta](const float* dYq, const float* Xq) {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K), beta,
+                  out, int(K));
+    };
+  };
+  if (!accumulate) {
+    quantized_gemm(dW, N, K, T, dy, x, p, Gemm::wgrad, ctx, sgemm(dW, 0.0f));
+    return;
+  }
+  float* tmp = reserve(workspace().c, N * K);
   const bool round = rounds_output(p, ctx);
-  if (int_path(p) && blocks_nest(ctx.recipe->spec(p, Gemm::wgrad, Operand::gradient), T, N, false,
-                                 ctx.recipe->spec(p, Gemm::wgrad, Operand::activation), T, K, false, T)) {
-    // dW[n,k] = Σ_t dY[t,n]·X[t,k]: both operands reduced down their rows (along T).
-    const Fp4Side a{dYsrc, T, N, Operand::gradient, "dY", false}, b{Xsrc, T, K, Operand::activation, "X", false};
-    if (!accumulate) {
-      fp4_gemm(dW, K, N, K, T, a, b, Gemm::wgrad, ctx);
-      if (round) round_output_bf16(dW, N, K, Gemm::wgrad, ctx);
+  if (!packed_gemm(tmp, N, K, T, dy, x, p, Gemm::wgrad, ctx)) {
+    if (!round) {  // cblas_sgemm adds the product to dW itself
+      sgemm_fake_quantized(dy, x, p, Gemm::wgrad, ctx, sgemm(dW, 1.0f));
       return;
     }
-    // Accumulating: the GEMM's own output is rounded (when the recipe says so), the sum stays FP32.
-    Code2Buffers& cb = code2_buffers();
-    if (int64_t(cb.out.size()) < N * K) cb.out.resize(size_t(N * K));
-    float* tmp = cb.out.data();
-    fp4_gemm(tmp, K, N, K, T, a, b, Gemm::wgrad, ctx);
-    if (round) round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
-    for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
-    return;
+    sgemm_fake_quantized(dy, x, p, Gemm::wgrad, ctx, sgemm(tmp, 0.0f));
   }
-  {
-    // dW[n,k] = Σ_t dY[t,n]·X[t,k]; when accumulating, the GEMM's own output is rounded first.
-    float* out = dW;
-    if (accumulate) {
-      std::vector<float>& tmp = bf16_buffers().out;
-      if (int64_t(tmp.size()) < N * K) tmp.resize(size_t(N * K));
-      out = tmp.data();
-    }
-    if (try_bf16_gemm(out, K, N, K, T, {dYsrc, T, N, Operand::gradient, "dY", false},
-                      {Xsrc, T, K, Operand::activation, "X", false}, p, Gemm::wgrad, ctx)) {
-      if (round) round_output_bf16(out, N, K, Gemm::wgrad, ctx);
-      if (accumulate)
-        for (int64_t i = 0; i < N * K; ++i) dW[i] += out[i];
-      return;
-    }
-  }
-  const float* dYq = quantized_operand(ws.a, dYsrc, T, N, p, Gemm::wgrad, Operand::gradient, "dY", ctx);
-  const float* Xq = quantized_operand(ws.b, Xsrc, T, K, p, Gemm::wgrad, Operand::activation, "X", ctx);
-  if (!round || !accumulate) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K),
-                accumulate ? 1.0f : 0.0f, dW, int(K));
-    if (round) round_output_bf16(dW, N, K, Gemm::wgrad, ctx);
-    return;
-  }
-  // Accumulating with BF16 outputs: the GEMM's own output is rounded, the running sum stays FP32.
-  float* tmp = reserve(ws.c, N * K);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K), int(T), 1.0f, dYq, int(N), Xq, int(K), 0.0f, tmp,
-              int(K));
-  round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
+  if (round) round_output_bf16(tmp, N, K, Gemm::wgrad, ctx);
   for (int64_t i = 0; i < N * K; ++i) dW[i] += tmp[i];
 }
 
