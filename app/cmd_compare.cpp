@@ -157,52 +157,37 @@ void print_report(const std::string& checkpoint, const snip::CompareOptions& co,
                 (long long)*compare_id);
 }
 
-// Where a stored compare's trainings run: its "slurm" options (work folder, sbatch arguments,
-// the arrays submitted), or nothing for this machine.
-const nlohmann::json* stored_slurm(const snip::CompareRecord& c) {
-  return c.options.contains("slurm") && c.options["slurm"].is_object() ? &c.options["slurm"] : nullptr;
-}
-
 // The compare's trainings as a Slurm job array (snip/slurm_compare.h): a new compare's folder
 // beside the database, or the stored one of a resumed compare, whose arrays it re-attaches to.
 snip::CompareExecutor slurm_executor(snip::Store& store, snip::CompareRecorder& rec, const CompareCliOptions& o,
                                      const snip::cli::OptionRules& rules, snip::cli::StopSignals& signals) {
-  snip::CompareRecord c = store.compare(rec.id());
-  nlohmann::json slurm = stored_slurm(c) ? *stored_slurm(c) : nlohmann::json::object();
-  if (!slurm.contains("work_dir")) slurm["work_dir"] = snip::slurm_work_dir(store.path(), rec.id());
-  if (rules.given("--sbatch-args") || !slurm.contains("sbatch_args")) slurm["sbatch_args"] = o.sbatch_args;
-  if (!slurm.contains("jobs")) slurm["jobs"] = nlohmann::json::array();
-  c.options["slurm"] = slurm;
-  store.set_compare_options(c.id, c.options);
-  snip::SlurmCompareOptions s;
-  s.work_dir = slurm["work_dir"].get<std::string>();
-  s.sbatch_args = slurm["sbatch_args"].get<std::string>();
-  s.jobs = slurm["jobs"].get<std::vector<int64_t>>();
+  snip::SlurmFront f;
   std::error_code ec;
-  s.snip_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  s.snip_version = SNIP_VERSION;
-  s.checkpoint = c.checkpoint;
-  s.checkpoint_fingerprint = c.checkpoint_fingerprint;
-  s.stop_requested = [&signals] { return signals.requested(); };
-  const bool quiet = o.json;
-  s.on_submitted = [&store, id = rec.id(), quiet, dir = s.work_dir](int64_t job) {
-    nlohmann::json options = store.compare(id).options;
-    options["slurm"]["jobs"].push_back(job);
-    store.set_compare_options(id, options);
-    if (!quiet)
+  f.snip_binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  f.snip_version = SNIP_VERSION;
+  if (rules.given("--sbatch-args")) f.sbatch_args = o.sbatch_args;
+  f.stop_requested = [&signals] { return signals.requested(); };
+  const std::vector<int64_t> jobs = snip::compare_slurm_jobs(store.compare(rec.id()));
+  if (!o.json && !jobs.empty()) {
+    std::string list;
+    for (int64_t j : jobs) {
+      if (!list.empty()) list += ", ";
+      list += std::to_string(j);
+    }
+    std::fprintf(stderr, "re-attaching to Slurm job array%s %s\n", jobs.size() == 1 ? "" : "s", list.c_str());
+  }
+  if (!o.json) {
+    f.on_submitted = [](int64_t job, const std::string& dir) {
       std::fprintf(stderr, "submitted Slurm job array %lld; its tasks write into %s\n", (long long)job, dir.c_str());
-  };
-  if (!s.jobs.empty() && !quiet)
-    std::fprintf(stderr, "re-attaching to Slurm job array%s", s.jobs.size() == 1 ? "" : "s");
-  for (size_t i = 0; i < s.jobs.size() && !quiet; ++i)
-    std::fprintf(stderr, "%s %lld%s", i ? "," : "", (long long)s.jobs[i], i + 1 == s.jobs.size() ? "\n" : "");
-  s.on_status = [quiet, last = std::string()](int queued, int running, int finished) mutable {
-    const std::string now = std::to_string(queued) + " queued, " + std::to_string(running) + " running";
-    if (quiet || now == last) return;
-    last = now;
-    std::fprintf(stderr, "\n  on Slurm: %s, %d finished since the submission", now.c_str(), finished);
-  };
-  return snip::slurm_compare_executor(std::move(s), rec.options());
+    };
+    f.on_status = [last = std::string()](const snip::SlurmStatus& st) mutable {
+      const std::string now = std::to_string(st.queued) + " queued, " + std::to_string(st.running) + " running";
+      if (now == last) return;
+      last = now;
+      std::fprintf(stderr, "\n  on Slurm: %s, %d finished since the submission", now.c_str(), st.finished);
+    };
+  }
+  return snip::stored_slurm_executor(store, rec.id(), rec.options(), std::move(f));
 }
 
 void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& rules) {
@@ -258,7 +243,8 @@ void run_compare_cmd(const CompareCliOptions& o, const snip::cli::OptionRules& r
   std::fprintf(stderr,
                "compare %lld: each finished training is stored in %s as it comes; if stopped, continue with: %s\n",
                (long long)id, store.path().c_str(), resume_command(store, id).c_str());
-  const bool on_slurm = rules.given("--executor") ? o.executor == "slurm" : stored_slurm(store.compare(id)) != nullptr;
+  const bool on_slurm =
+      rules.given("--executor") ? o.executor == "slurm" : snip::compare_runs_on_slurm(store.compare(id));
   if (on_slurm) hooks.executor = slurm_executor(store, *recorder, o, rules, signals);
   signals.set_up_done();  // from here the compare's own loop asks for a stop between its trainings
   snip::CompareReport rep;

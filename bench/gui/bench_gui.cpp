@@ -47,7 +47,7 @@
 #include "snip/planner.h"
 #include "snip/store.h"
 #include "synthetic_stats.h"
-#include "ui_slice.h"
+#include "thread_priority.h"
 
 using namespace snip::ui;
 
@@ -222,22 +222,9 @@ void print_loop(const char* label, const LoopStats& s) {
 }
 
 // The kernel's struct sched_attr (stable ABI; <linux/sched/types.h> clashes with <sched.h>).
-struct SchedAttr {
-  uint32_t size, sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime, sched_deadline, sched_period;
-  uint32_t sched_util_min, sched_util_max;
-};
-
 // Undoes the workbench's scheduling request: the UI thread back to the kernel's default slice.
 void undo_workbench_scheduling() {
-  SchedAttr ui{};
-  ui.size = sizeof ui;
-  ui.sched_policy = SCHED_OTHER;
-  ui.sched_nice = getpriority(PRIO_PROCESS, 0);
-  syscall(SYS_sched_setattr, 0, &ui, 0);  // runtime 0 = the default slice
+  snip::ui::set_scheduler_slice(0);
 }
 
 // N busy-looping child processes, each in its own session (its own scheduler autogroup, as

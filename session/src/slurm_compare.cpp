@@ -108,7 +108,7 @@ std::string result_path(const std::string& work, int task) {
 json tasks_json(const SlurmCompareOptions& s, const CompareOptions& o, const CompareReport& planned) {
   json j = {{"format", kTasksFormat},
             {"snip_version", s.snip_version},
-            {"snip_build", own_build_fingerprint()},
+            {"snip_build", fnv1a64_file(s.snip_binary)},
             {"checkpoint", s.checkpoint},
             {"checkpoint_fingerprint", s.checkpoint_fingerprint},
             {"start_step", planned.start_step},
@@ -299,7 +299,8 @@ void SlurmRun::execute(const std::vector<CompareTraining>& todo,
     std::map<int64_t, std::map<int, std::string>> states;
     for (const auto& [k, tj] : waiting) states.try_emplace(tj.second, std::map<int, std::string>{});
     for (auto& [job, st] : states) st = array_states(job);
-    int queued = 0, running = 0;
+    SlurmStatus status;
+    status.finished = finished;
     for (auto it = waiting.begin(); it != waiting.end();) {
       const auto [task, job] = it->second;
       if (take_result(it->first, task, done)) {
@@ -310,13 +311,15 @@ void SlurmRun::execute(const std::vector<CompareTraining>& todo,
       const auto st = states[job].find(task);
       const std::string state = st == states[job].end() ? "" : st->second;
       if (!state.empty() && !terminal(state)) {
-        (state == "RUNNING" || state == "COMPLETING" ? running : queued)++;
+        (state == "RUNNING" || state == "COMPLETING" ? status.running : status.queued)++;
+        status.trainings.push_back(label(task) + ": " + state);
         unseen.erase(it->first);
         ++it;
         continue;
       }
       if (state.empty() && ++unseen[it->first] < 3) {  // a record can lag behind sbatch: look again
-        ++queued;
+        ++status.queued;
+        status.trainings.push_back(label(task) + ": SUBMITTED");
         ++it;
         continue;
       }
@@ -332,7 +335,8 @@ void SlurmRun::execute(const std::vector<CompareTraining>& todo,
                        (tail.empty() ? "" : "; stderr: " + tail) + ")");
       it = waiting.erase(it);
     }
-    if (s_.on_status) s_.on_status(queued, running, finished);
+    status.finished = finished;
+    if (s_.on_status) s_.on_status(status);
     if (!waiting.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(s_.poll_ms));
   }
   if (!failed.empty()) {
@@ -345,6 +349,44 @@ void SlurmRun::execute(const std::vector<CompareTraining>& todo,
 }
 
 }  // namespace
+
+bool compare_runs_on_slurm(const CompareRecord& c) {
+  return c.options.contains("slurm") && c.options["slurm"].is_object();
+}
+
+std::vector<int64_t> compare_slurm_jobs(const CompareRecord& c) {
+  if (!compare_runs_on_slurm(c) || !c.options["slurm"].contains("jobs")) return {};
+  return c.options["slurm"]["jobs"].get<std::vector<int64_t>>();
+}
+
+CompareExecutor stored_slurm_executor(Store& store, int64_t compare_id, const CompareOptions& compare,
+                                      SlurmFront front) {
+  const CompareRecord c = store.compare(compare_id);
+  json options = c.options;
+  json& slurm = options["slurm"];
+  if (!slurm.is_object()) slurm = json::object();
+  if (!slurm.contains("work_dir")) slurm["work_dir"] = slurm_work_dir(store.path(), compare_id);
+  if (front.sbatch_args || !slurm.contains("sbatch_args")) slurm["sbatch_args"] = front.sbatch_args.value_or("");
+  if (!slurm.contains("jobs")) slurm["jobs"] = json::array();
+  store.set_compare_options(compare_id, options);
+  SlurmCompareOptions s;
+  s.work_dir = slurm["work_dir"].get<std::string>();
+  s.sbatch_args = slurm["sbatch_args"].get<std::string>();
+  s.jobs = slurm["jobs"].get<std::vector<int64_t>>();
+  s.snip_binary = front.snip_binary;
+  s.snip_version = front.snip_version;
+  s.checkpoint = c.checkpoint;
+  s.checkpoint_fingerprint = c.checkpoint_fingerprint;
+  s.stop_requested = front.stop_requested;
+  s.on_status = front.on_status;
+  s.on_submitted = [&store, compare_id, dir = s.work_dir, told = front.on_submitted](int64_t job) {
+    json now = store.compare(compare_id).options;
+    now["slurm"]["jobs"].push_back(job);
+    store.set_compare_options(compare_id, now);
+    if (told) told(job, dir);
+  };
+  return slurm_compare_executor(std::move(s), compare);
+}
 
 std::string slurm_work_dir(const std::string& db_path, int64_t id) {
   return fs::absolute(db_path).lexically_normal().string() + ".slurm/compare-" + std::to_string(id);

@@ -20,23 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "run_command.h"
-#include "snip/model_config.h"
-#include "snip/store.h"
-#include "snip/trainer.h"
-#include "temp_dir.h"
+#include "slurm_fixture.h"
 
 namespace fs = std::filesystem;
+using namespace snip_test;
 
 namespace {
-
-const std::string kCluster = std::string("bash ") + SNIP_SOURCE_DIR + "/scripts/slurm_cluster.sh";
-const std::string kArgs =
-    " --budget 0.5 --steps 3 --cooldown 1 --eval-batches 1 --replicates 2 --lambdas 0.1 --baselines uniform-fp4";
-
-snip_test::CommandResult snip_cmd(const std::string& args) {
-  return snip_test::run_shell(std::string(SNIP_BIN) + " " + args);
-}
 
 // A background `snip compare`: its pid and its merged output, read line by line.
 struct Submitter {
@@ -75,87 +64,7 @@ int64_t job_of(const std::string& line) {
   return at == std::string::npos ? 0 : std::atoll(line.c_str() + at + 10);
 }
 
-class SlurmCompare : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const snip_test::CommandResult check = snip_test::run_shell(kCluster + " check");
-    if (check.status != 0) {
-      why_not_ = check.out;
-      return;
-    }
-    cluster_ = new snip_test::TempDir("slurm-cluster");
-    const snip_test::CommandResult start = snip_test::run_shell(kCluster + " start " + cluster_->path.string());
-    const auto at = start.out.rfind("SLURM_CONF=");
-    if (start.status != 0 || at == std::string::npos) {
-      why_not_ = "the cluster did not start: " + start.out;
-      return;
-    }
-    std::string conf = start.out.substr(at + 11);
-    conf.erase(conf.find_last_not_of(" \n\r") + 1);
-    ::setenv("SLURM_CONF", conf.c_str(), 1);
-    make_checkpoint();
-    const snip_test::CommandResult local =
-        snip_cmd("compare --checkpoint " + ck() + kArgs + " --db " + (dir() / "local.db").string());
-    if (local.status != 0) why_not_ = "the local compare failed: " + local.out;
-  }
-  static void TearDownTestSuite() {
-    if (cluster_) snip_test::run_shell(kCluster + " stop " + cluster_->path.string());
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    if (why_not_.empty()) return;
-    if (const char* ci = std::getenv("CI"); ci && std::string(ci) == "true")
-      FAIL() << "CI=true needs the Slurm tests to run: " << why_not_;
-    GTEST_SKIP() << why_not_;
-  }
-
-  static fs::path dir() { return cluster_->path / "work"; }
-  static std::string ck() { return (dir() / "ck").string(); }
-  static void make_checkpoint() {
-    fs::create_directories(dir());
-    snip::TrainConfig c;
-    c.model = snip::preset_config("tiny");
-    c.batch_size = 4;
-    c.seq_len = 32;
-    c.steps = 6;
-    c.schedule.total = 6;
-    c.schedule.warmup = 2;
-    c.eval_every = 0;
-    c.seed = 7;
-    snip::Trainer t(c);
-    t.run();
-    t.save_checkpoint(ck());
-  }
-
-  // Every stored training of the database's only compare: (arm, replicate) -> its losses' bits.
-  static std::map<std::pair<std::string, int64_t>, std::vector<uint64_t>> table(const std::string& db) {
-    snip::Store s(db, {.read_only = true});
-    std::map<std::pair<std::string, int64_t>, std::vector<uint64_t>> t;
-    const auto compares = s.list_compares();
-    EXPECT_EQ(compares.size(), 1u);
-    if (compares.empty()) return t;
-    const snip::CompareRecord c = s.compare(compares.front().id);
-    EXPECT_EQ(c.status, snip::RunStatus::finished) << c.status_message;
-    auto bits = [](double v) {
-      uint64_t u;
-      std::memcpy(&u, &v, sizeof u);
-      return u;
-    };
-    for (const snip::StoredCompareReplicate& x : s.compare_replicates(c.id)) {
-      std::vector<uint64_t>& v = t[{c.rows.at(size_t(x.position)).method, x.replicate}];
-      v = {bits(x.result.train_loss_last), bits(x.result.val_loss_plan), bits(x.result.val_loss_bf16)};
-      for (double l : x.result.train_curve) v.push_back(bits(l));
-    }
-    return t;
-  }
-  static std::string local_db() { return (dir() / "local.db").string(); }
-
-  static inline snip_test::TempDir* cluster_ = nullptr;
-  static inline std::string why_not_;
-};
-
-TEST_F(SlurmCompare, ACompareOnSlurmStoresTheLocalTableBitForBit) {
+TEST_F(SlurmCluster, ACompareOnSlurmStoresTheLocalTableBitForBit) {
   const std::string db = (dir() / "same.db").string();
   const snip_test::CommandResult r = snip_cmd("compare --executor slurm --checkpoint " + ck() + kArgs + " --db " + db);
   ASSERT_EQ(r.status, 0) << r.out;
@@ -172,7 +81,7 @@ TEST_F(SlurmCompare, ACompareOnSlurmStoresTheLocalTableBitForBit) {
   EXPECT_EQ(std::distance(fs::directory_iterator(db + ".slurm/compare-1/results"), fs::directory_iterator{}), 6);
 }
 
-TEST_F(SlurmCompare, AStoppedSubmitterReattachesToItsArrayOnResume) {
+TEST_F(SlurmCluster, AStoppedSubmitterReattachesToItsArrayOnResume) {
   const std::string db = (dir() / "stop.db").string();
   Submitter sub("compare --executor slurm --sbatch-args --hold --checkpoint " + ck() + kArgs + " --db " + db);
   const int64_t job = job_of(sub.wait_for("submitted Slurm job array"));
@@ -191,7 +100,7 @@ TEST_F(SlurmCompare, AStoppedSubmitterReattachesToItsArrayOnResume) {
   EXPECT_EQ(table(db), table(local_db()));
 }
 
-TEST_F(SlurmCompare, ACancelledTaskIsNamedAndAResumeTrainsOnlyIt) {
+TEST_F(SlurmCluster, ACancelledTaskIsNamedAndAResumeTrainsOnlyIt) {
   const std::string db = (dir() / "cancel.db").string();
   Submitter sub("compare --executor slurm --sbatch-args --hold --checkpoint " + ck() + kArgs + " --db " + db);
   const int64_t job = job_of(sub.wait_for("submitted Slurm job array"));
@@ -219,10 +128,17 @@ TEST_F(SlurmCompare, ACancelledTaskIsNamedAndAResumeTrainsOnlyIt) {
   EXPECT_EQ(table(db), table(local_db()));
 }
 
-TEST_F(SlurmCompare, ATaskRefusesAnotherSnipBuildAndAnotherCheckpoint) {
-  const std::string db = (dir() / "same.db").string();  // the first test's folder, if it ran
+TEST_F(SlurmCluster, ARefusedSubmissionAndATaskOfAnotherBuildOrCheckpointLeaveNoResult) {
+  // sbatch refuses an argument: the compare says so and how to go on; its task list is written.
+  const std::string db = (dir() / "refused.db").string();
+  const snip_test::CommandResult bad = snip_cmd(
+      "compare --executor slurm --sbatch-args --no-such-sbatch-option --checkpoint " + ck() + kArgs + " --db " + db);
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("sbatch refused the compare's job array"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("then resume the compare"), std::string::npos) << bad.out;
   const std::string work = db + ".slurm/compare-1";
-  if (!fs::exists(work + "/tasks.json")) GTEST_SKIP() << "needs ACompareOnSlurmStoresTheLocalTableBitForBit's folder";
+  ASSERT_TRUE(fs::exists(work + "/tasks.json"));
+  // A task checks the snip it runs and the checkpoint it reads against the submitter's.
   const fs::path copy = dir() / "forged";
   fs::remove_all(copy);
   fs::create_directories(copy / "results");
@@ -239,6 +155,10 @@ TEST_F(SlurmCompare, ATaskRefusesAnotherSnipBuildAndAnotherCheckpoint) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("not the compare's fnv1a64 0000000000000000"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_empty(copy / "results"));  // a refused task leaves no result
+  // The task the forgery was made from, as submitted, trains and writes its result.
+  r = snip_cmd("compare-task --work " + work + " --task 0");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(work + "/results/0.json"));
 }
 
 }  // namespace

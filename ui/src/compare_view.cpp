@@ -6,6 +6,7 @@
 #include "compare_view.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDoubleSpinBox>
@@ -16,6 +17,7 @@
 #include <QHeaderView>
 #include <QIcon>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QPixmap>
 #include <QProgressBar>
@@ -227,6 +229,7 @@ QGroupBox* CompareView::make_experiment_box(QWidget* parent) {
   ex_row2->addWidget(experiment_jobs_);
   ex_row2->addWidget(experiment_oracle_);
   ex_layout->addLayout(ex_row2);
+  ex_layout->addLayout(make_executor_row(experiment));
   auto* button_row = new QHBoxLayout();
   experiment_button_ = new QPushButton(tr("Run from the checked run"), experiment);
   experiment_button_->setToolTip(
@@ -255,6 +258,41 @@ QGroupBox* CompareView::make_experiment_box(QWidget* parent) {
   return experiment;
 }
 
+// Where the trainings run: this machine (--jobs at once) or Slurm (one job array, through the
+// code of `snip compare --executor slurm`), with extra sbatch arguments such as the partition.
+QHBoxLayout* CompareView::make_executor_row(QWidget* experiment) {
+  auto* row = new QHBoxLayout();
+  experiment_executor_ = new QComboBox(experiment);
+  experiment_executor_->setObjectName(QStringLiteral("compareExecutor"));
+  experiment_executor_->addItem(tr("this machine"), QStringLiteral("local"));
+  experiment_executor_->addItem(tr("Slurm"), QStringLiteral("slurm"));
+  experiment_executor_->setToolTip(
+      tr("Where the trainings run: here, or as one Slurm job array (snip compare --executor slurm; the "
+         "checkpoint, the database's folder and snip must be on a filesystem every node sees, docs/CLUSTER.md). "
+         "Either way the stored table has the same bits"));
+  experiment_sbatch_ = new QLineEdit(experiment);
+  experiment_sbatch_->setObjectName(QStringLiteral("compareSbatchArgs"));
+  experiment_sbatch_->setPlaceholderText(tr("sbatch arguments, e.g. --partition=cpu --time=2:00:00"));
+  experiment_sbatch_->setToolTip(tr("Extra sbatch arguments for the job array (snip compare --sbatch-args)"));
+  experiment_sbatch_->setEnabled(false);
+  connect(experiment_executor_, &QComboBox::currentIndexChanged, this, [this] {
+    const bool slurm = experiment_executor_->currentData().toString() == QLatin1String("slurm");
+    experiment_sbatch_->setEnabled(slurm);
+    experiment_jobs_->setEnabled(!slurm);  // Slurm decides how many tasks run at once
+  });
+  row->addWidget(new QLabel(tr("run on"), experiment));
+  row->addWidget(experiment_executor_);
+  row->addWidget(experiment_sbatch_, 1);
+  return row;
+}
+
+// The Slurm tasks of a running compare: counts on the bar, each training's state in the tooltip.
+void CompareView::show_slurm_status(int queued, int running, int finished, const QStringList& trainings) {
+  experiment_status_->setText(
+      tr("On Slurm: %1 queued, %2 running, %3 finished since the submission").arg(queued).arg(running).arg(finished));
+  experiment_status_->setToolTip(trainings.join(QLatin1Char('\n')));
+}
+
 // The experiment's buttons and its worker thread: progress, the stored compare's id, the end.
 void CompareView::start_experiment_worker() {
   connect(experiment_button_, &QPushButton::clicked, this, &CompareView::launch_compare_experiment);
@@ -279,6 +317,10 @@ void CompareView::start_experiment_worker() {
     experiment_progress_->setValue(done);
     experiment_progress_->setFormat(tr("%v/%m trainings"));
     experiment_status_->setText(tr("Trained: %1").arg(what));
+  });
+  connect(experiment_worker_, &CompareWorker::slurm_status, this, &CompareView::show_slurm_status);
+  connect(experiment_worker_, &CompareWorker::slurm_submitted, this, [this](qint64 job, const QString& dir) {
+    experiment_status_->setText(tr("Submitted Slurm job array %1; its tasks write into %2").arg(job).arg(dir));
   });
   connect(experiment_worker_, &CompareWorker::ended, this, &CompareView::experiment_ended);
   experiment_thread_->start();
@@ -769,6 +811,8 @@ void CompareView::start_experiment(const QString& checkpoint, qint64 resume_id) 
   request.options.replicates = experiment_replicates_->value();
   request.options.oracle = experiment_oracle_->isChecked();
   request.options.jobs = experiment_jobs_->value();  // a resume uses it too (never stored: speed only)
+  request.on_slurm = experiment_executor_->currentData().toString() == QLatin1String("slurm");
+  request.sbatch_args = experiment_sbatch_->text();
   request.stop_after_trainings = stop_after_trainings_;
   experiment_worker_->prepare();
   workbench_->settle(MessageSubject::compare);  // what the last attempt said no longer holds

@@ -19,6 +19,8 @@
 #include "compare_worker.h"
 
 class QCheckBox;
+class QComboBox;
+class QLineEdit;
 class QDoubleSpinBox;
 class QGroupBox;
 class QHBoxLayout;
@@ -117,6 +119,8 @@ class CompareView : public QWidget {
   QWidget* make_pick_panel();
   QGroupBox* make_experiment_box(QWidget* parent);
   void start_experiment_worker();
+  QHBoxLayout* make_executor_row(QWidget* experiment);
+  void show_slurm_status(int queued, int running, int finished, const QStringList& trainings);
   QWidget* make_table_box();
   void on_data_changed();
   void start_experiment(const QString& checkpoint, qint64 resume_id);
@@ -153,6 +157,8 @@ class CompareView : public QWidget {
   QSpinBox* experiment_steps_ = nullptr;
   QSpinBox* experiment_replicates_ = nullptr;
   QSpinBox* experiment_jobs_ = nullptr;
+  QComboBox* experiment_executor_ = nullptr;
+  QLineEdit* experiment_sbatch_ = nullptr;
   QCheckBox* experiment_oracle_ = nullptr;
   QPushButton* experiment_button_ = nullptr;
   QPushButton* resume_button_ = nullptr;

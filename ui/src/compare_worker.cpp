@@ -2,23 +2,20 @@
 // through signals.
 #include "compare_worker.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <QCoreApplication>
+#include <QFileInfo>
+#include <QStandardPaths>
 #include <memory>
 
 #include "snip/compare_recorder.h"
 #include "snip/error.h"
+#include "snip/slurm_compare.h"
 #include "snip/store.h"
+#include "thread_priority.h"
 
 namespace snip::ui {
-
-namespace {
-// The compare yields the cores to the UI and to a training run: this thread, and the job and
-// pool threads it starts (new threads inherit it), get a high nice value (Linux: per thread).
-constexpr int kCompareNice = 10;
-}  // namespace
 
 CompareWorker::CompareWorker() {
   qRegisterMetaType<snip::ui::CompareRequest>();
@@ -34,9 +31,42 @@ void CompareWorker::request_stop() {
   stop_.store(true);
 }
 
+// The compare's trainings on Slurm through the code `snip compare --executor slurm` uses.
+snip::CompareExecutor CompareWorker::slurm_executor(snip::Store& store, snip::CompareRecorder& rec,
+                                                    const CompareRequest& request) {
+  snip::SlurmFront f;
+  f.snip_binary = snip_program_path().toStdString();
+  if (f.snip_binary.empty())
+    throw snip::Error(
+        "a compare on Slurm runs the snip command-line program in every task, and there is none "
+        "beside snip-workbench or on PATH; install snip there, or run the compare on this machine");
+  f.snip_version = SNIP_VERSION;
+  if (request.on_slurm) f.sbatch_args = request.sbatch_args.toStdString();
+  f.stop_requested = [this] { return stop_.load(); };
+  f.on_submitted = [this](int64_t job, const std::string& dir) {
+    emit slurm_submitted(qint64(job), QString::fromStdString(dir));
+  };
+  f.on_status = [this](const snip::SlurmStatus& st) {
+    QStringList trainings;
+    for (const std::string& t : st.trainings) trainings << QString::fromStdString(t);
+    emit slurm_status(st.queued, st.running, st.finished, trainings);
+  };
+  return snip::stored_slurm_executor(store, rec.id(), rec.options(), std::move(f));
+}
+
+QString snip_program_path() {
+  if (const QString given = qEnvironmentVariable("SNIP_PROGRAM"); !given.isEmpty()) return given;
+  const QString dir = QCoreApplication::applicationDirPath();
+  for (const QString& candidate : {dir + QStringLiteral("/snip"), dir + QStringLiteral("/../app/snip")}) {
+    const QFileInfo info(candidate);
+    if (info.isFile() && info.isExecutable()) return info.canonicalFilePath();
+  }
+  return QStandardPaths::findExecutable(QStringLiteral("snip"));
+}
+
 void CompareWorker::run(const CompareRequest& request) {
   busy_.store(true);
-  setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), kCompareNice);
+  lower_this_thread(kCompareNice);  // thread_priority.h: yields to the UI and to a training run
   int64_t id = 0;
   try {
     // The worker's own connection: a Store is used from one thread only.
@@ -57,6 +87,8 @@ void CompareWorker::run(const CompareRequest& request) {
       if (request.stop_after_trainings > 0 && ++trained >= request.stop_after_trainings) stop_.store(true);
     };
     hooks.stop_requested = [this] { return stop_.load(); };
+    if (request.on_slurm || (request.resume_id > 0 && snip::compare_runs_on_slurm(store.compare(id))))
+      hooks.executor = slurm_executor(store, *recorder, request);
     recorder->run(
         hooks, "cancelled in the workbench; Resume (or snip compare --resume " + std::to_string(id) + ") continues it");
     emit ended(qint64(id), QStringLiteral("finished"), QString());

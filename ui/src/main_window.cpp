@@ -40,7 +40,7 @@
 #include "snip/isa.h"
 #include "snip/model_config.h"
 #include "snip/store.h"
-#include "ui_slice.h"
+#include "thread_priority.h"
 
 namespace snip::ui {
 
@@ -87,10 +87,7 @@ void MainWindow::start_worker_thread() {
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
   worker_thread_.setObjectName(QStringLiteral("snip-training"));
-  // The worker runs the engine at nice +5 (training_worker.cpp). Not SCHED_IDLE
-  // (QThread::IdlePriority): that starved training behind any other busy process of the same
-  // session (measured: no step in 120 s beside a compiler). The UI thread instead asks for a
-  // short slice, so it runs soon after it wakes however busy the cores are.
+  // The worker's threads yield to the UI thread, which asks for a short slice (thread_priority.h).
   worker_thread_.start();
   request_short_ui_slice();
 }

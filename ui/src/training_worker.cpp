@@ -2,9 +2,6 @@
 // signals and the live buffer.
 #include "training_worker.h"
 
-#include <dirent.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <QDir>
@@ -20,28 +17,12 @@
 #include "snip/store.h"
 #include "snip/trainer.h"
 #include "snip/training_session.h"
+#include "thread_priority.h"
 
 namespace snip::ui {
 
 namespace {
 constexpr qint64 kProgressIntervalMs = 100;
-constexpr int kTrainingNice = 5;
-
-// Training yields the CPU to the UI thread: every thread of the process except the main (UI)
-// thread gets a higher nice value — this worker, the engine's pool threads it creates (new
-// threads inherit it) and the BLAS threads that already exist. Linux applies nice per thread.
-// Best effort: a thread that refuses (or has exited) is skipped.
-void yield_cpu_to_ui_thread() {
-  const pid_t ui_thread = getpid();  // the main thread's tid is the process id
-  if (DIR* tasks = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(tasks)) {
-      const long tid = std::strtol(entry->d_name, nullptr, 10);
-      if (tid <= 0 || tid == ui_thread) continue;
-      if (getpriority(PRIO_PROCESS, id_t(tid)) < kTrainingNice) setpriority(PRIO_PROCESS, id_t(tid), kTrainingNice);
-    }
-    closedir(tasks);
-  }
-}
 }  // namespace
 
 snip::RunRequest session_request(const TrainRequest& request) {

@@ -16,25 +16,32 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "snip/compare.h"
+#include "snip/store.h"
 
 namespace snip {
+
+// Where a compare's trainings are on Slurm, after every poll.
+struct SlurmStatus {
+  int queued = 0, running = 0, finished = 0;  // finished: since this process submitted or re-attached
+  std::vector<std::string> trainings;          // "<arm> replicate <r>: <Slurm state>" of each one waited for
+};
 
 struct SlurmCompareOptions {
   std::string work_dir;     // the work folder (created when missing)
   std::string sbatch_args;  // extra sbatch arguments, split like a shell does (quotes kept)
-  std::string snip_binary;  // the `snip` every task runs: the submitting binary's absolute path
+  std::string snip_binary;  // the `snip` every task runs (absolute path); tasks check they are this build
   std::string snip_version;
   std::string checkpoint;              // the compare's checkpoint, as stored
   std::string checkpoint_fingerprint;  // checkpoint_fingerprint(checkpoint), as stored
   std::vector<int64_t> jobs;           // arrays submitted before (a resume re-attaches to them)
   // A new array was submitted: store its id (before any of its results is awaited).
   std::function<void(int64_t job_id)> on_submitted;
-  // Where the trainings are: (queued, running, finished) counts after every poll.
-  std::function<void(int queued, int running, int finished)> on_status;
+  std::function<void(const SlurmStatus&)> on_status;
   std::function<bool()> stop_requested;
   int poll_ms = 1000;
 };
@@ -43,6 +50,26 @@ struct SlurmCompareOptions {
 // finished training is handed over, naming each training without a result and why (its Slurm
 // state and the last lines of its stderr), and the command that resubmits only those.
 CompareExecutor slurm_compare_executor(SlurmCompareOptions options, CompareOptions compare);
+
+// What a front (the CLI, the GUI's compare worker) gives a compare it runs on Slurm.
+struct SlurmFront {
+  std::string snip_binary;  // the `snip` the tasks run (the CLI: itself; the GUI: the one beside it)
+  std::string snip_version;
+  std::optional<std::string> sbatch_args;  // given now: replaces the stored ones
+  std::function<bool()> stop_requested;
+  std::function<void(int64_t job, const std::string& work_dir)> on_submitted;  // after it is stored
+  std::function<void(const SlurmStatus&)> on_status;
+};
+
+// Stored compare `compare_id`'s trainings on Slurm: its stored Slurm options (the work folder
+// beside the database, the sbatch arguments, the arrays submitted before, which it re-attaches
+// to), made and stored when it has none; each new array's id is stored as it is submitted.
+CompareExecutor stored_slurm_executor(Store& store, int64_t compare_id, const CompareOptions& compare,
+                                      SlurmFront front);
+// Whether stored compare `c` runs its trainings on Slurm (a resume keeps its executor).
+bool compare_runs_on_slurm(const CompareRecord& c);
+// The Slurm job arrays stored compare `c` submitted, oldest first.
+std::vector<int64_t> compare_slurm_jobs(const CompareRecord& c);
 
 // The default work folder of compare `id` stored in `db_path`: "<db_path>.slurm/compare-<id>".
 std::string slurm_work_dir(const std::string& db_path, int64_t id);
