@@ -7,6 +7,7 @@
 // the replicate bands and the gap error bars; screenshots at 1280×800 and 1024×700.
 #include <gtest/gtest.h>
 
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
@@ -15,9 +16,11 @@
 #include <QListWidget>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTest>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "compare_report.h"
 #include "compare_view.h"
@@ -25,6 +28,8 @@
 #include "gap_chart.h"
 #include "interrupted_compare.h"
 #include "main_window.h"
+#include "snip/model_config.h"
+#include "snip/plan.h"
 #include "snip/store.h"
 #include "test_window.h"
 
@@ -71,8 +76,10 @@ std::vector<Arm> replicated_arms() {
       Arm{"oracle", std::nullopt, plus(snip_t, {-0.002, -0.003, -0.0025}), plus(snip_v, {-0.001, -0.002, -0.0015})}};
 }
 
-// Stores a compare of `arms` (K = the arms' replicate count), 5 steps per arm.
-int64_t insert_compare(snip::Store& store, const std::vector<Arm>& arms) {
+// Stores a compare of `arms` (K = the arms' replicate count), 5 steps per arm; `plans`: the
+// stored plan of an arm, by method.
+int64_t insert_compare(snip::Store& store, const std::vector<Arm>& arms,
+                       const std::map<std::string, int64_t>& plans = {}) {
   snip::CompareRecord c;
   c.checkpoint = "/tmp/ck";
   c.start_step = 100;
@@ -87,6 +94,7 @@ int64_t insert_compare(snip::Store& store, const std::vector<Arm>& arms) {
     row.method = a.method;
     row.lambda = a.lambda;
     row.achieved_fraction = a.method == "uniform-fp4" ? 1.0 : a.method == "uniform-bf16" ? 0.0 : 0.75;
+    if (plans.count(a.method)) row.plan_id = plans.at(a.method);
     double t = 0, v = 0;
     for (size_t r = 0; r < a.train.size(); ++r) {
       snip::CompareReplicateRecord x;
@@ -331,6 +339,58 @@ TEST_F(CompareDisplayTest, ArmColoursAreStableWhateverElseIsChecked) {
   EXPECT_NE(method_colour("random s1").rgb(), method_colour("random s2").rgb());
   a->close();
   b->close();
+}
+
+TEST_F(CompareDisplayTest, AClickOnAnArmShowsItsPlanGridAndThePlanListFiltersByCompare) {
+  int64_t id = 0, snip_plan = 0, fp4_plan = 0, other_plan = 0;
+  {
+    snip::Store store(db_.toStdString());
+    const snip::ModelDims dims = snip::preset_config("tiny").dims();
+    snip::Plan p = snip::uniform_plan(dims, snip::Precision::fp8);
+    p.method = "snip";
+    snip_plan = store.add_plan(p);
+    p = snip::uniform_plan(dims, snip::Precision::fp4);
+    p.method = "uniform-fp4";
+    fp4_plan = store.add_plan(p);
+    p.method = "solved elsewhere";
+    other_plan = store.add_plan(p);
+    id = insert_compare(store, replicated_arms(), {{"snip λ=0.1", snip_plan}, {"uniform-fp4", fp4_plan}});
+  }
+  auto w = open_window();
+  CompareView* cv = w->compare_view();
+  cv->select({}, {}, {id});
+  ASSERT_TRUE(cv->grids().empty());  // no plan checked yet
+  QTableWidget* t = cv->table();
+  const std::map<std::string, int> rows = rows_of(t, id);
+  ASSERT_TRUE(rows.count("snip λ=0.1"));
+  auto click = [&](const std::string& method) {
+    const QRect cell = t->visualItemRect(t->item(rows_of(t, id).at(method), CompareView::col_method));
+    QTest::mouseClick(t->viewport(), Qt::LeftButton, {}, cell.center());
+    QCoreApplication::processEvents();
+  };
+  // The plan list's plans: every one, or only the checked ones.
+  auto plans = [&](bool only_checked) {
+    std::set<int64_t> ids;
+    for (int i = 0; i < cv->plan_list()->count(); ++i)
+      if (!only_checked || cv->plan_list()->item(i)->checkState() == Qt::Checked)
+        ids.insert(cv->plan_list()->item(i)->data(Qt::UserRole).toLongLong());
+    return ids;
+  };
+  click("snip λ=0.1");
+  ASSERT_EQ(cv->grids().size(), 1u);  // the arm's plan, drawn
+  EXPECT_EQ(plans(true), std::set<int64_t>{snip_plan});
+  click("uniform-fp4");
+  EXPECT_EQ(cv->grids().size(), 2u);  // beside the first, compared with it
+  click("min-err");                   // an arm without a stored plan: nothing changes
+  EXPECT_EQ(cv->grids().size(), 2u);
+
+  // The plan list shows every plan, or only the compare's arms' plans.
+  auto* filter = cv->findChild<QComboBox*>(QStringLiteral("planFilter"));
+  ASSERT_NE(filter, nullptr);
+  EXPECT_EQ(plans(false), (std::set<int64_t>{snip_plan, fp4_plan, other_plan}));
+  filter->setCurrentIndex(filter->findData(qlonglong(id)));
+  EXPECT_EQ(plans(false), (std::set<int64_t>{snip_plan, fp4_plan}));
+  EXPECT_EQ(cv->grids().size(), 2u);  // the checked plans stay checked and drawn
 }
 
 TEST(CompareReport, PlansOfOneRunHaveLabelsThatTellThemApart) {

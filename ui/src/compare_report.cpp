@@ -211,6 +211,7 @@ void add_compare(const snip::CompareRecord& c, bool prefix_bars, CompareModel& m
     // A uniform arm has no budget: its FP4 fraction is fixed by its precision.
     if (!starts_with(r.method, "uniform-")) row.budget = c.budget;
     row.achieved = r.achieved_fraction;
+    row.plan_id = r.plan_id;
     // An unfinished compare stores no arm means yet: the mean of the finished replicates'.
     row.train = std::isfinite(r.train_loss_last) ? r.train_loss_last
                                                  : finished_mean(r, &snip::CompareReplicateRecord::train_loss_last);

@@ -54,6 +54,7 @@ struct ReportRow {
   QString verdict;        // "better" / "worse" / "indistinguishable" / "SNIP reference" / a plan's note
   QColor verdict_colour;  // invalid: the default text colour
   QString tooltip;
+  std::optional<int64_t> plan_id;  // a compare arm's stored plan (a click shows its grid)
 };
 
 // One error bar of the gap chart: an arm's train and validation gaps to BF16.

@@ -161,6 +161,7 @@ CompareView::CompareView(Workbench* workbench, QWidget* parent) : QWidget(parent
   for (QListWidget* list : {plan_list_, run_list_, compare_list_})
     connect(list, &QListWidget::itemChanged, this, &CompareView::rebuild);
   connect(workbench_, &Workbench::data_changed, this, &CompareView::on_data_changed);
+  connect(table_, &QTableWidget::cellClicked, this, [this](int row, int) { show_arm_plan(row); });
   refresh_lists();
 }
 
@@ -175,6 +176,12 @@ QWidget* CompareView::make_pick_panel() {
   auto* plans_label = new QLabel(tr("Plans (the others are compared with the first checked):"), pick);
   plans_label->setWordWrap(true);
   pick_layout->addWidget(plans_label);
+  plan_filter_ = new QComboBox(pick);
+  plan_filter_->setObjectName(QStringLiteral("planFilter"));
+  plan_filter_->setToolTip(tr("Show every stored plan, or only the plans of one compare experiment's arms"));
+  plan_filter_->addItem(tr("all plans"), qlonglong(-1));
+  connect(plan_filter_, &QComboBox::currentIndexChanged, this, [this] { refresh_lists(); });
+  pick_layout->addWidget(plan_filter_);
   pick_layout->addWidget(plan_list_, 1);
   pick_layout->addWidget(new QLabel(tr("Runs:"), pick));
   pick_layout->addWidget(run_list_, 1);
@@ -256,6 +263,30 @@ QGroupBox* CompareView::make_experiment_box(QWidget* parent) {
   ex_layout->addWidget(experiment_progress_);
   ex_layout->addWidget(experiment_status_);
   return experiment;
+}
+
+// The plan filter's choices: all plans, or one compare experiment's (the choice is kept).
+void CompareView::fill_plan_filter(const std::vector<snip::CompareRecord>& compares) {
+  const QSignalBlocker block(plan_filter_);
+  const qlonglong current = plan_filter_->currentData().toLongLong();
+  while (plan_filter_->count() > 1) plan_filter_->removeItem(1);
+  for (const snip::CompareRecord& c : compares)
+    plan_filter_->addItem(tr("plans of compare #%1").arg(c.id), qlonglong(c.id));
+  plan_filter_->setCurrentIndex(std::max(0, plan_filter_->findData(current)));
+}
+
+// A click on a compare arm's row checks its plan, so its plan grid is shown beside the others.
+void CompareView::show_arm_plan(int table_row) {
+  const QTableWidgetItem* method = table_->item(table_row, col_method);
+  if (!method || !method->data(Qt::UserRole + 1).isValid()) return;
+  const int64_t plan = method->data(Qt::UserRole + 1).toLongLong();
+  std::vector<int64_t> plans = checked(plan_list_);
+  if (std::find(plans.begin(), plans.end(), plan) != plans.end()) return;
+  bool listed = false;
+  for (int i = 0; i < plan_list_->count(); ++i) listed |= plan_list_->item(i)->data(Qt::UserRole).toLongLong() == plan;
+  if (!listed) plan_filter_->setCurrentIndex(0);  // the filter hid it: show every plan
+  plans.push_back(plan);
+  select(plans, checked(run_list_), checked(compare_list_));
 }
 
 // Where the trainings run: this machine (--jobs at once) or Slurm (one job array, through the
@@ -452,8 +483,16 @@ void CompareView::refresh_lists() {
   if (store) {
     try {
       const std::vector<snip::StatsRoundInfo> rounds = store->stats_rounds();
+      const std::vector<snip::CompareRecord> compares = store->list_compares();
+      fill_plan_filter(compares);
+      std::optional<std::set<int64_t>> shown;  // the filter's compare's arms' plans
+      if (const qlonglong only = plan_filter_->currentData().toLongLong(); only > 0) {
+        shown.emplace();
+        for (const snip::CompareRowRecord& row : store->compare(only).rows)
+          if (row.plan_id) shown->insert(*row.plan_id);
+      }
       for (const snip::PlanRecord& p : store->plans())
-        add_item(plan_list_, plan_label(p, rounds), p.id, checked_plans.count(p.id));
+        if (!shown || shown->count(p.id)) add_item(plan_list_, plan_label(p, rounds), p.id, checked_plans.count(p.id));
       for (const snip::RunInfo& r : store->runs()) {
         add_item(run_list_,
                  tr("#%1 %2 (%3)")
@@ -463,7 +502,7 @@ void CompareView::refresh_lists() {
                  r.id, checked_runs.count(r.id));
         run_state_[r.id] = QStringLiteral("%1:%2").arg(int(r.status)).arg(r.last_step);
       }
-      for (const snip::CompareRecord& c : store->list_compares()) {
+      for (const snip::CompareRecord& c : compares) {
         add_item(compare_list_, compare_label(c) + compare_status_suffix(c), c.id, checked_compares.count(c.id));
         // A running compare's table changes with every training it stores: part of what is shown.
         compare_state_[c.id] = QStringLiteral("%1:%2").arg(int(c.status)).arg(c.stored_trainings);
@@ -573,6 +612,7 @@ void CompareView::fill_table(const CompareModel& model) {
     };
     set(col_source, new TableItem(row.source));
     auto* method = new TableItem(row.method);
+    if (row.plan_id) method->setData(Qt::UserRole + 1, qlonglong(*row.plan_id));
     if (row.colour.isValid()) method->setIcon(swatch(row.colour));
     set(col_method, method);
     set(col_budget, new TableItem(num(row.budget, 3), row.budget),

@@ -13,6 +13,7 @@
 #pragma once
 #include <QWidget>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -73,6 +74,7 @@ class CompareView : public QWidget {
   // The plain-language notes above the table (HTML).
   QString notes_text() const;
   QListWidget* compare_list() const { return compare_list_; }
+  QListWidget* plan_list() const { return plan_list_; }
   QDoubleSpinBox* experiment_budget_spin() const { return experiment_budget_; }
   QSpinBox* experiment_steps_spin() const { return experiment_steps_; }
   QSpinBox* experiment_replicates_spin() const { return experiment_replicates_; }
@@ -119,6 +121,8 @@ class CompareView : public QWidget {
   QWidget* make_pick_panel();
   QGroupBox* make_experiment_box(QWidget* parent);
   void start_experiment_worker();
+  void show_arm_plan(int report_row);
+  void fill_plan_filter(const std::vector<snip::CompareRecord>& compares);
   QHBoxLayout* make_executor_row(QWidget* experiment);
   void show_slurm_status(int queued, int running, int finished, const QStringList& trainings);
   QWidget* make_table_box();
@@ -138,6 +142,7 @@ class CompareView : public QWidget {
 
   Workbench* workbench_;
   QListWidget* plan_list_ = nullptr;
+  QComboBox* plan_filter_ = nullptr;  // all plans, or those of one compare experiment
   QListWidget* run_list_ = nullptr;
   QListWidget* compare_list_ = nullptr;
   QWidget* pick_ = nullptr;  // the lists and the experiment box, left
