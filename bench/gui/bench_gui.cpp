@@ -294,11 +294,10 @@ void populate(const QString& db) {
 
 void start_small_run(MainWindow& w) {
   RunView* rv = w.run_view();
-  rv->preset_combo()->setCurrentText("small");
-  rv->steps_spin()->setValue(100000);
-  rv->batch_spin()->setValue(8);
-  rv->seq_spin()->setValue(128);
-  rv->precision_combo()->setCurrentIndex(2);  // FP4 everywhere
+  snip::RunSettings s = rv->run_settings();
+  s.preset = "small", s.config_path.clear(), s.steps = 100000, s.batch_size = 8, s.seq_len = 128;
+  s.precision = "fp4", s.adaptive.reset(), s.plan.reset();  // FP4 everywhere
+  rv->set_run_settings(s);
   w.start_training();
 }
 

@@ -51,10 +51,8 @@ class CompareExperimentTest : public ::testing::Test {
   // Trains a 3-step tiny run in the window; it saves a checkpoint when it finishes.
   int64_t train_tiny_run() {
     RunView* rv = w_->run_view();
-    rv->preset_combo()->setCurrentText("tiny");
-    rv->steps_spin()->setValue(3);
-    rv->batch_spin()->setValue(2);
-    rv->seq_spin()->setValue(32);
+    snip_test::edit_run_form(
+        rv, [](snip::RunSettings& s) { s.preset = "tiny", s.steps = 3, s.batch_size = 2, s.seq_len = 32; });
     QSignalSpy ended(w_.get(), &MainWindow::run_ended);
     w_->start_training();
     EXPECT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000)) << w_->message_text().toStdString();

@@ -90,7 +90,7 @@ TEST_F(DatabaseErrorTest, NotADatabaseShowsWhyOffersAnotherAndLeavesTheFileUntou
   make_store(good);
   ASSERT_TRUE(w->workbench()->open_database(good));
   ASSERT_NE(w->workbench()->store(), nullptr);
-  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 1);
+  EXPECT_EQ(w->run_view()->listed_runs().size(), 1);
   // Choosing the corrupt file again from the File menu keeps the good database open.
   EXPECT_FALSE(w->workbench()->open_database(corrupt));
   EXPECT_EQ(w->workbench()->database_path(), good);
@@ -135,7 +135,7 @@ TEST_F(DatabaseErrorTest, DamagedPagesAreReportedAndTheWindowStaysUsable) {
   const QString good = dir_.filePath("good.db");
   make_store(good);
   ASSERT_TRUE(w->workbench()->open_database(good));
-  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 1);
+  EXPECT_EQ(w->run_view()->listed_runs().size(), 1);
   w->close();
   w.reset();
   EXPECT_EQ(file_bytes(damaged), bytes);
@@ -165,7 +165,7 @@ TEST_F(DatabaseErrorTest, ADatabaseWithDamagedDataPagesIsRefusedWhenOpenedAndThe
   EXPECT_NE(msg.find("pages.db"), std::string::npos) << msg;
   EXPECT_NE(msg.find("damaged"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Still using"), std::string::npos) << msg;
-  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 1);
+  EXPECT_EQ(w->run_view()->listed_runs().size(), 1);
   w->close();
   EXPECT_EQ(file_bytes(damaged), bytes);
 }

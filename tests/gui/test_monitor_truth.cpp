@@ -42,12 +42,10 @@ TEST(MonitorTruth, ALiveRunIsAdoptedOnceEndsFinishedAndANewDatabaseShowsNoneOfIt
   auto w = snip_test::open_test_window(db);
   MonitorView* mv = w->monitor_view();
   RunView* rv = w->run_view();
-  rv->preset_combo()->setCurrentText("tiny");
-  rv->steps_spin()->setValue(12);
-  rv->batch_spin()->setValue(2);
-  rv->seq_spin()->setValue(32);
+  snip_test::edit_run_form(
+      rv, [](snip::RunSettings& s) { s.preset = "tiny", s.steps = 12, s.batch_size = 2, s.seq_len = 32; });
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
-  QTest::mouseClick(rv->start_button(), Qt::LeftButton);
+  QTest::mouseClick(snip_test::control<QPushButton>(rv, "start"), Qt::LeftButton);
   ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
   ASSERT_EQ(ended.at(0).at(1).toString(), "finished") << ended.at(0).at(2).toString().toStdString();
   const int64_t live_run = ended.at(0).at(0).toLongLong();

@@ -222,14 +222,16 @@ TEST(NoiseMonitor, TheRunFormAsksForTheNoiseRuleAsTheCliDoes) {
   ASSERT_TRUE(dir.isValid());
   auto w = snip_test::open_test_window(dir.filePath("form.db"));
   RunView* rv = w->run_view();
-  rv->precision_combo()->setCurrentIndex(6);  // adaptive
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) { s.adaptive = rv->adaptive_settings(); });
   TrainRequest plain = rv->make_request();
   ASSERT_TRUE(plain.adaptive.has_value());
   EXPECT_EQ(plain.adaptive->replan_when, snip::ReplanWhen::always);  // `snip train`'s defaults
   EXPECT_EQ(plain.adaptive->noise_floor, 0.0);
-  EXPECT_EQ(rv->adaptive_noise_floor()->text(), QStringLiteral("off"));
-  rv->adaptive_replan_when()->setCurrentIndex(rv->adaptive_replan_when()->findData(QStringLiteral("noise")));
-  rv->adaptive_noise_floor()->setValue(1.732);
+  EXPECT_EQ(snip_test::control<QDoubleSpinBox>(rv, "noise_floor")->text(), QStringLiteral("off"));
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) {
+    s.adaptive->replan_when = "noise";
+    s.adaptive->noise_floor = 1.732;
+  });
   const TrainRequest noisy = rv->make_request();
   ASSERT_TRUE(noisy.adaptive.has_value());
   EXPECT_EQ(noisy.adaptive->replan_when, snip::ReplanWhen::noise);

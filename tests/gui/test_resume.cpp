@@ -48,13 +48,10 @@ class ResumeTest : public ::testing::Test {
   }
   // A quantized tiny run (FP4 everywhere) of `steps` steps, validation every 8.
   void set_form(int steps) {
-    RunView* rv = window_->run_view();
-    rv->preset_combo()->setCurrentText("tiny");
-    rv->steps_spin()->setValue(steps);
-    rv->batch_spin()->setValue(2);
-    rv->seq_spin()->setValue(32);
-    rv->eval_spin()->setValue(8);
-    rv->precision_combo()->setCurrentIndex(2);  // FP4 everywhere
+    snip_test::edit_run_form(window_->run_view(), [steps](snip::RunSettings& s) {
+      s.preset = "tiny", s.steps = steps, s.batch_size = 2, s.seq_len = 32, s.eval_every = 8;
+      s.precision = "fp4", s.adaptive.reset(), s.plan.reset();  // FP4 everywhere
+    });
   }
   // Waits for the next run_ended; returns (run id, status, message).
   std::tuple<qint64, QString, QString> wait_ended(int timeout_ms = 120000) {
@@ -80,13 +77,7 @@ class ResumeTest : public ::testing::Test {
     return id;
   }
   void select_run(qint64 run_id) {
-    QTableWidget* table = window_->run_view()->runs_table();
-    for (int row = 0; row < table->rowCount(); ++row)
-      if (table->item(row, 0)->data(Qt::UserRole).toLongLong() == run_id) {
-        table->selectRow(row);
-        return;
-      }
-    ADD_FAILURE() << "run " << run_id << " is not in the runs table";
+    if (!window_->run_view()->select_run(run_id)) ADD_FAILURE() << "run " << run_id << " is not in the runs table";
   }
 
   QTemporaryDir dir_;
@@ -113,9 +104,10 @@ TEST_F(ResumeTest, StoppedRunResumedFromTheTableMatchesAnUninterruptedRunBitForB
   window_->workbench()->poll_now();
   emit window_->workbench()->data_changed();
   select_run(split);
-  ASSERT_TRUE(rv->resume_run_button()->isEnabled());
-  QTest::mouseClick(rv->resume_run_button(), Qt::LeftButton);
-  EXPECT_FALSE(rv->resume_button()->isEnabled());  // training again
+  QPushButton* resume_run = snip_test::control<QPushButton>(rv, "resume_run");
+  ASSERT_TRUE(resume_run->isEnabled());
+  QTest::mouseClick(resume_run, Qt::LeftButton);
+  EXPECT_FALSE(snip_test::control<QPushButton>(rv, "resume_checkpoint")->isEnabled());  // training again
   const auto [resumed, resumed_status, resumed_message] = wait_ended();
   ASSERT_EQ(resumed_status, "finished") << resumed_message.toStdString();
   EXPECT_EQ(resumed, split) << "a resumed run records into the run that saved the checkpoint";
@@ -141,7 +133,7 @@ TEST_F(ResumeTest, StoppedRunResumedFromTheTableMatchesAnUninterruptedRunBitForB
   // The Monitor shows the whole run: the steps before the checkpoint and the resumed ones.
   EXPECT_TRUE(wait_for([&] { return window_->monitor_view()->train_points() == kSteps; }, 5000))
       << window_->monitor_view()->train_points();
-  EXPECT_TRUE(rv->start_button()->isEnabled());
+  EXPECT_TRUE(snip_test::control<QPushButton>(rv, "start")->isEnabled());
 }
 
 TEST_F(ResumeTest, DeletedOrCorruptCheckpointShowsAnErrorAndTheWindowStaysUsable) {
@@ -180,10 +172,11 @@ TEST_F(ResumeTest, DeletedOrCorruptCheckpointShowsAnErrorAndTheWindowStaysUsable
 
   // The window is usable: a new run starts and finishes.
   RunView* rv = window_->run_view();
-  EXPECT_TRUE(rv->start_button()->isEnabled());
-  EXPECT_TRUE(rv->resume_button()->isEnabled());
+  QPushButton* start = snip_test::control<QPushButton>(rv, "start");
+  EXPECT_TRUE(start->isEnabled());
+  EXPECT_TRUE(snip_test::control<QPushButton>(rv, "resume_checkpoint")->isEnabled());
   set_form(3);
-  QTest::mouseClick(rv->start_button(), Qt::LeftButton);
+  QTest::mouseClick(start, Qt::LeftButton);
   std::tie(id, status, message) = wait_ended();
   EXPECT_EQ(status, "finished") << message.toStdString();
   EXPECT_EQ(store.metrics(id).size(), 3u);
@@ -192,15 +185,13 @@ TEST_F(ResumeTest, DeletedOrCorruptCheckpointShowsAnErrorAndTheWindowStaysUsable
 TEST_F(ResumeTest, AdaptiveRunWithANonDefaultMethodAndLambdaStoresPlansMadeThatWay) {
   set_form(4);
   RunView* rv = window_->run_view();
-  rv->precision_combo()->setCurrentIndex(6);  // adaptive
-  rv->adaptive_method()->setCurrentText("min-rel-err");
-  ASSERT_EQ(rv->adaptive_method()->currentText(), "min-rel-err");
-  rv->adaptive_lambda()->setValue(0.35);
-  rv->adaptive_budget()->setValue(40.0);
-  rv->adaptive_replan()->setValue(2);
-  rv->adaptive_probe()->setValue(0);
-  rv->adaptive_noise_passes()->setValue(2);
-  rv->adaptive_ties()->setChecked(true);
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) {
+    s.adaptive = rv->adaptive_settings();
+    s.adaptive->method = "min-rel-err", s.adaptive->lambda = 0.35, s.adaptive->budget = 0.4;
+    s.adaptive->replan_every = 2, s.adaptive->bf16_probe_every = 0, s.adaptive->noise_passes = 2;
+    s.adaptive->ties = true;
+  });
+  ASSERT_EQ(rv->adaptive_settings().method, "min-rel-err");  // a method the form offers
   window_->start_training();
   const auto [run_id, status, message] = wait_ended();
   ASSERT_EQ(status, "finished") << message.toStdString();
@@ -237,11 +228,11 @@ TEST_F(ResumeTest, StoppedAdaptiveRunResumesWithItsSettingsOnTheSameTrajectory) 
   constexpr int kSteps = 12;
   set_form(kSteps);
   RunView* rv = window_->run_view();
-  rv->precision_combo()->setCurrentIndex(6);  // adaptive
-  rv->adaptive_budget()->setValue(50.0);
-  rv->adaptive_replan()->setValue(4);
-  rv->adaptive_probe()->setValue(0);
-  rv->adaptive_lambda()->setValue(0.2);
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) {
+    s.adaptive = rv->adaptive_settings();
+    s.adaptive->budget = 0.5, s.adaptive->replan_every = 4, s.adaptive->bf16_probe_every = 0;
+    s.adaptive->lambda = 0.2;
+  });
   window_->start_training();
   const auto [straight, straight_status, straight_message] = wait_ended();
   ASSERT_EQ(straight_status, "finished") << straight_message.toStdString();
@@ -251,8 +242,7 @@ TEST_F(ResumeTest, StoppedAdaptiveRunResumesWithItsSettingsOnTheSameTrajectory) 
   ASSERT_EQ(store.checkpoints(split)[0].step, 3) << "the run holds after step 3 and stops there";
 
   // The form now says something else: the resumed run keeps its own stored settings.
-  rv->adaptive_replan()->setValue(1);
-  rv->adaptive_lambda()->setValue(5.0);
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) { s.adaptive->replan_every = 1, s.adaptive->lambda = 5.0; });
   window_->workbench()->poll_now();
   emit window_->workbench()->data_changed();
   select_run(split);

@@ -138,7 +138,7 @@ TEST_F(UsabilityTest, EveryViewFollowsANewOrOpenedDatabase) {
   EXPECT_GT(w->sensitivity_view()->heatmap()->data().rows, 0);
   EXPECT_EQ(w->monitor_view()->shown_run(), a.run);
   EXPECT_GT(w->monitor_view()->train_points(), 0u);
-  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 1);
+  EXPECT_EQ(w->run_view()->listed_runs().size(), 1);
   EXPECT_GT(w->compare_view()->table()->rowCount(), 0);
 
   // File › New database (what the dialog does once a file name is chosen).
@@ -155,7 +155,7 @@ TEST_F(UsabilityTest, EveryViewFollowsANewOrOpenedDatabase) {
   EXPECT_EQ(w->monitor_view()->shown_run(), 0);
   EXPECT_EQ(w->monitor_view()->train_points(), 0u);
   EXPECT_EQ(w->monitor_view()->run_combo()->count(), 0);
-  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), 0);
+  EXPECT_EQ(w->run_view()->listed_runs().size(), 0);
   w->show_view("compare");
   QCoreApplication::processEvents();
   EXPECT_EQ(w->compare_view()->table()->rowCount(), 0);
@@ -212,10 +212,10 @@ TEST_F(UsabilityTest, TypedSequenceLengthIsNeverMangledAndALoweredOneIsExplained
   auto w = open_window(db);
   RunView* rv = w->run_view();
   w->show_view("run");
-  rv->preset_combo()->setCurrentText("tiny");
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) { s.preset = "tiny"; });
   const int cap = snip::preset_config("tiny").max_position_embeddings;
   ASSERT_LT(cap, 128);
-  QSpinBox* seq = rv->seq_spin();
+  QSpinBox* seq = snip_test::control<QSpinBox>(rv, "seq_len");  // typed into, as a user does
   seq->setFocus();
   seq->selectAll();
   QTest::keyClicks(seq, "128");
@@ -229,12 +229,12 @@ TEST_F(UsabilityTest, TypedSequenceLengthIsNeverMangledAndALoweredOneIsExplained
   // A value that fits clears the note; switching to a preset with a shorter cap says so too.
   seq->setValue(32);
   EXPECT_TRUE(rv->seq_note().isEmpty());
-  rv->preset_combo()->setCurrentText("small");
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) { s.preset = "small"; });
   seq->setValue(4096);
   QTest::keyClick(seq, Qt::Key_Return);
   const int small_cap = snip::preset_config("small").max_position_embeddings;
   EXPECT_EQ(seq->value(), small_cap);
-  rv->preset_combo()->setCurrentText("tiny");
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) { s.preset = "tiny"; });
   EXPECT_EQ(seq->value(), std::min(small_cap, cap));
   EXPECT_TRUE(rv->seq_note().contains("tiny")) << rv->seq_note().toStdString();
   w->close();
@@ -404,10 +404,10 @@ TEST_F(UsabilityTest, MessagesSpeakOfMenusAndFieldsNotCommandLineFlags) {
   EXPECT_FALSE(msg.contains("--db")) << msg.toStdString();
   // A missing corpus in the Data field: the message points at the field, not at --data.
   RunView* rv = w->run_view();
-  rv->preset_combo()->setCurrentText("tiny");
-  rv->seq_spin()->setValue(32);
-  rv->steps_spin()->setValue(2);
-  rv->data_edit()->setText(dir_.filePath("no-such-corpus.txt"));
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) {
+    s.preset = "tiny", s.seq_len = 32, s.steps = 2;
+    s.data = dir_.filePath("no-such-corpus.txt").toStdString();
+  });
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
   w->start_training();
   ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
@@ -424,7 +424,7 @@ TEST_F(UsabilityTest, CtrlTabCyclesTheViews) {
   QApplication::setActiveWindow(w.get());
   ASSERT_TRUE(QTest::qWaitForWindowActive(w.get()));
   w->show_view("run");
-  w->run_view()->steps_spin()->setFocus();  // focus inside a form: the shortcut still switches
+  snip_test::control<QSpinBox>(w->run_view(), "steps")->setFocus();  // focus inside a form: the shortcut still switches
   QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab, Qt::ControlModifier);
   EXPECT_EQ(w->tabs()->currentIndex(), 1);
   QTest::keyClick(QApplication::focusWidget() ? QApplication::focusWidget() : w.get(), Qt::Key_Tab,
@@ -485,12 +485,10 @@ TEST_F(UsabilityTest, FinishedRunIsLabelledByItsStatusWithItsStepCount) {
   const QString db = dir_.filePath("w.db");
   auto w = open_window(db);
   RunView* rv = w->run_view();
-  rv->preset_combo()->setCurrentText("tiny");
-  rv->steps_spin()->setValue(3);
-  rv->batch_spin()->setValue(2);
-  rv->seq_spin()->setValue(16);
-  rv->eval_spin()->setValue(0);
-  rv->precision_combo()->setCurrentIndex(1);  // FP8
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) {
+    s.preset = "tiny", s.steps = 3, s.batch_size = 2, s.seq_len = 16, s.eval_every = 0;
+    s.precision = "fp8", s.adaptive.reset(), s.plan.reset();  // FP8 everywhere
+  });
   QSignalSpy progress(w->worker(), &TrainingWorker::progress);
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
   w->start_training();
@@ -512,23 +510,23 @@ TEST_F(UsabilityTest, TheRunFormIsRememberedBetweenLaunches) {
   {
     auto w = open_window(db);
     RunView* rv = w->run_view();
-    EXPECT_EQ(rv->preset_combo()->currentText(), "small");  // defaults on a first launch
-    rv->preset_combo()->setCurrentText("tiny");
-    rv->steps_spin()->setValue(123);
-    rv->seq_spin()->setValue(48);
-    rv->precision_combo()->setCurrentIndex(6);
-    rv->adaptive_lambda()->setValue(0.35);
-    rv->adaptive_ties()->setChecked(true);
+    EXPECT_EQ(rv->run_settings().preset, "small");  // defaults on a first launch
+    snip_test::edit_run_form(rv, [&](snip::RunSettings& s) {
+      s.preset = "tiny", s.steps = 123, s.seq_len = 48;
+      s.adaptive = rv->adaptive_settings();
+      s.adaptive->lambda = 0.35, s.adaptive->ties = true;
+    });
     w->close();  // saves
   }
   auto w = open_window(db);
   RunView* rv = w->run_view();
-  EXPECT_EQ(rv->preset_combo()->currentText(), "tiny");
-  EXPECT_EQ(rv->steps_spin()->value(), 123);
-  EXPECT_EQ(rv->seq_spin()->value(), 48);
-  EXPECT_EQ(rv->precision_combo()->currentIndex(), 6);
-  EXPECT_DOUBLE_EQ(rv->adaptive_lambda()->value(), 0.35);
-  EXPECT_TRUE(rv->adaptive_ties()->isChecked());
+  const snip::RunSettings s = rv->run_settings();
+  EXPECT_EQ(s.preset, "tiny");
+  EXPECT_EQ(s.steps, 123);
+  EXPECT_EQ(s.seq_len, 48);
+  ASSERT_TRUE(s.adaptive.has_value());  // the precision choice: Adaptive
+  EXPECT_DOUBLE_EQ(s.adaptive->lambda, 0.35);
+  EXPECT_TRUE(s.adaptive->ties);
   // The settings are this test's (main() points QSettings at a temporary folder).
   EXPECT_TRUE(QSettings().fileName().startsWith(qEnvironmentVariable("XDG_CONFIG_HOME")))
       << QSettings().fileName().toStdString();
@@ -544,13 +542,13 @@ TEST_F(UsabilityTest, MessageBarMovesNothingAndCoversNothing) {
   QCoreApplication::processEvents();
   w->show_view("run");
   const QRect tabs_before = w->tabs()->geometry();
-  const QPoint button_before = w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0));
+  const QPoint button_before = snip_test::control<QPushButton>(w->run_view(), "start")->mapTo(w.get(), QPoint(0, 0));
   const QString long_text = "A long warning that wraps: " + QString("word ").repeated(60);
   w->show_message(MessageLevel::warning, long_text);
   QCoreApplication::processEvents();
   ASSERT_TRUE(w->message_bar()->isVisible());
   EXPECT_EQ(w->tabs()->geometry(), tabs_before);
-  EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
+  EXPECT_EQ(snip_test::control<QPushButton>(w->run_view(), "start")->mapTo(w.get(), QPoint(0, 0)), button_before);
   // Below the views, the whole width: no control under it.
   const QRect bar(w->message_bar()->mapTo(w.get(), QPoint(0, 0)), w->message_bar()->size());
   const QRect tabs(w->tabs()->mapTo(w.get(), QPoint(0, 0)), w->tabs()->size());
@@ -575,7 +573,7 @@ TEST_F(UsabilityTest, MessageBarMovesNothingAndCoversNothing) {
   EXPECT_FALSE(more_now);
   w->message_bar()->hide();
   QCoreApplication::processEvents();
-  EXPECT_EQ(w->run_view()->start_button()->mapTo(w.get(), QPoint(0, 0)), button_before);
+  EXPECT_EQ(snip_test::control<QPushButton>(w->run_view(), "start")->mapTo(w.get(), QPoint(0, 0)), button_before);
   EXPECT_EQ(w->tabs()->geometry(), tabs_before);
   w->close();
 }
@@ -593,7 +591,7 @@ TEST_F(UsabilityTest, QuickStartRunsTheWholeLoopAndSaysWhatToLookAtNext) {
   EXPECT_TRUE(w->message_text().contains("Quick start")) << w->message_text().toStdString();
   ASSERT_EQ(w->message_actions().size(), 1);
   EXPECT_EQ(w->message_actions()[0]->text(), "Quick start");
-  const int form_steps = w->run_view()->steps_spin()->value();
+  const int64_t form_steps = w->run_view()->run_settings().steps;
 
   QuickStartOptions o;  // the real loop, shortened: 6 steps, a round and a plan every 3
   o.steps = 6;
@@ -634,8 +632,8 @@ TEST_F(UsabilityTest, QuickStartRunsTheWholeLoopAndSaysWhatToLookAtNext) {
   EXPECT_TRUE(msg.contains("Quick start done")) << msg.toStdString();
   EXPECT_TRUE(msg.contains("Sensitivity")) << msg.toStdString();
   EXPECT_TRUE(msg.contains("Plan")) << msg.toStdString();
-  EXPECT_EQ(w->run_view()->steps_spin()->value(), form_steps);  // the user's form is untouched
-  EXPECT_TRUE(w->message_actions().isEmpty());                  // the offer's button went with the offer
+  EXPECT_EQ(w->run_view()->run_settings().steps, form_steps);  // the user's form is untouched
+  EXPECT_TRUE(w->message_actions().isEmpty());                 // the offer's button went with the offer
   w->compare_view()->loss_chart()->redraw_now();
   ASSERT_TRUE(w->grab().save(shot_path("quick-start-done")));
   w->close();

@@ -3,9 +3,14 @@
 #pragma once
 #include <QSize>
 #include <QString>
+#include <QWidget>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "main_window.h"
+#include "run_view.h"
+#include "snip/run_settings.h"
 
 namespace snip_test {
 
@@ -14,6 +19,23 @@ inline std::unique_ptr<snip::ui::MainWindow> open_test_window(const QString& db,
   w->set_close_confirmation([] { return true; });
   w->resize(size);
   w->show();
+  return w;
+}
+
+// The Run form changed as `edit` changes its settings (RunView's form values; no widget).
+template <class Edit>
+void edit_run_form(snip::ui::RunView* rv, Edit&& edit) {
+  snip::RunSettings s = rv->run_settings();
+  edit(s);
+  rv->set_run_settings(s);
+}
+
+// The control named `name` in `parent`, for a test acting on it as a user does (clicking, typing,
+// focusing, where it sits); throws (failing the test) when there is none.
+template <class W>
+W* control(const QWidget* parent, const char* name) {
+  W* w = parent->findChild<W*>(QString::fromLatin1(name));
+  if (!w) throw std::runtime_error(std::string("no control named ") + name);
   return w;
 }
 

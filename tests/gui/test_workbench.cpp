@@ -72,11 +72,10 @@ class WorkbenchTest : public ::testing::Test {
     return wait_for([&] { return shown.count() >= count && !view->solving(); });
   }
   void set_tiny_form(RunView* rv, int steps) {
-    rv->preset_combo()->setCurrentText("tiny");
-    rv->steps_spin()->setValue(steps);
-    rv->batch_spin()->setValue(2);
-    rv->seq_spin()->setValue(32);
-    rv->precision_combo()->setCurrentIndex(2);  // FP4 everywhere
+    snip_test::edit_run_form(rv, [steps](snip::RunSettings& s) {
+      s.preset = "tiny", s.steps = steps, s.batch_size = 2, s.seq_len = 32;
+      s.precision = "fp4", s.adaptive.reset(), s.plan.reset();  // FP4 everywhere
+    });
   }
   QTemporaryDir dir_;
   QString db_;
@@ -230,8 +229,7 @@ TEST_F(WorkbenchTest, EverySettingOfTheRunFormIsASnipTrainOptionAndBothMakeTheSa
   a.ties = true, a.per_role = true, a.replan_when = "noise", a.noise_floor = 1.5;
   a.noise_passes = 2, a.sigma_eta_rel = 0.02;
   s.adaptive = a;
-  rv->set_run_settings(s);
-  rv->precision_combo()->setCurrentIndex(6);  // Adaptive
+  rv->set_run_settings(s);  // Adaptive: s.adaptive is set
   snip::RunSettings back = rv->run_settings();
   EXPECT_TRUE(back == s) << "the form does not hold every setting";
   const TrainRequest r = rv->make_request();
@@ -335,9 +333,10 @@ TEST_F(WorkbenchTest, TrainingRunStreamsMetricsIntoMonitorAndStore) {
   RunView* rv = w->run_view();
   set_tiny_form(rv, 12);
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
-  QTest::mouseClick(rv->start_button(), Qt::LeftButton);
+  QPushButton* start = snip_test::control<QPushButton>(rv, "start");
+  QTest::mouseClick(start, Qt::LeftButton);
   ASSERT_TRUE(wait_for([&] { return w->training() || ended.count() > 0; }, 5000));
-  EXPECT_FALSE(rv->start_button()->isEnabled());
+  EXPECT_FALSE(start->isEnabled());
   ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 60000));
   EXPECT_EQ(ended.at(0).at(1).toString(), "finished") << ended.at(0).at(2).toString().toStdString();
   const qint64 run_id = ended.at(0).at(0).toLongLong();
@@ -351,19 +350,19 @@ TEST_F(WorkbenchTest, TrainingRunStreamsMetricsIntoMonitorAndStore) {
   EXPECT_EQ(store.metrics(run_id).size(), 12u);
   ASSERT_FALSE(store.checkpoints(run_id).empty());
   EXPECT_TRUE(std::filesystem::exists(store.checkpoints(run_id).back().path + "/model.safetensors"));
-  EXPECT_EQ(rv->progress_bar()->value(), 12);
-  EXPECT_TRUE(rv->start_button()->isEnabled());
-  EXPECT_GE(rv->runs_table()->rowCount(), 1);
+  EXPECT_EQ(snip_test::control<QProgressBar>(rv, "progress")->value(), 12);
+  EXPECT_TRUE(start->isEnabled());
+  EXPECT_GE(rv->listed_runs().size(), 1);
 }
 
 TEST_F(WorkbenchTest, AdaptiveSnipRunStoresRoundsPlansAndProbes) {
   auto w = open_window();
   RunView* rv = w->run_view();
   set_tiny_form(rv, 6);
-  rv->precision_combo()->setCurrentIndex(6);  // adaptive SNIP
-  rv->adaptive_budget()->setValue(50.0);
-  rv->adaptive_replan()->setValue(3);
-  rv->adaptive_probe()->setValue(2);
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) {  // adaptive SNIP
+    s.adaptive = rv->adaptive_settings();
+    s.adaptive->budget = 0.5, s.adaptive->replan_every = 3, s.adaptive->bf16_probe_every = 2;
+  });
   QSignalSpy plans(w->worker(), &TrainingWorker::plan_made);
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
   w->start_training();
@@ -466,21 +465,23 @@ TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {
     f.write(R"({"hidden_size": 100, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 3,
                "vocab_size": 256, "max_position_embeddings": 64})");
   }
-  rv->config_edit()->setText(bad_config);
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) { s.config_path = bad_config.toStdString(); });
   w->start_training();
   EXPECT_FALSE(w->training());
   EXPECT_TRUE(w->message_text().contains("Cannot start")) << w->message_text().toStdString();
   EXPECT_TRUE(w->message_text().contains("config.json")) << w->message_text().toStdString();
   // 2. Data the trainer cannot load: the failure arrives from the worker thread.
-  rv->config_edit()->clear();
-  rv->data_edit()->setText(dir_.filePath("no-such-corpus.txt"));
+  snip_test::edit_run_form(rv, [&](snip::RunSettings& s) {
+    s.config_path.clear();
+    s.data = dir_.filePath("no-such-corpus.txt").toStdString();
+  });
   QSignalSpy ended(w.get(), &MainWindow::run_ended);
   w->start_training();
   ASSERT_TRUE(wait_for([&] { return ended.count() == 1; }, 30000));
   EXPECT_EQ(ended.at(0).at(1).toString(), "failed");
   EXPECT_TRUE(w->message_text().contains("no-such-corpus")) << w->message_text().toStdString();
   // 3. The window still works: a good run after the errors finishes.
-  rv->data_edit()->clear();
+  snip_test::edit_run_form(rv, [](snip::RunSettings& s) { s.data.clear(); });
   w->start_training();
   ASSERT_TRUE(wait_for([&] { return ended.count() == 2; }, 60000));
   EXPECT_EQ(ended.at(1).at(1).toString(), "finished") << ended.at(1).at(2).toString().toStdString();
@@ -497,12 +498,14 @@ TEST_F(WorkbenchTest, EngineErrorsShowAMessageAndLeaveTheWindowUsable) {
 
 TEST_F(WorkbenchTest, RunsWrittenByAnotherProcessAppear) {
   auto w = open_window();
-  const int rows_before = w->run_view()->runs_table()->rowCount();
+  const qsizetype rows_before = w->run_view()->listed_runs().size();
   // What the headless `snip train` does: its own connection, a run and committed metrics.
   snip_test::stored_finished_run(db_, "from the CLI", 40);
   w->workbench()->poll_now();  // the timer does this every 1.5 s
-  EXPECT_EQ(w->run_view()->runs_table()->rowCount(), rows_before + 1);
-  EXPECT_EQ(w->run_view()->runs_table()->item(0, 1)->text(), "from the CLI");
+  const QList<RunView::ListedRun> runs = w->run_view()->listed_runs();
+  EXPECT_EQ(runs.size(), rows_before + 1);
+  ASSERT_FALSE(runs.isEmpty());
+  EXPECT_EQ(runs.front().name, "from the CLI");
 }
 
 TEST_F(WorkbenchTest, ClosingDuringTrainingStopsCleanlyAndSavesACheckpoint) {

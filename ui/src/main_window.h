@@ -1,7 +1,10 @@
 // The workbench's main window: menu bar with shortcuts, the five views (Run, Monitor,
 // Sensitivity, Plan, Compare) as tabs, a non-blocking message bar for engine and store
 // errors, a status bar, the training worker's thread, window state in QSettings, and the
-// screenshot mode (each view rendered to <dir>/<view>.png).
+// screenshot mode (each view rendered to <dir>/<view>.png). One class in several files, by
+// concern: main_window.cpp (the window, menus, views and their wiring, training, settings),
+// message_bar.cpp, quick_start.cpp, exports.cpp (File › Export), docs_viewer.cpp (Help) and
+// screenshots.cpp.
 #pragma once
 #include <QMainWindow>
 #include <QThread>
@@ -135,6 +138,7 @@ class MainWindow : public QMainWindow {
   void lay_out(QWidget* central);
   void connect_training_signals();
   void connect_view_signals();
+  void connect_quick_start_signals();
   void build_menus();
   void open_database_dialog();
   void new_database_dialog();

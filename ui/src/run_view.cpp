@@ -123,6 +123,7 @@ void RunView::add_model_rows(QGroupBox* box, QFormLayout* form) {
   name_edit_->setPlaceholderText(tr("automatic (preset · precision · seed)"));
   form->addRow(tr("Name:"), name_edit_);
   preset_combo_ = new QComboBox(box);
+  preset_combo_->setObjectName(QStringLiteral("preset"));
   for (const std::string& p : snip::preset_names()) {
     if (p == "tinyllama-1.1b") continue;  // a planning shape, not trained here
     preset_combo_->addItem(QString::fromStdString(p));
@@ -232,6 +233,7 @@ void RunView::add_noise_monitor_fields() {
       tr("Re-solve at every statistics round, or only when the set of layers whose FP4 gradient noise ratio "
          "‖∇W‖/‖∇W_q − ∇W‖ is below √3 (or the noise floor) changes"));
   adaptive_noise_floor_ = new QDoubleSpinBox(adaptive_box_);
+  adaptive_noise_floor_->setObjectName(QStringLiteral("noise_floor"));
   adaptive_noise_floor_->setRange(0.0, 100.0);
   adaptive_noise_floor_->setDecimals(3);
   adaptive_noise_floor_->setSingleStep(0.1);
@@ -309,6 +311,7 @@ void RunView::add_training_rows(QGroupBox* box, QFormLayout* form) {
   stored_plan_combo_ = new QComboBox(box);
   form->addRow(tr("Stored plan:"), stored_plan_combo_);
   steps_spin_ = new QSpinBox(box);
+  steps_spin_->setObjectName(QStringLiteral("steps"));
   steps_spin_->setRange(1, 10000000);
   steps_spin_->setValue(int(snip::defaults::kTrainSteps));
   form->addRow(tr("Steps:"), steps_spin_);
@@ -317,6 +320,7 @@ void RunView::add_training_rows(QGroupBox* box, QFormLayout* form) {
   batch_spin_->setRange(1, 4096);
   batch_spin_->setValue(snip::defaults::kBatchSize);
   seq_spin_ = new QSpinBox(box);
+  seq_spin_->setObjectName(QStringLiteral("seq_len"));
   seq_spin_->setRange(2, 65536);
   seq_spin_->setValue(snip::defaults::kSeqLen);
   shape_row->addWidget(new QLabel(tr("batch B"), box));
@@ -358,12 +362,16 @@ void RunView::add_training_rows(QGroupBox* box, QFormLayout* form) {
 // Start, pause, stop, resume and the progress bar.
 void RunView::add_control_rows(QGroupBox* box, QFormLayout* form) {
   start_button_ = new QPushButton(tr("Start"), box);
+  start_button_->setObjectName(QStringLiteral("start"));
   start_button_->setToolTip(tr("Start training (Ctrl+R)"));
   pause_button_ = new QPushButton(tr("Pause"), box);
+  pause_button_->setObjectName(QStringLiteral("pause"));
   pause_button_->setToolTip(tr("Pause / resume between steps (Ctrl+P)"));
   stop_button_ = new QPushButton(tr("Stop"), box);
+  stop_button_->setObjectName(QStringLiteral("stop"));
   stop_button_->setToolTip(tr("Stop after this step and save a checkpoint (Ctrl+.)"));
   resume_button_ = new QPushButton(tr("Resume from checkpoint…"), box);
+  resume_button_->setObjectName(QStringLiteral("resume_checkpoint"));
   resume_button_->setToolTip(
       tr("Continue a run saved in a checkpoint directory, exactly where it stopped (Ctrl+Shift+R)"));
   resume_action_ = new QAction(tr("Resume from &checkpoint…"), this);
@@ -376,6 +384,7 @@ void RunView::add_control_rows(QGroupBox* box, QFormLayout* form) {
   buttons->addWidget(resume_button_);
   form->addRow(buttons);
   progress_ = new QProgressBar(box);
+  progress_->setObjectName(QStringLiteral("progress"));
   progress_->setRange(0, 1);
   progress_->setValue(0);
   progress_label_ = new QLabel(tr("idle"), box);
@@ -386,6 +395,7 @@ void RunView::add_control_rows(QGroupBox* box, QFormLayout* form) {
 // The runs of the database, with "Resume selected run".
 QGroupBox* RunView::make_runs_box() {
   runs_table_ = new QTableWidget(this);
+  runs_table_->setObjectName(QStringLiteral("runs"));
   runs_table_->setColumnCount(8);
   runs_table_->setHorizontalHeaderLabels(
       {tr("Run"), tr("Name"), tr("Status"), tr("Steps"), tr("Method"), tr("Recipe"), tr("Last loss"), tr("Started")});
@@ -398,6 +408,7 @@ QGroupBox* RunView::make_runs_box() {
   auto* runs_layout = new QVBoxLayout(runs_box);
   runs_layout->addWidget(runs_table_);
   resume_run_button_ = new QPushButton(tr("Resume selected run"), runs_box);
+  resume_run_button_->setObjectName(QStringLiteral("resume_run"));
   resume_run_button_->setToolTip(tr("Continue a stopped or interrupted run from its newest checkpoint"));
   auto* runs_buttons = new QHBoxLayout();
   runs_buttons->addStretch(1);
@@ -628,7 +639,6 @@ snip::RunSettings RunView::run_settings() const {
 
 void RunView::set_run_settings(const snip::RunSettings& s) {
   config_edit_->setText(QString::fromStdString(s.config_path));
-  if (!s.preset.empty()) preset_combo_->setCurrentText(QString::fromStdString(s.preset));
   data_edit_->setText(QString::fromStdString(s.data));
   tokenizer_edit_->setText(s.tokenizer == "byte" ? QString() : QString::fromStdString(s.tokenizer));
   recipe_combo_->setCurrentText(QString::fromStdString(s.recipe));
@@ -647,19 +657,53 @@ void RunView::set_run_settings(const snip::RunSettings& s) {
   seed_spin_->setValue(int(s.seed));
   eval_spin_->setValue(int(s.eval_every));
   eval_batches_spin_->setValue(s.eval_batches);
-  if (const std::optional<snip::AdaptiveSettings>& a = s.adaptive) {
-    adaptive_method_->setCurrentText(QString::fromStdString(a->method));
-    adaptive_budget_->setValue(100.0 * a->budget);
-    adaptive_replan_->setValue(int(a->replan_every));
-    adaptive_probe_->setValue(int(a->bf16_probe_every));
-    adaptive_lambda_->setValue(a->lambda);
-    adaptive_ties_->setChecked(a->ties);
-    adaptive_per_role_->setChecked(a->per_role);
-    adaptive_replan_when_->setCurrentIndex(adaptive_replan_when_->findData(QString::fromStdString(a->replan_when)));
-    adaptive_noise_floor_->setValue(a->noise_floor);
-    adaptive_noise_passes_->setValue(a->noise_passes);
-    adaptive_sigma_->setValue(a->sigma_eta_rel);
+  if (s.adaptive) set_adaptive_settings(*s.adaptive);
+  set_precision_choice(s);
+  // The model last: a preset that takes shorter sequences lowers T, saying so, as choosing it does.
+  if (!s.preset.empty()) preset_combo_->setCurrentText(QString::fromStdString(s.preset));
+}
+
+void RunView::set_adaptive_settings(const snip::AdaptiveSettings& a) {
+  adaptive_method_->setCurrentText(QString::fromStdString(a.method));
+  adaptive_budget_->setValue(100.0 * a.budget);
+  adaptive_replan_->setValue(int(a.replan_every));
+  adaptive_probe_->setValue(int(a.bf16_probe_every));
+  adaptive_lambda_->setValue(a.lambda);
+  adaptive_ties_->setChecked(a.ties);
+  adaptive_per_role_->setChecked(a.per_role);
+  adaptive_replan_when_->setCurrentIndex(adaptive_replan_when_->findData(QString::fromStdString(a.replan_when)));
+  adaptive_noise_floor_->setValue(a.noise_floor);
+  adaptive_noise_passes_->setValue(a.noise_passes);
+  adaptive_sigma_->setValue(a.sigma_eta_rel);
+}
+
+// Adaptive when the settings re-plan, else their uniform precision; a plan stays the form's choice
+// (a plan file or a stored plan: the settings hold the plan, not where it came from).
+void RunView::set_precision_choice(const snip::RunSettings& s) {
+  if (s.adaptive) {
+    precision_combo_->setCurrentIndex(kAdaptive);
+    return;
   }
+  if (s.plan) return;
+  static const char* const names[] = {"bf16", "fp8", "fp4", "fp32"};
+  for (int i = kBf16; i <= kFp32; ++i)
+    if (s.precision == names[i]) precision_combo_->setCurrentIndex(i);
+}
+
+snip::AdaptiveSettings RunView::adaptive_settings() const {
+  snip::AdaptiveSettings a;
+  a.method = adaptive_method_->currentText().toStdString();
+  a.budget = adaptive_budget_->value() / 100.0;
+  a.ties = adaptive_ties_->isChecked();
+  a.per_role = adaptive_per_role_->isChecked();
+  a.replan_every = adaptive_replan_->value();
+  a.bf16_probe_every = adaptive_probe_->value();
+  a.lambda = adaptive_lambda_->value();
+  a.noise_passes = adaptive_noise_passes_->value();
+  a.sigma_eta_rel = adaptive_sigma_->value();
+  a.replan_when = adaptive_replan_when_->currentData().toString().toStdString();
+  a.noise_floor = adaptive_noise_floor_->value();
+  return a;
 }
 
 // The precision choice: a uniform precision, a plan (file or stored) or adaptive planning.
@@ -691,19 +735,7 @@ void RunView::apply_precision_choice(snip::RunSettings& s, TrainRequest& r) cons
       break;
     }
     case kAdaptive: {
-      snip::AdaptiveSettings a;
-      a.method = adaptive_method_->currentText().toStdString();
-      a.budget = adaptive_budget_->value() / 100.0;
-      a.ties = adaptive_ties_->isChecked();
-      a.per_role = adaptive_per_role_->isChecked();
-      a.replan_every = adaptive_replan_->value();
-      a.bf16_probe_every = adaptive_probe_->value();
-      a.lambda = adaptive_lambda_->value();
-      a.noise_passes = adaptive_noise_passes_->value();
-      a.sigma_eta_rel = adaptive_sigma_->value();
-      a.replan_when = adaptive_replan_when_->currentData().toString().toStdString();
-      a.noise_floor = adaptive_noise_floor_->value();
-      s.adaptive = a;
+      s.adaptive = adaptive_settings();
       r.method = adaptive_method_->currentText();
       break;
     }
@@ -790,6 +822,28 @@ void RunView::refresh_runs() {
                                 qlonglong(p.id));
   stored_plan_combo_->setCurrentIndex(std::max(0, stored_plan_combo_->findData(selected)));
   update_resume_enabled();
+}
+
+QList<RunView::ListedRun> RunView::listed_runs() const {
+  QList<ListedRun> runs;
+  for (int row = 0; row < runs_table_->rowCount(); ++row) {
+    const QTableWidgetItem* id_item = runs_table_->item(row, 0);
+    const QTableWidgetItem* name_item = runs_table_->item(row, 1);
+    if (id_item)
+      runs.append({id_item->data(Qt::UserRole).toLongLong(), name_item ? name_item->text() : QString(),
+                   QString::fromLatin1(snip::run_status_name(snip::RunStatus(id_item->data(kStatusRole).toInt())))});
+  }
+  return runs;
+}
+
+bool RunView::select_run(qint64 run_id) {
+  for (int row = 0; row < runs_table_->rowCount(); ++row)
+    if (const QTableWidgetItem* id_item = runs_table_->item(row, 0);
+        id_item && id_item->data(Qt::UserRole).toLongLong() == run_id) {
+      runs_table_->selectRow(row);
+      return true;
+    }
+  return false;
 }
 
 qint64 RunView::selected_run() const {

@@ -46,33 +46,29 @@ class RunView : public QWidget {
   // Continuing stored run `run_id` from its newest checkpoint; throws snip::Error when it has none.
   TrainRequest make_resume_request_for_run(qint64 run_id) const;
 
-  QComboBox* preset_combo() const { return preset_combo_; }
-  QComboBox* precision_combo() const { return precision_combo_; }
-  QSpinBox* steps_spin() const { return steps_spin_; }
   // The run the form describes, as `snip train`'s options describe one (snip/run_settings.h),
-  // and the form set from one (the precision choice aside).
+  // with the form's precision choice; throws snip::Error when the chosen plan cannot be read.
   snip::RunSettings run_settings() const;
+  // The form set from a run's settings, its precision choice too: Adaptive when `s.adaptive` is
+  // set, else `s.precision` everywhere (with `s.plan`, the plan file or stored plan chosen stays).
+  // The model is set last: a preset taking shorter sequences lowers T, saying so (seq_note()).
   void set_run_settings(const snip::RunSettings& s);
-  QSpinBox* batch_spin() const { return batch_spin_; }
-  QSpinBox* seq_spin() const { return seq_spin_; }
-  QSpinBox* eval_spin() const { return eval_spin_; }
-  QLineEdit* config_edit() const { return config_edit_; }
-  QLineEdit* data_edit() const { return data_edit_; }
-  QPushButton* start_button() const { return start_button_; }
-  QDoubleSpinBox* adaptive_budget() const { return adaptive_budget_; }
-  QSpinBox* adaptive_replan() const { return adaptive_replan_; }
-  QSpinBox* adaptive_probe() const { return adaptive_probe_; }
-  QComboBox* adaptive_method() const { return adaptive_method_; }
-  QDoubleSpinBox* adaptive_lambda() const { return adaptive_lambda_; }
-  QSpinBox* adaptive_noise_passes() const { return adaptive_noise_passes_; }
-  QCheckBox* adaptive_ties() const { return adaptive_ties_; }
-  QComboBox* adaptive_replan_when() const { return adaptive_replan_when_; }       // "always", "noise"
-  QDoubleSpinBox* adaptive_noise_floor() const { return adaptive_noise_floor_; }  // 0: off
-  QPushButton* resume_button() const { return resume_button_; }
-  QPushButton* resume_run_button() const { return resume_run_button_; }
+  // The form's adaptive re-planning settings, whichever precision is chosen (what Adaptive runs).
+  snip::AdaptiveSettings adaptive_settings() const;
+  // The runs table, in its order (newest first), and selecting a run in it as a click on its row
+  // does (false when it is not listed).
+  struct ListedRun {
+    qint64 id = 0;
+    QString name;
+    QString status;  // snip::run_status_name
+  };
+  QList<ListedRun> listed_runs() const;
+  bool select_run(qint64 run_id);
+  // Training › Resume from checkpoint… (the main window's menu holds it).
   QAction* resume_action() const { return resume_action_; }
-  QProgressBar* progress_bar() const { return progress_; }
-  QTableWidget* runs_table() const { return runs_table_; }
+  // The controls a user acts on are found by object name: "start", "pause", "stop",
+  // "resume_checkpoint", "resume_run", "preset", "steps", "seq_len", "noise_floor", "progress",
+  // "runs".
 
   // The form's settings persist between launches (QSettings, group "run_form"): saved when a
   // run starts and when the window closes, restored when the view is made.
@@ -104,6 +100,9 @@ class RunView : public QWidget {
   // make_request's parts: the run's settings without its precision, and the precision choice.
   snip::RunSettings form_settings() const;
   void apply_precision_choice(snip::RunSettings& s, TrainRequest& r) const;
+  // set_run_settings' parts.
+  void set_adaptive_settings(const snip::AdaptiveSettings& a);
+  void set_precision_choice(const snip::RunSettings& s);
   // The constructor's parts: one function per group box (and row group), then the connections.
   QGroupBox* make_run_box();
   void add_model_rows(QGroupBox* box, QFormLayout* form);
