@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compare_worker.h"
+#include "snip/store_types.h"
 
 class QCheckBox;
 class QComboBox;

@@ -28,7 +28,7 @@ namespace snip {
 // Where a compare's trainings are on Slurm, after every poll.
 struct SlurmStatus {
   int queued = 0, running = 0, finished = 0;  // finished: since this process submitted or re-attached
-  std::vector<std::string> trainings;          // "<arm> replicate <r>: <Slurm state>" of each one waited for
+  std::vector<std::string> trainings;         // "<arm> replicate <r>: <Slurm state>" of each one waited for
 };
 
 struct SlurmCompareOptions {
