@@ -40,10 +40,16 @@ stop_pidfile() {
   rm -f "$1"
 }
 
+# munged is shared by every cluster on this machine and left running: two clusters starting or
+# stopping at once (parallel tests) never race for it. The lock makes one start it.
 start_munged() {
-  local dir=$1
+  mkdir -p /run/lock
+  exec 9>/run/lock/snip-slurm-munged.lock
+  flock 9
   if [ -S /run/munge/munge.socket.2 ] && munge -n </dev/null | unmunge >/dev/null 2>&1; then
-    return 0  # already running: not ours, stop leaves it alone
+    flock -u 9
+    exec 9>&-
+    return 0
   fi
   if [ ! -s /etc/munge/munge.key ]; then
     install -d -o munge -g munge -m 0700 /etc/munge
@@ -53,10 +59,13 @@ start_munged() {
   install -d -o munge -g munge -m 0755 /run/munge
   install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
   runuser -u munge -- munged
-  touch "$dir/munged.ours"
   local i
   for i in $(seq 50); do
-    munge -n </dev/null | unmunge >/dev/null 2>&1 && return 0
+    if munge -n </dev/null | unmunge >/dev/null 2>&1; then
+      flock -u 9
+      exec 9>&-
+      return 0
+    fi
     sleep 0.1
   done
   die "munged did not answer; $(tail -n 5 /var/log/munge/munged.log 2>/dev/null)"
@@ -121,7 +130,7 @@ start() {
   mkdir -p "$dir/state" "$dir/spool"
   write_conf "$dir" "$host" "$ctld_port" "$slurmd_port"
   export SLURM_CONF=$dir/slurm.conf
-  start_munged "$dir"
+  start_munged
   if ! { slurmctld -f "$SLURM_CONF" && slurmd -f "$SLURM_CONF"; }; then
     fail_start "$dir" "a daemon exited at start"
   fi
@@ -177,11 +186,6 @@ stop() {
   stop_pidfile "$dir/slurmd.pid"
   stop_pidfile "$dir/slurmctld.pid"
   kill_steps "$SLURM_CONF"
-  # munged started by this DIR stops too, unless another cluster's controller still uses it.
-  if [ -e "$dir/munged.ours" ]; then
-    rm -f "$dir/munged.ours"
-    pgrep -x slurmctld >/dev/null || munged --stop >/dev/null 2>&1 || true
-  fi
 }
 
 case "${1:-}" in

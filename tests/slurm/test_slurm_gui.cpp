@@ -46,12 +46,14 @@ TEST_F(SlurmCluster, TheCompareViewRunsACompareOnSlurmThroughTheSameCode) {
   CompareView* cv = w->compare_view();
   auto* executor = cv->findChild<QComboBox*>(QStringLiteral("compareExecutor"));
   auto* sbatch = cv->findChild<QLineEdit*>(QStringLiteral("compareSbatchArgs"));
-  ASSERT_TRUE(executor && sbatch);
+  auto* partition = cv->findChild<QLineEdit*>(QStringLiteral("comparePartition"));
+  ASSERT_TRUE(executor && sbatch && partition);
   EXPECT_FALSE(sbatch->isEnabled());  // this machine by default
   executor->setCurrentIndex(executor->findData(QStringLiteral("slurm")));
   EXPECT_TRUE(sbatch->isEnabled());
   EXPECT_FALSE(cv->experiment_jobs_spin()->isEnabled());  // Slurm decides how many run at once
   sbatch->setText(QStringLiteral("--time=10"));
+  partition->setText(QStringLiteral("debug"));  // the fixture's one partition
   std::vector<CompareRequest> received;
   QObject::connect(
       cv, &CompareView::start_worker, cv, [&](const CompareRequest& r) { received.push_back(r); },
@@ -60,7 +62,7 @@ TEST_F(SlurmCluster, TheCompareViewRunsACompareOnSlurmThroughTheSameCode) {
   cv->launch_compare_experiment();
   ASSERT_EQ(received.size(), 1u) << w->message_text().toStdString();
   EXPECT_TRUE(received[0].on_slurm);
-  EXPECT_EQ(received[0].sbatch_args, QStringLiteral("--time=10"));
+  EXPECT_EQ(received[0].sbatch_args, QStringLiteral("--partition=debug --time=10"));
   ASSERT_TRUE(cv->wait_for_experiment(60000));
 
   // That request, with the fixture's checkpoint and its small compare, run by the worker.

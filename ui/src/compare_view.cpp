@@ -301,18 +301,25 @@ QHBoxLayout* CompareView::make_executor_row(QWidget* experiment) {
       tr("Where the trainings run: here, or as one Slurm job array (snip compare --executor slurm; the "
          "checkpoint, the database's folder and snip must be on a filesystem every node sees, docs/CLUSTER.md). "
          "Either way the stored table has the same bits"));
+  experiment_partition_ = new QLineEdit(experiment);
+  experiment_partition_->setObjectName(QStringLiteral("comparePartition"));
+  experiment_partition_->setPlaceholderText(tr("partition"));
+  experiment_partition_->setToolTip(tr("The Slurm partition (sbatch --partition); empty: the cluster's default"));
+  experiment_partition_->setEnabled(false);
   experiment_sbatch_ = new QLineEdit(experiment);
   experiment_sbatch_->setObjectName(QStringLiteral("compareSbatchArgs"));
-  experiment_sbatch_->setPlaceholderText(tr("sbatch arguments, e.g. --partition=cpu --time=2:00:00"));
+  experiment_sbatch_->setPlaceholderText(tr("more sbatch arguments, e.g. --time=2:00:00"));
   experiment_sbatch_->setToolTip(tr("Extra sbatch arguments for the job array (snip compare --sbatch-args)"));
   experiment_sbatch_->setEnabled(false);
   connect(experiment_executor_, &QComboBox::currentIndexChanged, this, [this] {
     const bool slurm = experiment_executor_->currentData().toString() == QLatin1String("slurm");
     experiment_sbatch_->setEnabled(slurm);
+    experiment_partition_->setEnabled(slurm);
     experiment_jobs_->setEnabled(!slurm);  // Slurm decides how many tasks run at once
   });
   row->addWidget(new QLabel(tr("run on"), experiment));
   row->addWidget(experiment_executor_);
+  row->addWidget(experiment_partition_);
   row->addWidget(experiment_sbatch_, 1);
   return row;
 }
@@ -852,7 +859,9 @@ void CompareView::start_experiment(const QString& checkpoint, qint64 resume_id) 
   request.options.oracle = experiment_oracle_->isChecked();
   request.options.jobs = experiment_jobs_->value();  // a resume uses it too (never stored: speed only)
   request.on_slurm = experiment_executor_->currentData().toString() == QLatin1String("slurm");
-  request.sbatch_args = experiment_sbatch_->text();
+  request.sbatch_args = experiment_sbatch_->text().trimmed();
+  if (const QString partition = experiment_partition_->text().trimmed(); !partition.isEmpty())
+    request.sbatch_args = QStringLiteral("--partition=%1 %2").arg(partition, request.sbatch_args).trimmed();
   request.stop_after_trainings = stop_after_trainings_;
   experiment_worker_->prepare();
   workbench_->settle(MessageSubject::compare);  // what the last attempt said no longer holds

@@ -164,6 +164,7 @@ class CompareView : public QWidget {
   QSpinBox* experiment_replicates_ = nullptr;
   QSpinBox* experiment_jobs_ = nullptr;
   QComboBox* experiment_executor_ = nullptr;
+  QLineEdit* experiment_partition_ = nullptr;
   QLineEdit* experiment_sbatch_ = nullptr;
   QCheckBox* experiment_oracle_ = nullptr;
   QPushButton* experiment_button_ = nullptr;
