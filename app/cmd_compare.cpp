@@ -349,6 +349,8 @@ std::shared_ptr<snip::cli::OptionRules> compare_rules(CLI::App* cmd, const std::
       throw snip::Error(
           "--executor slurm stores each training as it arrives and the job ids a resume needs; "
           "drop --no-db");
+    if (opts->executor == "local" && r->given("--executor") && r->given("--sbatch-args"))
+      snip::cli::OptionRules::warn("--sbatch-args is ignored with --executor local: nothing is submitted to Slurm");
     if (opts->executor == "slurm" && r->given("--jobs"))
       snip::cli::OptionRules::warn("--jobs is ignored with --executor slurm: Slurm decides how many tasks run at once");
     if (!opts->list && opts->resume == 0 && !r->given("--checkpoint"))
