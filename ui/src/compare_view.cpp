@@ -291,8 +291,8 @@ void CompareView::show_arm_plan(int table_row) {
 
 // Where the trainings run: this machine (--jobs at once) or Slurm (one job array, through the
 // code of `snip compare --executor slurm`), with extra sbatch arguments such as the partition.
-QHBoxLayout* CompareView::make_executor_row(QWidget* experiment) {
-  auto* row = new QHBoxLayout();
+QVBoxLayout* CompareView::make_executor_row(QWidget* experiment) {
+  auto* row = new QVBoxLayout();
   experiment_executor_ = new QComboBox(experiment);
   experiment_executor_->setObjectName(QStringLiteral("compareExecutor"));
   experiment_executor_->addItem(tr("this machine"), QStringLiteral("local"));
@@ -317,10 +317,13 @@ QHBoxLayout* CompareView::make_executor_row(QWidget* experiment) {
     experiment_partition_->setEnabled(slurm);
     experiment_jobs_->setEnabled(!slurm);  // Slurm decides how many tasks run at once
   });
-  row->addWidget(new QLabel(tr("run on"), experiment));
-  row->addWidget(experiment_executor_);
-  row->addWidget(experiment_partition_);
-  row->addWidget(experiment_sbatch_, 1);
+  // Two lines, so the box is no wider than the rows above it: where, then Slurm's arguments.
+  auto* where = new QHBoxLayout();
+  where->addWidget(new QLabel(tr("run on"), experiment));
+  where->addWidget(experiment_executor_);
+  where->addWidget(experiment_partition_, 1);
+  row->addLayout(where);
+  row->addWidget(experiment_sbatch_);
   return row;
 }
 

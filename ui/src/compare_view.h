@@ -33,6 +33,7 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
+class QVBoxLayout;
 
 namespace snip::ui {
 
@@ -124,7 +125,7 @@ class CompareView : public QWidget {
   void start_experiment_worker();
   void show_arm_plan(int report_row);
   void fill_plan_filter(const std::vector<snip::CompareRecord>& compares);
-  QHBoxLayout* make_executor_row(QWidget* experiment);
+  QVBoxLayout* make_executor_row(QWidget* experiment);
   void show_slurm_status(int queued, int running, int finished, const QStringList& trainings);
   QWidget* make_table_box();
   void on_data_changed();
